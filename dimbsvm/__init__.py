@@ -1,0 +1,12 @@
+"""dimbsvm: SVMs for class-imbalanced data, from a laptop to a Dask cluster.
+
+Public API: the estimators and transformers re-exported here, the metrics in
+:mod:`dimbsvm.metrics`, readers in :mod:`dimbsvm.datasets`, the Zarr layout
+in :mod:`dimbsvm.store` and jobs in :mod:`dimbsvm.jobs`.
+"""
+
+from .metrics import a_mean, f_measure, g_mean, imbalance_report, per_class_recall
+
+__version__ = "0.1.0"
+
+__all__ = ["a_mean", "f_measure", "g_mean", "imbalance_report", "per_class_recall", "__version__"]

@@ -1,0 +1,28 @@
+"""Dataset readers, the synthetic generator and bundled example data.
+
+Every reader returns a :class:`Dataset` with float64 features, integer labels
+and the class map (binary data: the minority class is 1). :func:`load` picks
+the reader from the file suffix.
+"""
+
+from ._base import Dataset
+from .keel import load_keel
+from .registry import bundled_names, list_available, load, shared_datasets_dir
+from .synthetic import make_imbalanced
+from .tabular import load_agnostic, load_csv, load_npz, load_svmlight
+from .timeseries import load_ts
+
+__all__ = [
+    "Dataset",
+    "load_keel",
+    "load_csv",
+    "load_npz",
+    "load_svmlight",
+    "load_agnostic",
+    "load_ts",
+    "load",
+    "make_imbalanced",
+    "bundled_names",
+    "shared_datasets_dir",
+    "list_available",
+]

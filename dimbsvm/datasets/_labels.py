@@ -1,0 +1,141 @@
+"""The one rule that turns source class labels into integers.
+
+Every reader calls :func:`encode_labels`, so a class map means the same thing
+whatever file it came from:
+
+* two classes named ``positive`` and ``negative`` (the KEEL convention):
+  ``positive`` -> 1, ``negative`` -> 0, with a warning when ``positive`` is
+  not the smaller class (``ecoli-0_vs_1`` is such a file);
+* any other two classes: the minority (by count) -> 1; on a tie the second
+  class in order (declared order, else sorted order) -> 1;
+* more than two classes: declared order, else sorted order -> 0..k-1.
+
+Sorted order is numeric when every label is a number (so ``"10"`` follows
+``"9"``), otherwise lexicographic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..exceptions import DataError
+
+__all__ = ["encode_labels", "label_key"]
+
+logger = logging.getLogger(__name__)
+
+
+def label_key(value) -> str:
+    """Source label as the string used in a class map.
+
+    Integral numbers lose their decimal part (``1.0`` -> ``"1"``, ``+1`` ->
+    ``"1"``) so that svmlight's float labels and text labels agree.
+    """
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text)
+        except ValueError:
+            return text
+        return _number_key(number) if np.isfinite(number) else text
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return _number_key(float(value)) if np.isfinite(value) else str(value)
+    return str(value)
+
+
+def _number_key(number: float) -> str:
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def _sorted_classes(keys: Sequence[str]) -> list[str]:
+    try:
+        return sorted(keys, key=float)
+    except ValueError:
+        return sorted(keys)
+
+
+def encode_labels(
+    labels,
+    *,
+    source: str,
+    declared: Sequence[str] | None = None,
+    binary_minority: bool = True,
+) -> tuple[np.ndarray, dict[str, int]]:
+    """Map source labels to integer labels and return the class map.
+
+    Parameters
+    ----------
+    labels : sequence or ndarray of shape (n_samples,)
+        Source labels (strings or numbers); converted with :func:`label_key`.
+    source : str
+        File (or description) named in error and warning messages.
+    declared : sequence of str, default=None
+        Classes declared by the file header, in order. Every label must be
+        one of them. When omitted the classes are the observed labels.
+    binary_minority : bool, default=True
+        Apply the binary rules above. When False the class order (declared,
+        else sorted) gives 0..k-1 for any number of classes.
+
+    Returns
+    -------
+    y : ndarray of shape (n_samples,), dtype int64
+    class_map : dict
+        Source label string -> integer label.
+
+    Examples
+    --------
+    >>> y, class_map = encode_labels(["a", "b", "b", "b"], source="demo")
+    >>> y.tolist(), class_map
+    ([1, 0, 0, 0], {'b': 0, 'a': 1})
+    >>> encode_labels([-1.0, 1.0, -1.0], source="demo")[1]
+    {'-1': 0, '1': 1}
+    """
+    keys = np.asarray([label_key(v) for v in np.asarray(labels, dtype=object).ravel()], dtype=object)
+    if keys.size == 0:
+        raise DataError(f"{source}: no class labels")
+    present, counts = np.unique(keys.astype(str), return_counts=True)
+    count_of = dict(zip(present.tolist(), counts.tolist()))
+
+    if declared is not None:
+        order = [label_key(c) for c in declared]
+        unknown = sorted(set(count_of) - set(order))
+        if unknown:
+            raise DataError(
+                f"{source}: class label(s) {unknown} not among the declared classes {order}"
+            )
+    else:
+        order = _sorted_classes(list(count_of))
+
+    if binary_minority and len(order) == 2:
+        class_map = _binary_map(order, count_of, source)
+    else:
+        class_map = {c: i for i, c in enumerate(order)}
+
+    y = np.fromiter((class_map[k] for k in keys), dtype=np.int64, count=keys.size)
+    return y, class_map
+
+
+def _binary_map(order: list[str], count_of: dict[str, int], source: str) -> dict[str, int]:
+    if set(order) == {"positive", "negative"}:
+        n_pos, n_neg = count_of.get("positive", 0), count_of.get("negative", 0)
+        if n_pos > n_neg:
+            # Kept as 1 because the file says so; minority-aware code needs to know.
+            logger.warning(
+                "%s: the class 'positive' is not the minority (%d positive vs %d negative "
+                "rows); it is still mapped to 1",
+                source,
+                n_pos,
+                n_neg,
+            )
+        return {"negative": 0, "positive": 1}
+    first, second = order
+    minority = first if count_of.get(first, 0) < count_of.get(second, 0) else second
+    majority = second if minority == first else first
+    return {majority: 0, minority: 1}

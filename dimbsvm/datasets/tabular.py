@@ -1,0 +1,360 @@
+"""Readers for tabular files: CSV, NumPy ``.npz``, svmlight and the agnostic-learning sets."""
+
+from __future__ import annotations
+
+import csv
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import DataError
+from ._base import Dataset
+from ._labels import encode_labels
+
+__all__ = ["load_csv", "load_npz", "load_svmlight", "load_agnostic"]
+
+# Cell values read as "missing" in CSV files: NaN in numeric columns,
+# an all-zero block in nominal ones.
+CSV_MISSING = frozenset({"", "?", "<null>"})
+
+
+def _existing_file(path) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    return path
+
+
+def load_csv(path, target="class") -> Dataset:
+    """Read a CSV file with a header row.
+
+    A column whose non-missing values are not all numbers is nominal and is
+    one-hot encoded in sorted category order (columns named ``"x0=A"``).
+    Missing cells (empty, ``?`` or ``<null>``) become NaN in numeric columns
+    and an all-zero block in nominal ones. Labels follow the binary-minority
+    rule of :func:`~dimbsvm.datasets._labels.encode_labels`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The CSV file.
+    target : str, default="class"
+        Name of the label column. When left at ``"class"`` and the header has
+        no such column, the last column is the label; any other name must
+        exist.
+
+    Returns
+    -------
+    Dataset
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> tmp = pathlib.Path(tempfile.mkdtemp()) / "toy.csv"
+    >>> _ = tmp.write_text("x0,colour,class\\n1.5,red,a\\n2.0,blue,b\\n?,red,b\\n")
+    >>> ds = load_csv(tmp)
+    >>> ds.feature_names, ds.nominal_columns, ds.class_map
+    (['x0', 'colour=blue', 'colour=red'], ['colour'], {'b': 0, 'a': 1})
+    >>> ds.X[2].tolist()
+    [nan, 0.0, 1.0]
+    """
+    path = _existing_file(path)
+    header, rows, line_numbers = _read_csv_rows(path)
+    if target in header:
+        target_index = header.index(target)
+    elif target == "class":
+        target_index = len(header) - 1
+    else:
+        raise DataError(f"{path}: no target column {target!r}; columns are {header}")
+
+    blocks, names, nominal = [], [], []
+    for j, column_name in enumerate(header):
+        if j == target_index:
+            continue
+        values = [row[j] for row in rows]
+        numbers = _as_numbers(values)
+        if numbers is not None:
+            blocks.append(numbers[:, None])
+            names.append(column_name)
+            continue
+        categories = sorted({v for v in values if v not in CSV_MISSING})
+        index = {c: k for k, c in enumerate(categories)}
+        block = np.zeros((len(values), len(categories)), dtype=np.float64)
+        for i, v in enumerate(values):
+            if v not in CSV_MISSING:
+                block[i, index[v]] = 1.0
+        blocks.append(block)
+        names.extend(f"{column_name}={c}" for c in categories)
+        nominal.append(column_name)
+
+    labels = [row[target_index] for row in rows]
+    for i, label in enumerate(labels):
+        if label in CSV_MISSING:
+            raise DataError(
+                f"{path}, line {line_numbers[i]}: missing label in column {header[target_index]!r}"
+            )
+    y, class_map = encode_labels(labels, source=str(path))
+    X = np.hstack(blocks) if blocks else np.empty((len(rows), 0), dtype=np.float64)
+    return Dataset(
+        X=np.ascontiguousarray(X, dtype=np.float64),
+        y=y,
+        feature_names=names,
+        nominal_columns=nominal,
+        class_map=class_map,
+        name=path.stem,
+        source=str(path),
+    )
+
+
+def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
+    try:
+        with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+            reader = csv.reader(handle)
+            header = next((r for r in reader if any(c.strip() for c in r)), None)
+            if header is None:
+                raise DataError(f"{path}: empty file (no header row)")
+            header = [c.strip() for c in header]
+            if any(not c for c in header):
+                raise DataError(f"{path}, line {reader.line_num}: empty column name in header")
+            if len(set(header)) != len(header):
+                raise DataError(f"{path}, line {reader.line_num}: duplicate column names")
+            rows, line_numbers = [], []
+            for row in reader:
+                if not any(c.strip() for c in row):
+                    continue
+                if len(row) != len(header):
+                    raise DataError(
+                        f"{path}, line {reader.line_num}: expected {len(header)} values "
+                        f"(one per header column), got {len(row)}"
+                    )
+                rows.append([c.strip() for c in row])
+                line_numbers.append(reader.line_num)
+    except csv.Error as exc:
+        raise DataError(f"{path}: not a readable CSV file: {exc}") from exc
+    if not rows:
+        raise DataError(f"{path}: no data rows after the header")
+    return header, rows, line_numbers
+
+
+def _as_numbers(values: list[str]) -> np.ndarray | None:
+    """The column as floats (missing -> NaN), or None if any value is not a number."""
+    cleaned = ["nan" if v in CSV_MISSING else v for v in values]
+    try:
+        return np.asarray(cleaned).astype(np.float64)
+    except ValueError:
+        return None
+
+
+def load_npz(path) -> Dataset:
+    """Read a NumPy ``.npz`` archive with arrays ``X`` and ``y``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Archive written by :func:`numpy.savez`; keys ``X`` (2-D, numeric) and
+        ``y`` (1-D, numbers or strings), optionally ``feature_names``.
+
+    Returns
+    -------
+    Dataset
+        Labels follow the binary-minority rule of
+        :func:`~dimbsvm.datasets._labels.encode_labels`; feature names default
+        to ``x0, x1, ...``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, numpy as np
+    >>> tmp = pathlib.Path(tempfile.mkdtemp()) / "toy.npz"
+    >>> np.savez(tmp, X=np.eye(3), y=np.array([5, 7, 7]))
+    >>> ds = load_npz(tmp)
+    >>> ds.y.tolist(), ds.class_map
+    ([1, 0, 0], {'7': 0, '5': 1})
+    """
+    path = _existing_file(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{path}: not a readable .npz archive: {exc}") from exc
+    missing = [key for key in ("X", "y") if key not in arrays]
+    if missing:
+        raise DataError(f"{path}: missing array(s) {missing}; found {sorted(arrays)}")
+    try:
+        X = np.asarray(arrays["X"], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{path}: array 'X' is not numeric: {exc}") from exc
+    y_source = np.asarray(arrays["y"])
+    if X.ndim != 2:
+        raise DataError(f"{path}: array 'X' must be 2-D, got shape {X.shape}")
+    if y_source.ndim != 1 or len(y_source) != len(X):
+        raise DataError(
+            f"{path}: array 'y' must be 1-D with one label per row of X ({len(X)}), "
+            f"got shape {y_source.shape}"
+        )
+    if "feature_names" in arrays:
+        feature_names = [str(n) for n in np.asarray(arrays["feature_names"]).ravel()]
+        if len(feature_names) != X.shape[1]:
+            raise DataError(
+                f"{path}: 'feature_names' has {len(feature_names)} entries for "
+                f"{X.shape[1]} columns of X"
+            )
+    else:
+        feature_names = [f"x{j}" for j in range(X.shape[1])]
+    y, class_map = encode_labels(y_source, source=str(path))
+    return Dataset(
+        X=X,
+        y=y,
+        feature_names=feature_names,
+        class_map=class_map,
+        name=path.stem,
+        source=str(path),
+    )
+
+
+def load_svmlight(path) -> Dataset:
+    """Read an svmlight / libsvm file (densified).
+
+    Parameters
+    ----------
+    path : str or path-like
+        File in the format read by :func:`sklearn.datasets.load_svmlight_file`.
+
+    Returns
+    -------
+    Dataset
+        ``X`` dense float64; labels follow the binary-minority rule (for
+        ``-1``/``+1`` data the smaller class is 1); features named ``x0, ...``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> tmp = pathlib.Path(tempfile.mkdtemp()) / "toy.svm"
+    >>> _ = tmp.write_text("-1 1:0.5 3:1\\n+1 2:2\\n-1 1:1\\n")
+    >>> ds = load_svmlight(tmp)
+    >>> ds.X.shape, ds.y.tolist(), ds.class_map
+    ((3, 3), [0, 1, 0], {'-1': 0, '1': 1})
+    """
+    from sklearn.datasets import load_svmlight_file
+
+    path = _existing_file(path)
+    try:
+        X_sparse, y_source = load_svmlight_file(str(path))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not a readable svmlight file: {exc}") from exc
+    X = np.asarray(X_sparse.toarray(), dtype=np.float64)
+    y, class_map = encode_labels(y_source, source=str(path))
+    return Dataset(
+        X=X,
+        y=y,
+        feature_names=[f"x{j}" for j in range(X.shape[1])],
+        class_map=class_map,
+        name=path.stem,
+        source=str(path),
+    )
+
+
+def load_agnostic(path) -> Dataset:
+    """Read an agnostic-learning challenge training set (ada, hiva, sylva, ...).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A directory holding exactly one ``*_train.data`` file, or a ``.data``
+        file. Features are whitespace-separated numbers, one row per line; the
+        sibling ``.labels`` file holds one label (+1/-1) per line.
+
+    Returns
+    -------
+    Dataset
+        The minority class (+1 in the challenge sets) is 1; features are named
+        ``x0, ...``; the name drops the ``_train`` suffix (``"sylva"``).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "toy_train.data").write_text("0 1\\n2 3\\n4 5\\n")
+    >>> _ = (folder / "toy_train.labels").write_text("-1\\n1\\n-1\\n")
+    >>> ds = load_agnostic(folder)
+    >>> ds.name, ds.X.shape, ds.y.tolist()
+    ('toy', (3, 2), [0, 1, 0])
+    """
+    data_path = _agnostic_data_file(Path(path))
+    labels_path = data_path.with_suffix(".labels")
+    if not labels_path.is_file():
+        raise DataError(f"{data_path}: label file {labels_path.name} not found beside it")
+    X = _read_whitespace_matrix(data_path)
+    label_lines = [
+        (n, line.strip())
+        for n, line in enumerate(labels_path.read_text().splitlines(), start=1)
+        if line.strip()
+    ]
+    if len(label_lines) != len(X):
+        raise DataError(
+            f"{data_path}: {len(X)} data rows but {labels_path.name} has "
+            f"{len(label_lines)} labels"
+        )
+    for n, text in label_lines:
+        if len(text.split()) != 1:
+            raise DataError(f"{labels_path}, line {n}: expected one label, got {text!r}")
+    y, class_map = encode_labels([text for _, text in label_lines], source=str(labels_path))
+    name = data_path.stem.removesuffix("_train")
+    return Dataset(
+        X=X,
+        y=y,
+        feature_names=[f"x{j}" for j in range(X.shape[1])],
+        class_map=class_map,
+        name=name,
+        source=str(data_path),
+    )
+
+
+def _agnostic_data_file(path: Path) -> Path:
+    if path.is_dir():
+        found = sorted(path.glob("*_train.data"))
+        if len(found) != 1:
+            raise DataError(
+                f"{path}: expected exactly one *_train.data file in the directory, "
+                f"found {[p.name for p in found]}"
+            )
+        return found[0]
+    if path.suffix != ".data":
+        raise DataError(f"{path}: expected a directory or a .data file")
+    return _existing_file(path)
+
+
+def _read_whitespace_matrix(path: Path) -> np.ndarray:
+    try:
+        # The C parser is fast on the large sets; failures are re-scanned
+        # below to name the offending line.
+        X = np.loadtxt(path, dtype=np.float64, ndmin=2)
+    except ValueError:
+        _raise_row_error(path)
+        raise  # _raise_row_error always raises; kept for the type checker
+    if X.size == 0:
+        raise DataError(f"{path}: no data rows")
+    return X
+
+
+def _raise_row_error(path: Path) -> None:
+    expected = None
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if expected is None:
+            expected = len(fields)
+        if len(fields) != expected:
+            raise DataError(
+                f"{path}, line {number}: expected {expected} values (as on the first row), "
+                f"got {len(fields)}"
+            )
+        for column, text in enumerate(fields):
+            try:
+                float(text)
+            except ValueError:
+                raise DataError(
+                    f"{path}, line {number}, column {column}: {text!r} is not a number"
+                ) from None
+    raise DataError(f"{path}: cannot parse as a whitespace-separated matrix")

@@ -1,0 +1,11 @@
+"""Where work runs: client handling and task fan-out.
+
+Library code takes ``client=None`` and uses the current ``distributed`` client
+when there is one; only :func:`cluster_client` (used by the CLI and the job
+runner) may start an embedded ``LocalCluster``.
+"""
+
+from .client import cluster_client, current_client
+from .fanout import run_tasks
+
+__all__ = ["cluster_client", "current_client", "run_tasks"]

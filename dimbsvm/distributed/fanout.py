@@ -1,0 +1,66 @@
+"""Run many independent tasks on a client and collect their results in order."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from distributed import as_completed
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["run_tasks"]
+
+
+def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, label="tasks"):
+    """Submit ``func(**shared, **kwargs)`` for every ``kwargs`` in ``calls``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    func : callable
+        A module-level function (pickles by reference).
+    calls : list of dict
+        Per-task keyword arguments: seeds and fold numbers, not data.
+    shared : dict, default=None
+        Keyword arguments common to all tasks (e.g. the data). Each value is
+        scattered to the cluster once and passed to tasks by reference.
+    retries : int, default=2
+        How often a task that raised is retried before the error is raised
+        here. Work lost with a dead worker is recomputed by Dask regardless.
+    progress : bool, default=True
+        Show ``done/total`` on stderr while tasks finish.
+    label : str
+        What the tasks are, for the progress line.
+
+    Returns
+    -------
+    results : list
+        ``func``'s return values, in the order of ``calls``.
+    """
+    shared = dict(shared or {})
+    refs = {key: client.scatter(value, broadcast=False, hash=False) for key, value in shared.items()}
+    futures = [client.submit(func, **refs, **kwargs, pure=False, retries=retries) for kwargs in calls]
+    index = {future.key: i for i, future in enumerate(futures)}
+    results = [None] * len(futures)
+    total = len(futures)
+    show = progress and total > 0
+    try:
+        for done, future in enumerate(as_completed(futures), start=1):
+            results[index[future.key]] = future.result()  # re-raises the task's own error
+            if show:
+                _show_progress(done, total, label)
+    finally:
+        if show:
+            sys.stderr.write("\n")
+        for future in futures:
+            future.cancel()
+    logger.info("%d %s finished", total, label)
+    return results
+
+
+def _show_progress(done, total, label):
+    width = 30
+    filled = int(width * done / total)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label}")
+    sys.stderr.flush()

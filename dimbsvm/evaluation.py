@@ -1,0 +1,180 @@
+"""Cross-validation folds and the body of one (repeat, fold) evaluation.
+
+Plain functions on arrays, no Dask: ``distributed/`` decides where they run.
+A fold is identified by its repeat seed and fold number and rebuilt from them
+inside the task (stratified k-fold with shuffling is deterministic given the
+seed), so tasks carry seeds, not index arrays, and every method evaluated on
+the same (seed, fold) sees exactly the same rows.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.impute import SimpleImputer
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
+
+from .metrics import a_mean, f_measure, g_mean
+
+__all__ = [
+    "METRICS", "SCALERS", "repeat_seeds", "fold_indices", "evaluate_fold", "summarize",
+    "positive_label",
+]
+
+#: Metrics a job or suite may ask for. ``auc`` needs a score (decision_function
+#: or predict_proba); the times are measured around fit and predict.
+METRICS = ("g_mean", "f_measure", "auc", "a_mean", "fit_time", "predict_time")
+#: Binary-only metrics.
+BINARY_METRICS = ("f_measure", "auc")
+SCALERS = ("minmax", "standard", "none")
+IMPUTERS = ("none", "mean", "median")
+
+
+def repeat_seeds(n_repeats: int, random_state: int) -> list[int]:
+    """The shuffling seed of each CV repeat: ``random_state, random_state + 1, ...``.
+
+    Consecutive seeds make the common protocol "5-fold CV repeated with seeds
+    0 and 1" the setting ``n_repeats=2, random_state=0``.
+
+    Examples
+    --------
+    >>> repeat_seeds(2, 0)
+    [0, 1]
+    """
+    return [int(random_state) + r for r in range(int(n_repeats))]
+
+
+def fold_indices(y, *, n_splits: int, seed: int, fold: int):
+    """Train and test row indices of one fold of a shuffled stratified k-fold.
+
+    Examples
+    --------
+    >>> y = np.array([0] * 8 + [1] * 4)
+    >>> train, test = fold_indices(y, n_splits=4, seed=0, fold=0)
+    >>> len(train), len(test), int(y[test].sum())
+    (9, 3, 1)
+    """
+    splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    for i, (train, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
+        if i == fold:
+            return train, test
+    raise ValueError(f"fold {fold} does not exist with n_splits={n_splits}")
+
+
+def positive_label(y):
+    """The minority class of ``y`` (ties: the larger label), the positive class of binary metrics."""
+    labels, counts = np.unique(np.asarray(y), return_counts=True)
+    order = np.lexsort((-labels, counts)) if np.issubdtype(labels.dtype, np.number) else np.argsort(counts, kind="stable")
+    return labels[order[0]].item()
+
+
+def build_pipeline(estimator, *, scaler: str = "minmax", impute: str = "none"):
+    """``[imputer] -> [scaler] -> estimator``, each fitted on training rows only."""
+    steps = []
+    if impute != "none":
+        steps.append(SimpleImputer(strategy=impute))
+    if scaler == "minmax":
+        steps.append(MinMaxScaler())
+    elif scaler == "standard":
+        steps.append(StandardScaler())
+    elif scaler != "none":
+        raise ValueError(f"unknown scaler {scaler!r}; accepted: {', '.join(SCALERS)}")
+    steps.append(clone(estimator))
+    return make_pipeline(*steps)
+
+
+def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
+                  metrics=("g_mean", "f_measure"), scaler="minmax", impute="none",
+                  pos_label=None) -> dict:
+    """Fit on one fold's training rows, score its test rows.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    estimator : estimator
+        Unfitted; cloned, so the caller's object is untouched.
+    n_splits, seed, fold : int
+        Identify the fold (see :func:`fold_indices`).
+    metrics : sequence of str
+        Names from :data:`METRICS`.
+    scaler, impute : str
+        Preprocessing fitted on the training rows only.
+    pos_label : int or str, default=None
+        Positive class for F-measure and AUC; default the minority of ``y``.
+
+    Returns
+    -------
+    record : dict
+        ``{"seed", "fold", "n_train", "n_test", <metric>: value, ...}``.
+    """
+    train, test = fold_indices(y, n_splits=n_splits, seed=seed, fold=fold)
+    if pos_label is None:
+        pos_label = positive_label(y)
+    model = build_pipeline(estimator, scaler=scaler, impute=impute)
+    start = time.perf_counter()
+    model.fit(X[train], y[train])
+    fit_time = time.perf_counter() - start
+    start = time.perf_counter()
+    y_pred = model.predict(X[test])
+    scores = positive_scores(model, X[test], pos_label) if "auc" in metrics else None
+    predict_time = time.perf_counter() - start
+    record = {"seed": int(seed), "fold": int(fold), "n_train": int(len(train)), "n_test": int(len(test))}
+    y_test = y[test]
+    for name in metrics:
+        if name == "g_mean":
+            record[name] = g_mean(y_test, y_pred)
+        elif name == "f_measure":
+            record[name] = f_measure(y_test, y_pred, pos_label=pos_label)
+        elif name == "a_mean":
+            record[name] = a_mean(y_test, y_pred)
+        elif name == "auc":
+            record[name] = float(roc_auc_score(y_test == pos_label, scores))
+        elif name == "fit_time":
+            record[name] = fit_time
+        elif name == "predict_time":
+            record[name] = predict_time
+        else:
+            raise ValueError(f"unknown metric {name!r}; accepted: {', '.join(METRICS)}")
+    return record
+
+
+def positive_scores(model, X, pos_label):
+    """Scores that grow with the likelihood of ``pos_label``, for ROC-AUC.
+
+    Uses ``decision_function`` (scikit-learn's convention: positive means
+    ``classes_[1]``) or, failing that, ``predict_proba``.
+    """
+    classes = list(model.classes_)
+    if hasattr(model, "decision_function"):
+        scores = np.asarray(model.decision_function(X), dtype=float)
+        if scores.ndim == 1:
+            return scores if classes.index(pos_label) == 1 else -scores
+        return scores[:, classes.index(pos_label)]
+    return np.asarray(model.predict_proba(X))[:, classes.index(pos_label)]
+
+
+def summarize(records, metrics) -> dict:
+    """Mean, standard deviation, min and max of each metric over fold records.
+
+    Examples
+    --------
+    >>> summarize([{"g_mean": 0.5}, {"g_mean": 0.7}], ["g_mean"])["g_mean"]["mean"]
+    0.6
+    """
+    summary = {}
+    for name in metrics:
+        values = np.array([r[name] for r in records], dtype=float)
+        summary[name] = {
+            "mean": round(float(values.mean()), 12),
+            "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+            "min": float(values.min()),
+            "max": float(values.max()),
+            "n": int(len(values)),
+        }
+    return summary

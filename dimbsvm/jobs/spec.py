@@ -1,0 +1,196 @@
+"""Job specifications: the YAML schema and its validation.
+
+A job is validated completely before any work starts: structure and types by
+JSON Schema (``jsonschema``), then the rules a schema cannot express (an
+estimator's own parameter constraints, metric/label compatibility). Every
+message names the offending key and, where there is a closed set, the
+accepted values.
+
+Example job::
+
+    name: quickstart
+    data:
+      source: yeast5            # bundled name, data file, or a dimbsvm Zarr store
+    preprocessing:
+      scaler: minmax            # minmax | standard | none (fitted per training fold)
+      impute: none              # none | mean | median (NaN is rejected with none)
+    estimator:
+      name: svc_balanced
+      params: {C: 1.0}
+    cv:
+      n_splits: 5
+      n_repeats: 2
+      random_state: 0           # repeat r shuffles with seed random_state + r
+    metrics: [g_mean, f_measure, auc, a_mean]
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from ..estimators import estimator_names, make_estimator
+from ..evaluation import IMPUTERS, METRICS, SCALERS
+from ..exceptions import JobSpecError
+
+__all__ = ["JOB_SCHEMA", "load_job", "validate_job"]
+
+JOB_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["data", "estimator"],
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"},
+        "description": {"type": "string"},
+        "data": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["source"],
+            "properties": {
+                "source": {"type": "string", "minLength": 1},
+            },
+        },
+        "preprocessing": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "scaler": {"enum": list(SCALERS)},
+                "impute": {"enum": list(IMPUTERS)},
+            },
+        },
+        "estimator": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string"},
+                "params": {"type": "object"},
+            },
+        },
+        "cv": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "n_splits": {"type": "integer", "minimum": 2},
+                "n_repeats": {"type": "integer", "minimum": 1},
+                "random_state": {"type": "integer", "minimum": 0},
+            },
+        },
+        "metrics": {
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": {"enum": list(METRICS)},
+        },
+        "execution": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "retries": {"type": "integer", "minimum": 0},
+                "n_workers": {"type": "integer", "minimum": 1},
+            },
+        },
+    },
+}
+
+DEFAULTS = {
+    "name": "job",
+    "preprocessing": {"scaler": "minmax", "impute": "none"},
+    "estimator": {"params": {}},
+    "cv": {"n_splits": 5, "n_repeats": 1, "random_state": 0},
+    "metrics": ["g_mean", "f_measure", "auc", "a_mean"],
+    "execution": {"retries": 2},
+}
+
+
+def load_job(path) -> dict:
+    """Read a YAML job file and validate it (see :func:`validate_job`).
+
+    Relative data paths are resolved against the job file's directory when
+    they exist there, so a job runs the same from any working directory.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise JobSpecError(f"cannot read job file {path}: {exc.strerror or exc}") from exc
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise JobSpecError(f"job file {path} is not valid YAML: {exc}") from exc
+    job = validate_job(spec, where=str(path))
+    source = Path(job["data"]["source"])
+    if not source.is_absolute() and (path.parent / source).exists():
+        job["data"]["source"] = str((path.parent / source).resolve())
+    return job
+
+
+def validate_job(spec, *, where="job") -> dict:
+    """Validate a job mapping and return it with defaults filled in.
+
+    Raises
+    ------
+    JobSpecError
+        Naming the key (as a dotted path) and the accepted values.
+
+    Examples
+    --------
+    >>> job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc"}})
+    >>> job["cv"]
+    {'n_splits': 5, 'n_repeats': 1, 'random_state': 0}
+    >>> validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc"}, "cv": {"folds": 3}})
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.JobSpecError: job: unknown key 'cv.folds'; accepted keys under 'cv': n_random_state, n_repeats, n_splits
+    """
+    if not isinstance(spec, dict):
+        raise JobSpecError(f"{where}: a job must be a mapping of keys to values, got {type(spec).__name__}")
+    errors = sorted(jsonschema.Draft202012Validator(JOB_SCHEMA).iter_errors(spec),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise JobSpecError(f"{where}: {_describe(errors[0])}")
+    job = _with_defaults(spec)
+    est = job["estimator"]
+    if est["name"] not in estimator_names():
+        raise JobSpecError(f"{where}: 'estimator.name' is {est['name']!r}; accepted: {', '.join(estimator_names())}")
+    try:
+        make_estimator(est["name"], est["params"])
+    except JobSpecError as exc:
+        raise JobSpecError(f"{where}: 'estimator.params': {exc}") from None
+    return job
+
+
+def _with_defaults(spec: dict) -> dict:
+    job = copy.deepcopy(DEFAULTS)
+    for key, value in spec.items():
+        if isinstance(value, dict) and isinstance(job.get(key), dict):
+            job[key].update(copy.deepcopy(value))
+        else:
+            job[key] = copy.deepcopy(value)
+    return job
+
+
+def _describe(error) -> str:
+    """One readable sentence for a JSON-Schema error."""
+    key = ".".join(str(p) for p in error.absolute_path)
+    schema = error.schema
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        parent = f" under '{key}'" if key else ""
+        full = ".".join(filter(None, [key, extra[0]]))
+        return f"unknown key '{full}'; accepted keys{parent}: {', '.join(allowed)}"
+    if error.validator == "required":
+        missing = error.message.split("'")[1]
+        full = ".".join(filter(None, [key, missing]))
+        return f"missing required key '{full}'"
+    if error.validator == "enum":
+        return f"'{key}' is {error.instance!r}; accepted: {', '.join(map(str, schema['enum']))}"
+    if error.validator == "type":
+        return f"'{key}' must be of type {schema['type']}, got {type(error.instance).__name__} {error.instance!r}"
+    if error.validator in ("minimum", "minItems", "minLength"):
+        return f"'{key}' is {error.instance!r}; it must be at least {error.validator_value}"
+    return f"'{key or '(top level)'}': {error.message}"

@@ -1,0 +1,74 @@
+"""The CLI end to end, in subprocesses, with an embedded (process-based) Dask cluster."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _dimbsvm(*args, cwd=None, timeout=300):
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, "-m", "dimbsvm.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd or ROOT, env=env, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_quickstart_job_runs_end_to_end(tmp_path):
+    out = tmp_path / "run"
+    proc = _dimbsvm("run", ROOT / "jobs" / "quickstart.yaml", "--out", out, "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "g_mean" in proc.stdout and "f_measure" in proc.stdout
+    assert f"run directory: {out}" in proc.stdout
+    assert "10/10 folds" in proc.stderr  # progress was shown
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["folds"]) == 10
+    assert 0.5 < metrics["summary"]["g_mean"]["mean"] <= 1.0
+    assert (out / "job.yaml").read_text() == (ROOT / "jobs" / "quickstart.yaml").read_text()
+
+
+def test_bad_job_exits_nonzero_before_work(tmp_path):
+    job = tmp_path / "bad.yaml"
+    job.write_text("data: {source: yeast5}\nestimator: {name: svc}\ncv: {n_splits: 0}\n")
+    proc = _dimbsvm("run", job, "--out", tmp_path / "run")
+    assert proc.returncode == 2
+    assert "'cv.n_splits' is 0; it must be at least 2" in proc.stderr
+    assert "dashboard" not in proc.stderr  # no cluster was started
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_job_file(tmp_path):
+    proc = _dimbsvm("run", tmp_path / "nope.yaml")
+    assert proc.returncode == 2 and "cannot read job file" in proc.stderr
+
+
+def test_bad_data_exits_nonzero(tmp_path):
+    data = tmp_path / "one_class.csv"
+    data.write_text("x0,x1,class\n" + "".join(f"{i},{i * 2},a\n" for i in range(20)))
+    job = tmp_path / "job.yaml"
+    job.write_text(f"data: {{source: {data}}}\nestimator: {{name: svc}}\nexecution: {{n_workers: 1}}\n")
+    proc = _dimbsvm("run", job, "--out", tmp_path / "run")
+    assert proc.returncode == 2 and "only one class" in proc.stderr, proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_ingest_and_datasets(tmp_path):
+    proc = _dimbsvm("ingest", "yeast5", tmp_path / "y.zarr", "--chunk-rows", "500", "--verify")
+    assert proc.returncode == 0, proc.stderr
+    assert "X (1484, 8) in chunks of 500 rows" in proc.stdout
+    proc = _dimbsvm("datasets")
+    assert proc.returncode == 0 and "yeast5" in proc.stdout
+
+
+def test_store_as_job_source(tmp_path):
+    assert _dimbsvm("ingest", "yeast5", tmp_path / "y.zarr").returncode == 0
+    job = tmp_path / "job.yaml"
+    job.write_text("data: {source: y.zarr}\nestimator: {name: linear_svc}\n"
+                   "cv: {n_splits: 3}\nexecution: {n_workers: 1}\n")
+    proc = _dimbsvm("run", job, "--out", tmp_path / "run", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["dataset"]["n_samples"] == 1484

@@ -1,0 +1,106 @@
+"""Job validation, data checks and the runner against an independent sequential computation."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.model_selection import StratifiedKFold
+from sklearn.preprocessing import MinMaxScaler
+from sklearn.svm import SVC
+
+from dimbsvm.datasets import Dataset, load_keel
+from dimbsvm.exceptions import DataError, JobSpecError
+from dimbsvm.jobs import check_job_data, run_job, validate_job
+
+BASE = {"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"}}
+
+
+def _job(**changes):
+    spec = {**BASE, **changes}
+    return validate_job(spec)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"cv": {"folds": 3}}, r"unknown key 'cv.folds'; accepted keys under 'cv': n_repeats, n_splits, random_state"),
+    ({"colour": "red"}, r"unknown key 'colour'"),
+    ({"cv": {"n_splits": "five"}}, r"'cv.n_splits' must be of type integer"),
+    ({"cv": {"n_splits": 1}}, r"'cv.n_splits' is 1; it must be at least 2"),
+    ({"preprocessing": {"scaler": "robust"}}, r"'preprocessing.scaler' is 'robust'; accepted: minmax, standard, none"),
+    ({"metrics": ["g_mean", "accuracy"]}, r"'metrics.1' is 'accuracy'; accepted: g_mean"),
+    ({"estimator": {"name": "forest"}}, r"'estimator.name' is 'forest'; accepted: .*svc_balanced"),
+    ({"estimator": {"name": "svc", "params": {"C": -1}}}, r"'C' parameter of SVC must be a float"),
+    ({"estimator": {"name": "svc", "params": {"gama": 1}}}, r"has no parameter\(s\) gama"),
+    ({"data": {}}, r"missing required key 'data.source'"),
+])
+def test_invalid_jobs_name_the_key(changes, message):
+    with pytest.raises(JobSpecError, match=message):
+        _job(**changes)
+
+
+def test_defaults_are_filled():
+    job = _job()
+    assert job["preprocessing"] == {"scaler": "minmax", "impute": "none"}
+    assert job["cv"] == {"n_splits": 5, "n_repeats": 1, "random_state": 0}
+
+
+def _dataset(X, y):
+    return Dataset(X=np.asarray(X, float), y=np.asarray(y), feature_names=[f"f{i}" for i in range(np.shape(X)[1])],
+                   name="tiny")
+
+
+def test_data_checks():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = np.array([0] * 24 + [1] * 6)
+    X_nan = X.copy()
+    X_nan[7, 2] = np.nan
+    with pytest.raises(DataError, match=r"missing value.*row 7, column 2 \(f2\).*impute"):
+        check_job_data(_dataset(X_nan, y), _job())
+    check_job_data(_dataset(X_nan, y), _job(preprocessing={"impute": "mean"}))
+    X_inf = X.copy()
+    X_inf[3, 0] = np.inf
+    with pytest.raises(DataError, match=r"infinite value in row 3, column 0"):
+        check_job_data(_dataset(X_inf, y), _job(preprocessing={"impute": "mean"}))
+    with pytest.raises(DataError, match="only one class"):
+        check_job_data(_dataset(X, np.zeros(30, int)), _job())
+    with pytest.raises(DataError, match=r"class 1 has 6 rows, fewer than cv.n_splits=10"):
+        check_job_data(_dataset(X, y), _job(cv={"n_splits": 10}))
+    y3 = np.array([0] * 10 + [1] * 10 + [2] * 10)
+    with pytest.raises(DataError, match="auc, f_measure need two"):
+        check_job_data(_dataset(X, y3), _job())
+    check_job_data(_dataset(X, y3), _job(metrics=["g_mean", "a_mean"]))
+
+
+def _sequential_reference(X, y, seeds, n_splits):
+    """Independent computation: explicit folds, scaler and SVC, G-mean from counts."""
+    values = []
+    for seed in seeds:
+        for train, test in StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(X, y):
+            scaler = MinMaxScaler().fit(X[train])
+            model = SVC(class_weight="balanced").fit(scaler.transform(X[train]), y[train])
+            pred = model.predict(scaler.transform(X[test]))
+            tpr = np.mean(pred[y[test] == 1] == 1)
+            tnr = np.mean(pred[y[test] == 0] == 0)
+            values.append(np.sqrt(tpr * tnr))
+    return values
+
+
+def test_run_matches_sequential_reference(client, tmp_path):
+    job = _job(cv={"n_splits": 3, "n_repeats": 2, "random_state": 4}, metrics=["g_mean", "f_measure", "auc"])
+    result = run_job(job, client, out=tmp_path / "run", progress=False)
+    data = load_keel("yeast5")
+    expected = _sequential_reference(data.X, data.y, seeds=[4, 5], n_splits=3)
+    assert [r["g_mean"] for r in result.folds] == pytest.approx(expected, rel=1e-12)
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert saved["summary"]["g_mean"]["mean"] == pytest.approx(np.mean(expected))
+    assert saved["summary"]["g_mean"]["std"] == pytest.approx(np.std(expected, ddof=1))
+    assert len(saved["folds"]) == 6 and (tmp_path / "run" / "summary.md").exists()
+
+
+def test_failed_run_leaves_no_run_directory(client, tmp_path):
+    # LinearSVC rejects this combination only when fitting, inside the task.
+    job = _job(estimator={"name": "linear_svc", "params": {"loss": "hinge", "dual": False}},
+               execution={"retries": 0})
+    with pytest.raises(ValueError, match="loss='hinge'"):
+        run_job(job, client, out=tmp_path / "run", progress=False)
+    assert list(tmp_path.iterdir()) == []
