@@ -35,7 +35,10 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 from .datasets import Dataset, load
 from .exceptions import StoreError
 
-__all__ = ["StoredData", "ingest", "open_store", "verify_store", "fingerprint_file"]
+__all__ = [
+    "StoredData", "ingest", "open_store", "verify_store", "fingerprint_file",
+    "create_checksummed_array", "open_stage", "finish_stage", "stage_is_complete", "StoreRows",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +83,46 @@ class StoredData:
             name=self.meta.get("name", self.path.stem),
             source=str(self.path),
         )
+
+
+class StoreRows:
+    """A picklable handle on a store's features that reads only the rows asked for.
+
+    Tasks receive this instead of the data: it carries the store path, and
+    each process opens the array the first time it reads. It supports
+    ``rows[index_array]`` and ``len(rows)`` and ``shape``, which is all the
+    fold and member code needs.
+    """
+
+    def __init__(self, path, shape):
+        self.path = str(path)
+        self.shape = tuple(shape)
+        self._array = None
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, rows):
+        if self._array is None:
+            self._array = zarr.open_group(self.path, mode="r")["X"]
+        rows = np.asarray(rows)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        try:
+            # zarr reads the chunks these rows touch; sorting keeps that sequential
+            order = np.argsort(rows, kind="stable")
+            block = self._array.get_orthogonal_selection((rows[order],))
+        except ValueError as exc:  # a failed checksum
+            raise StoreError(f"store {self.path} has a damaged chunk: {exc}") from exc
+        out = np.empty_like(block, dtype=np.float64)
+        out[order] = block
+        return out
+
+    def __getstate__(self):
+        return {"path": self.path, "shape": self.shape, "_array": None}
+
+    def __repr__(self):
+        return f"StoreRows({self.path!r}, shape={self.shape})"
 
 
 def fingerprint_file(path) -> str:
@@ -153,10 +196,9 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None) -> Stor
     group = zarr.open_group(str(path), mode="w", zarr_format=3)
     meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows)
     group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
-    codecs = dict(compressors=[ZstdCodec(level=3), Crc32cCodec()])
-    x_arr = group.create_array("X", shape=X.shape, dtype="float32",
-                               chunks=(chunk_rows, *X.shape[1:]), **codecs)
-    y_arr = group.create_array("y", shape=y.shape, dtype="int32", chunks=(chunk_rows,), **codecs)
+    x_arr = create_checksummed_array(group, "X", shape=X.shape, dtype="float32",
+                                     chunks=(chunk_rows, *X.shape[1:]))
+    y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,))
 
     X_dask = da.asarray(X).astype(np.float32).rechunk((chunk_rows, *X.shape[1:]))
     y_dask = da.asarray(y).astype(np.int32).rechunk((chunk_rows,))
@@ -222,6 +264,47 @@ def verify_store(path) -> StoredData:
                     f"(rows {start}..{min(start + step, arr.shape[0]) - 1}) failed its checksum: {exc}"
                 ) from exc
     return stored
+
+
+def create_checksummed_array(group, name, *, shape, dtype, chunks):
+    """A new array in ``group`` whose chunks are zstd-compressed and crc32c-checksummed.
+
+    Every array dimbsvm writes goes through here, so every chunk on disk can
+    be verified.
+    """
+    return group.create_array(name, shape=shape, dtype=dtype, chunks=chunks,
+                              compressors=[ZstdCodec(level=3), Crc32cCodec()], overwrite=True)
+
+
+def stage_is_complete(store_path, stage: str, fingerprint: str) -> bool:
+    """Whether ``stage`` of the store was finished for exactly this fingerprint."""
+    meta = _read_attrs(Path(store_path) / stage)
+    return bool(meta and meta.get("complete") and meta.get("fingerprint") == fingerprint)
+
+
+def open_stage(store_path, stage: str, fingerprint: str, meta: dict | None = None):
+    """Start (or restart) a feature stage: a subgroup marked incomplete.
+
+    A stage is a Zarr group below the store (``knn``, ``similarity/<name>``,
+    ...) holding the arrays a feature step writes. Its meta records the
+    fingerprint of the inputs and parameters; the stage counts as done only
+    after :func:`finish_stage`, so a crash part-way leaves it visibly
+    incomplete and the next run recomputes it.
+
+    Returns
+    -------
+    group : zarr.Group
+    """
+    group = zarr.open_group(str(Path(store_path) / stage), mode="w", zarr_format=3)
+    group.attrs[_ATTR] = dict(meta or {}, fingerprint=fingerprint, complete=False)
+    return group
+
+
+def finish_stage(group, extra: dict | None = None) -> None:
+    """Write a stage's completion marker, last, after all its chunks are written."""
+    meta = dict(group.attrs[_ATTR])
+    meta.update(extra or {}, complete=True)
+    group.attrs[_ATTR] = meta
 
 
 def _read_attrs(path: Path):

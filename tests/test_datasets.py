@@ -296,8 +296,10 @@ def test_svmlight_round_trip(tmp_path):
     X[X < 0] = 0.0
     labels = np.where(np.arange(30) < 5, 1, -1)
     dump_svmlight_file(X, labels, str(tmp_path / "d.svm"))
-    ds = load(tmp_path / "d.svm")
+    ds = load_svmlight(tmp_path / "d.svm")
     np.testing.assert_allclose(ds.X, X)
+    (tmp_path / "d.txt").write_bytes((tmp_path / "d.svm").read_bytes())
+    np.testing.assert_array_equal(load(tmp_path / "d.txt").X, ds.X)  # .txt dispatches too
     assert ds.class_map == {"-1": 0, "1": 1}
     np.testing.assert_array_equal(ds.y, labels == 1)
 
@@ -398,7 +400,8 @@ def test_ts_missing_values_are_nan(tmp_path):
 
 def test_load_unknown_extension_and_missing_files(tmp_path):
     path = write(tmp_path, "data.xlsx", "x")
-    with pytest.raises(DataError, match=r"unknown file type '\.xlsx'; accepted suffixes are .*'\.csv'"):
+    accepted = r"unknown file type '\.xlsx'; accepted suffixes are .*'\.csv'"
+    with pytest.raises(DataError, match=accepted):
         load(path)
     with pytest.raises(DataError, match=r"missing\.csv: file not found"):
         load(tmp_path / "missing.csv")

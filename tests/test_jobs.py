@@ -8,9 +8,9 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 
-from dimbsvm.datasets import Dataset, load_keel
+from dimbsvm.datasets import load_keel
 from dimbsvm.exceptions import DataError, JobSpecError
-from dimbsvm.jobs import check_job_data, run_job, validate_job
+from dimbsvm.jobs import JobData, check_job_data, run_job, validate_job
 
 BASE = {"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"}}
 
@@ -44,8 +44,8 @@ def test_defaults_are_filled():
 
 
 def _dataset(X, y):
-    return Dataset(X=np.asarray(X, float), y=np.asarray(y), feature_names=[f"f{i}" for i in range(np.shape(X)[1])],
-                   name="tiny")
+    return JobData(X=np.asarray(X, float), y=np.asarray(y),
+                   meta={"name": "tiny", "feature_names": [f"f{i}" for i in range(np.shape(X)[1])]})
 
 
 def test_data_checks():
@@ -54,7 +54,7 @@ def test_data_checks():
     y = np.array([0] * 24 + [1] * 6)
     X_nan = X.copy()
     X_nan[7, 2] = np.nan
-    with pytest.raises(DataError, match=r"missing value.*row 7, column 2 \(f2\).*impute"):
+    with pytest.raises(DataError, match=r"missing values.*row 7, column 2 \(f2\).*impute"):
         check_job_data(_dataset(X_nan, y), _job())
     check_job_data(_dataset(X_nan, y), _job(preprocessing={"impute": "mean"}))
     X_inf = X.copy()
@@ -103,4 +103,8 @@ def test_failed_run_leaves_no_run_directory(client, tmp_path):
                execution={"retries": 0})
     with pytest.raises(ValueError, match="loss='hinge'"):
         run_job(job, client, out=tmp_path / "run", progress=False)
-    assert list(tmp_path.iterdir()) == []
+    assert not (tmp_path / "run").exists()
+    # what remains is the hidden partial directory a rerun resumes from, with no results in it
+    assert [p.name for p in tmp_path.iterdir()] == [".run.partial"]
+    assert not (tmp_path / ".run.partial" / "metrics.json").exists()
+    assert list((tmp_path / ".run.partial" / "folds").iterdir()) == []

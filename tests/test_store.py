@@ -99,3 +99,19 @@ def test_bad_arrays_are_rejected(tmp_path):
         ingest((np.zeros((4, 2)), np.zeros(3, dtype=int)), tmp_path / "s.zarr")
     with pytest.raises(StoreError, match="integer labels"):
         ingest((np.zeros((4, 2)), np.array(["a", "b", "a", "b"])), tmp_path / "s.zarr")
+
+
+def test_stage_marker_written_last(tmp_path):
+    from dimbsvm.store import create_checksummed_array, finish_stage, open_stage, stage_is_complete
+
+    path = tmp_path / "s.zarr"
+    ingest((np.zeros((10, 2)), np.array([0, 1] * 5)), path)
+    group = open_stage(path, "features/demo", "abc", {"k": 3})
+    arr = create_checksummed_array(group, "values", shape=(10, 3), dtype="float32", chunks=(5, 3))
+    arr[:5] = 1.0
+    assert not stage_is_complete(path, "features/demo", "abc")  # half-written
+    arr[5:] = 2.0
+    finish_stage(group, {"recall": 0.99})
+    assert stage_is_complete(path, "features/demo", "abc")
+    assert not stage_is_complete(path, "features/demo", "other-fingerprint")
+    assert not stage_is_complete(path, "features/missing", "abc")

@@ -97,7 +97,8 @@ def encode_labels(
     >>> encode_labels([-1.0, 1.0, -1.0], source="demo")[1]
     {'-1': 0, '1': 1}
     """
-    keys = np.asarray([label_key(v) for v in np.asarray(labels, dtype=object).ravel()], dtype=object)
+    source_labels = np.asarray(labels, dtype=object).ravel()
+    keys = np.asarray([label_key(v) for v in source_labels], dtype=object)
     if keys.size == 0:
         raise DataError(f"{source}: no class labels")
     present, counts = np.unique(keys.astype(str), return_counts=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +13,6 @@ from ._base import Dataset
 from ._labels import encode_labels
 
 __all__ = ["load_keel"]
-
-logger = logging.getLogger(__name__)
 
 MISSING = frozenset({"?", "<null>"})
 
@@ -87,7 +84,7 @@ def load_keel(name_or_path) -> Dataset:
     """
     path = _resolve(name_or_path)
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
     except OSError as exc:
         raise DataError(f"{path}: cannot read file: {exc}") from exc
     header = _parse_header(lines, path)

@@ -109,7 +109,7 @@ def load_csv(path, target="class") -> Dataset:
 
 def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     try:
-        with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+        with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
             reader = csv.reader(handle)
             header = next((r for r in reader if any(c.strip() for c in r)), None)
             if header is None:

@@ -75,7 +75,7 @@ def load_ts(path) -> Dataset:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
     header = _parse_header(lines, path)
     cases, labels = _parse_cases(lines, header, path)
     X = _pad(cases, header, path)

@@ -12,7 +12,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["run_tasks"]
 
 
-def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, label="tasks"):
+def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, label="tasks", on_result=None):
     """Submit ``func(**shared, **kwargs)`` for every ``kwargs`` in ``calls``.
 
     Parameters
@@ -32,6 +32,10 @@ def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, lab
         Show ``done/total`` on stderr while tasks finish.
     label : str
         What the tasks are, for the progress line.
+    on_result : callable, default=None
+        Called as ``on_result(i, result)`` as each task finishes (in
+        completion order), e.g. to save results so an interrupted run can
+        resume.
 
     Returns
     -------
@@ -47,7 +51,10 @@ def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, lab
     show = progress and total > 0
     try:
         for done, future in enumerate(as_completed(futures), start=1):
-            results[index[future.key]] = future.result()  # re-raises the task's own error
+            i = index[future.key]
+            results[i] = future.result()  # re-raises the task's own error
+            if on_result is not None:
+                on_result(i, results[i])
             if show:
                 _show_progress(done, total, label)
     finally:

@@ -1,32 +1,59 @@
 """Run a validated job: load data, check it, fan out (repeat, fold) tasks, write the run directory.
 
-The run directory is assembled under a hidden ``.partial`` name and renamed
-into place only when everything is written, so a failed run never leaves a
-directory that looks complete.
+The run directory is assembled under a hidden ``.<name>.partial`` directory
+and renamed into place only when everything is written, so a failed run never
+leaves a directory that looks complete. Each fold's record is saved there as
+soon as it arrives; running the same job again with the same ``--out``
+resumes, reusing the folds already finished.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import logging
+import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import dask.array as da
 import numpy as np
 import yaml
 
-from ..datasets import Dataset, load
+from .. import __version__
+from ..datasets import load
 from ..distributed import run_tasks
 from ..estimators import make_estimator
-from ..evaluation import BINARY_METRICS, evaluate_fold, positive_label, repeat_seeds, summarize
-from ..exceptions import DataError
-from ..store import open_store
+from ..evaluation import BINARY_METRICS, build_pipeline, evaluate_fold, positive_label, repeat_seeds, summarize
+from ..exceptions import DataError, JobSpecError
+from ..store import StoreRows, open_store
+from .artifacts import save_model
 
-__all__ = ["RunResult", "run_job", "load_job_data", "check_job_data"]
+__all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class JobData:
+    """A job's data as tasks see it.
+
+    ``X`` is an in-memory array for files, or a :class:`~dimbsvm.store.StoreRows`
+    handle for a Zarr store, so that workers read the rows they need and the
+    client never holds the features. ``y`` is always in memory: folds are
+    built from it.
+    """
+
+    X: object
+    y: np.ndarray
+    meta: dict
+    lazy_X: da.Array | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.meta.get("name") or self.meta.get("source", "data")
 
 
 @dataclass
@@ -36,18 +63,28 @@ class RunResult:
     run_dir: Path
     summary: dict
     folds: list
+    reused: int = 0
 
 
-def load_job_data(source: str) -> Dataset:
-    """The job's dataset: a dimbsvm Zarr store directory, a data file or a bundled name."""
+def load_job_data(source: str) -> JobData:
+    """The job's data: a dimbsvm Zarr store directory, a data file or a bundled name."""
     path = Path(source)
     if path.is_dir() and (path / "zarr.json").exists():
-        return open_store(path).to_dataset()
-    return load(source)
+        stored = open_store(path)
+        y = np.asarray(stored.y.compute())
+        return JobData(X=StoreRows(stored.path, stored.X.shape), y=y, meta=dict(stored.meta, source=str(path)),
+                       lazy_X=stored.X)
+    if path.suffix == "" and not path.exists() and (os.sep in source or source.endswith(".zarr")):
+        raise DataError(f"data source {source} does not exist")
+    dataset = load(source)
+    return JobData(X=dataset.X, y=dataset.y, meta=dataset.meta())
 
 
-def check_job_data(dataset: Dataset, job: dict) -> None:
+def check_job_data(data: JobData, job: dict) -> None:
     """Reject data the job cannot use, before any task starts.
+
+    For a store, the NaN/inf scan is a chunked Dask reduction (it runs on the
+    current client's workers when there is one).
 
     Raises
     ------
@@ -56,22 +93,15 @@ def check_job_data(dataset: Dataset, job: dict) -> None:
         metrics on multi-class labels, or a class smaller than the number of
         folds.
     """
-    X, y, name = dataset.X, dataset.y, dataset.name or dataset.source
-    if X.ndim != 2:
+    X, y, name = data.X, data.y, data.name
+    shape = tuple(X.shape)
+    if len(shape) != 2:
         raise DataError(
-            f"{name}: the job's estimators need 2-D features, got shape {X.shape} "
+            f"{name}: the job's estimators need 2-D features, got shape {shape} "
             "(time series need a feature stage such as similarity features)")
-    if X.shape[0] != y.shape[0]:
-        raise DataError(f"{name}: X has {X.shape[0]} rows but y has {y.shape[0]} labels")
-    if np.isinf(X).any():
-        rows, cols = np.nonzero(np.isinf(X))
-        raise DataError(f"{name}: infinite value in row {rows[0]}, column "
-                        f"{_column_name(dataset, cols[0])}; remove or clip it")
-    if job["preprocessing"]["impute"] == "none" and np.isnan(X).any():
-        rows, cols = np.nonzero(np.isnan(X))
-        raise DataError(
-            f"{name}: {len(rows)} missing value(s) (NaN), first in row {rows[0]}, column "
-            f"{_column_name(dataset, cols[0])}; set preprocessing.impute to mean or median to impute them")
+    if shape[0] != y.shape[0]:
+        raise DataError(f"{name}: X has {shape[0]} rows but y has {y.shape[0]} labels")
+    _check_finite(data, impute=job["preprocessing"]["impute"] != "none")
     labels, counts = np.unique(y, return_counts=True)
     if len(labels) < 2:
         raise DataError(f"{name}: only one class ({labels[0] if len(labels) else 'none'}) in the labels; "
@@ -87,6 +117,44 @@ def check_job_data(dataset: Dataset, job: dict) -> None:
                         "lower cv.n_splits or add data")
 
 
+def _check_finite(data: JobData, *, impute: bool) -> None:
+    X = data.lazy_X if data.lazy_X is not None else np.asarray(data.X)
+    xp = da if isinstance(X, da.Array) else np
+    bad_inf = xp.isinf(X).any(axis=1)
+    bad_nan = xp.isnan(X).any(axis=1)
+    if isinstance(X, da.Array):
+        bad_inf, bad_nan = da.compute(bad_inf, bad_nan)
+    if bad_inf.any():
+        row = int(np.flatnonzero(bad_inf)[0])
+        col = int(np.flatnonzero(np.isinf(np.asarray(X[row])))[0])
+        raise DataError(f"{data.name}: infinite value in row {row}, column {_column_name(data, col)}; "
+                        "remove or clip it")
+    if bad_nan.any() and not impute:
+        row = int(np.flatnonzero(bad_nan)[0])
+        col = int(np.flatnonzero(np.isnan(np.asarray(X[row])))[0])
+        raise DataError(
+            f"{data.name}: {int(bad_nan.sum())} row(s) with missing values (NaN), first in row {row}, column "
+            f"{_column_name(data, col)}; set preprocessing.impute to mean or median to impute them")
+
+
+def fit_final_model(X, y, *, estimator, scaler, impute):
+    """Task body: the job's pipeline fitted on every row."""
+    rows = np.arange(len(y))
+    return build_pipeline(estimator, scaler=scaler, impute=impute).fit(X[rows], y)
+
+
+def peak_memory_bytes(dask_worker=None) -> int:
+    """Peak resident memory of this process so far (``ru_maxrss``), in bytes."""
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def job_fingerprint(job: dict) -> str:
+    """SHA-256 of the validated job, so a resumed run is known to be the same job."""
+    return hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None = None) -> RunResult:
     """Run a validated job on ``client`` and write its run directory.
 
@@ -97,7 +165,8 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     client : distributed.Client
     out : path, default=None
         The run directory; default ``runs/<name>-<UTC timestamp>``. It must
-        not exist yet.
+        not exist yet; if an interrupted run of the same job left its partial
+        directory, the run resumes from it.
     progress : bool, default=True
         Show task progress on stderr.
     job_text : str, default=None
@@ -109,69 +178,115 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     """
     run_dir = Path(out) if out else Path("runs") / f"{job['name']}-{_dt.datetime.now(_dt.UTC):%Y%m%d-%H%M%S}"
     if run_dir.exists():
-        raise FileExistsError(f"run directory {run_dir} already exists; choose another --out")
-    dataset = load_job_data(job["data"]["source"])
-    check_job_data(dataset, job)
+        raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
+    data = load_job_data(job["data"]["source"])
+    check_job_data(data, job)
+
+    partial = run_dir.with_name(f".{run_dir.name}.partial")
+    fingerprint = job_fingerprint(job)
+    finished = _open_partial(partial, fingerprint, job_text, job)
 
     cv = job["cv"]
-    pos_label = positive_label(dataset.y)
+    pos_label = positive_label(data.y)
     estimator = make_estimator(job["estimator"]["name"], job["estimator"]["params"])
     common = {
         "estimator": estimator, "n_splits": cv["n_splits"], "metrics": tuple(job["metrics"]),
         "scaler": job["preprocessing"]["scaler"], "impute": job["preprocessing"]["impute"],
         "pos_label": pos_label,
     }
-    calls = [{"seed": seed, "fold": fold, **common}
-             for seed in repeat_seeds(cv["n_repeats"], cv["random_state"])
-             for fold in range(cv["n_splits"])]
+    keys = [(seed, fold) for seed in repeat_seeds(cv["n_repeats"], cv["random_state"])
+            for fold in range(cv["n_splits"])]
+    todo = [key for key in keys if key not in finished]
+    if finished:
+        logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(keys) - len(todo), len(todo))
     logger.info("job %s: %s on %s (%d rows), %d fold tasks", job["name"], job["estimator"]["name"],
-                dataset.name, dataset.n_samples, len(calls))
+                data.name, len(data.y), len(todo))
+
+    def save(i, record):
+        _write_json(partial / "folds" / _fold_file(*todo[i]), record)
+
     records = run_tasks(
-        client, evaluate_fold, calls,
-        shared={"X": dataset.X, "y": dataset.y},
-        retries=job["execution"]["retries"], progress=progress, label="folds",
+        client, evaluate_fold, [{"seed": s, "fold": f, **common} for s, f in todo],
+        shared={"X": data.X, "y": data.y}, retries=job["execution"]["retries"],
+        progress=progress, label="folds", on_result=save,
     )
-    summary = summarize(records, job["metrics"])
-    _write_run_dir(run_dir, job, job_text, dataset, records, summary, pos_label)
-    return RunResult(run_dir=run_dir, summary=summary, folds=records)
+    by_key = dict(finished) | {key: record for key, record in zip(todo, records)}
+    all_records = [by_key[key] for key in keys]
+    summary = summarize(all_records, job["metrics"])
 
-
-def _write_run_dir(run_dir: Path, job, job_text, dataset, records, summary, pos_label):
-    partial = run_dir.with_name(f".{run_dir.name}.partial")
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir(parents=True)
-    try:
-        _write_run_files(partial, job, job_text, dataset, records, summary, pos_label)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    partial.rename(run_dir)  # the run directory appears only once complete
-
-
-def _write_run_files(partial: Path, job, job_text, dataset, records, summary, pos_label):
-    (partial / "job.yaml").write_text(job_text if job_text is not None else yaml.safe_dump(job, sort_keys=False))
-    metrics = {
+    if job["output"]["model"]:
+        _save_final_model(client, job, data, common, partial)
+    memory = client.run(peak_memory_bytes)
+    _write_json(partial / "resources.json", {
+        "peak_worker_memory_bytes": memory,
+        "peak_worker_memory_max_bytes": max(memory.values()) if memory else None,
+        "note": "ru_maxrss of each worker process since it started",
+    })
+    _write_json(partial / "metrics.json", {
         "job": job["name"],
         "estimator": job["estimator"],
-        "dataset": dataset.meta() | {"feature_names": None},
+        "dataset": {k: v for k, v in data.meta.items() if k != "feature_names"},
         "positive_label": pos_label,
-        "cv": job["cv"],
+        "cv": cv,
         "summary": summary,
-        "folds": records,
+        "folds": all_records,
+        "reused_folds": len(keys) - len(todo),
+        "dimbsvm_version": __version__,
         "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    }
-    (partial / "metrics.json").write_text(json.dumps(metrics, indent=2, default=_json_default) + "\n")
-    (partial / "summary.md").write_text(_summary_markdown(job, dataset, summary, records))
+    })
+    (partial / "summary.md").write_text(_summary_markdown(job, data, summary, all_records))
+    os.replace(partial, run_dir)  # the run directory appears only once complete
+    return RunResult(run_dir=run_dir, summary=summary, folds=all_records, reused=len(keys) - len(todo))
 
 
-def _summary_markdown(job, dataset, summary, records) -> str:
-    counts = dataset.meta()["class_counts"]
+def _open_partial(partial: Path, fingerprint: str, job_text, job) -> dict:
+    """Create the partial run directory, or reopen one of the same job; return finished folds."""
+    marker = partial / "job-fingerprint"
+    if partial.exists():
+        if not marker.exists() or marker.read_text() != fingerprint:
+            raise JobSpecError(f"{partial} holds an interrupted run of a different job; "
+                               "remove it or choose another --out")
+        finished = {}
+        for path in sorted((partial / "folds").glob("*.json")):
+            record = json.loads(path.read_text())
+            finished[(record["seed"], record["fold"])] = record
+        return finished
+    (partial / "folds").mkdir(parents=True)
+    (partial / "job.yaml").write_text(job_text if job_text is not None else yaml.safe_dump(job, sort_keys=False))
+    marker.write_text(fingerprint)
+    return {}
+
+
+def _save_final_model(client, job, data, common, partial):
+    fit_kwargs = {k: common[k] for k in ("estimator", "scaler", "impute")}
+    [model] = run_tasks(client, fit_final_model, [fit_kwargs], shared={"X": data.X, "y": data.y},
+                        retries=job["execution"]["retries"], progress=False, label="final model")
+    save_model(model, partial / "model", meta={
+        "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],
+        "n_features": int(data.X.shape[1]), "class_map": data.meta.get("class_map", {}),
+        "data_fingerprint": data.meta.get("fingerprint"),
+    })
+
+
+def _fold_file(seed, fold) -> str:
+    return f"seed{seed}-fold{fold}.json"
+
+
+def _write_json(path: Path, payload) -> None:
+    """Write JSON atomically: a reader sees the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def _summary_markdown(job, data, summary, records) -> str:
+    labels, counts = np.unique(data.y, return_counts=True)
     lines = [
         f"# {job['name']}",
         "",
-        f"- data: `{job['data']['source']}` ({dataset.n_samples} rows, {dataset.X.shape[1]} features, "
-        f"class counts {counts})",
+        f"- data: `{job['data']['source']}` ({len(data.y)} rows, {data.X.shape[1]} features, "
+        f"class counts {dict(zip(labels.tolist(), counts.tolist()))})",
         f"- estimator: `{job['estimator']['name']}` {job['estimator']['params'] or ''}",
         f"- protocol: stratified {job['cv']['n_splits']}-fold CV x {job['cv']['n_repeats']} repeat(s), "
         f"seeds from {job['cv']['random_state']}; {job['preprocessing']['scaler']} scaling fitted per training fold",
@@ -185,8 +300,8 @@ def _summary_markdown(job, dataset, summary, records) -> str:
     return "\n".join(lines)
 
 
-def _column_name(dataset, col) -> str:
-    names = dataset.feature_names
+def _column_name(data: JobData, col) -> str:
+    names = data.meta.get("feature_names") or []
     return f"{col} ({names[col]})" if col < len(names) else str(col)
 
 

@@ -85,6 +85,13 @@ JOB_SCHEMA = {
             "uniqueItems": True,
             "items": {"enum": list(METRICS)},
         },
+        "output": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "model": {"type": "boolean"},
+            },
+        },
         "execution": {
             "type": "object",
             "additionalProperties": False,
@@ -102,6 +109,7 @@ DEFAULTS = {
     "estimator": {"params": {}},
     "cv": {"n_splits": 5, "n_repeats": 1, "random_state": 0},
     "metrics": ["g_mean", "f_measure", "auc", "a_mean"],
+    "output": {"model": True},
     "execution": {"retries": 2},
 }
 

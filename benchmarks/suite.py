@@ -1,0 +1,219 @@
+"""Benchmark suites: the YAML schema, validation and method construction.
+
+A suite is validated completely before a cluster starts: structure and types
+by JSON Schema, then what a schema cannot express (unique names, that every
+method can be built with its parameters). Messages name the offending key and
+the accepted values, as job specs do (:mod:`dimbsvm.jobs.spec`).
+
+Example suite::
+
+    name: smoke
+    datasets: [yeast5, ecoli1]          # bundled/KEEL names or data files
+    methods:
+      - {name: svc_balanced, kind: registry, estimator: svc_balanced}
+      - {name: smote_svc, kind: peer, estimator: smote_svc, params: {smote__k_neighbors: 5}}
+    protocol: {n_splits: 3, n_repeats: 1, random_state: 0, scaler: minmax}
+    metrics: [g_mean, f_measure, auc]
+
+``kind: registry`` names an estimator of :mod:`dimbsvm.estimators` (dimbsvm's
+own methods, e.g. ``othr`` once registered); ``kind: peer`` one of
+:data:`benchmarks.peers.PEERS`. A method may carry ``reference`` values (in
+percent, e.g. the peer rows of a published table) that the report sets beside
+the measured means.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from dimbsvm.estimators import estimator_names, make_estimator
+from dimbsvm.evaluation import IMPUTERS, METRICS, SCALERS
+from dimbsvm.exceptions import JobSpecError
+# One wording for schema errors across jobs and suites.
+from dimbsvm.jobs.spec import _describe
+
+from .peers import fold_random_state, make_peer, peer_names
+
+__all__ = ["SUITE_SCHEMA", "KINDS", "QUALITY_METRICS", "load_suite", "validate_suite", "build_method"]
+
+KINDS = ("registry", "peer")
+#: Metrics where higher is better; the report ranks methods on these.
+QUALITY_METRICS = ("g_mean", "f_measure", "auc", "a_mean")
+
+_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_.+-]+$"}
+
+SUITE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["datasets", "methods"],
+    "properties": {
+        "name": _NAME,
+        "description": {"type": "string"},
+        "datasets": {
+            "type": "array", "minItems": 1, "uniqueItems": True,
+            "items": {"type": "string", "minLength": 1},
+        },
+        "methods": {
+            "type": "array", "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "kind", "estimator"],
+                "properties": {
+                    "name": _NAME,
+                    "kind": {"enum": list(KINDS)},
+                    "estimator": {"type": "string", "minLength": 1},
+                    "params": {"type": "object"},
+                    "reference": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {m: {"type": "number"} for m in QUALITY_METRICS},
+                    },
+                },
+            },
+        },
+        "protocol": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "n_splits": {"type": "integer", "minimum": 2},
+                "n_repeats": {"type": "integer", "minimum": 1},
+                "random_state": {"type": "integer", "minimum": 0},
+                "scaler": {"enum": list(SCALERS)},
+                "impute": {"enum": list(IMPUTERS)},
+            },
+        },
+        "metrics": {
+            "type": "array", "minItems": 1, "uniqueItems": True,
+            "items": {"enum": list(METRICS)},
+        },
+        "reference_source": {"type": "string"},
+        "execution": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "retries": {"type": "integer", "minimum": 0},
+                "n_workers": {"type": "integer", "minimum": 1},
+            },
+        },
+    },
+}
+
+DEFAULTS = {
+    "name": "suite",
+    "protocol": {"n_splits": 5, "n_repeats": 1, "random_state": 0, "scaler": "minmax", "impute": "none"},
+    "metrics": list(METRICS),
+    # Fold tasks are deterministic: a retry only helps with a lost worker,
+    # which Dask recomputes anyway, so one retry is plenty.
+    "execution": {"retries": 1},
+}
+
+
+def load_suite(path) -> dict:
+    """Read a YAML suite file and validate it (see :func:`validate_suite`).
+
+    Dataset entries that are paths relative to the suite file's directory are
+    resolved against it, so a suite runs the same from any working directory.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise JobSpecError(f"cannot read suite file {path}: {exc.strerror or exc}") from exc
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise JobSpecError(f"suite file {path} is not valid YAML: {exc}") from exc
+    suite = validate_suite(spec, where=str(path))
+    for i, source in enumerate(suite["datasets"]):
+        local = path.parent / source
+        if not Path(source).is_absolute() and local.is_file():
+            suite["datasets"][i] = str(local.resolve())
+    return suite
+
+
+def validate_suite(spec, *, where="suite") -> dict:
+    """Validate a suite mapping and return it with defaults filled in.
+
+    Raises
+    ------
+    JobSpecError
+        Naming the key (as a dotted path) and the accepted values.
+
+    Examples
+    --------
+    >>> suite = validate_suite({"datasets": ["yeast5"],
+    ...                         "methods": [{"name": "svc", "kind": "peer", "estimator": "svc"}]})
+    >>> suite["protocol"]["n_splits"], suite["metrics"][:2]
+    (5, ['g_mean', 'f_measure'])
+    >>> validate_suite({"datasets": ["yeast5"], "method": []})
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.JobSpecError: suite: unknown key 'method'; accepted keys: datasets, ...
+    """
+    if not isinstance(spec, dict):
+        raise JobSpecError(f"{where}: a suite must be a mapping of keys to values, got {type(spec).__name__}")
+    errors = sorted(jsonschema.Draft202012Validator(SUITE_SCHEMA).iter_errors(spec),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise JobSpecError(f"{where}: {_describe(errors[0])}")
+    suite = _with_defaults(spec)
+    names = [m["name"] for m in suite["methods"]]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise JobSpecError(f"{where}: method name(s) {', '.join(duplicates)} used more than once; "
+                           "each method needs its own 'name'")
+    for i, method in enumerate(suite["methods"]):
+        method.setdefault("params", {})
+        try:
+            build_method(method, seed=0, fold=0)
+        except JobSpecError as exc:
+            raise JobSpecError(f"{where}: 'methods.{i}' ({method['name']}): {exc}") from None
+    return suite
+
+
+def build_method(method: dict, *, seed: int, fold: int):
+    """A new unfitted estimator for one method on one (repeat seed, fold).
+
+    Randomness is seeded from the fold (:func:`benchmarks.peers.fold_random_state`):
+    peers receive it as their ``random_state``; a registry estimator with a
+    ``random_state`` parameter gets it too unless the suite's ``params`` set one.
+
+    Parameters
+    ----------
+    method : dict
+        One validated ``methods`` entry.
+    seed, fold : int
+        The CV repeat seed and fold number.
+
+    Raises
+    ------
+    JobSpecError
+        Unknown estimator name or parameter.
+    """
+    random_state = fold_random_state(seed, fold)
+    params = dict(method.get("params") or {})
+    if method["kind"] == "peer":
+        return make_peer(method["estimator"], params, random_state=random_state)
+    names = estimator_names()
+    if method["estimator"] not in names:
+        raise JobSpecError(f"'estimator' is {method['estimator']!r}, not a registered dimbsvm estimator; "
+                           f"accepted: {', '.join(names)} (or kind: peer with {', '.join(peer_names())})")
+    estimator = make_estimator(method["estimator"], params)
+    if "random_state" in estimator.get_params() and "random_state" not in params:
+        estimator.set_params(random_state=random_state)
+    return estimator
+
+
+def _with_defaults(spec: dict) -> dict:
+    suite = copy.deepcopy(DEFAULTS)
+    for key, value in spec.items():
+        if isinstance(value, dict) and isinstance(suite.get(key), dict):
+            suite[key].update(copy.deepcopy(value))
+        else:
+            suite[key] = copy.deepcopy(value)
+    return suite

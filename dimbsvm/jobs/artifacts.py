@@ -1,0 +1,126 @@
+"""Model artifacts that loading cannot turn into code execution.
+
+A model directory holds::
+
+    model.skops     the fitted estimator, in skops' format (no pickle)
+    meta.json       what the model is: job, estimator, features, class map
+    manifest.json   SHA-256 of every file above, checked on load
+
+skops rebuilds objects only from types it trusts: scikit-learn's own, and the
+dimbsvm classes named in :data:`TRUSTED_TYPES`. A file that asks for any other
+type is refused before anything in it is constructed. The manifest catches
+damage and tampering of single files (a changed model with an unchanged
+manifest); it is not a signature, so keep model directories where only
+trusted writers can write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import skops.io as sio
+
+from .. import __version__
+from ..exceptions import StoreError
+
+__all__ = ["TRUSTED_TYPES", "save_model", "load_model", "verify_model"]
+
+#: dimbsvm classes a model file may contain (full import names).
+TRUSTED_TYPES: list[str] = []
+
+_MODEL = "model.skops"
+_META = "meta.json"
+_MANIFEST = "manifest.json"
+
+
+def trust_type(cls) -> None:
+    """Allow ``cls`` in model files (call where a dimbsvm estimator is registered)."""
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if name not in TRUSTED_TYPES:
+        TRUSTED_TYPES.append(name)
+
+
+def save_model(model, directory, *, meta: dict) -> Path:
+    """Write ``model`` and its manifest to ``directory`` (created; must not exist).
+
+    The directory is written under a temporary name and renamed when complete.
+
+    Returns
+    -------
+    path : pathlib.Path
+    """
+    directory = Path(directory)
+    if directory.exists():
+        raise FileExistsError(f"model directory {directory} already exists")
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    sio.dump(model, tmp / _MODEL)
+    (tmp / _META).write_text(json.dumps(dict(meta, dimbsvm_version=__version__), indent=2, default=str) + "\n")
+    manifest = {
+        "format": "dimbsvm-model-1",
+        "files": {name: _sha256(tmp / name) for name in (_MODEL, _META)},
+    }
+    (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(tmp, directory)
+    return directory
+
+
+def verify_model(directory) -> dict:
+    """Check every file of a model directory against its manifest; return the meta.
+
+    Raises
+    ------
+    StoreError
+        Missing manifest or file, or a SHA-256 mismatch (naming the file).
+    """
+    directory = Path(directory)
+    try:
+        manifest = json.loads((directory / _MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"model {directory}: cannot read {_MANIFEST} ({exc})") from exc
+    for name, expected in manifest.get("files", {}).items():
+        path = directory / name
+        if not path.is_file():
+            raise StoreError(f"model {directory}: {name} is missing")
+        actual = _sha256(path)
+        if actual != expected:
+            raise StoreError(f"model {directory}: {name} does not match its SHA-256 in {_MANIFEST} "
+                             f"(expected {expected[:16]}…, found {actual[:16]}…); refusing to load it")
+    if set(manifest.get("files", {})) != {_MODEL, _META}:
+        raise StoreError(f"model {directory}: {_MANIFEST} does not list {_MODEL} and {_META}")
+    return json.loads((directory / _META).read_text())
+
+
+def load_model(directory):
+    """Verify a model directory and load its estimator with only trusted types.
+
+    Returns
+    -------
+    model : estimator
+    meta : dict
+
+    Raises
+    ------
+    StoreError
+        Failed verification, or the file asks for a type that is not trusted.
+    """
+    directory = Path(directory)
+    meta = verify_model(directory)
+    path = directory / _MODEL
+    untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in TRUSTED_TYPES]
+    if untrusted:
+        raise StoreError(f"model {directory} contains types that are not trusted: {', '.join(untrusted)}")
+    return sio.load(path, trusted=list(TRUSTED_TYPES)), meta
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
