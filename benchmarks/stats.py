@@ -30,14 +30,19 @@ ZERO_METHOD = "zsplit"
 def fold_table(records, metrics) -> pd.DataFrame:
     """The raw per-fold table: one row per (dataset, method, seed, fold).
 
+    ``error`` holds the message of a fold that failed (its metrics are NaN)
+    and is None otherwise.
+
     Examples
     --------
     >>> fold_table([{"dataset": "d", "method": "m", "seed": 0, "fold": 0, "n_train": 8,
     ...              "n_test": 2, "g_mean": 0.5}], ["g_mean"]).columns.tolist()
-    ['dataset', 'method', 'seed', 'fold', 'n_train', 'n_test', 'g_mean']
+    ['dataset', 'method', 'seed', 'fold', 'n_train', 'n_test', 'g_mean', 'error']
     """
-    columns = ["dataset", "method", "seed", "fold", "n_train", "n_test", *metrics]
-    return pd.DataFrame.from_records(records, columns=columns)
+    columns = ["dataset", "method", "seed", "fold", "n_train", "n_test", *metrics, "error"]
+    table = pd.DataFrame.from_records(records, columns=columns)
+    table["error"] = table["error"].astype(object).where(table["error"].notna(), None)
+    return table
 
 
 def dataset_summary(folds: pd.DataFrame, metrics) -> pd.DataFrame:
@@ -56,9 +61,11 @@ def dataset_summary(folds: pd.DataFrame, metrics) -> pd.DataFrame:
 def mean_matrix(folds: pd.DataFrame, metric: str, *, datasets=None, methods=None) -> pd.DataFrame:
     """Per-dataset means of one metric: datasets as rows, methods as columns.
 
-    ``datasets`` and ``methods`` fix the order (default: first appearance).
+    Failed folds (NaN) are left out of a mean; a (dataset, method) without
+    any successful fold is NaN. ``datasets`` and ``methods`` fix the order
+    (default: first appearance).
     """
-    matrix = folds.pivot_table(index="dataset", columns="method", values=metric, aggfunc="mean", sort=False)
+    matrix = folds.groupby(["dataset", "method"], sort=False)[metric].mean().unstack("method")
     datasets = list(datasets) if datasets is not None else list(pd.unique(folds["dataset"]))
     methods = list(methods) if methods is not None else list(pd.unique(folds["method"]))
     return matrix.loc[datasets, methods]

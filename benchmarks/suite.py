@@ -13,6 +13,7 @@ Example suite::
       - {name: svc_balanced, kind: registry, estimator: svc_balanced}
       - {name: smote_svc, kind: peer, estimator: smote_svc, params: {smote__k_neighbors: 5}}
     protocol: {n_splits: 3, n_repeats: 1, random_state: 0, scaler: minmax}
+    # estimator_random_state: 0          # seed of the methods' own randomness, or per_fold
     metrics: [g_mean, f_measure, auc]
 
 ``kind: registry`` names an estimator of :mod:`dimbsvm.estimators` (dimbsvm's
@@ -38,9 +39,14 @@ from dimbsvm.jobs.spec import _describe
 
 from .peers import fold_random_state, make_peer, peer_names
 
-__all__ = ["SUITE_SCHEMA", "KINDS", "QUALITY_METRICS", "load_suite", "validate_suite", "build_method"]
+__all__ = ["SUITE_SCHEMA", "KINDS", "ON_ERROR", "QUALITY_METRICS", "load_suite", "validate_suite",
+           "estimator_random_state", "build_method"]
 
 KINDS = ("registry", "peer")
+#: What a fold task that raises does: ``record`` the error in its record (the
+#: report lists failed folds and averages over the others) or ``raise`` it and
+#: stop the suite.
+ON_ERROR = ("record", "raise")
 #: Metrics where higher is better; the report ranks methods on these.
 QUALITY_METRICS = ("g_mean", "f_measure", "auc", "a_mean")
 
@@ -85,6 +91,7 @@ SUITE_SCHEMA = {
                 "random_state": {"type": "integer", "minimum": 0},
                 "scaler": {"enum": list(SCALERS)},
                 "impute": {"enum": list(IMPUTERS)},
+                "estimator_random_state": {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "per_fold"}]},
             },
         },
         "metrics": {
@@ -98,6 +105,7 @@ SUITE_SCHEMA = {
             "properties": {
                 "retries": {"type": "integer", "minimum": 0},
                 "n_workers": {"type": "integer", "minimum": 1},
+                "on_error": {"enum": list(ON_ERROR)},
             },
         },
     },
@@ -105,11 +113,12 @@ SUITE_SCHEMA = {
 
 DEFAULTS = {
     "name": "suite",
-    "protocol": {"n_splits": 5, "n_repeats": 1, "random_state": 0, "scaler": "minmax", "impute": "none"},
+    "protocol": {"n_splits": 5, "n_repeats": 1, "random_state": 0, "scaler": "minmax", "impute": "none",
+                 "estimator_random_state": 0},
     "metrics": list(METRICS),
     # Fold tasks are deterministic: a retry only helps with a lost worker,
     # which Dask recomputes anyway, so one retry is plenty.
-    "execution": {"retries": 1},
+    "execution": {"retries": 1, "on_error": "record"},
 }
 
 
@@ -170,32 +179,50 @@ def validate_suite(spec, *, where="suite") -> dict:
     for i, method in enumerate(suite["methods"]):
         method.setdefault("params", {})
         try:
-            build_method(method, seed=0, fold=0)
+            build_method(method, random_state=0)
         except JobSpecError as exc:
             raise JobSpecError(f"{where}: 'methods.{i}' ({method['name']}): {exc}") from None
     return suite
 
 
-def build_method(method: dict, *, seed: int, fold: int):
-    """A new unfitted estimator for one method on one (repeat seed, fold).
+def estimator_random_state(protocol: dict, *, seed: int, fold: int) -> int:
+    """The ``random_state`` of the estimators fitted on one (repeat seed, fold).
 
-    Randomness is seeded from the fold (:func:`benchmarks.peers.fold_random_state`):
-    peers receive it as their ``random_state``; a registry estimator with a
-    ``random_state`` parameter gets it too unless the suite's ``params`` set one.
+    ``protocol["estimator_random_state"]`` is an integer used for every fold
+    (default 0, what a user of these estimators typically writes), or
+    ``"per_fold"`` for a seed derived from ``(seed, fold)`` with
+    :func:`benchmarks.peers.fold_random_state`. The folds themselves differ
+    either way; the choice only decides whether two folds draw the same
+    stream of random numbers.
+
+    Examples
+    --------
+    >>> estimator_random_state({"estimator_random_state": 0}, seed=1, fold=3)
+    0
+    """
+    policy = protocol.get("estimator_random_state", 0)
+    return fold_random_state(seed, fold) if policy == "per_fold" else int(policy)
+
+
+def build_method(method: dict, *, random_state: int):
+    """A new unfitted estimator for one method.
+
+    Peers receive ``random_state`` as their seed (see :mod:`benchmarks.peers`);
+    a registry estimator with a ``random_state`` parameter gets it too. A
+    ``random_state`` set in the method's ``params`` wins in both cases.
 
     Parameters
     ----------
     method : dict
         One validated ``methods`` entry.
-    seed, fold : int
-        The CV repeat seed and fold number.
+    random_state : int
+        From :func:`estimator_random_state`.
 
     Raises
     ------
     JobSpecError
         Unknown estimator name or parameter.
     """
-    random_state = fold_random_state(seed, fold)
     params = dict(method.get("params") or {})
     if method["kind"] == "peer":
         return make_peer(method["estimator"], params, random_state=random_state)

@@ -2,7 +2,8 @@
 
 Verbs::
 
-    dimbsvm run JOB.yaml [--scheduler ADDRESS] [--out DIR] [--workers N]
+    dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N]
+    dimbsvm predict MODEL DATA --out PRED.zarr [--scheduler ADDRESS]
     dimbsvm ingest SOURCE STORE [--chunk-rows N] [--overwrite] [--verify]
     dimbsvm datasets
     dimbsvm estimators
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -44,14 +46,31 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
     verbs = parser.add_subparsers(dest="verb", required=True)
 
-    run = verbs.add_parser("run", help="run a job (YAML) on a Dask cluster")
+    cluster = argparse.ArgumentParser(add_help=False)
+    group = cluster.add_argument_group("cluster")
+    group.add_argument("--scheduler", help="scheduler address, tcp:// or tls:// (default: "
+                                           "$DASK_SCHEDULER_ADDRESS, else an embedded LocalCluster)")
+    group.add_argument("--scheduler-file", help="file written by `dask scheduler --scheduler-file`")
+    group.add_argument("--workers", type=int, help="workers of the embedded cluster (default: one per core)")
+    group.add_argument("--tls-ca-file", help="CA certificate (PEM) for a tls:// scheduler")
+    group.add_argument("--tls-cert", help="client certificate (PEM)")
+    group.add_argument("--tls-key", help="client private key (PEM)")
+    group.add_argument("--connect-timeout", type=float, default=20.0,
+                       help="seconds to wait for a remote scheduler (default: 20)")
+    group.add_argument("--no-progress", action="store_true", help="do not show task progress")
+
+    run = verbs.add_parser("run", parents=[cluster], help="run a job (YAML) on a Dask cluster")
     run.add_argument("job", help="job spec file (YAML)")
-    run.add_argument("--scheduler", help="scheduler address (default: $DASK_SCHEDULER_ADDRESS, "
-                                         "else an embedded LocalCluster)")
-    run.add_argument("--out", help="run directory to create (default: runs/<job name>-<timestamp>)")
-    run.add_argument("--workers", type=int, help="workers of the embedded cluster (default: one per core)")
-    run.add_argument("--no-progress", action="store_true", help="do not show task progress")
+    run.add_argument("--out", help="run directory to create (default: runs/<job name>-<timestamp>); "
+                                   "an interrupted run with the same --out resumes")
     run.set_defaults(handler=_cmd_run)
+
+    predict = verbs.add_parser("predict", parents=[cluster], help="score data with a model, chunk by chunk")
+    predict.add_argument("model", help="model directory (the run directory's model/)")
+    predict.add_argument("data", help="Zarr store or data file to score")
+    predict.add_argument("--out", required=True, help="Zarr store to create with y_pred and decision")
+    predict.add_argument("--chunk-rows", type=int, default=100_000, help="rows per task for file input")
+    predict.set_defaults(handler=_cmd_predict)
 
     ingest = verbs.add_parser("ingest", help="write a data file into a Zarr store")
     ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts) or bundled name")
@@ -70,20 +89,69 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args) -> int:
-    from .distributed import cluster_client
-    from .jobs import load_job, run_job
+    from .jobs import load_job, load_job_data, run_job
 
-    job = load_job(args.job)  # validated completely before a cluster starts
+    job = load_job(args.job)  # the job and its data are checked before a cluster starts
     job_text = Path(args.job).read_text()
+    data = load_job_data(job["data"]["source"])
     n_workers = args.workers or job["execution"].get("n_workers")
-    with cluster_client(args.scheduler, n_workers=n_workers) as client:
-        print(f"dimbsvm: dashboard {client.dashboard_link}", file=sys.stderr)
-        result = run_job(job, client, out=args.out, progress=not args.no_progress, job_text=job_text)
+    with _client(args, n_workers=n_workers, require_encryption=job["execution"]["require_encryption"]) as client:
+        result = run_job(job, client, out=args.out, progress=not args.no_progress, job_text=job_text, data=data)
     print(f"job {job['name']}: {job['estimator']['name']} on {job['data']['source']}")
+    if result.reused:
+        print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
     for name, stats in result.summary.items():
         print(f"  {name:<12} {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
     print(f"run directory: {result.run_dir}")
     return 0
+
+
+def _cmd_predict(args) -> int:
+    import dask.array as da
+
+    from .datasets import load
+    from .distributed import write_predictions
+    from .jobs import load_model
+    from .store import open_store
+
+    model, meta = load_model(args.model)  # checked before a cluster starts
+    data = Path(args.data)
+    if data.is_dir() and (data / "zarr.json").exists():
+        X = open_store(data).X
+    else:
+        X = da.from_array(load(args.data).X, chunks=(args.chunk_rows, -1))
+    if X.ndim != 2 or X.shape[1] != meta["n_features"]:
+        raise DimbsvmError(f"{args.data} has {X.shape[1:]} features per row; the model was trained on "
+                           f"{meta['n_features']}")
+    with _client(args) as client:
+        out = write_predictions(model, X, args.out, pos_label=meta["positive_label"],
+                                meta={"model": str(args.model), "data": str(args.data),
+                                      "data_fingerprint": meta.get("data_fingerprint") or ""})
+    print(f"wrote {X.shape[0]} predictions (y_pred, decision) to {out}")
+    return 0
+
+
+def _client(args, **kwargs):
+    """The cluster the CLI's flags name, or an embedded one; prints the dashboard address."""
+    import contextlib
+
+    from .distributed import TLSSettings, cluster_client
+
+    tls = None
+    if args.tls_ca_file or args.tls_cert or args.tls_key:
+        if not (args.tls_ca_file and args.tls_cert):
+            raise DimbsvmError("TLS needs at least --tls-ca-file and --tls-cert")
+        tls = TLSSettings(args.tls_ca_file, args.tls_cert, args.tls_key)
+    kwargs.setdefault("n_workers", args.workers)
+    kwargs.setdefault("timeout", args.connect_timeout)
+
+    @contextlib.contextmanager
+    def opened():
+        with cluster_client(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, **kwargs) as client:
+            print(f"dimbsvm: dashboard {client.dashboard_link}", file=sys.stderr)
+            yield client
+
+    return opened()
 
 
 def _cmd_ingest(args) -> int:
@@ -123,8 +191,11 @@ def _configure_logging(verbose: int) -> None:
     level = logging.DEBUG if verbose > 1 else logging.INFO
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logger.setLevel(level if verbose else logging.WARNING)
-    # the scheduler and workers log every start and stop at INFO
-    logging.getLogger("distributed").setLevel(logging.WARNING if verbose < 2 else logging.INFO)
+    # The scheduler and workers log every start and stop at INFO; distributed
+    # reads its log level from Dask's config when it is first imported (also
+    # in worker processes, which inherit the environment).
+    if verbose < 2:
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -69,12 +69,14 @@ class RunResult:
 def load_job_data(source: str) -> JobData:
     """The job's data: a dimbsvm Zarr store directory, a data file or a bundled name."""
     path = Path(source)
+    if path.suffix == ".zarr" and not path.exists():
+        raise DataError(f"data source {source} does not exist")
     if path.is_dir() and (path / "zarr.json").exists():
         stored = open_store(path)
         y = np.asarray(stored.y.compute())
         return JobData(X=StoreRows(stored.path, stored.X.shape), y=y, meta=dict(stored.meta, source=str(path)),
                        lazy_X=stored.X)
-    if path.suffix == "" and not path.exists() and (os.sep in source or source.endswith(".zarr")):
+    if not path.exists() and (os.sep in source or path.suffix):
         raise DataError(f"data source {source} does not exist")
     dataset = load(source)
     return JobData(X=dataset.X, y=dataset.y, meta=dataset.meta())
@@ -155,7 +157,8 @@ def job_fingerprint(job: dict) -> str:
     return hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None = None) -> RunResult:
+def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None = None,
+            data: JobData | None = None) -> RunResult:
     """Run a validated job on ``client`` and write its run directory.
 
     Parameters
@@ -171,6 +174,9 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         Show task progress on stderr.
     job_text : str, default=None
         The job file as written, copied into the run directory verbatim.
+    data : JobData, default=None
+        The job's data if already opened (the CLI opens it before starting a
+        cluster, so a missing file fails first); else read from the job.
 
     Returns
     -------
@@ -179,7 +185,8 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     run_dir = Path(out) if out else Path("runs") / f"{job['name']}-{_dt.datetime.now(_dt.UTC):%Y%m%d-%H%M%S}"
     if run_dir.exists():
         raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
-    data = load_job_data(job["data"]["source"])
+    if data is None:
+        data = load_job_data(job["data"]["source"])
     check_job_data(data, job)
 
     partial = run_dir.with_name(f".{run_dir.name}.partial")
@@ -264,7 +271,7 @@ def _save_final_model(client, job, data, common, partial):
     save_model(model, partial / "model", meta={
         "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],
         "n_features": int(data.X.shape[1]), "class_map": data.meta.get("class_map", {}),
-        "data_fingerprint": data.meta.get("fingerprint"),
+        "data_fingerprint": data.meta.get("fingerprint"), "positive_label": common["pos_label"],
     })
 
 

@@ -98,6 +98,7 @@ JOB_SCHEMA = {
             "properties": {
                 "retries": {"type": "integer", "minimum": 0},
                 "n_workers": {"type": "integer", "minimum": 1},
+                "require_encryption": {"type": "boolean"},
             },
         },
     },
@@ -110,7 +111,7 @@ DEFAULTS = {
     "cv": {"n_splits": 5, "n_repeats": 1, "random_state": 0},
     "metrics": ["g_mean", "f_measure", "auc", "a_mean"],
     "output": {"model": True},
-    "execution": {"retries": 2},
+    "execution": {"retries": 2, "require_encryption": False},
 }
 
 

@@ -1,0 +1,19 @@
+"""SVM models for imbalanced data: arrays in, fitted models out.
+
+* :class:`OTHRClassifier` -- SVM-OTHR, the threshold shift with the best training G-mean.
+* :class:`THRClassifier` -- SVM-THR, Lin & Chen's closed-form shift.
+* :class:`EnsembleOTHRClassifier` -- EnSVM-OTHR, bagged OTHR members fanned out on Dask.
+
+The numeric kernels of the threshold search are in :mod:`dimbsvm.svm.threshold`.
+"""
+
+from dimbsvm.svm.ensemble import EnsembleOTHRClassifier, OTHRMember, fit_member
+from dimbsvm.svm.othr import OTHRClassifier, THRClassifier
+
+__all__ = [
+    "EnsembleOTHRClassifier",
+    "OTHRClassifier",
+    "OTHRMember",
+    "THRClassifier",
+    "fit_member",
+]

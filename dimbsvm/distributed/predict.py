@@ -1,0 +1,67 @@
+"""Score a store or a file chunk by chunk and write predictions to Zarr."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ..evaluation import positive_scores
+from ..exceptions import DataError
+from ..store import create_checksummed_array, finish_stage, open_stage
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["predict_chunks", "write_predictions"]
+
+
+def _score_block(block, model, pos_label):
+    """Predicted label and positive-class score of each row of one chunk, as (rows, 2)."""
+    X = np.asarray(block, dtype=np.float64)
+    out = np.empty((X.shape[0], 2), dtype=np.float64)
+    out[:, 0] = model.predict(X)
+    out[:, 1] = positive_scores(model, X, pos_label)
+    return out
+
+
+def predict_chunks(model, X: da.Array, *, pos_label) -> tuple[da.Array, da.Array]:
+    """Lazy predictions and decision values of ``model`` over the row chunks of ``X``.
+
+    The model enters the graph once and each task scores one chunk, so no
+    task holds more than a chunk of rows.
+
+    Returns
+    -------
+    y_pred : dask.array.Array of int
+    decision : dask.array.Array of float
+        Grows with the likelihood of ``pos_label`` (scikit-learn's
+        ``decision_function`` orientation for the positive class).
+    """
+    if X.ndim != 2:
+        raise DataError(f"prediction needs 2-D features, got shape {X.shape}")
+    X = X.rechunk({1: -1})
+    scored = da.map_blocks(_score_block, X, dask.delayed(model), pos_label,
+                           dtype=np.float64, chunks=(X.chunks[0], (2,)))
+    return scored[:, 0].astype(np.int64), scored[:, 1]
+
+
+def write_predictions(model, X: da.Array, out, *, pos_label, meta: dict) -> Path:
+    """Write ``y_pred`` and ``decision`` arrays to a new Zarr store at ``out``.
+
+    The store's completion marker is written after every chunk.
+    """
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"prediction output {out} already exists")
+    y_pred, decision = predict_chunks(model, X, pos_label=pos_label)
+    rows = X.chunks[0][0]
+    group = open_stage(out, ".", meta.get("data_fingerprint", ""), meta)
+    pred_arr = create_checksummed_array(group, "y_pred", shape=y_pred.shape, dtype="int64", chunks=(rows,))
+    dec_arr = create_checksummed_array(group, "decision", shape=decision.shape, dtype="float64", chunks=(rows,))
+    da.store([y_pred.rechunk(rows), decision.rechunk(rows)], [pred_arr, dec_arr], lock=False)
+    finish_stage(group, {"n_rows": int(X.shape[0])})
+    logger.info("wrote %d predictions to %s", X.shape[0], out)
+    return out

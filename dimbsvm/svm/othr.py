@@ -1,0 +1,476 @@
+"""SVM-OTHR and SVM-THR: move a binary classifier's decision threshold.
+
+Both wrap a classifier with a ``decision_function`` (by default an RBF
+``SVC``), fit it, and add a shift ``theta`` to its margin (eqs. 17 and 24):
+
+* :class:`OTHRClassifier` searches the shift that maximises the training
+  G-mean among the paper's candidates (Fig. 3, eq. 23).
+* :class:`THRClassifier` uses Lin & Chen's closed form (eq. 16).
+
+The helpers at the bottom (binary target checks, signed margins,
+out-of-fold margins) are shared with :mod:`dimbsvm.svm.ensemble`.
+"""
+
+from __future__ import annotations
+
+import logging
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context, clone
+from sklearn.model_selection import StratifiedKFold
+from sklearn.svm import SVC
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from dimbsvm.graph.knn import KNN_METHODS
+from dimbsvm.svm.threshold import OBJECTIVES, othr_threshold, thr_shift
+
+__all__ = ["OTHRClassifier", "THRClassifier", "default_estimator"]
+
+logger = logging.getLogger(__name__)
+
+
+def default_estimator():
+    """The base SVM of the paper and of dimbsvm's benchmarks.
+
+    Returns
+    -------
+    estimator : SVC
+        ``SVC(kernel="rbf", C=1.0, gamma="scale")``, unfitted.
+    """
+    return SVC(kernel="rbf", C=1.0, gamma="scale")
+
+
+class _ShiftedMarginClassifier(ClassifierMixin, BaseEstimator):
+    """Shared validation, prediction and tags of the threshold-moving classifiers.
+
+    Subclasses set ``classes_``, ``pos_label_`` (via
+    :meth:`_validate_training_data`) and implement :meth:`_shifted_margin`,
+    the margin after the shift, positive on the minority side.
+    """
+
+    def _validate_training_data(self, X, y):
+        X, y = validate_data(self, X, y, accept_sparse="csr")
+        classes, counts = binary_classes(y, type(self).__name__)
+        self.classes_ = classes
+        self.pos_label_ = positive_label(classes, counts, self.pos_label)
+        return X, y, y == self.pos_label_
+
+    def _validate_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, accept_sparse="csr", reset=False)
+
+    def _shifted_margin(self, X):
+        raise NotImplementedError
+
+    def decision_function(self, X):
+        """Shifted margin, oriented as scikit-learn expects.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            Positive values mean ``classes_[1]``, as for every scikit-learn
+            binary classifier (so ``roc_auc`` scorers work). When the minority
+            class is ``classes_[1]`` -- the usual case, e.g. labels {0, 1} with
+            1 the minority -- this is ``h(x) + theta`` of the paper; otherwise
+            it is its negation.
+        """
+        scores = self._shifted_margin(self._validate_X(X))
+        return scores if self.pos_label_ == self.classes_[1] else -scores
+
+    def predict(self, X):
+        """Predict class labels: ``pos_label_`` where the shifted margin is > 0.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
+        return self._label(self._shifted_margin(self._validate_X(X)) > 0)
+
+    def _label(self, is_positive):
+        pos_index = int(np.flatnonzero(self.classes_ == self.pos_label_)[0])
+        return self.classes_[np.where(is_positive, pos_index, 1 - pos_index)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        estimator = getattr(self, "estimator", None)
+        tags.input_tags.sparse = (
+            True if estimator is None else get_tags(estimator).input_tags.sparse
+        )
+        return tags
+
+
+class THRClassifier(_ShiftedMarginClassifier):
+    """SVM-THR: shift the margin by Lin & Chen's closed form (OTHR paper, eq. 16).
+
+    The shift is ``theta = (N- - N+) / (N+ + N- + 2)`` with ``N+`` the number
+    of minority (positive) and ``N-`` of majority training samples; a sample
+    is predicted minority when ``h(x) + theta > 0`` (eq. 17). This is the
+    baseline the OTHR paper compares with.
+
+    Parameters
+    ----------
+    estimator : estimator object, default=None
+        A binary classifier with ``fit`` and ``decision_function``; cloned
+        before fitting. ``None`` means ``SVC(kernel="rbf", C=1.0, gamma="scale")``.
+    pos_label : int, float, bool or str, default=None
+        The minority (positive) class; ``None`` takes the least frequent
+        training class (``classes_[1]`` on a tie).
+
+    Attributes
+    ----------
+    estimator_ : estimator object
+        The fitted base classifier.
+    classes_ : ndarray of shape (2,)
+        The class labels.
+    pos_label_ : object
+        The minority (positive) class.
+    threshold_ : float
+        The shift added to the minority-side margin.
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    See Also
+    --------
+    OTHRClassifier : Searches the shift instead of using a closed form.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> X, y = make_classification(n_samples=200, weights=[0.9], random_state=0)
+    >>> clf = THRClassifier().fit(X, y)
+    >>> round(clf.threshold_, 4)
+    0.7921
+    >>> clf.pos_label_
+    np.int64(1)
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "decision_function"]), None],
+        "pos_label": [Real, str, "boolean", None],
+    }
+
+    def __init__(self, estimator=None, *, pos_label=None):
+        self.estimator = estimator
+        self.pos_label = pos_label
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y):
+        """Fit the base classifier and compute the eq. 16 shift.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Two classes, of any label type.
+
+        Returns
+        -------
+        self : THRClassifier
+            The fitted classifier.
+        """
+        X, y, positive = self._validate_training_data(X, y)
+        self.estimator_ = fit_base_estimator(self.estimator, X, y)
+        self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
+        n_pos = int(positive.sum())
+        self.threshold_ = float(thr_shift(n_pos, positive.size - n_pos))
+        return self
+
+    def _shifted_margin(self, X):
+        return signed_margins(self.estimator_, X, self._margin_sign) + self.threshold_
+
+
+class OTHRClassifier(_ShiftedMarginClassifier):
+    """SVM-OTHR: move the decision threshold to the best training G-mean.
+
+    The base classifier is fitted, then every misclassified minority training
+    sample ``x_i`` (margin ``h(x_i) < 0``) proposes the shift
+    ``theta_i = -(h(x_i) + h(nx_i)) / 2`` (eq. 23), where ``nx_i`` is its
+    nearest majority neighbour in input space among the majority samples
+    farther on the majority side (``h(nx_i) < h(x_i)``). ``theta = 0`` is
+    always a candidate. The candidate with the highest training G-mean wins
+    (ties: smallest ``|theta|``), and a sample is predicted minority when
+    ``h(x) + theta > 0`` (eq. 24). A minority sample at or below every majority
+    margin proposes nothing.
+
+    ``margins="train"`` with ``objective="g_mean"`` is the paper's algorithm.
+
+    Parameters
+    ----------
+    estimator : estimator object, default=None
+        A binary classifier with ``fit`` and ``decision_function``; cloned
+        before fitting. ``None`` means ``SVC(kernel="rbf", C=1.0, gamma="scale")``.
+        A class-weighted base such as ``SVC(class_weight="balanced")`` is a
+        useful variant.
+    pos_label : int, float, bool or str, default=None
+        The minority (positive) class; ``None`` takes the least frequent
+        training class (``classes_[1]`` on a tie).
+    margins : {"train", "cv"}, default="train"
+        Where the threshold is searched: on the margins of the fitted
+        classifier on its own training samples (the paper), or on
+        out-of-fold margins from ``cv`` stratified folds, which are not
+        optimistic about the minority class. With ``"cv"`` the final
+        classifier is still fitted on all samples.
+    cv : int, default=5
+        Folds for ``margins="cv"`` (reduced to the number of minority samples
+        if there are fewer).
+    objective : {"g_mean", "f_measure"}, default="g_mean"
+        The training criterion the threshold maximises.
+    n_neighbors : int, default=10
+        Majority neighbours fetched per sample in the first round of the
+        nearest-neighbour search; the search widens by doubling where needed,
+        so this changes the work, not the result.
+    knn_method : {"auto", "exact", "pynndescent"}, default="auto"
+        Search method of :func:`dimbsvm.graph.knn.nearest_neighbors`;
+        ``"pynndescent"`` is approximate.
+    random_state : int, RandomState instance or None, default=None
+        Shuffles the folds of ``margins="cv"`` and seeds an approximate
+        neighbour search. The base estimator's own ``random_state`` is left alone.
+
+    Attributes
+    ----------
+    estimator_ : estimator object
+        The fitted base classifier.
+    classes_ : ndarray of shape (2,)
+        The class labels.
+    pos_label_ : object
+        The minority (positive) class.
+    threshold_ : float
+        The chosen shift, ``theta_opt``.
+    candidates_ : dict of ndarray
+        One entry per candidate (``pandas.DataFrame(clf.candidates_)`` shows
+        it): ``theta``; ``sample`` and ``neighbour``, the training rows of
+        ``x_i`` and ``nx_i`` (-1 for ``theta = 0``); and the training
+        ``tpr``, ``tnr``, ``precision``, ``g_mean`` and ``f_measure`` the
+        shift gives.
+    n_features_in_ : int
+        Number of features seen during fit.
+
+    See Also
+    --------
+    THRClassifier : The closed-form shift of Lin & Chen.
+    EnsembleOTHRClassifier : Bagged OTHR members with a perturbed shift.
+
+    Notes
+    -----
+    OTHR is binary: a multi-class target raises ``ValueError``; wrap the
+    classifier in :class:`sklearn.multiclass.OneVsRestClassifier` for
+    multi-class problems.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> X, y = make_classification(n_samples=200, weights=[0.9], flip_y=0.05,
+    ...                            random_state=0)
+    >>> clf = OTHRClassifier().fit(X, y)
+    >>> clf.threshold_ >= 0.0
+    True
+    >>> sorted(clf.candidates_)[:3]
+    ['f_measure', 'g_mean', 'neighbour']
+    >>> clf.predict(X[:3])
+    array([0, 0, 0])
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "decision_function"]), None],
+        "pos_label": [Real, str, "boolean", None],
+        "margins": [StrOptions({"train", "cv"})],
+        "cv": [Interval(Integral, 2, None, closed="left")],
+        "objective": [StrOptions(set(OBJECTIVES))],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "knn_method": [StrOptions(set(KNN_METHODS))],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        pos_label=None,
+        margins="train",
+        cv=5,
+        objective="g_mean",
+        n_neighbors=10,
+        knn_method="auto",
+        random_state=None,
+    ):
+        self.estimator = estimator
+        self.pos_label = pos_label
+        self.margins = margins
+        self.cv = cv
+        self.objective = objective
+        self.n_neighbors = n_neighbors
+        self.knn_method = knn_method
+        self.random_state = random_state
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y):
+        """Fit the base classifier and search the threshold shift.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Two classes, of any label type.
+
+        Returns
+        -------
+        self : OTHRClassifier
+            The fitted classifier.
+        """
+        X, y, positive = self._validate_training_data(X, y)
+        random_state = check_random_state(self.random_state)
+        self.estimator_ = fit_base_estimator(self.estimator, X, y)
+        self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
+        if self.margins == "train":
+            margins = signed_margins(self.estimator_, X, self._margin_sign)
+        else:
+            n_minority = int(positive.sum())
+            if n_minority < 2:
+                raise ValueError(
+                    f"margins='cv' needs at least 2 minority samples; got {n_minority}."
+                )
+            folds = StratifiedKFold(
+                n_splits=min(self.cv, n_minority), shuffle=True, random_state=random_state
+            )
+            margins = out_of_fold_margins(
+                self.estimator_, X, y, self.pos_label_, self.classes_, folds.split(X, y)
+            )
+        self.threshold_, self.candidates_ = othr_threshold(
+            X,
+            positive,
+            margins,
+            objective=self.objective,
+            n_neighbors=self.n_neighbors,
+            method=self.knn_method,
+            random_state=random_state,
+        )
+        logger.debug(
+            "OTHR threshold %.6g chosen among %d candidates",
+            self.threshold_,
+            self.candidates_["theta"].size,
+        )
+        return self
+
+    def _shifted_margin(self, X):
+        return signed_margins(self.estimator_, X, self._margin_sign) + self.threshold_  # eq. 24
+
+
+# --- helpers shared with dimbsvm.svm.ensemble -------------------------------------------
+
+
+def binary_classes(y, name):
+    """The two classes of ``y`` and their counts, or a clear error.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,)
+    name : str
+        The estimator named in error messages.
+
+    Returns
+    -------
+    classes, counts : ndarray of shape (2,)
+
+    Raises
+    ------
+    ValueError
+        If ``y`` is continuous, has one class, or more than two.
+    """
+    check_classification_targets(y)
+    classes, counts = np.unique(y, return_counts=True)
+    if classes.size > 2:
+        raise ValueError(
+            f"Only binary classification is supported. {name} got {classes.size} classes "
+            f"(the type of the target is 'multiclass'); wrap it in "
+            f"sklearn.multiclass.OneVsRestClassifier for multi-class problems."
+        )
+    if classes.size < 2:
+        raise ValueError(
+            f"{name} needs samples of 2 classes; got 1 class ({classes[0]!r})."
+        )
+    return classes, counts
+
+
+def positive_label(classes, counts, pos_label):
+    """The minority (positive) class: ``pos_label`` or the least frequent class.
+
+    On a tie the positive class is ``classes[1]``, scikit-learn's usual positive class.
+    """
+    if pos_label is None:
+        return classes[0] if counts[0] < counts[1] else classes[1]
+    matches = [label for label in classes if label == pos_label]
+    if not matches:
+        raise ValueError(
+            f"pos_label={pos_label!r} is not one of the training classes {classes.tolist()}."
+        )
+    return matches[0]
+
+
+def fit_base_estimator(estimator, X, y):
+    """Clone ``estimator`` (``None``: :func:`default_estimator`) and fit it."""
+    base = default_estimator() if estimator is None else clone(estimator)
+    return base.fit(X, y)
+
+
+def margin_sign(estimator, pos_label, classes):
+    """+1 if ``estimator.decision_function`` is positive towards ``pos_label``, else -1.
+
+    A binary ``decision_function`` is positive towards ``estimator.classes_[1]``;
+    without ``classes_`` the sorted training ``classes`` are assumed.
+    """
+    estimator_classes = getattr(estimator, "classes_", classes)
+    return 1.0 if estimator_classes[1] == pos_label else -1.0
+
+
+def signed_margins(estimator, X, sign):
+    """``sign * estimator.decision_function(X)`` as a 1-D float array."""
+    margins = np.asarray(estimator.decision_function(X), dtype=np.float64)
+    if margins.ndim == 2 and margins.shape[1] == 1:
+        margins = margins[:, 0]
+    if margins.ndim != 1:
+        raise ValueError(
+            f"The base estimator's decision_function returned shape {margins.shape}; "
+            "a binary classifier must return one margin per sample."
+        )
+    return sign * margins
+
+
+def out_of_fold_margins(estimator, X, y, pos_label, classes, splits):
+    """Signed margins of every sample from a clone fitted without it.
+
+    Parameters
+    ----------
+    estimator : estimator object
+        Template, cloned once per fold.
+    X, y : training data
+    pos_label, classes
+        As in :func:`margin_sign`.
+    splits : iterable of (train, test) index arrays
+        Every sample must be in exactly one ``test``; every ``train`` must hold
+        both classes.
+
+    Returns
+    -------
+    margins : ndarray of shape (n_samples,)
+    """
+    margins = np.full(X.shape[0], np.nan)
+    for train, test in splits:
+        fold = clone(estimator).fit(X[train], y[train])
+        margins[test] = signed_margins(fold, X[test], margin_sign(fold, pos_label, classes))
+    return margins

@@ -1,0 +1,252 @@
+"""The quality benchmark: the smoke suite end to end, suite validation, peers and report statistics."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("imblearn")
+pytest.importorskip("scikit_posthocs")
+pytest.importorskip("matplotlib")
+
+from sklearn.model_selection import StratifiedKFold  # noqa: E402
+from sklearn.preprocessing import MinMaxScaler  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# benchmarks/ sits beside the package and is not installed; `python -m pytest`
+# from the root finds it, plain `pytest` (importlib import mode) needs this.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import quality, stats  # noqa: E402
+from benchmarks.peers import fold_random_state, make_peer  # noqa: E402
+from benchmarks.results import render_results  # noqa: E402
+from benchmarks.suite import build_method, load_suite, validate_suite  # noqa: E402
+from dimbsvm.datasets import load_keel  # noqa: E402
+from dimbsvm.exceptions import JobSpecError  # noqa: E402
+
+SMOKE = ROOT / "benchmarks" / "smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def smoke(client, tmp_path_factory):
+    """The smoke suite run once on the in-process cluster: (suite, results directory, records)."""
+    suite = load_suite(SMOKE)
+    out = tmp_path_factory.mktemp("bench") / "smoke"
+    captured = {}
+    original = quality.run_suite
+
+    def run_and_keep(*args, **kwargs):
+        captured["records"] = original(*args, **kwargs)
+        return captured["records"]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(quality, "run_suite", run_and_keep)
+        quality.run_benchmark(suite, client, out=out, command="pytest smoke", progress=False)
+    return suite, out, captured["records"]
+
+
+def test_folds_table_has_every_dataset_method_fold(smoke):
+    suite, out, _ = smoke
+    folds = pd.read_csv(out / "folds.csv")
+    protocol = suite["protocol"]
+    methods = [m["name"] for m in suite["methods"]]
+    expected = {(d, m, seed, fold) for d in ("yeast5", "ecoli1") for m in methods
+                for seed in range(protocol["random_state"], protocol["random_state"] + protocol["n_repeats"])
+                for fold in range(protocol["n_splits"])}
+    keys = list(folds[["dataset", "method", "seed", "fold"]].itertuples(index=False, name=None))
+    assert len(keys) == len(expected) == 2 * 3 * 3 and set(keys) == expected
+    assert {"g_mean", "f_measure", "auc", "a_mean", "fit_time", "predict_time"} <= set(folds.columns)
+    assert folds[["g_mean", "f_measure", "auc"]].notna().all().all()
+
+
+def test_all_methods_see_identical_folds(smoke):
+    _, out, _ = smoke
+    folds = pd.read_csv(out / "folds.csv")
+    sizes = folds.groupby(["dataset", "seed", "fold"])[["n_train", "n_test"]].nunique()
+    assert (sizes == 1).all().all()
+    # and the sizes are those of the stratified split itself
+    y = load_keel("yeast5").y
+    split = list(StratifiedKFold(3, shuffle=True, random_state=0).split(y, y))
+    yeast = folds[folds["dataset"] == "yeast5"].groupby("fold")["n_test"].first()
+    assert yeast.tolist() == [len(test) for _, test in split]
+
+
+def _sequential_g_means(name, n_splits, seed):
+    """Independent computation: explicit folds, scaler and balanced SVC, G-mean from confusion counts."""
+    data = load_keel(name)
+    X, y = data.X, data.y
+    values = []
+    for train, test in StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(X, y):
+        scaler = MinMaxScaler().fit(X[train])
+        model = SVC(kernel="rbf", C=1.0, gamma="scale", class_weight="balanced")
+        pred = model.fit(scaler.transform(X[train]), y[train]).predict(scaler.transform(X[test]))
+        tp = np.sum((pred == 1) & (y[test] == 1))
+        fn = np.sum((pred == 0) & (y[test] == 1))
+        tn = np.sum((pred == 0) & (y[test] == 0))
+        fp = np.sum((pred == 1) & (y[test] == 0))
+        values.append(np.sqrt(tp / (tp + fn) * tn / (tn + fp)))
+    return values
+
+
+@pytest.mark.parametrize("dataset", ["yeast5", "ecoli1"])
+def test_svc_balanced_matches_sequential_reference(smoke, dataset):
+    suite, _, records = smoke
+    mine = sorted((r["fold"], r["g_mean"]) for r in records
+                  if r["dataset"] == dataset and r["method"] == "svc_balanced")
+    expected = _sequential_g_means(dataset, suite["protocol"]["n_splits"], seed=0)
+    assert [g for _, g in mine] == pytest.approx(expected, rel=1e-12)
+
+
+def test_report_and_plots_are_written(smoke):
+    _, out, _ = smoke
+    report = (out / "report.md").read_text()
+    assert "- Friedman (G-mean): chi2 = " in report
+    assert "command: `pytest smoke`" in report and "## Mean over 2 datasets" in report
+    for name in ("cd_g_mean.png", "cd_f_measure.png", "g_mean_by_dataset.png", "f_measure_by_dataset.png"):
+        png = (out / name).read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 1000, name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["kind"] == "quality" and summary["run"]["n_tasks"] == 18
+    assert summary["control"]["g_mean"] in ("tuned_threshold", "smote_svc")  # the best *peer*
+    assert not any(p.name.endswith(".partial") for p in out.parent.iterdir())
+
+
+def test_results_md_is_rendered_from_the_directory(smoke):
+    _, out, _ = smoke
+    text = render_results([out], command="python -m benchmarks.results X")
+    summary = json.loads((out / "summary.json").read_text())
+    mean = summary["over_datasets"]["g_mean"]["smote_svc"]
+    assert "## Quality: smoke" in text and "command: `pytest smoke`" in text
+    assert f"| smote_svc | {100 * mean['mean']:.1f} ± {100 * mean['std']:.1f} |" in text
+
+
+def test_invalid_suite_fails_before_any_task(tmp_path, monkeypatch, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SMOKE.read_text() + "colour: red\n")
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started for an invalid suite")
+
+    monkeypatch.setattr(quality, "cluster_client", no_cluster)
+    assert quality.main([str(bad), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "unknown key 'colour'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+BASE = {"datasets": ["yeast5"], "methods": [{"name": "svc", "kind": "peer", "estimator": "svc"}]}
+
+
+def _with(**changes):
+    return {**BASE, **changes}
+
+
+@pytest.mark.parametrize("spec, message", [
+    (_with(colour="red"), r"unknown key 'colour'; accepted keys: datasets, description"),
+    (_with(methods=[{"name": "a", "kind": "peer", "estimator": "svc", "param": {}}]),
+     r"unknown key 'methods.0.param'; accepted keys under 'methods.0': estimator, kind, name, params"),
+    (_with(protocol={"folds": 3}), r"unknown key 'protocol.folds'"),
+    (_with(protocol={"n_splits": 1}), r"'protocol.n_splits' is 1; it must be at least 2"),
+    (_with(metrics=["accuracy"]), r"'metrics.0' is 'accuracy'; accepted: g_mean"),
+    (_with(methods=[{"name": "a", "kind": "sklearn", "estimator": "svc"}]),
+     r"'methods.0.kind' is 'sklearn'; accepted: registry, peer"),
+    (_with(methods=[{"name": "a", "kind": "peer", "estimator": "forest"}]),
+     r"unknown peer 'forest'; accepted: balanced_bagging, smote_svc"),
+    (_with(methods=[{"name": "a", "kind": "registry", "estimator": "othr_typo"}]),
+     r"'othr_typo', not a registered dimbsvm estimator; accepted: .*svc_balanced"),
+    (_with(methods=[{"name": "a", "kind": "peer", "estimator": "smote_svc", "params": {"smote__k": 3}}]),
+     r"peer 'smote_svc' has no parameter\(s\) smote__k"),
+    (_with(methods=[{"name": "a", "kind": "peer", "estimator": "svc", "params": {"C": -1}}]),
+     r"'C' parameter of SVC must be a float"),
+    (_with(methods=[{"name": "a", "kind": "peer", "estimator": "svc"}, {"name": "a", "kind": "peer",
+                                                                         "estimator": "svc_balanced"}]),
+     r"method name\(s\) a used more than once"),
+    (_with(datasets=[]), r"'datasets' is \[\]; it must be at least 1"),
+])
+def test_invalid_suites_name_the_key(spec, message):
+    with pytest.raises(JobSpecError, match=message):
+        validate_suite(spec)
+
+
+def test_peers_share_the_base_svm_and_are_seeded_per_fold():
+    smote = build_method({"kind": "peer", "estimator": "smote_svc", "params": {}}, random_state=fold_random_state(1, 2))
+    assert smote.named_steps["smote"].k_neighbors == 3
+    assert smote.named_steps["smote"].random_state == fold_random_state(1, 2) != fold_random_state(2, 1)
+    bagging = make_peer("balanced_bagging", random_state=7)
+    tuned = make_peer("tuned_threshold")
+    assert tuned.response_method == "decision_function" and tuned.cv is None
+    for svc in (smote.named_steps["svc"], bagging.estimator, tuned.estimator, make_peer("svc")):
+        assert (svc.kernel, svc.C, svc.gamma, svc.class_weight) == ("rbf", 1.0, "scale", None)
+    assert bagging.random_state == 7 and bagging.n_estimators == 10
+    assert make_peer("svc_balanced").class_weight == "balanced"
+    # suite params win over the derived seed
+    fixed = build_method({"kind": "peer", "estimator": "smote_svc", "params": {"smote__random_state": 5}},
+                         random_state=0)
+    assert fixed.named_steps["smote"].random_state == 5
+
+
+def test_statistics_on_a_known_matrix():
+    matrix = pd.DataFrame({"a": [0.9, 0.8, 0.7, 0.6], "b": [0.8, 0.8, 0.6, 0.5], "c": [0.1, 0.2, 0.3, 0.4]},
+                          index=["d1", "d2", "d3", "d4"])
+    assert stats.average_ranks(matrix).tolist() == [1.125, 1.875, 3.0]
+    assert stats.best_method(matrix, ["b", "c"]) == "b"
+    assert stats.friedman(matrix[["a", "b"]]) is None
+    assert stats.friedman(matrix)["n_methods"] == 3
+    table = stats.wilcoxon_vs_control(matrix, "a")
+    assert table.loc["b", ["wins", "ties", "losses"]].tolist() == [0, 1, 3]
+    assert (table["pvalue_holm"] >= table["pvalue"]).all()
+    pairwise = stats.pairwise_wilcoxon(matrix)
+    assert list(pairwise.index) == ["a", "b", "c"] and np.allclose(np.diag(pairwise), 1)
+
+
+def _tiny(n_majority=17, n_minority=3):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n_majority + n_minority, 2))
+    y = np.array([0] * n_majority + [1] * n_minority)
+    return X, y
+
+
+def test_a_failing_fold_is_recorded_or_raised():
+    X, y = _tiny()  # two minority rows per training fold: SMOTE(k_neighbors=3) cannot run
+    kwargs = {"estimator": make_peer("smote_svc"), "n_splits": 3, "seed": 0, "fold": 1,
+              "metrics": ("g_mean", "auc")}
+    record = quality.evaluate_method_fold(X, y, dataset="tiny", method="smote_svc", on_error="record", **kwargs)
+    assert record["error"].startswith("ValueError") and np.isnan(record["g_mean"]) and np.isnan(record["auc"])
+    assert (record["dataset"], record["method"], record["seed"], record["fold"]) == ("tiny", "smote_svc", 0, 1)
+    assert record["n_train"] + record["n_test"] == len(y)
+    with pytest.raises(RuntimeError, match=r"smote_svc on tiny \(seed 0, fold 1\) failed: ValueError"):
+        quality.evaluate_method_fold(X, y, dataset="tiny", method="smote_svc", on_error="raise", **kwargs)
+    fine = quality.evaluate_method_fold(X, y, dataset="tiny", method="svc", on_error="record",
+                                        **{**kwargs, "estimator": make_peer("svc_balanced")})
+    assert fine["error"] is None and 0 <= fine["g_mean"] <= 1
+
+
+def test_report_lists_failures_and_compares_on_common_datasets():
+    from benchmarks.report import analyse, render_report
+
+    suite = validate_suite({"datasets": ["a", "b", "c"], "metrics": ["g_mean", "f_measure"], "methods": [
+        {"name": m, "kind": "peer", "estimator": m} for m in ("svc", "svc_balanced", "smote_svc")]})
+    records = []
+    for i, dataset in enumerate("abc"):
+        for j, method in enumerate(("svc", "svc_balanced", "smote_svc")):
+            for fold in range(5):
+                fails = dataset == "c" and method == "smote_svc"
+                value = np.nan if fails else 0.5 + 0.1 * j + 0.01 * i + 0.001 * fold
+                records.append({"dataset": dataset, "method": method, "seed": 0, "fold": fold, "n_train": 8,
+                                "n_test": 2, "g_mean": value, "f_measure": value,
+                                "error": "ValueError: boom" if fails else None})
+    run = {"command": "test", "started": "t0", "wall_time_s": 1.0,
+           "cluster": {"n_workers": 1, "embedded": True},
+           "datasets": {d: {"source": d, "n_samples": 10, "n_features": 2, "n_minority": 2} for d in "abc"}}
+    folds, summary = analyse(suite, records, run)
+    assert len(summary["failures"]) == 5 and summary["excluded_datasets"]["g_mean"] == ["c"]
+    assert summary["friedman"]["g_mean"]["n_datasets"] == 2
+    assert summary["over_datasets"]["g_mean"]["svc"]["mean"] == pytest.approx(np.mean([0.502, 0.512]))
+    assert summary["control"]["g_mean"] == "smote_svc"
+    report = render_report(summary)
+    assert "## Failed folds" in report and "5 fold(s) failed** (smote_svc: 5)" in report
+    assert "left out of the means, ranks and tests because some method has no successful fold there: c" in report

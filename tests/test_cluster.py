@@ -1,0 +1,270 @@
+"""Jobs on a real cluster: `dask scheduler` and `dask worker --nanny` processes on 127.0.0.1.
+
+Covers submitting to a scheduler, a worker killed with SIGKILL mid-job, an
+interrupted job resumed, TLS, tampered models, and jobs that must fail before
+any task runs.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _env():
+    # Worker processes unpickle task functions by reference: they must import
+    # this checkout's dimbsvm, installed or not.
+    return dict(os.environ, PYTHONPATH=str(ROOT), DASK_LOGGING__DISTRIBUTED="warning",
+                PYTHONWARNINGS="ignore")
+
+
+def _wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+class DaskProcesses:
+    """A scheduler and nanny-managed workers, started as real processes."""
+
+    def __init__(self, workdir: Path, *, n_workers=2, memory_limit="2GiB", tls_args=()):
+        self.workdir = workdir
+        self.scheduler_file = workdir / "scheduler.json"
+        self.procs = []
+        protocol = ["--protocol", "tls"] if tls_args else []
+        self._start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                     "--scheduler-file", str(self.scheduler_file), *protocol, *tls_args], "scheduler")
+        _wait_for(self.scheduler_file.exists, 60, "the scheduler file")
+        self.address = json.loads(self.scheduler_file.read_text())["address"]
+        for i in range(n_workers):
+            self._start(["worker", "--scheduler-file", str(self.scheduler_file), "--nanny", "--nthreads", "1",
+                         "--host", "127.0.0.1", "--no-dashboard", "--memory-limit", memory_limit,
+                         "--name", f"w{i}", *tls_args], f"worker{i}")
+
+    def _start(self, args, name):
+        log = open(self.workdir / f"{name}.log", "w")
+        self.procs.append(subprocess.Popen([sys.executable, "-m", "dask", *args], cwd=self.workdir,
+                                           env=_env(), stdout=log, stderr=subprocess.STDOUT))
+
+    def wait_for_workers(self, n, security=None):
+        from distributed import Client
+
+        with Client(self.address, security=security, timeout=30) as client:
+            client.wait_for_workers(n, timeout=60)
+
+    def stop(self):
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    procs = DaskProcesses(tmp_path_factory.mktemp("dask"))
+    try:
+        procs.wait_for_workers(2)
+        yield procs
+    finally:
+        procs.stop()
+
+
+@pytest.fixture(scope="module")
+def synthetic_store(tmp_path_factory):
+    """A store whose folds take about a second each: long enough to interrupt."""
+    from dimbsvm.datasets import make_imbalanced
+    from dimbsvm.store import ingest
+
+    X, y = make_imbalanced(9_000, n_features=10, minority_fraction=0.1, chunks=3_000, random_state=7)
+    path = tmp_path_factory.mktemp("data") / "syn.zarr"
+    ingest((X, y), path, chunk_rows=3_000)
+    return path
+
+
+def _dimbsvm(*args, timeout=600, **kwargs):
+    return subprocess.run([sys.executable, "-m", "dimbsvm.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, env=_env(), timeout=timeout, **kwargs)
+
+
+def _write_job(path, source, **extra):
+    lines = [f"name: {path.stem}", f"data: {{source: {source}}}", "estimator: {name: svc_balanced}",
+             "cv: {n_splits: 5, n_repeats: 2, random_state: 0}", "metrics: [g_mean, f_measure, auc]"]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _fold_metrics(run_dir):
+    folds = json.loads((Path(run_dir) / "metrics.json").read_text())["folds"]
+    return [(f["seed"], f["fold"], f["g_mean"], f["f_measure"], f["auc"]) for f in folds]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, synthetic_store):
+    """The synthetic job run undisturbed on an embedded cluster."""
+    tmp = tmp_path_factory.mktemp("reference")
+    job = _write_job(tmp / "syn.yaml", synthetic_store, output="{model: false}")
+    proc = _dimbsvm("run", job, "--out", tmp / "run", "--workers", "2", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    return job, _fold_metrics(tmp / "run")
+
+
+def test_job_on_scheduler_equals_embedded_run(cluster, reference, tmp_path):
+    job, expected = reference
+    proc = _dimbsvm("run", job, "--scheduler", cluster.address, "--out", tmp_path / "run")
+    assert proc.returncode == 0, proc.stderr
+    assert _fold_metrics(tmp_path / "run") == expected
+    resources = json.loads((tmp_path / "run" / "resources.json").read_text())
+    assert len(resources["peak_worker_memory_bytes"]) == 2
+
+
+def test_worker_killed_mid_job_gives_identical_metrics(cluster, reference, tmp_path):
+    from distributed import Client
+
+    job, expected = reference
+    out = tmp_path / "run"
+    partial = tmp_path / ".run.partial" / "folds"
+    proc = subprocess.Popen([sys.executable, "-m", "dimbsvm.cli", "run", str(job), "--scheduler-file",
+                             str(cluster.scheduler_file), "--out", str(out), "--no-progress"],
+                            cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: partial.exists() and len(list(partial.glob("*.json"))) >= 1, 120, "the first fold")
+    with Client(cluster.address, timeout=30) as client:
+        busy = [addr for addr, keys in client.processing().items() if keys]
+        assert busy, "no worker was running a fold when the kill was due"
+        pids = client.run(os.getpid, workers=busy[:1])
+        os.kill(pids[busy[0]], signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        client.wait_for_workers(2, timeout=60)  # the nanny restarted the killed worker
+    assert _fold_metrics(out) == expected
+
+
+def test_interrupted_job_resumes_and_reuses_finished_folds(reference, tmp_path):
+    job, expected = reference
+    out = tmp_path / "run"
+    partial = tmp_path / ".run.partial" / "folds"
+    args = [sys.executable, "-m", "dimbsvm.cli", "run", str(job), "--out", str(out), "--workers", "2",
+            "--no-progress"]
+    proc = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    _wait_for(lambda: partial.exists() and len(list(partial.glob("*.json"))) >= 3, 120, "three folds")
+    os.killpg(proc.pid, signal.SIGKILL)  # the client and its embedded cluster die together
+    proc.wait()
+    finished = len(list(partial.glob("*.json")))
+    assert not out.exists() and 3 <= finished < 10
+    rerun = _dimbsvm("run", job, "--out", out, "--workers", "2", "--no-progress")
+    assert rerun.returncode == 0, rerun.stderr
+    reused = int(rerun.stdout.split("reused ")[1].split()[0])
+    assert reused >= finished
+    assert _fold_metrics(out) == expected
+
+
+def test_predict_on_cluster_and_tampered_model(cluster, tmp_path):
+    run = tmp_path / "run"
+    job = _write_job(tmp_path / "y5.yaml", "yeast5")
+    assert _dimbsvm("run", job, "--scheduler", cluster.address, "--out", run).returncode == 0
+    pred = tmp_path / "pred.zarr"
+    proc = _dimbsvm("predict", run / "model", "yeast5", "--out", pred, "--scheduler", cluster.address,
+                    "--chunk-rows", "400")
+    assert proc.returncode == 0, proc.stderr
+
+    from dimbsvm.datasets import load_keel
+    from dimbsvm.jobs import load_model
+
+    model, meta = load_model(run / "model")
+    X = load_keel("yeast5").X
+    group = zarr.open_group(str(pred), mode="r")
+    assert group.attrs["dimbsvm"]["complete"]
+    np.testing.assert_array_equal(group["y_pred"][:], model.predict(X))
+    np.testing.assert_allclose(group["decision"][:], model.decision_function(X))
+
+    tampered = tmp_path / "tampered"
+    shutil.copytree(run / "model", tampered)
+    blob = bytearray((tampered / "model.skops").read_bytes())
+    blob[len(blob) // 2] ^= 0x01
+    (tampered / "model.skops").write_bytes(bytes(blob))
+    proc = _dimbsvm("predict", tampered, "yeast5", "--out", tmp_path / "p2.zarr", "--workers", "1")
+    assert proc.returncode == 2 and "does not match its SHA-256" in proc.stderr
+    assert not (tmp_path / "p2.zarr").exists()
+
+
+def test_failures_before_any_task(tmp_path, synthetic_store):
+    job = _write_job(tmp_path / "ok.yaml", synthetic_store)
+    # nothing listens on this port: bind one, close it, and use its number
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _dimbsvm("run", job, "--scheduler", f"tcp://127.0.0.1:{port}", "--out", tmp_path / "r1",
+                    "--connect-timeout", "3")
+    assert proc.returncode == 2 and "cannot connect to the scheduler" in proc.stderr, proc.stderr
+    missing = _write_job(tmp_path / "missing.yaml", tmp_path / "nowhere.zarr")
+    proc = _dimbsvm("run", missing, "--out", tmp_path / "r2", "--workers", "1")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr, proc.stderr
+    assert "dashboard" not in proc.stderr
+    bad = _write_job(tmp_path / "bad.yaml", synthetic_store, execution="{retries: many}")
+    proc = _dimbsvm("run", bad, "--out", tmp_path / "r3")
+    assert proc.returncode == 2 and "'execution.retries' must be of type integer" in proc.stderr
+    assert not any(p.name.startswith(("r1", "r2", "r3", ".r")) for p in tmp_path.iterdir())
+
+
+def _make_certificates(directory: Path):
+    """A throw-away CA and one certificate for 127.0.0.1 signed by it (openssl)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+
+    def sh(*args):
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    sh("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+       "-subj", "/CN=dimbsvm-test-ca")
+    sh("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1")
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    sh("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+       "-out", "node.pem", "-days", "1", "-extfile", "san.ext")
+    return directory / "ca.pem", directory / "node.pem", directory / "node.key"
+
+
+def test_tls_cluster_accepts_tls_and_refuses_plain_tcp(tmp_path):
+    from distributed.security import Security
+
+    ca, cert, key = _make_certificates(tmp_path)
+    tls_args = ["--tls-ca-file", str(ca), "--tls-cert", str(cert), "--tls-key", str(key)]
+    procs = DaskProcesses(tmp_path, n_workers=1, tls_args=tls_args)
+    try:
+        assert procs.address.startswith("tls://")
+        procs.wait_for_workers(1, security=Security(tls_ca_file=str(ca), tls_client_cert=str(cert),
+                                                    tls_client_key=str(key), require_encryption=True))
+        job = _write_job(tmp_path / "y5.yaml", "yeast5", execution="{require_encryption: true}")
+        proc = _dimbsvm("run", job, "--scheduler", procs.address, *tls_args, "--out", tmp_path / "run")
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "run" / "metrics.json").exists()
+
+        plain = procs.address.replace("tls://", "tcp://")
+        proc = _dimbsvm("run", job.with_name("y5.yaml"), "--scheduler", plain, "--out", tmp_path / "plain")
+        assert proc.returncode == 2 and "requires encryption" in proc.stderr
+        open_job = _write_job(tmp_path / "open.yaml", "yeast5")
+        proc = _dimbsvm("run", open_job, "--scheduler", plain, "--out", tmp_path / "plain",
+                        "--connect-timeout", "3")
+        assert proc.returncode == 2 and "cannot connect to the scheduler" in proc.stderr, proc.stderr
+        assert not (tmp_path / "plain").exists()
+    finally:
+        procs.stop()

@@ -1,0 +1,426 @@
+"""Tests of SVM-OTHR, SVM-THR and EnSVM-OTHR (dimbsvm.svm)."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_classification
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from sklearn.linear_model import LogisticRegression
+from sklearn.multiclass import OneVsRestClassifier
+from sklearn.naive_bayes import GaussianNB
+from sklearn.svm import SVC
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dimbsvm.metrics import f_measure, g_mean
+from dimbsvm.svm import EnsembleOTHRClassifier, OTHRClassifier, THRClassifier, fit_member
+from dimbsvm.svm.ensemble import draw_bag
+from dimbsvm.svm.threshold import best_threshold, farther_majority_neighbours, thr_shift
+
+
+def _imbalanced(seed, n_samples=90, weight=0.8, class_sep=0.6):
+    return make_classification(
+        n_samples=n_samples,
+        n_features=4,
+        n_informative=3,
+        n_redundant=0,
+        weights=[weight],
+        class_sep=class_sep,
+        flip_y=0.05,
+        random_state=seed,
+    )
+
+
+# --- brute force: an independent, loop-by-loop reading of the paper's Fig. 3 -----------
+
+
+def _brute_force_othr(X, positive, margins, objective):
+    n_pos = sum(1 for p in positive if p)
+    n_neg = len(positive) - n_pos
+    candidates = [0.0]
+    for i in range(len(X)):
+        if not positive[i] or margins[i] >= 0:
+            continue
+        nearest, nearest_distance = None, math.inf
+        for j in range(len(X)):
+            if positive[j] or not margins[j] < margins[i]:
+                continue
+            distance = math.sqrt(sum((a - b) ** 2 for a, b in zip(X[i], X[j])))
+            if distance < nearest_distance:
+                nearest, nearest_distance = j, distance
+        if nearest is not None:
+            candidates.append(-(margins[i] + margins[nearest]) / 2)
+    scores = []
+    for theta in candidates:
+        tp = tn = fp = 0
+        for p, h in zip(positive, margins):
+            predicted_positive = h + theta > 0
+            tp += p and predicted_positive
+            tn += (not p) and (not predicted_positive)
+            fp += (not p) and predicted_positive
+        if objective == "g_mean":
+            scores.append(math.sqrt(tp * tn / (n_pos * n_neg)))
+        else:
+            scores.append(2 * tp / (n_pos + tp + fp))
+    best = 0
+    for c in range(1, len(candidates)):
+        better = scores[c] > scores[best]
+        tie = scores[c] == scores[best] and abs(candidates[c]) < abs(candidates[best])
+        if better or tie:
+            best = c
+    return candidates[best], candidates, scores
+
+
+@pytest.mark.parametrize("objective", ["g_mean", "f_measure"])
+@pytest.mark.parametrize(
+    "estimator", [SVC(kernel="linear", C=1.0), SVC(kernel="rbf", gamma="scale")], ids=["linear", "rbf"]
+)
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_threshold_search_equals_brute_force(seed, estimator, objective):
+    X, y = _imbalanced(seed)
+    clf = OTHRClassifier(estimator, objective=objective, n_neighbors=2).fit(X, y)
+    assert clf.pos_label_ == 1
+    margins = clf.estimator_.decision_function(X)
+    theta, candidates, scores = _brute_force_othr(X.tolist(), (y == 1).tolist(), margins.tolist(), objective)
+    assert clf.threshold_ == theta
+    table = clf.candidates_
+    order = np.argsort(table["theta"], kind="stable")
+    np.testing.assert_array_equal(table["theta"][order], np.sort(candidates))
+    np.testing.assert_allclose(table[objective][order], np.asarray(scores)[np.argsort(candidates, kind="stable")])
+
+
+def test_brute_force_problems_are_not_trivial():
+    n_candidates = [OTHRClassifier().fit(*_imbalanced(seed)).candidates_["theta"].size for seed in range(4)]
+    assert min(n_candidates) > 3
+
+
+def test_candidate_table_agrees_with_metrics():
+    X, y = _imbalanced(5)
+    clf = OTHRClassifier().fit(X, y)
+    table = clf.candidates_
+    assert set(table) == {"theta", "sample", "neighbour", "tpr", "tnr", "precision", "g_mean", "f_measure"}
+    assert len({column.size for column in table.values()}) == 1
+    margins = clf.estimator_.decision_function(X)
+    for row, theta in enumerate(table["theta"]):
+        y_pred = (margins + theta > 0).astype(int)
+        assert table["g_mean"][row] == pytest.approx(g_mean(y, y_pred))
+        assert table["f_measure"][row] == pytest.approx(f_measure(y, y_pred, pos_label=1))
+        if table["sample"][row] >= 0:
+            i, j = table["sample"][row], table["neighbour"][row]
+            assert y[i] == 1 and y[j] == 0 and margins[j] < margins[i] < 0
+            assert theta == -(margins[i] + margins[j]) / 2
+    assert table["theta"][0] == 0.0 and table["sample"][0] == -1
+    best = table["g_mean"].max()
+    assert table["g_mean"][table["theta"] == clf.threshold_][0] == best
+    y_pred = clf.predict(X)
+    assert g_mean(y, y_pred) == pytest.approx(best)
+
+
+@pytest.mark.parametrize("n_neighbors", [1, 3, 1000])
+def test_neighbour_search_does_not_depend_on_first_k(n_neighbors):
+    rng = np.random.RandomState(0)
+    X_min, X_maj = rng.normal(size=(30, 3)), rng.normal(size=(50, 3))
+    h_min, h_maj = rng.normal(size=30), rng.normal(size=50)
+    h_min[0] = h_maj.min() - 0.1  # misclassified, but no majority row is farther
+    expected = []
+    for x, h in zip(X_min, h_min):
+        allowed = np.flatnonzero(h_maj < h)
+        if h >= 0 or allowed.size == 0:
+            expected.append(-1)
+            continue
+        distances = np.linalg.norm(X_maj[allowed] - x, axis=1)
+        expected.append(allowed[np.argmin(distances)])
+    found = farther_majority_neighbours(X_min, h_min, X_maj, h_maj, n_neighbors=n_neighbors)
+    np.testing.assert_array_equal(found, expected)
+    assert (found == -1).sum() > (h_min >= 0).sum()  # some rows had no farther majority row
+
+
+def test_theta_zero_when_separable():
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(0, 0.3, size=(40, 2)), rng.normal(5, 0.3, size=(8, 2))])
+    y = np.array([0] * 40 + [1] * 8)
+    clf = OTHRClassifier().fit(X, y)
+    assert clf.threshold_ == 0.0
+    assert clf.candidates_["theta"].tolist() == [0.0]
+
+
+def test_theta_zero_when_no_candidate_improves():
+    # Both shifts trade one error for another: G-mean ties, the smallest |theta| wins.
+    y = np.array([1, 1, 0, 0, 0, 0])
+    margins = np.array([-0.5, 1.0, 0.2, -1.0, -1.5, -2.0])
+    theta, table = best_threshold(y, margins, [0.0, 0.1, 0.55])
+    assert table["g_mean"][0] == table["g_mean"][2] > table["g_mean"][1]
+    assert theta == 0.0
+
+
+def test_best_threshold_tie_prefers_smallest_absolute_shift():
+    theta, _ = best_threshold([1, 0], [-1.0, -3.0], [2.5, 1.5, -4.0, 2.0])
+    assert theta == 1.5
+
+
+def test_thr_equals_closed_form():
+    X, y = _imbalanced(0, n_samples=120, weight=0.85)
+    clf = THRClassifier().fit(X, y)
+    n_pos, n_neg = int((y == 1).sum()), int((y == 0).sum())
+    assert n_pos < n_neg
+    assert clf.threshold_ == (n_neg - n_pos) / (n_pos + n_neg + 2)
+    assert thr_shift(n_pos, n_neg) == clf.threshold_
+    base = clf.estimator_.decision_function(X)
+    np.testing.assert_allclose(clf.decision_function(X), base + clf.threshold_)
+    np.testing.assert_array_equal(clf.predict(X), (base + clf.threshold_ > 0).astype(int))
+
+
+@pytest.mark.parametrize("Estimator", [OTHRClassifier, THRClassifier])
+@pytest.mark.parametrize(
+    "labels",
+    [("neg", "pos"), (-1, 1), (7, 3), (True, False), (2.5, -0.5)],
+    ids=["str", "pm1", "minority-first", "bool", "float"],
+)
+def test_labels_of_any_dtype(Estimator, labels):
+    X, y01 = _imbalanced(3)
+    majority, minority = labels
+    y = np.where(y01 == 1, minority, majority)
+    reference = Estimator().fit(X, y01)
+    clf = Estimator().fit(X, y)
+    assert clf.pos_label_ == minority
+    assert set(clf.classes_) == {majority, minority}
+    assert clf.threshold_ == pytest.approx(reference.threshold_)
+    expected = np.where(reference.predict(X) == 1, minority, majority)
+    np.testing.assert_array_equal(clf.predict(X), expected)
+    # decision_function follows scikit-learn: positive means classes_[1]
+    oriented = 1.0 if clf.classes_[1] == minority else -1.0
+    np.testing.assert_allclose(clf.decision_function(X), oriented * reference.decision_function(X))
+    np.testing.assert_array_equal(
+        clf.classes_[(clf.decision_function(X) > 0).astype(int)], clf.predict(X)
+    )
+
+
+def test_pos_label_and_minority_from_counts():
+    X, y = _imbalanced(4)
+    y = np.where(y == 1, "rare", "common")
+    assert OTHRClassifier().fit(X, y).pos_label_ == "rare"
+    forced = OTHRClassifier(pos_label="common").fit(X, y)
+    assert forced.pos_label_ == "common"
+    assert forced.candidates_["sample"][1:].size == 0 or np.all(
+        y[forced.candidates_["sample"][1:]] == "common"
+    )
+    with pytest.raises(ValueError, match="pos_label='other' is not one of the training classes"):
+        OTHRClassifier(pos_label="other").fit(X, y)
+    # a tie in the counts: classes_[1] is positive
+    balanced = np.array([0, 1] * 20)
+    assert THRClassifier().fit(np.random.RandomState(0).rand(40, 2), balanced).pos_label_ == 1
+
+
+def test_cv_margins():
+    X, y = _imbalanced(6, n_samples=150)
+    train = OTHRClassifier().fit(X, y)
+    cv = OTHRClassifier(margins="cv", cv=4, random_state=0).fit(X, y)
+    again = OTHRClassifier(margins="cv", cv=4, random_state=0).fit(X, y)
+    assert cv.threshold_ == again.threshold_
+    np.testing.assert_array_equal(train.estimator_.dual_coef_, cv.estimator_.dual_coef_)
+    assert cv.threshold_ >= 0.0
+    with pytest.raises(ValueError, match="margins='cv' needs at least 2 minority samples"):
+        OTHRClassifier(margins="cv").fit(X[:20], np.array([1] + [0] * 19))
+
+
+def test_one_vs_rest_for_multiclass():
+    X, y = make_classification(n_samples=150, n_classes=3, n_informative=3, random_state=0)
+    model = OneVsRestClassifier(OTHRClassifier()).fit(X, y)
+    assert model.predict(X).shape == (150,)
+
+
+ALL = [OTHRClassifier, THRClassifier, EnsembleOTHRClassifier]
+
+
+@pytest.mark.parametrize("Estimator", ALL)
+def test_estimator_without_decision_function(Estimator):
+    X, y = _imbalanced(0)
+    with pytest.raises(ValueError, match="'decision_function'.*GaussianNB"):
+        Estimator(GaussianNB()).fit(X, y)
+
+
+@pytest.mark.parametrize("Estimator", ALL)
+def test_multiclass_error(Estimator):
+    X, y = make_classification(n_samples=60, n_classes=3, n_informative=3, random_state=0)
+    with pytest.raises(ValueError, match="Only binary classification is supported.*OneVsRestClassifier"):
+        Estimator().fit(X, y)
+
+
+@pytest.mark.parametrize("Estimator", ALL)
+def test_nan_and_one_class_errors(Estimator):
+    X, y = _imbalanced(0)
+    X_nan = X.copy()
+    X_nan[3, 1] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        Estimator().fit(X_nan, y)
+    with pytest.raises(ValueError, match="needs samples of 2 classes; got 1 class"):
+        Estimator().fit(X, np.zeros_like(y))
+    fitted = Estimator().fit(X, y)
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        fitted.predict(X_nan)
+
+
+# --- EnSVM-OTHR --------------------------------------------------------------------------
+
+
+def test_ensemble_paper_setting_and_vote():
+    X, y = _imbalanced(2, n_samples=150)
+    ensemble = EnsembleOTHRClassifier(n_estimators=7, random_state=0).fit(X, y)
+    assert ensemble.get_params()["bootstrap"] == "plain"
+    assert len(ensemble.members_) == len(ensemble.estimators_) == 7
+    assert all(member.margins == "train" for member in ensemble.members_)
+    ratio = ensemble.thresholds_ / np.where(ensemble.optimal_thresholds_ == 0, 1, ensemble.optimal_thresholds_)
+    shifted = ensemble.optimal_thresholds_ != 0
+    assert shifted.any()
+    assert np.all(np.abs(ratio[shifted] - 1) <= 0.1)  # eq. 25
+    assert len(set(ratio[shifted])) == shifted.sum()  # one perturbation per member
+    margins = np.stack([member.shifted_margin(X) for member in ensemble.members_])
+    np.testing.assert_allclose(ensemble.decision_function(X), margins.mean(axis=0))
+    votes = (margins > 0).sum(axis=0)
+    np.testing.assert_array_equal(ensemble.predict(X), (2 * votes >= 7).astype(int))
+
+
+def test_ensemble_vote_tie_goes_to_minority():
+    X, y = _imbalanced(2)
+    ensemble = EnsembleOTHRClassifier(n_estimators=2, random_state=1).fit(X, y)
+    votes = np.stack([member.shifted_margin(X) > 0 for member in ensemble.members_]).sum(axis=0)
+    assert (votes == 1).any()
+    np.testing.assert_array_equal(ensemble.predict(X)[votes == 1], 1)
+
+
+def test_members_are_rebuilt_from_seeds():
+    X, y = _imbalanced(2)
+    ensemble = EnsembleOTHRClassifier(n_estimators=3, random_state=0).fit(X, y)
+    member = fit_member(X, y, int(ensemble.seeds_[1]), pos_label=1)
+    assert member.threshold == ensemble.thresholds_[1]
+    np.testing.assert_array_equal(
+        member.estimator.support_, ensemble.estimators_[1].support_
+    )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(bootstrap="stratified", member_margins="oob"),
+        dict(bootstrap="balanced", member_margins="cv", cv=3),
+        dict(bootstrap="plain", class_weight="balanced", objective="f_measure"),
+        dict(bootstrap="balanced", max_samples=0.5, perturbation=0.0),
+        dict(bootstrap="stratified", max_samples=40),
+    ],
+)
+def test_ensemble_refinements(params):
+    X, y = _imbalanced(7, n_samples=150)
+    ensemble = EnsembleOTHRClassifier(n_estimators=4, random_state=0, **params).fit(X, y)
+    again = EnsembleOTHRClassifier(n_estimators=4, random_state=0, **params).fit(X, y)
+    np.testing.assert_array_equal(ensemble.thresholds_, again.thresholds_)
+    assert g_mean(y, ensemble.predict(X)) > 0.5
+    if params.get("perturbation") == 0.0:
+        np.testing.assert_array_equal(ensemble.thresholds_, ensemble.optimal_thresholds_)
+    if "class_weight" in params:
+        assert ensemble.estimators_[0].class_weight == "balanced"
+    if "member_margins" in params:
+        assert {member.margins for member in ensemble.members_} == {params["member_margins"]}
+
+
+def test_bag_sizes():
+    positive = np.array([True] * 10 + [False] * 90)
+    rng = np.random.RandomState(0)
+    bag, _ = draw_bag(positive, rng, bootstrap="stratified")
+    assert bag.size == 100 and positive[bag].sum() == 10
+    bag, _ = draw_bag(positive, rng, bootstrap="balanced")
+    assert bag.size == 20 and positive[bag].sum() == 10
+    assert np.unique(bag[~positive[bag]]).size == 10  # majority drawn without replacement
+    bag, _ = draw_bag(positive, rng, bootstrap="plain", max_samples=0.5)
+    assert bag.size == 50
+    bag, _ = draw_bag(positive, rng, bootstrap="balanced", max_samples=8)
+    assert bag.size == 8 and positive[bag].sum() == 4
+
+
+def test_bags_without_minority_are_redrawn():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(200, 3))
+    y = np.zeros(200, dtype=int)
+    y[:2] = 1
+    X[:2] += 3
+    ensemble = EnsembleOTHRClassifier(
+        n_estimators=5, max_samples=20, max_bag_draws=500, random_state=0
+    ).fit(X, y)
+    n_draws = [member.n_draws for member in ensemble.members_]
+    assert max(n_draws) > 1
+    for member in ensemble.members_:
+        np.testing.assert_array_equal(member.estimator.classes_, [0, 1])
+
+
+def test_redraws_exhausted():
+    X, y = _imbalanced(0)
+    with pytest.raises(ValueError, match="No bag of 1 rows .* held both classes in 3 attempts"):
+        EnsembleOTHRClassifier(n_estimators=2, max_samples=1, max_bag_draws=3).fit(X, y)
+
+
+def test_class_weight_needs_a_base_that_has_it():
+    X, y = _imbalanced(0)
+    with pytest.raises(ValueError, match="class_weight='balanced' needs a base estimator"):
+        EnsembleOTHRClassifier(LinearDiscriminantAnalysis(), class_weight="balanced").fit(X, y)
+    EnsembleOTHRClassifier(LogisticRegression(), n_estimators=2, class_weight="balanced").fit(X, y)
+
+
+def _fitted_on(client, X, y, **params):
+    return EnsembleOTHRClassifier(n_estimators=6, random_state=3, client=client, **params).fit(X, y)
+
+
+def _assert_identical(a, b, X):
+    np.testing.assert_array_equal(a.seeds_, b.seeds_)
+    np.testing.assert_array_equal(a.thresholds_, b.thresholds_)
+    np.testing.assert_array_equal(a.optimal_thresholds_, b.optimal_thresholds_)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+
+
+@pytest.mark.parametrize("n_workers,processes", [(1, False), (2, False), (2, True)])
+def test_ensemble_identical_on_any_number_of_workers(n_workers, processes):
+    distributed = pytest.importorskip("distributed")
+    X, y = _imbalanced(8, n_samples=120)
+    params = dict(bootstrap="stratified", member_margins="oob")
+    in_process = _fitted_on(None, X, y, **params)
+    with distributed.LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:
+        on_cluster = _fitted_on(client, X, y, **params)
+        # the active client is found without being passed
+        active = _fitted_on(None, X, y, **params)
+        assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) >= 0
+        restored = pickle.loads(pickle.dumps(on_cluster))
+        assert on_cluster.client is client and restored.client is None
+        assert clone(on_cluster).client is client
+    _assert_identical(in_process, on_cluster, X)
+    _assert_identical(in_process, active, X)
+    _assert_identical(in_process, restored, X)
+
+
+# --- scikit-learn's estimator checks -----------------------------------------------------
+
+
+def _expected_failed_checks(estimator):
+    if isinstance(estimator, EnsembleOTHRClassifier):
+        return {
+            "check_class_weight_classifiers": (
+                "class_weight sets the members' SVC class weights, but each member's "
+                "threshold is then re-tuned for G-mean, undoing a deliberate bias towards one class"
+            ),
+        }
+    return {}
+
+
+@parametrize_with_checks(
+    [
+        OTHRClassifier(),
+        OTHRClassifier(margins="cv", random_state=0),
+        THRClassifier(),
+        EnsembleOTHRClassifier(n_estimators=3),
+    ],
+    expected_failed_checks=_expected_failed_checks,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
