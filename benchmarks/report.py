@@ -177,6 +177,12 @@ def _pct(mean, std=None) -> str:
     return text
 
 
+def _points(delta) -> str:
+    """A signed difference in points, without a "-0.0" for differences that round to zero."""
+    rounded = round(delta, 1)
+    return "0.0" if rounded == 0 else f"{rounded:+.1f}"
+
+
 def _seconds(mean) -> str:
     return f"{mean:.3f}"
 
@@ -218,7 +224,7 @@ def mean_table(summary: dict, *, with_reference: bool = True) -> str:
         if show_ref:
             for m in ranked:
                 ref = references[method].get(m)
-                row += ["–", "–"] if ref is None else [f"{ref:.1f}", f"{100 * over[m]['mean'] - ref:+.1f}"]
+                row += ["–", "–"] if ref is None else [f"{ref:.1f}", _points(100 * over[m]["mean"] - ref)]
         row += [_seconds(over[m]["mean"]) for m in times]
         rows.append(row)
     return _table(header, rows)

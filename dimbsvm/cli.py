@@ -4,6 +4,11 @@ Verbs::
 
     dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N]
     dimbsvm predict MODEL DATA --out PRED.zarr [--scheduler ADDRESS]
+    dimbsvm retrain JOB.yaml --registry DIR [--scheduler ADDRESS]
+    dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR
+    dimbsvm models DIR
+    dimbsvm promote DIR VERSION --reason TEXT
+    dimbsvm rollback DIR --reason TEXT
     dimbsvm ingest SOURCE STORE [--chunk-rows N] [--overwrite] [--verify]
     dimbsvm datasets
     dimbsvm estimators
@@ -72,6 +77,35 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("--chunk-rows", type=int, default=100_000, help="rows per task for file input")
     predict.set_defaults(handler=_cmd_predict)
 
+    retrain = verbs.add_parser("retrain", parents=[cluster],
+                               help="train a challenger and promote it if it beats the champion")
+    retrain.add_argument("job", help="job spec file (YAML) with a retrain section")
+    retrain.add_argument("--registry", required=True, help="model registry directory")
+    retrain.set_defaults(handler=_cmd_retrain)
+
+    schedule = verbs.add_parser("schedule", parents=[cluster], help="retrain on a cron schedule (foreground)")
+    schedule.add_argument("job", help="job spec file (YAML)")
+    schedule.add_argument("--registry", required=True, help="model registry directory")
+    schedule.add_argument("--cron", required=True, help='cron expression in UTC, e.g. "0 3 * * *" '
+                                                        "(a sixth field gives seconds)")
+    schedule.add_argument("--max-runs", type=int, help="stop after this many runs")
+    schedule.set_defaults(handler=_cmd_schedule)
+
+    models = verbs.add_parser("models", help="list a registry's versions and its champion")
+    models.add_argument("registry")
+    models.set_defaults(handler=_cmd_models)
+
+    promote = verbs.add_parser("promote", help="make a version the champion, by hand")
+    promote.add_argument("registry")
+    promote.add_argument("version")
+    promote.add_argument("--reason", required=True)
+    promote.set_defaults(handler=_cmd_promote)
+
+    rollback = verbs.add_parser("rollback", help="re-point the champion at the one it replaced")
+    rollback.add_argument("registry")
+    rollback.add_argument("--reason", required=True)
+    rollback.set_defaults(handler=_cmd_rollback)
+
     ingest = verbs.add_parser("ingest", help="write a data file into a Zarr store")
     ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts) or bundled name")
     ingest.add_argument("store", help="store directory to create")
@@ -128,6 +162,79 @@ def _cmd_predict(args) -> int:
                                 meta={"model": str(args.model), "data": str(args.data),
                                       "data_fingerprint": meta.get("data_fingerprint") or ""})
     print(f"wrote {X.shape[0]} predictions (y_pred, decision) to {out}")
+    return 0
+
+
+def _cmd_retrain(args) -> int:
+    from .jobs import load_job, load_job_data
+    from .jobs.retrain import retrain
+
+    job = load_job(args.job)
+    data = load_job_data(job["data"]["source"])
+    with _client(args, require_encryption=job["execution"]["require_encryption"]) as client:
+        outcome = retrain(job, client, args.registry, job_text=Path(args.job).read_text(), data=data)
+    _print_outcome(outcome)
+    return 0
+
+
+def _print_outcome(outcome) -> None:
+    verdict = "promoted" if outcome.promoted else "not promoted"
+    print(f"challenger {outcome.version}: {verdict} ({outcome.reason})")
+    for name, value in outcome.challenger_metrics.items():
+        champ = outcome.champion_metrics.get(name) if outcome.champion_metrics else None
+        versus = f"  champion {outcome.champion}: {champ:.4f}" if champ is not None else ""
+        print(f"  {name:<10} {value:.4f}{versus}")
+
+
+def _cmd_schedule(args) -> int:
+    from .jobs import load_job
+    from .jobs.retrain import retrain
+    from .jobs.schedule import parse_cron, run_schedule
+
+    job = load_job(args.job)
+    parse_cron(args.cron)  # a bad expression fails before a cluster starts
+    job_text = Path(args.job).read_text()
+    with _client(args, require_encryption=job["execution"]["require_encryption"]) as client:
+        def run_once():
+            outcome = retrain(job, client, args.registry, job_text=job_text)
+            _print_outcome(outcome)
+            sys.stdout.flush()
+            return f"{outcome.version} {'promoted' if outcome.promoted else 'not promoted'}: {outcome.reason}"
+
+        runs = run_schedule(run_once, args.cron, max_runs=args.max_runs)
+    print(f"schedule stopped after {runs} run(s)")
+    return 0
+
+
+def _cmd_models(args) -> int:
+    from .jobs.registry import ModelRegistry
+
+    registry = ModelRegistry(args.registry)
+    versions = registry.versions()
+    if not versions:
+        print(f"{args.registry}: no versions")
+        return 0
+    for info in versions:
+        mark = "*" if info["champion"] else " "
+        metrics = " ".join(f"{k}={v:.4f}" for k, v in info.get("holdout_metrics", {}).items())
+        print(f"{mark} {info['id']}  {info.get('job', '')}  {metrics}")
+    print(f"champion: {registry.champion()}")
+    return 0
+
+
+def _cmd_promote(args) -> int:
+    from .jobs.registry import ModelRegistry
+
+    ModelRegistry(args.registry).set_champion(args.version, reason=args.reason)
+    print(f"champion: {args.version}")
+    return 0
+
+
+def _cmd_rollback(args) -> int:
+    from .jobs.registry import ModelRegistry
+
+    version = ModelRegistry(args.registry).rollback(reason=args.reason)
+    print(f"champion: {version}")
     return 0
 
 

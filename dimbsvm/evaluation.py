@@ -22,8 +22,8 @@ from sklearn.preprocessing import MinMaxScaler, StandardScaler
 from .metrics import a_mean, f_measure, g_mean
 
 __all__ = [
-    "METRICS", "SCALERS", "repeat_seeds", "fold_indices", "evaluate_fold", "summarize",
-    "positive_label",
+    "METRICS", "SCALERS", "repeat_seeds", "fold_indices", "evaluate_fold", "fit_pipeline", "score_model", "score_rows", "summarize",
+    "positive_label", "build_pipeline", "positive_scores",
 ]
 
 #: Metrics a job or suite may ask for. ``auc`` needs a score (decision_function
@@ -120,26 +120,51 @@ def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
     start = time.perf_counter()
     model.fit(X[train], y[train])
     fit_time = time.perf_counter() - start
-    start = time.perf_counter()
-    y_pred = model.predict(X[test])
-    scores = positive_scores(model, X[test], pos_label) if "auc" in metrics else None
-    predict_time = time.perf_counter() - start
     record = {"seed": int(seed), "fold": int(fold), "n_train": int(len(train)), "n_test": int(len(test))}
-    y_test = y[test]
+    record.update(score_model(model, X[test], y[test], metrics=metrics, pos_label=pos_label))
+    if "fit_time" in metrics:
+        record["fit_time"] = fit_time
+    return record
+
+
+def fit_pipeline(X, y, *, estimator, scaler="minmax", impute="none", rows=None):
+    """Task body: the job's pipeline fitted on ``rows`` (default: every row).
+
+    ``X`` may be an array or a :class:`~dimbsvm.store.StoreRows` handle; only
+    the rows used are read.
+    """
+    rows = np.arange(len(y)) if rows is None else np.asarray(rows)
+    return build_pipeline(estimator, scaler=scaler, impute=impute).fit(X[rows], y[rows])
+
+
+def score_rows(X, y, *, model, rows, metrics, pos_label) -> dict:
+    """Task body: :func:`score_model` on ``rows`` of ``X`` (read only those rows)."""
+    rows = np.asarray(rows)
+    return score_model(model, X[rows], y[rows], metrics=metrics, pos_label=pos_label)
+
+
+def score_model(model, X, y, *, metrics, pos_label) -> dict:
+    """Metrics of a fitted model on rows ``X`` with true labels ``y``.
+
+    ``fit_time`` is left to the caller (it is not a property of these rows).
+    """
+    start = time.perf_counter()
+    y_pred = model.predict(X)
+    scores = positive_scores(model, X, pos_label) if "auc" in metrics else None
+    predict_time = time.perf_counter() - start
+    record = {}
     for name in metrics:
         if name == "g_mean":
-            record[name] = g_mean(y_test, y_pred)
+            record[name] = g_mean(y, y_pred)
         elif name == "f_measure":
-            record[name] = f_measure(y_test, y_pred, pos_label=pos_label)
+            record[name] = f_measure(y, y_pred, pos_label=pos_label)
         elif name == "a_mean":
-            record[name] = a_mean(y_test, y_pred)
+            record[name] = a_mean(y, y_pred)
         elif name == "auc":
-            record[name] = float(roc_auc_score(y_test == pos_label, scores))
-        elif name == "fit_time":
-            record[name] = fit_time
+            record[name] = float(roc_auc_score(y == pos_label, scores))
         elif name == "predict_time":
             record[name] = predict_time
-        else:
+        elif name != "fit_time":
             raise ValueError(f"unknown metric {name!r}; accepted: {', '.join(METRICS)}")
     return record
 

@@ -38,6 +38,7 @@ from .exceptions import StoreError
 __all__ = [
     "StoredData", "ingest", "open_store", "verify_store", "fingerprint_file",
     "create_checksummed_array", "open_stage", "finish_stage", "stage_is_complete", "StoreRows",
+    "dataset_fingerprint",
 ]
 
 logger = logging.getLogger(__name__)
@@ -325,8 +326,7 @@ def _resolve_source(source):
         dataset = load(source)
         _check_arrays(dataset.X, dataset.y, dataset.source)
         meta = dataset.meta()
-        src = Path(dataset.source)
-        meta["fingerprint"] = fingerprint_file(src) if src.is_file() else _array_fingerprint(dataset.X, dataset.y)
+        meta["fingerprint"] = dataset_fingerprint(dataset)
         return dataset.X, dataset.y, meta
     if isinstance(source, Dataset):
         _check_arrays(source.X, source.y, source.source or source.name)
@@ -351,6 +351,12 @@ def _resolve_source(source):
             meta["class_counts"] = {str(int(k)): int(c) for k, c in zip(labels, counts)}
         return X, y, meta
     raise StoreError(f"cannot ingest a {type(source).__name__}: pass a path, a Dataset or (X, y)")
+
+
+def dataset_fingerprint(dataset: Dataset) -> str:
+    """SHA-256 of the file a dataset was read from, else of its arrays."""
+    src = Path(dataset.source)
+    return fingerprint_file(src) if src.is_file() else _array_fingerprint(dataset.X, dataset.y)
 
 
 def _array_fingerprint(X, y) -> str:

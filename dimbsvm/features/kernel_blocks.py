@@ -402,7 +402,7 @@ def _write_distance_chunk(block, *, target, references, modalities, parallel, bl
     start, stop = block_info[0]["array-location"][0]
     D = modality_distances(block, references, modalities, parallel=parallel)
     target[start:stop] = D  # exactly one Zarr chunk: this task owns it
-    return block_moments(D)
+    return block_moments(D, overwrite=True)  # D is written and not needed any more
 
 
 def _kernel_chunk(block, *, landmarks, kernel, gamma):

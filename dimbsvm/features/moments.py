@@ -22,7 +22,7 @@ __all__ = ["block_moments", "combine_moments", "merge_moments", "mean_and_spread
 _RELATIVE_ZERO = 1e-12
 
 
-def block_moments(D, mask=None):
+def block_moments(D, mask=None, *, overwrite=False):
     """Partial moments of each column of one block: rows ``[count, mean, M2]``.
 
     Two passes over the block (mean, then squared deviations), so a block is
@@ -33,6 +33,9 @@ def block_moments(D, mask=None):
     D : ndarray of shape (n_rows, n_columns)
     mask : ndarray of bool, shape (n_rows,) or (n_rows, 1), default=None
         Rows to include.
+    overwrite : bool, default=False
+        Centre ``D`` in place (saves a block-sized temporary when the caller
+        has no further use for it).
 
     Returns
     -------
@@ -41,12 +44,14 @@ def block_moments(D, mask=None):
     D = np.asarray(D, dtype=np.float64)
     if mask is not None:
         D = D[np.asarray(mask, dtype=bool).ravel()]
+        overwrite = True  # the fancy index made a copy
     out = np.zeros((3, D.shape[1]))
     if D.shape[0]:
         mean = D.mean(axis=0)
+        centred = np.subtract(D, mean, out=D if overwrite else None)
         out[0] = D.shape[0]
         out[1] = mean
-        out[2] = ((D - mean) ** 2).sum(axis=0)
+        out[2] = np.einsum("ij,ij->j", centred, centred)  # no squared temporary
     return out
 
 

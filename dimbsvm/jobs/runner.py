@@ -26,9 +26,9 @@ from .. import __version__
 from ..datasets import load
 from ..distributed import run_tasks
 from ..estimators import make_estimator
-from ..evaluation import BINARY_METRICS, build_pipeline, evaluate_fold, positive_label, repeat_seeds, summarize
+from ..evaluation import BINARY_METRICS, evaluate_fold, fit_pipeline, positive_label, repeat_seeds, summarize
 from ..exceptions import DataError, JobSpecError
-from ..store import StoreRows, open_store
+from ..store import StoreRows, dataset_fingerprint, open_store
 from .artifacts import save_model
 
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data"]
@@ -79,7 +79,7 @@ def load_job_data(source: str) -> JobData:
     if not path.exists() and (os.sep in source or path.suffix):
         raise DataError(f"data source {source} does not exist")
     dataset = load(source)
-    return JobData(X=dataset.X, y=dataset.y, meta=dataset.meta())
+    return JobData(X=dataset.X, y=dataset.y, meta=dict(dataset.meta(), fingerprint=dataset_fingerprint(dataset)))
 
 
 def check_job_data(data: JobData, job: dict) -> None:
@@ -137,12 +137,6 @@ def _check_finite(data: JobData, *, impute: bool) -> None:
         raise DataError(
             f"{data.name}: {int(bad_nan.sum())} row(s) with missing values (NaN), first in row {row}, column "
             f"{_column_name(data, col)}; set preprocessing.impute to mean or median to impute them")
-
-
-def fit_final_model(X, y, *, estimator, scaler, impute):
-    """Task body: the job's pipeline fitted on every row."""
-    rows = np.arange(len(y))
-    return build_pipeline(estimator, scaler=scaler, impute=impute).fit(X[rows], y)
 
 
 def peak_memory_bytes(dask_worker=None) -> int:
@@ -266,7 +260,7 @@ def _open_partial(partial: Path, fingerprint: str, job_text, job) -> dict:
 
 def _save_final_model(client, job, data, common, partial):
     fit_kwargs = {k: common[k] for k in ("estimator", "scaler", "impute")}
-    [model] = run_tasks(client, fit_final_model, [fit_kwargs], shared={"X": data.X, "y": data.y},
+    [model] = run_tasks(client, fit_pipeline, [fit_kwargs], shared={"X": data.X, "y": data.y},
                         retries=job["execution"]["retries"], progress=False, label="final model")
     save_model(model, partial / "model", meta={
         "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],

@@ -92,6 +92,31 @@ JOB_SCHEMA = {
                 "model": {"type": "boolean"},
             },
         },
+        "retrain": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "holdout": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                        "random_state": {"type": "integer", "minimum": 0},
+                        "source": {"type": "string", "minLength": 1},
+                    },
+                },
+                "gates": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "propertyNames": {"enum": ["g_mean", "f_measure", "auc", "a_mean"]},
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"tolerance": {"type": "number", "minimum": 0}},
+                    },
+                },
+            },
+        },
         "execution": {
             "type": "object",
             "additionalProperties": False,
@@ -111,6 +136,7 @@ DEFAULTS = {
     "cv": {"n_splits": 5, "n_repeats": 1, "random_state": 0},
     "metrics": ["g_mean", "f_measure", "auc", "a_mean"],
     "output": {"model": True},
+    "retrain": {"holdout": {"fraction": 0.25, "random_state": 0}, "gates": {"g_mean": {"tolerance": 0.0}}},
     "execution": {"retries": 2, "require_encryption": False},
 }
 
@@ -172,11 +198,15 @@ def validate_job(spec, *, where="job") -> dict:
     return job
 
 
-def _with_defaults(spec: dict) -> dict:
-    job = copy.deepcopy(DEFAULTS)
+#: Mappings a job gives whole: they replace the default instead of merging into it.
+_REPLACED = {"params", "gates"}
+
+
+def _with_defaults(spec: dict, defaults: dict = DEFAULTS) -> dict:
+    job = copy.deepcopy(defaults)
     for key, value in spec.items():
-        if isinstance(value, dict) and isinstance(job.get(key), dict):
-            job[key].update(copy.deepcopy(value))
+        if isinstance(value, dict) and isinstance(job.get(key), dict) and key not in _REPLACED:
+            job[key] = _with_defaults(value, job[key])
         else:
             job[key] = copy.deepcopy(value)
     return job
@@ -202,4 +232,9 @@ def _describe(error) -> str:
         return f"'{key}' must be of type {schema['type']}, got {type(error.instance).__name__} {error.instance!r}"
     if error.validator in ("minimum", "minItems", "minLength"):
         return f"'{key}' is {error.instance!r}; it must be at least {error.validator_value}"
+    if error.validator in ("exclusiveMinimum", "exclusiveMaximum"):
+        side = "greater" if error.validator == "exclusiveMinimum" else "less"
+        return f"'{key}' is {error.instance!r}; it must be {side} than {error.validator_value}"
+    if error.validator == "propertyNames":
+        return f"'{key}' has key {error.instance!r}; accepted: {', '.join(schema['propertyNames']['enum'])}"
     return f"'{key or '(top level)'}': {error.message}"

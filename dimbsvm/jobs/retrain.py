@@ -1,0 +1,154 @@
+"""Retrain a job's model and promote it only when it is at least as good as the champion.
+
+One retraining run:
+
+1. open the job's current data and split off the holdout (a stratified
+   fraction with a seed, or a separate source);
+2. fit the challenger on the remaining rows (a task on the cluster);
+3. load the champion (its manifest is verified: a tampered artifact stops the
+   run) and score both on the same holdout rows;
+4. write the challenger as a new immutable version, then promote it when every
+   gated metric is at least the champion's minus its tolerance (the first run
+   always promotes), recording the decision in the registry's history.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+from ..distributed import run_tasks
+from ..estimators import make_estimator
+from ..evaluation import fit_pipeline, positive_label, score_rows
+from ..exceptions import DataError
+from .registry import ModelRegistry
+from .runner import JobData, check_job_data, load_job_data
+
+__all__ = ["RetrainOutcome", "retrain", "gate_decision"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RetrainOutcome:
+    """What one retraining run decided."""
+
+    version: str
+    promoted: bool
+    champion: str | None
+    challenger_metrics: dict
+    champion_metrics: dict | None
+    reason: str
+
+
+def gate_decision(challenger: dict, champion: dict | None, gates: dict) -> tuple[bool, str]:
+    """Whether the challenger passes every gate, and why.
+
+    Examples
+    --------
+    >>> gate_decision({"g_mean": 0.80}, {"g_mean": 0.81}, {"g_mean": {"tolerance": 0.02}})
+    (True, 'every gate passed: g_mean 0.8000 >= 0.8100 - 0.02')
+    >>> gate_decision({"g_mean": 0.80}, {"g_mean": 0.81}, {"g_mean": {}})[0]
+    False
+    """
+    if champion is None:
+        return True, "first model in the registry"
+    failed, passed = [], []
+    for metric, gate in gates.items():
+        tolerance = float(gate.get("tolerance", 0.0))
+        line = f"{metric} {challenger[metric]:.4f} {{}} {champion[metric]:.4f} - {tolerance:g}"
+        if challenger[metric] >= champion[metric] - tolerance:
+            passed.append(line.format(">="))
+        else:
+            failed.append(line.format("<"))
+    if failed:
+        return False, "gate failed: " + "; ".join(failed)
+    return True, "every gate passed: " + "; ".join(passed)
+
+
+def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | None = None) -> RetrainOutcome:
+    """Run one retraining of ``job`` against the registry at ``registry_dir``.
+
+    Raises
+    ------
+    StoreError
+        The champion's artifact fails verification (tampered or damaged): no
+        challenger is promoted over a model that cannot be checked.
+    DataError
+        Bad data, or a holdout source whose features differ from the training data's.
+    """
+    registry = ModelRegistry(registry_dir)
+    if data is None:
+        data = load_job_data(job["data"]["source"])
+    check_job_data(data, job)
+    settings = job["retrain"]
+    gates = settings["gates"]
+    binary_gates = sorted(set(gates) & {"f_measure", "auc"})
+    if binary_gates and len(np.unique(data.y)) > 2:
+        raise DataError(f"{data.name}: gated metric(s) {', '.join(binary_gates)} need two classes")
+    pos_label = positive_label(data.y)
+
+    holdout_source = settings["holdout"].get("source")
+    if holdout_source:
+        train_data, train_rows = data, np.arange(len(data.y))
+        hold_data = load_job_data(holdout_source)
+        if tuple(hold_data.X.shape[1:]) != tuple(data.X.shape[1:]):
+            raise DataError(f"holdout {holdout_source} has {hold_data.X.shape[1:]} features per row, "
+                            f"the training data {data.X.shape[1:]}")
+        hold_rows = np.arange(len(hold_data.y))
+    else:
+        train_rows, hold_rows = train_test_split(
+            np.arange(len(data.y)), test_size=settings["holdout"]["fraction"],
+            random_state=settings["holdout"]["random_state"], stratify=data.y)
+        train_data = hold_data = data
+
+    champion = registry.champion()
+    champion_model = registry.load(champion)[0] if champion else None  # verified before any work
+
+    estimator = make_estimator(job["estimator"]["name"], job["estimator"]["params"])
+    [challenger] = run_tasks(
+        client, fit_pipeline, [{"rows": train_rows, "estimator": estimator,
+                                "scaler": job["preprocessing"]["scaler"],
+                                "impute": job["preprocessing"]["impute"]}],
+        shared={"X": train_data.X, "y": train_data.y}, retries=job["execution"]["retries"],
+        progress=False, label="challenger fit")
+    reported = set(gates) | set(_always_reported(data))
+    metrics = sorted(reported)
+    models = [challenger] + ([champion_model] if champion_model is not None else [])
+    scores = run_tasks(
+        client, score_rows, [{"model": m, "rows": hold_rows, "metrics": tuple(metrics), "pos_label": pos_label}
+                             for m in models],
+        shared={"X": hold_data.X, "y": hold_data.y}, retries=job["execution"]["retries"],
+        progress=False, label="holdout scores")
+    challenger_metrics = scores[0]
+    champion_metrics = scores[1] if champion_model is not None else None
+
+    promote, reason = gate_decision(challenger_metrics, champion_metrics, gates)
+    version = registry.add_version(
+        challenger, job_text=job_text,
+        info={"job": job["name"], "estimator": job["estimator"], "data_fingerprint": data.meta.get("fingerprint"),
+              "n_train": int(len(train_rows)), "n_holdout": int(len(hold_rows)),
+              "holdout_metrics": challenger_metrics},
+        model_meta={"job": job["name"], "estimator": job["estimator"], "n_features": int(data.X.shape[1]),
+                    "class_map": data.meta.get("class_map", {}), "positive_label": pos_label,
+                    "data_fingerprint": data.meta.get("fingerprint")})
+    event = {"data_fingerprint": data.meta.get("fingerprint"), "challenger_metrics": challenger_metrics,
+             "champion": champion, "champion_metrics": champion_metrics}
+    if promote:
+        promoted = registry.promote(version, reason=reason, expected_champion=champion, event=event)
+        if not promoted:
+            reason = f"not promoted: the champion changed while {version} was evaluated"
+    else:
+        promoted = False
+        registry.record(dict(event, action="keep_champion", version=version, reason=reason))
+    logger.info("retrain %s: %s %s (%s)", job["name"], version, "promoted" if promoted else "kept out", reason)
+    return RetrainOutcome(version=version, promoted=promoted, champion=champion,
+                          challenger_metrics=challenger_metrics, champion_metrics=champion_metrics, reason=reason)
+
+
+def _always_reported(data: JobData):
+    """G-mean, and F-measure where it is defined (two classes), beside the gated metrics."""
+    return ("g_mean", "f_measure") if len(np.unique(data.y)) == 2 else ("g_mean",)
