@@ -112,7 +112,8 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         logger.info("connecting to %s", target)
         try:
             client = Client(address, scheduler_file=scheduler_file, security=security, timeout=timeout)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, RuntimeError) as exc:
+            # RuntimeError: distributed refuses tcp:// when a Dask config requires encryption
             raise ClusterConnectionError(f"cannot connect to the scheduler at {target}: {exc}") from exc
         with client:
             if require_encryption and not client.scheduler.address.startswith("tls://"):

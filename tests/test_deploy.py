@@ -1,0 +1,516 @@
+"""deploy/: every configuration parses and agrees with the CLI, and the TLS files start a real cluster.
+
+Docker, Kubernetes, SLURM and a running systemd are not available here: their
+files are checked for structure and for the commands they run (parsed by
+dimbsvm's own argument parser). TLS is checked for real: make-certs.sh makes the
+certificates, and a `dask scheduler --protocol tls` and a worker configured only
+through a filled-in copy of deploy/tls/dask-tls.yaml accept TLS clients.
+"""
+
+import configparser
+import json
+import os
+import py_compile
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+YAML_FILES = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml"))
+SHELL_SCRIPTS = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".sh", ".sbatch"))
+EXPECTED_FILES = [
+    "README.md",
+    "docker/Dockerfile", "docker/compose.yaml",
+    "kubernetes/daskcluster.yaml", "kubernetes/retrain-cronjob.yaml", "kubernetes/pvc.yaml",
+    "slurm/start_cluster.py", "slurm/retrain.sbatch",
+    "tls/make-certs.sh", "tls/dask-tls.yaml",
+    "systemd/dask-scheduler.service", "systemd/dask-worker@.service", "systemd/dimbsvm-retrain.service",
+    "systemd/dimbsvm-retrain.timer", "systemd/dimbsvm-schedule.service",
+]
+
+
+def _docs(path):
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def _one(path):
+    docs = _docs(path)
+    assert len(docs) == 1, f"{path} holds {len(docs)} documents"
+    return docs[0]
+
+
+def _check_dimbsvm_command(argv):
+    """The command line parses with dimbsvm's own parser; returns the parsed args."""
+    from dimbsvm.cli import _parser
+    from dimbsvm.jobs.schedule import parse_cron
+
+    assert Path(argv[0]).name == "dimbsvm", argv
+    args = _parser().parse_args(argv[1:])  # SystemExit on an unknown flag or a missing argument
+    if getattr(args, "cron", None):
+        parse_cron(args.cron)
+    job = getattr(args, "job", None)
+    if job and not os.path.isabs(job):
+        assert (ROOT / job).is_file(), f"{job} is not in the repository (the image's working directory)"
+    return args
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    env.update(PYTHONPATH=str(ROOT), DASK_LOGGING__DISTRIBUTED="warning", PYTHONWARNINGS="ignore")
+    return dict(env, **extra)
+
+
+def _wait_for(predicate, timeout, what, procs=()):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        for proc in procs:
+            assert proc.poll() is None, f"{proc.args[:4]} exited with {proc.returncode} while waiting for {what}"
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _stop(procs):
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- files and YAML ------------------------------------------------------------
+
+def test_expected_files_exist():
+    missing = [f for f in EXPECTED_FILES if not (DEPLOY / f).is_file()]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_yaml_parses(path):
+    assert _docs(path), f"{path} is empty"
+
+
+@pytest.mark.parametrize("path", sorted((DEPLOY / "kubernetes").glob("*.yaml")), ids=lambda p: p.name)
+def test_kubernetes_manifests_are_well_formed(path):
+    for doc in _docs(path):
+        assert isinstance(doc, dict)
+        assert isinstance(doc.get("apiVersion"), str) and doc["apiVersion"], path
+        assert isinstance(doc.get("kind"), str) and doc["kind"], path
+        assert doc.get("metadata", {}).get("name"), path
+
+
+def _pod_containers(pod_spec):
+    return {c["name"]: c for c in pod_spec["containers"]}
+
+
+def test_daskcluster_and_cronjob_agree():
+    cluster = _one(DEPLOY / "kubernetes" / "daskcluster.yaml")
+    assert (cluster["apiVersion"], cluster["kind"]) == ("kubernetes.dask.org/v1", "DaskCluster")
+    name = cluster["metadata"]["name"]
+    worker = _pod_containers(cluster["spec"]["worker"]["spec"])["worker"]
+    scheduler = _pod_containers(cluster["spec"]["scheduler"]["spec"])["scheduler"]
+    assert worker["args"][:2] == ["dask", "worker"] and "--nanny" in worker["args"]
+    assert scheduler["args"][:2] == ["dask", "scheduler"]
+    assert cluster["spec"]["worker"]["replicas"] >= 1
+    ports = {p["name"]: p["port"] for p in cluster["spec"]["scheduler"]["service"]["ports"]}
+    assert ports["tcp-comm"] == 8786
+    assert cluster["spec"]["scheduler"]["service"]["selector"]["dask.org/cluster-name"] == name
+
+    cron = _one(DEPLOY / "kubernetes" / "retrain-cronjob.yaml")
+    assert (cron["apiVersion"], cron["kind"]) == ("batch/v1", "CronJob")
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (retrain,) = pod["containers"]
+    argv = [*retrain.get("command", []), *retrain.get("args", [])]
+    assert argv[:2] == ["dimbsvm", "retrain"]
+    args = _check_dimbsvm_command(argv)
+    assert args.scheduler == f"tcp://{name}-scheduler:8786"  # the Service the operator creates
+    assert retrain["image"] == worker["image"] == scheduler["image"]
+    mounts = {m["mountPath"]: m["name"] for m in retrain["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    pvcs = {d["metadata"]["name"]: d for d in _docs(DEPLOY / "kubernetes" / "pvc.yaml")}
+    assert all(d["kind"] == "PersistentVolumeClaim" for d in pvcs.values())
+    registry_claim = volumes[mounts[args.registry]]["persistentVolumeClaim"]["claimName"]
+    assert registry_claim in pvcs
+    claimed = [v["persistentVolumeClaim"]["claimName"]
+               for spec in (pod, cluster["spec"]["worker"]["spec"]) for v in spec.get("volumes", [])
+               if "persistentVolumeClaim" in v]
+    assert set(claimed) <= set(pvcs), claimed
+
+
+def test_compose_services():
+    compose = _one(DEPLOY / "docker" / "compose.yaml")
+    services = compose["services"]
+    assert {"scheduler", "worker", "retrainer"} <= set(services)
+    assert services["scheduler"]["command"][:2] == ["dask", "scheduler"]
+    worker = services["worker"]
+    assert worker["command"][:2] == ["dask", "worker"] and "--nanny" in worker["command"]
+    assert worker["command"][2] == "tcp://scheduler:8786"
+    assert worker["deploy"]["replicas"] == 2
+    assert worker["deploy"]["resources"]["limits"]["memory"]
+    retrainer = services["retrainer"]
+    assert retrainer["command"] == ["dimbsvm", "schedule", "jobs/retrain.yaml", "--cron", "0 3 * * *",
+                                    "--registry", "/registry", "--scheduler", "tcp://scheduler:8786"]
+    _check_dimbsvm_command(retrainer["command"])
+    assert "registry:/registry" in retrainer["volumes"]
+    assert {"data", "registry"} <= set(compose["volumes"])
+    for name, service in services.items():
+        build = service.get("build")
+        if build:
+            context = (DEPLOY / "docker" / build["context"]).resolve()
+            assert context == ROOT and (context / build["dockerfile"]).is_file(), name
+
+
+def _readme_first_command():
+    """Line 1 of the README's first code block, found as .ci/run finds line 2."""
+    lines, n = [], 0
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("```"):
+            n += 1
+            continue
+        if n == 1 and line.split():
+            lines.append(line)
+    if shutil.which("awk") and shutil.which("bash"):
+        awk = subprocess.run(["bash", "-c", "awk '/^```/{n++; next} n==1 && NF {print}' README.md | sed -n 1p"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        assert awk == lines[0]
+    return lines[0]
+
+
+def test_dockerfile_installs_like_the_readme():
+    install = _readme_first_command().split("&&")[0].strip()
+    assert install.startswith("pip install ")
+    lines = (DEPLOY / "docker" / "Dockerfile").read_text().splitlines()
+    assert lines[[line.startswith("FROM ") for line in lines].index(True)].split()[1] == "python:3.11-slim"
+    runs = [line[len("RUN "):].strip() for line in lines if line.startswith("RUN ")]
+    assert [r for r in runs if "pip install" in r] == [install]
+    assert "COPY --chown=dimbsvm:dimbsvm . ." in lines and "WORKDIR /opt/dimbsvm" in lines
+
+
+# -- systemd ------------------------------------------------------------------
+
+UNITS = {
+    "dask-scheduler.service": ({"Unit", "Service", "Install"}, ["dask", "scheduler"]),
+    "dask-worker@.service": ({"Unit", "Service", "Install"}, ["dask", "worker"]),
+    "dimbsvm-retrain.service": ({"Unit", "Service"}, ["dimbsvm", "retrain"]),
+    "dimbsvm-schedule.service": ({"Unit", "Service", "Install"}, ["dimbsvm", "schedule"]),
+    "dimbsvm-retrain.timer": ({"Unit", "Timer", "Install"}, None),
+}
+
+
+def _unit(name):
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str
+    parser.read_string((DEPLOY / "systemd" / name).read_text(), source=name)
+    return parser
+
+
+def _exec_start(unit):
+    argv = shlex.split(unit["Service"]["ExecStart"].lstrip("-@+!:"))
+    # as systemd would: ${VAR} is one word, $VAR splits (here: empty extras)
+    env = {"DASK_SCHEDULER_ADDRESS": "tcp://scheduler.example:8786"}
+    return [env.get(a[2:-1], a) if a.startswith("${") else a for a in argv if not a.startswith("$") or a.startswith("${")]
+
+
+@pytest.mark.parametrize("name", sorted(UNITS))
+def test_systemd_units(name):
+    sections, command = UNITS[name]
+    unit = _unit(name)
+    assert sections <= set(unit.sections())
+    assert unit["Unit"]["Description"]
+    if command is None:
+        return
+    service = unit["Service"]
+    argv = _exec_start(unit)
+    assert argv[0].startswith("/") and Path(argv[0]).name == command[0] and argv[1] == command[1], argv
+    assert service["User"] == "dimbsvm"
+    if command[0] == "dask" and command[1] == "worker":
+        assert "--nanny" in argv and argv[2] == "tcp://scheduler.example:8786"
+    if command[0] == "dimbsvm":
+        args = _check_dimbsvm_command(argv)
+        assert args.scheduler == "tcp://scheduler.example:8786" and args.registry
+    if name == "dimbsvm-retrain.service":
+        assert service["Type"] == "oneshot"
+    if name == "dimbsvm-schedule.service":
+        assert service.get("KillSignal", "SIGTERM") == "SIGTERM" and args.cron == "0 3 * * *"
+
+
+def test_systemd_timer():
+    timer = _unit("dimbsvm-retrain.timer")
+    assert timer["Timer"]["OnCalendar"] == "*-*-* 03:00:00"
+    assert timer["Timer"]["Persistent"] == "true"
+    assert timer["Timer"].get("Unit", "dimbsvm-retrain.service") == "dimbsvm-retrain.service"
+    assert timer["Install"]["WantedBy"] == "timers.target"
+
+
+def test_systemd_analyze_verify(tmp_path):
+    """systemd's own checker, with the executables pointed at stand-ins."""
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for exe in ("dask", "dimbsvm"):
+        (bin_dir / exe).write_text("#!/bin/sh\n")
+        (bin_dir / exe).chmod(0o755)
+    probe = tmp_path / "probe.service"
+    probe.write_text(f"[Unit]\nDescription=probe\n[Service]\nExecStart={bin_dir}/dask\n")
+    ran = subprocess.run(["systemd-analyze", "verify", "--man=no", str(probe)], capture_output=True, text=True,
+                         timeout=30)
+    if ran.returncode != 0 or ran.stderr.strip():
+        pytest.skip(f"systemd-analyze verify does not work here: {ran.stderr.strip()[:200]}")
+    units = tmp_path / "units"
+    units.mkdir()
+    for name in UNITS:
+        text = (DEPLOY / "systemd" / name).read_text().replace("/opt/dimbsvm/venv/bin/", f"{bin_dir}/")
+        (units / name.replace("@.", "@1.")).write_text(text)
+    for path in sorted(units.iterdir()):
+        ran = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True,
+                             timeout=30)
+        complaints = [line for line in (ran.stdout + ran.stderr).splitlines() if str(units) in line]
+        assert ran.returncode == 0 and not complaints, (path.name, ran.stdout, ran.stderr)
+    ran = subprocess.run(["systemd-analyze", "calendar", "*-*-* 03:00:00"], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+
+
+# -- scripts ------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", SHELL_SCRIPTS, ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_shell_syntax(path):
+    ran = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert path.read_text().startswith("#!")
+
+
+def test_sbatch_runs_dimbsvm_retrain():
+    text = (DEPLOY / "slurm" / "retrain.sbatch").read_text()
+    assert "#SBATCH --time=" in text
+    command = [line for line in text.splitlines() if line.startswith("exec dimbsvm ")]
+    assert len(command) == 1 and shlex.split(command[0])[1:3] == ["dimbsvm", "retrain"]
+
+
+def test_start_cluster_compiles(tmp_path):
+    py_compile.compile(str(DEPLOY / "slurm" / "start_cluster.py"), cfile=str(tmp_path / "sc.pyc"), doraise=True)
+
+
+# Keywords dask-jobqueue's SLURMCluster accepts (JobQueueCluster, Job and SLURMJob).
+JOBQUEUE_KEYWORDS = {
+    "n_workers", "loop", "security", "shared_temp_directory", "silence_logs", "name", "asynchronous",
+    "scheduler_options", "scheduler_cls", "interface", "protocol", "config_name", "cores", "memory", "processes",
+    "nanny", "death_timeout", "local_directory", "worker_extra_args", "job_extra_directives", "job_script_prologue",
+    "job_directives_skip", "log_directory", "shebang", "python", "job_name", "queue", "account", "walltime",
+    "job_cpu", "job_mem",
+}
+
+FAKE_JOBQUEUE = '''
+"""A stand-in for dask_jobqueue: an in-process LocalCluster that records its arguments."""
+import json, os
+from distributed import LocalCluster
+
+KNOWN = set(json.loads(os.environ["FAKE_JOBQUEUE_KNOWN"]))
+
+
+class SLURMCluster(LocalCluster):
+    def __init__(self, **kwargs):
+        unknown = set(kwargs) - KNOWN
+        if unknown:
+            raise TypeError(f"SLURMCluster got unexpected keyword arguments {sorted(unknown)}")
+        with open(os.environ["FAKE_JOBQUEUE_LOG"], "w") as f:
+            json.dump({k: repr(v) for k, v in kwargs.items()}, f)
+        super().__init__(n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1",
+                         dashboard_address=None)
+
+    def adapt(self, minimum_jobs=None, maximum_jobs=None):
+        self.scale(minimum_jobs)
+
+    def job_script(self):
+        return "#!/usr/bin/env bash\\n#SBATCH -J dimbsvm-worker\\n"
+'''
+
+
+def test_start_cluster_lifecycle_with_a_stand_in_for_dask_jobqueue(tmp_path):
+    from distributed import Client
+
+    script = DEPLOY / "slurm" / "start_cluster.py"
+    fake = tmp_path / "fake"
+    (fake / "dask_jobqueue").mkdir(parents=True)
+    (fake / "dask_jobqueue" / "__init__.py").write_text(FAKE_JOBQUEUE)
+    log = tmp_path / "kwargs.json"
+    env = _env(PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]), FAKE_JOBQUEUE_LOG=str(log),
+               FAKE_JOBQUEUE_KNOWN=json.dumps(sorted(JOBQUEUE_KEYWORDS)))
+
+    real = subprocess.run([sys.executable, str(script), "--dry-run", "--port", "0"], capture_output=True, text=True,
+                          env=_env(), timeout=60)
+    if real.returncode == 2:  # dask-jobqueue is not installed: a clear message, not a traceback
+        assert "pip install dask-jobqueue" in real.stderr and "Traceback" not in real.stderr
+    else:
+        assert real.returncode == 0 and "#SBATCH" in real.stdout, real.stderr
+
+    dry = subprocess.run([sys.executable, str(script), "--dry-run"], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert dry.returncode == 0 and "#SBATCH" in dry.stdout, dry.stderr
+
+    scheduler_file = tmp_path / "run" / "scheduler.json"
+    proc = subprocess.Popen([sys.executable, str(script), "--scheduler-file", str(scheduler_file), "--jobs", "2",
+                             "--walltime", "01:00:00", "--log-directory", str(tmp_path / "logs")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(scheduler_file.exists, 60, "the scheduler file", procs=[proc])
+        kwargs = json.loads(log.read_text())
+        assert kwargs["cores"] == kwargs["processes"]  # single-threaded workers
+        assert "--lifetime" in kwargs["worker_extra_args"]
+        with Client(scheduler_file=str(scheduler_file), timeout=30) as client:
+            client.wait_for_workers(2, timeout=30)
+            assert client.submit(sum, [1, 2, 3]).result() == 6
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert not scheduler_file.exists()
+        assert "wrote" in out
+    finally:
+        _stop([proc])
+
+
+# -- TLS ----------------------------------------------------------------------
+
+CERT_FILES = ["ca.pem", "ca.key", "scheduler.pem", "scheduler.key", "worker.pem", "worker.key", "client.pem",
+              "client.key"]
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    out = tmp_path_factory.mktemp("certs") / "tls"
+    ran = subprocess.run(["bash", str(DEPLOY / "tls" / "make-certs.sh"), "-o", str(out), "-d", "2"],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    return out
+
+
+def _openssl(*args):
+    return subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True, check=True).stdout
+
+
+def test_make_certs(certs, tmp_path):
+    assert sorted(p.name for p in certs.iterdir()) == sorted(CERT_FILES)
+    for name in CERT_FILES:
+        mode = stat.S_IMODE((certs / name).stat().st_mode)
+        if name.endswith(".key"):
+            assert mode == 0o600, (name, oct(mode))
+    for role in ("scheduler", "worker", "client"):
+        assert ": OK" in _openssl("verify", "-CAfile", certs / "ca.pem", certs / f"{role}.pem")
+        san = _openssl("x509", "-in", certs / f"{role}.pem", "-noout", "-ext", "subjectAltName")
+        assert "IP Address:127.0.0.1" in san and "DNS:localhost" in san
+
+    # again with other hosts: the CA is kept, the certificates carry the new names
+    again = tmp_path / "tls"
+    shutil.copytree(certs, again)
+    ran = subprocess.run(["bash", str(DEPLOY / "tls" / "make-certs.sh"), "-o", str(again), "sched.example.org",
+                          "10.1.2.3"], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert (again / "ca.pem").read_bytes() == (certs / "ca.pem").read_bytes()
+    san = _openssl("x509", "-in", again / "worker.pem", "-noout", "-ext", "subjectAltName")
+    assert "DNS:sched.example.org" in san and "IP Address:10.1.2.3" in san
+    assert ": OK" in _openssl("verify", "-CAfile", again / "ca.pem", again / "worker.pem")
+
+
+def _leaves(tree, prefix=()):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, prefix + (key,))
+        else:
+            yield prefix + (key,), value
+
+
+def test_dask_tls_yaml_keys_are_distributed_config_keys():
+    import distributed
+
+    defaults = yaml.safe_load((Path(distributed.__file__).parent / "distributed.yaml").read_text())
+    config = _one(DEPLOY / "tls" / "dask-tls.yaml")
+    leaves = dict(_leaves(config))
+    for path in leaves:
+        node = defaults
+        for key in path:
+            assert isinstance(node, dict) and key in node, f"{'.'.join(path)} is not a distributed config key"
+            node = node[key]
+    assert leaves[("distributed", "comm", "require-encryption")] is True
+    tls = ("distributed", "comm", "tls")
+    assert {path[3:] for path in leaves if path[:3] == tls} == {
+        ("ca-file",), *((role, part) for role in ("scheduler", "worker", "client") for part in ("cert", "key"))}
+
+
+def test_tls_scheduler_and_worker_from_dask_tls_yaml(certs, tmp_path):
+    from distributed import Client
+    from distributed.security import Security
+
+    config = _one(DEPLOY / "tls" / "dask-tls.yaml")
+
+    def fill(node):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                fill(value)
+            elif isinstance(value, str):
+                assert Path(value).name in CERT_FILES, value
+                node[key] = str(certs / Path(value).name)
+
+    fill(config["distributed"]["comm"]["tls"])
+    config_file = tmp_path / "dask-tls.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    env = _env(DASK_CONFIG=str(config_file))
+    scheduler_file = tmp_path / "scheduler.json"
+    procs = []
+
+    def start(args, name):
+        log = open(tmp_path / f"{name}.log", "w")
+        procs.append(subprocess.Popen([sys.executable, "-m", "dask", *args], cwd=tmp_path, env=env, stdout=log,
+                                      stderr=subprocess.STDOUT))
+        log.close()
+
+    try:
+        start(["scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+               "--scheduler-file", str(scheduler_file)], "scheduler")
+        _wait_for(scheduler_file.exists, 60, "the scheduler file", procs=procs)
+        address = json.loads(scheduler_file.read_text())["address"]
+        assert address.startswith("tls://127.0.0.1:")
+        start(["worker", "--scheduler-file", str(scheduler_file), "--nanny", "--nthreads", "1", "--host",
+               "127.0.0.1", "--no-dashboard", "--name", "w0"], "worker")
+
+        security = Security(tls_ca_file=str(certs / "ca.pem"), tls_client_cert=str(certs / "client.pem"),
+                            tls_client_key=str(certs / "client.key"), require_encryption=True)
+        with Client(address, security=security, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+            assert client.submit(sum, [1, 2, 3]).result() == 6
+            workers = client.scheduler_info()["workers"]
+            assert workers and all(addr.startswith("tls://") for addr in workers)
+
+        # a client configured by the same file alone (as dimbsvm is when given no --tls-* flags)
+        ran = subprocess.run([sys.executable, "-c", "import sys; from distributed import Client; "
+                              "c = Client(sys.argv[1], timeout=30); print(c.submit(pow, 2, 10).result()); c.close()",
+                              address], capture_output=True, text=True, env=env, timeout=90)
+        assert ran.returncode == 0 and ran.stdout.strip() == "1024", ran.stderr[-2000:]
+
+        # a client whose certificate another CA signed is refused
+        ran = subprocess.run(["bash", str(DEPLOY / "tls" / "make-certs.sh"), "-o", str(tmp_path / "other")],
+                             capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        intruder = Security(tls_ca_file=str(certs / "ca.pem"), tls_client_cert=str(tmp_path / "other" / "client.pem"),
+                            tls_client_key=str(tmp_path / "other" / "client.key"), require_encryption=True)
+        with pytest.raises((OSError, TimeoutError)):
+            Client(address, security=intruder, timeout=3)
+    finally:
+        _stop(procs)
+    assert all(proc.returncode is not None for proc in procs)
