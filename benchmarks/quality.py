@@ -10,6 +10,13 @@ data by reference plus (method, seed, fold) and rebuilds its fold from the
 seed (:func:`dimbsvm.evaluation.fold_indices`), so all methods see identical
 training and test rows. The results directory (see :mod:`benchmarks.report`)
 is written only when every task has finished.
+
+With ``--scheduler``, the scheduler and workers need the same software as
+this process, as for any Dask work: dimbsvm, imbalanced-learn, and this
+``benchmarks`` package on their ``PYTHONPATH`` (it is not installed with
+dimbsvm). Run as ``python -m benchmarks.quality``, the task function lives in
+``__main__``, which Dask ships by value, so there a checkout on the client is
+enough.
 """
 
 from __future__ import annotations

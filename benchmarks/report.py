@@ -35,7 +35,7 @@ from .plots import LABELS, critical_difference_plot, dataset_bars
 from .suite import QUALITY_METRICS
 
 __all__ = ["write_results", "analyse", "render_report", "header_lines", "mean_table", "table_notes",
-           "tests_lines", "print_summary"]
+           "significance_lines", "print_summary"]
 
 logger = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ def render_report(summary: dict) -> str:
         "",
         "## Tests",
         "",
-        *tests_lines(summary),
+        *significance_lines(summary),
     ]
     for metric in [m for m in ("g_mean", "f_measure", "auc") if m in suite["metrics"]]:
         parts += ["", f"## {LABELS[metric]} per dataset", "", _dataset_table(summary, metric)]
@@ -309,7 +309,7 @@ def table_notes(summary: dict) -> list[str]:
     return lines
 
 
-def tests_lines(summary: dict) -> list[str]:
+def significance_lines(summary: dict) -> list[str]:
     """Friedman tests and Wilcoxon tests against the best peer, as markdown."""
     lines = []
     for metric, result in summary["friedman"].items():

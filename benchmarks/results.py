@@ -39,7 +39,7 @@ def _quality_section(summary: dict, directory: Path) -> list[str]:
         "",
         *report.table_notes(summary),
         "",
-        *report.tests_lines(summary),
+        *report.significance_lines(summary),
         "",
         f"Per-dataset tables and plots: `{directory}/report.md` (results directories are not committed; "
         "the command above recreates them).",

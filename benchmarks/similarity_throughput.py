@@ -20,6 +20,7 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import tempfile
@@ -33,7 +34,7 @@ from scipy.spatial.distance import cdist
 from benchmarks.environment import machine_info, package_versions
 from dimbsvm.datasets import make_imbalanced
 from dimbsvm.features.distances import pairwise_distances_to
-from dimbsvm.features.kernel_blocks import distance_moments, lazy_distances, write_distance_blocks
+from dimbsvm.features.distance_blocks import reference_moments, write_distance_blocks
 from dimbsvm.features.modalities import parse_modalities
 
 
@@ -52,8 +53,11 @@ def _dtw_rates(n_series, length, n_references, repeats):
     X, S = series[:n_series], series[n_series:]
     rows = []
     for parallel in (False, True):
+        cpu_before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
         t, _ = _median_time(lambda: pairwise_distances_to(X, S, "dtw", parallel=parallel), repeats)
-        rows.append((parallel, t, n_series / t, n_series * n_references / t))
+        # CPU time of this process (all its threads), per repeat: robust to other load on the machine.
+        cpu = (resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu_before) / repeats
+        rows.append((parallel, t, n_series / t, n_series * n_references / t, n_series / cpu))
     return rows
 
 
@@ -74,6 +78,7 @@ def main(argv=None):
     from distributed import Client, LocalCluster, wait
 
     n, d, m = args.n, args.features, args.references
+    load_before = os.getloadavg()[0]
     X, _ = make_imbalanced(n, n_features=d, chunks=args.chunk, random_state=0)
     modalities = parse_modalities("euclidean", (d,))
     rng = np.random.default_rng(1)
@@ -86,23 +91,24 @@ def main(argv=None):
         S = np.asarray(X[reference_rows].compute(), dtype=np.float64)
 
         def chunked():
-            return distance_moments(lazy_distances(X, S, modalities))
+            return reference_moments(X, S, modalities)
 
         chunked()  # warm-up: workers import scipy/dimbsvm once
         t_dask, dask_runs = _median_time(chunked, args.repeats)
 
-        t_store = store_runs = None
+        store_times = {}
         if not args.no_store:
             with tempfile.TemporaryDirectory() as tmp:
                 counter = iter(range(10**6))
+                for dtype in ("float64", "float32"):
 
-                def stored():
-                    k = next(counter)
-                    # A fresh stage each repeat (distinct fingerprint), so nothing is reused.
-                    write_distance_blocks(X, S, modalities, store=Path(tmp) / "bench.zarr",
-                                          name=f"run{k}", fingerprint=f"bench-{k}")
+                    def stored(dtype=dtype):
+                        k = next(counter)
+                        # A fresh stage each repeat (distinct fingerprint), so nothing is reused.
+                        write_distance_blocks(X, S, modalities, store=Path(tmp) / "bench.zarr",
+                                              name=f"run{k}", dtype=dtype, fingerprint=f"bench-{k}")
 
-                t_store, store_runs = _median_time(stored, args.repeats)
+                    store_times[dtype] = _median_time(stored, args.repeats)
         # The same chunks, brought into this process for the single-process baselines.
         chunks = [np.asarray(c) for c in dask.compute(*X.to_delayed().ravel())]
 
@@ -125,7 +131,9 @@ def main(argv=None):
     print(f"# Similarity distance throughput\n\n{info['processor']}, {info['cpu_count']} logical CPUs; "
           + ", ".join(f"{k} {v}" for k, v in versions.items()))
     print(f"\nn = {n:,}, d = {d}, |S| = {m}, {len(chunks)} chunks of {args.chunk:,} rows, "
-          f"{args.workers} worker processes x 1 thread; median of {args.repeats} repeats.\n")
+          f"{args.workers} worker processes x 1 thread; median of {args.repeats} repeats. "
+          f"1-minute load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
+          "(other processes on the machine share its cores).\n")
     print("| path | median s | rows/s | distances/s | ratio to cdist |")
     print("|---|---:|---:|---:|---:|")
     rows = [
@@ -133,21 +141,24 @@ def main(argv=None):
         ("pairwise_distances_to per chunk, one process", t_kernel),
         (f"chunked on {args.workers} workers: distances + moments", t_dask),
     ]
-    if t_store is not None:
-        rows.append((f"chunked on {args.workers} workers: distances written to Zarr + moments", t_store))
+    for dtype, (t_store, _) in store_times.items():
+        rows.append((f"chunked on {args.workers} workers: {dtype} distances written to Zarr + moments",
+                     t_store))
     for label, t in rows:
         print(f"| {label} | {t:.2f} | {n / t:,.0f} | {n * m / t:,.3g} | {t / t_cdist:.2f} |")
     print(f"\nAll runs (s): cdist {np.round(cdist_runs, 2).tolist()}, kernel "
           f"{np.round(kernel_runs, 2).tolist()}, chunked {np.round(dask_runs, 2).tolist()}"
-          + (f", store {np.round(store_runs, 2).tolist()}" if store_runs else ""))
+          + "".join(f", store {dtype} {np.round(runs, 2).tolist()}"
+                    for dtype, (_, runs) in store_times.items()))
     print(f"Client process peak RSS {client_peak_mb:,.0f} MiB (the full n x |S| float64 block would be "
           f"{n * m * 8 / 2**20:,.0f} MiB).")
     print(f"\n## DTW (dtaidistance C), {args.dtw_series} random-walk series of length "
           f"{args.dtw_length} against {args.dtw_references} references\n")
-    print("| OpenMP threads | median s | series/s | DTW pairs/s |")
-    print("|---|---:|---:|---:|")
-    for parallel, t, series_rate, pair_rate in dtw_rows:
-        print(f"| {'on' if parallel else 'off'} | {t:.2f} | {series_rate:,.1f} | {pair_rate:,.0f} |")
+    print("| OpenMP threads | median s | series/s | DTW pairs/s | series per CPU-second |")
+    print("|---|---:|---:|---:|---:|")
+    for parallel, t, series_rate, pair_rate, cpu_rate in dtw_rows:
+        print(f"| {'on' if parallel else 'off'} | {t:.2f} | {series_rate:,.1f} | {pair_rate:,.0f} "
+              f"| {cpu_rate:,.1f} |")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from dimbsvm.estimators import estimator_names, make_estimator
 from dimbsvm.evaluation import IMPUTERS, METRICS, SCALERS
 from dimbsvm.exceptions import JobSpecError
 # One wording for schema errors across jobs and suites.
-from dimbsvm.jobs.spec import _describe
+from dimbsvm.jobs.spec import describe_schema_error
 
 from .peers import fold_random_state, make_peer, peer_names
 
@@ -169,7 +169,7 @@ def validate_suite(spec, *, where="suite") -> dict:
     errors = sorted(jsonschema.Draft202012Validator(SUITE_SCHEMA).iter_errors(spec),
                     key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
-        raise JobSpecError(f"{where}: {_describe(errors[0])}")
+        raise JobSpecError(f"{where}: {describe_schema_error(errors[0])}")
     suite = _with_defaults(spec)
     names = [m["name"] for m in suite["methods"]]
     duplicates = sorted({n for n in names if names.count(n) > 1})

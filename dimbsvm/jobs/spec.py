@@ -36,7 +36,7 @@ from ..estimators import estimator_names, make_estimator
 from ..evaluation import IMPUTERS, METRICS, SCALERS
 from ..exceptions import JobSpecError
 
-__all__ = ["JOB_SCHEMA", "load_job", "validate_job"]
+__all__ = ["JOB_SCHEMA", "describe_schema_error", "load_job", "validate_job"]
 
 JOB_SCHEMA = {
     "type": "object",
@@ -186,7 +186,7 @@ def validate_job(spec, *, where="job") -> dict:
     errors = sorted(jsonschema.Draft202012Validator(JOB_SCHEMA).iter_errors(spec),
                     key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
-        raise JobSpecError(f"{where}: {_describe(errors[0])}")
+        raise JobSpecError(f"{where}: {describe_schema_error(errors[0])}")
     job = _with_defaults(spec)
     est = job["estimator"]
     if est["name"] not in estimator_names():
@@ -212,7 +212,7 @@ def _with_defaults(spec: dict, defaults: dict = DEFAULTS) -> dict:
     return job
 
 
-def _describe(error) -> str:
+def describe_schema_error(error) -> str:
     """One readable sentence for a JSON-Schema error."""
     key = ".".join(str(p) for p in error.absolute_path)
     schema = error.schema
