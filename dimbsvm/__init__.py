@@ -5,8 +5,9 @@ Public API: the estimators and transformers re-exported here, the metrics in
 in :mod:`dimbsvm.store` and jobs in :mod:`dimbsvm.jobs`.
 """
 
+from .features import SimilarityFeatures
 from .metrics import a_mean, f_measure, g_mean, imbalance_report, per_class_recall
 
 __version__ = "0.1.0"
 
-__all__ = ["a_mean", "f_measure", "g_mean", "imbalance_report", "per_class_recall", "__version__"]
+__all__ = ["SimilarityFeatures", "a_mean", "f_measure", "g_mean", "imbalance_report", "per_class_recall", "__version__"]

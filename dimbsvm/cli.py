@@ -157,7 +157,7 @@ def _cmd_predict(args) -> int:
     if X.ndim != 2 or X.shape[1] != meta["n_features"]:
         raise DimbsvmError(f"{args.data} has {X.shape[1:]} features per row; the model was trained on "
                            f"{meta['n_features']}")
-    with _client(args) as client:
+    with _client(args):  # dask computes on the active client
         out = write_predictions(model, X, args.out, pos_label=meta["positive_label"],
                                 meta={"model": str(args.model), "data": str(args.data),
                                       "data_fingerprint": meta.get("data_fingerprint") or ""})

@@ -38,7 +38,7 @@ from .exceptions import StoreError
 __all__ = [
     "StoredData", "ingest", "open_store", "verify_store", "fingerprint_file",
     "create_checksummed_array", "open_stage", "finish_stage", "stage_is_complete", "StoreRows",
-    "dataset_fingerprint",
+    "dataset_fingerprint", "open_finished_stage",
 ]
 
 logger = logging.getLogger(__name__)
@@ -306,6 +306,25 @@ def finish_stage(group, extra: dict | None = None) -> None:
     meta = dict(group.attrs[_ATTR])
     meta.update(extra or {}, complete=True)
     group.attrs[_ATTR] = meta
+
+
+def open_finished_stage(store_path, stage: str):
+    """``(group, meta)`` of a finished stage.
+
+    Raises
+    ------
+    StoreError
+        The stage does not exist or its completion marker is missing.
+    """
+    path = Path(store_path) / stage
+    try:
+        group = zarr.open_group(str(path), mode="r")
+    except (FileNotFoundError, ValueError) as exc:
+        raise StoreError(f"{path} is not a stage of a dimbsvm store: {exc}") from exc
+    meta = dict(group.attrs.get(_ATTR) or {})
+    if not meta.get("complete"):
+        raise StoreError(f"stage {path} is incomplete (its completion marker is missing); compute it again")
+    return group, meta
 
 
 def _read_attrs(path: Path):

@@ -394,7 +394,7 @@ def test_stored_distance_blocks_equal_in_memory(stored, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("recomputed a finished stage")
 
-    monkeypatch.setattr("dimbsvm.features.kernel_blocks.modality_distances", refuse)
+    monkeypatch.setattr("dimbsvm.features.distance_blocks.modality_distances", refuse)
     again = write_distance_blocks(path, sim.references_, spec, name="t")
     assert again.fingerprint == blocks.fingerprint
 
@@ -483,9 +483,32 @@ def test_sklearn_compatible(estimator, check):
 
 
 @pytest.mark.parametrize("module", ["distances", "modalities", "moments", "references", "kernels",
-                                    "kernel_blocks", "similarity"])
+                                    "stages", "distance_blocks", "kernel_blocks", "similarity"])
 def test_docstring_examples(module):
     # pytest's testpaths is tests/, so run the library's doctests from here too.
     mod = importlib.import_module(f"dimbsvm.features.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
+
+
+def test_float32_distance_blocks(stored):
+    path, X, _ = stored
+    blocks = write_distance_blocks(path, X[:6], "euclidean", name="f32", dtype="float32")
+    assert blocks.distances.dtype == np.float32
+    exact = pairwise_distances_to(X, X[:6])
+    np.testing.assert_allclose(blocks.distances.compute(), exact, rtol=1e-6)
+    np.testing.assert_allclose(blocks.mu.ravel(), exact.mean(axis=0), rtol=1e-13)  # from float64
+    np.testing.assert_allclose(blocks.sigma.ravel(), exact.std(axis=0), rtol=1e-12)
+
+
+def test_reference_moments_merge_slabs_within_a_chunk(monkeypatch):
+    from dimbsvm.features import reference_moments
+    from dimbsvm.features.modalities import parse_modalities
+
+    monkeypatch.setattr("dimbsvm.features.distance_blocks._SLAB_ROWS", 10)  # several slabs per chunk
+    X = _table(95)
+    modalities = parse_modalities(["euclidean", "cosine"], (6,))
+    mu, sigma = reference_moments(da.from_array(X, chunks=(40, 6)), X[:4], modalities)
+    D = np.hstack([pairwise_distances_to(X, X[:4]), pairwise_distances_to(X, X[:4], "cosine")])
+    np.testing.assert_allclose(mu, D.mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(sigma, D.std(axis=0), rtol=1e-12)

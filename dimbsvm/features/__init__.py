@@ -3,20 +3,26 @@
 - :class:`SimilarityFeatures` - normalised distances to a reference set (eq. (10)).
 - :mod:`~dimbsvm.features.distances` - distances to references (incl. DTW, Jensen-Shannon).
 - :mod:`~dimbsvm.features.modalities` - which distance reads which columns or channels.
+- :mod:`~dimbsvm.features.moments` - moments of distances (chunk merging) and eq. (10).
+- :mod:`~dimbsvm.features.references` - choosing the reference rows, in memory or by chunks.
 - :mod:`~dimbsvm.features.kernels` - kernel blocks K(X, S) and the Nystroem map.
-- :mod:`~dimbsvm.features.kernel_blocks` - the same, chunk by chunk into the Zarr store.
+- :mod:`~dimbsvm.features.distance_blocks`, :mod:`~dimbsvm.features.kernel_blocks` - distance
+  and kernel blocks chunk by chunk into the Zarr store (:mod:`~dimbsvm.features.stages`).
 """
 
 from .distances import METRICS, pairwise_distances_to
-from .kernel_blocks import (
+from .distance_blocks import (
     DistanceBlocks,
-    KernelBlocks,
     distance_moments,
-    nystroem_features,
     open_distance_blocks,
-    open_kernel_blocks,
+    reference_moments,
     similarity_features,
     write_distance_blocks,
+)
+from .kernel_blocks import (
+    KernelBlocks,
+    nystroem_features,
+    open_kernel_blocks,
     write_kernel_blocks,
     write_nystroem_features,
 )
@@ -33,6 +39,7 @@ __all__ = [
     "DistanceBlocks",
     "KernelBlocks",
     "distance_moments",
+    "reference_moments",
     "write_distance_blocks",
     "open_distance_blocks",
     "similarity_features",

@@ -1,7 +1,7 @@
 """Distances from rows to a reference set: plain functions, arrays in, arrays out.
 
 These are the numeric kernels behind :class:`~dimbsvm.features.SimilarityFeatures`
-and the chunked writers in :mod:`dimbsvm.features.kernel_blocks`. They hold no
+and the chunked writers in :mod:`dimbsvm.features.distance_blocks`. They hold no
 state, start no Dask work and read no files; they check only what a wrong
 answer would otherwise hide (negative "probabilities", NaN padding where a
 distance needs equal lengths).

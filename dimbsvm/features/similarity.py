@@ -16,6 +16,7 @@ import logging
 import numbers
 from numbers import Integral
 
+import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
@@ -24,10 +25,11 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d,
 
 from ..exceptions import DataError
 from .distances import METRICS
-from .kernel_blocks import compute_on_client, distance_moments, lazy_distances
+from .distance_blocks import lazy_distances, reference_moments
 from .modalities import modality_distances, parse_modalities
 from .moments import block_moments, check_spread, fisher_vectors, mean_and_spread
 from .references import choose_rows, choose_rows_chunked
+from .stages import compute_on_client
 
 __all__ = ["SimilarityFeatures"]
 
@@ -107,7 +109,7 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
 
     See Also
     --------
-    dimbsvm.features.kernel_blocks.write_distance_blocks : the same distances
+    dimbsvm.features.distance_blocks.write_distance_blocks : the same distances
         written chunk by chunk to the store.
 
     Examples
@@ -225,7 +227,7 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
         shape = (len(self.modalities_), self.references_.shape[0])
         if lazy:
             D = None
-            mu, sigma = distance_moments(lazy_distances(X, self.references_, self.modalities_))
+            mu, sigma = reference_moments(X, self.references_, self.modalities_)
         else:
             D = modality_distances(X, self.references_, self.modalities_)
             mu, sigma = mean_and_spread(block_moments(D))
@@ -339,7 +341,7 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
 
 
 def _is_dask(X):
-    return type(X).__module__.startswith("dask.array")
+    return isinstance(X, da.Array)
 
 
 def _metric_names(distances):

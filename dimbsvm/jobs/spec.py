@@ -179,7 +179,7 @@ def validate_job(spec, *, where="job") -> dict:
     >>> validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc"}, "cv": {"folds": 3}})
     Traceback (most recent call last):
     ...
-    dimbsvm.exceptions.JobSpecError: job: unknown key 'cv.folds'; accepted keys under 'cv': n_random_state, n_repeats, n_splits
+    dimbsvm.exceptions.JobSpecError: job: unknown key 'cv.folds'; accepted keys under 'cv': n_repeats, n_splits, random_state
     """
     if not isinstance(spec, dict):
         raise JobSpecError(f"{where}: a job must be a mapping of keys to values, got {type(spec).__name__}")
