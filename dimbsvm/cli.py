@@ -302,7 +302,8 @@ def _configure_logging(verbose: int) -> None:
     # reads its log level from Dask's config when it is first imported (also
     # in worker processes, which inherit the environment).
     if verbose < 2:
-        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # for worker processes
+        logging.getLogger("distributed").setLevel(logging.WARNING)  # in case it is already imported
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,8 +1,9 @@
-"""The one registry of estimators that jobs and benchmarks can name.
+"""The one registry of estimators and feature stages that jobs and benchmarks can name.
 
-A job says ``estimator: {name: svc_balanced, params: {C: 10}}``; this module
-turns that into a fresh scikit-learn estimator. Later methods register here and
-nowhere else.
+A job says ``estimator: {name: svc_balanced, params: {C: 10}}`` and
+``features: [{name: similarity, params: {references: 50}}]``; this module turns
+those into fresh scikit-learn objects. Methods register here and nowhere else,
+and nothing in a job is ever imported or evaluated as code.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from .exceptions import JobSpecError
 
-__all__ = ["register_estimator", "make_estimator", "estimator_names", "describe_estimators"]
+__all__ = [
+    "register_estimator", "make_estimator", "estimator_names", "describe_estimators",
+    "register_feature", "make_feature", "feature_names", "describe_features",
+]
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,35 @@ class _Entry:
 
 
 _REGISTRY: dict[str, _Entry] = {}
+_FEATURES: dict[str, _Entry] = {}
+
+
+def register_feature(name: str, factory: Callable[[], BaseEstimator], description: str) -> None:
+    """Make a feature stage (a transformer) available to jobs under ``name``."""
+    if name in _FEATURES:
+        raise ValueError(f"feature stage {name!r} is already registered")
+    _FEATURES[name] = _Entry(factory, description)
+
+
+def feature_names() -> list[str]:
+    """Feature stage names jobs may use, sorted."""
+    return sorted(_FEATURES)
+
+
+def describe_features() -> dict[str, str]:
+    """``{name: description}`` for every registered feature stage."""
+    return {name: _FEATURES[name].description for name in feature_names()}
+
+
+def make_feature(name: str, params: dict | None = None) -> BaseEstimator:
+    """A new feature stage from the registry with ``params`` set and validated.
+
+    Examples
+    --------
+    >>> make_feature("similarity", {"references": 20})
+    SimilarityFeatures(references=20)
+    """
+    return _build(_FEATURES, "feature stage", name, params)
 
 
 def register_estimator(name: str, factory: Callable[[], BaseEstimator], description: str) -> None:
@@ -71,21 +104,25 @@ def make_estimator(name: str, params: dict | None = None) -> BaseEstimator:
     >>> make_estimator("svc", {"C": 10.0})
     SVC(C=10.0)
     """
-    if name not in _REGISTRY:
-        raise JobSpecError(f"unknown estimator {name!r}; accepted: {', '.join(estimator_names())}")
-    estimator = _REGISTRY[name].factory()
+    return _build(_REGISTRY, "estimator", name, params)
+
+
+def _build(registry, kind, name, params):
+    if name not in registry:
+        raise JobSpecError(f"unknown {kind} {name!r}; accepted: {', '.join(sorted(registry))}")
+    estimator = registry[name].factory()
     params = dict(params or {})
     valid = estimator.get_params(deep=True)
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise JobSpecError(
-            f"estimator {name!r} has no parameter(s) {', '.join(unknown)}; "
+            f"{kind} {name!r} has no parameter(s) {', '.join(unknown)}; "
             f"accepted: {', '.join(sorted(k for k in valid if '__' not in k))}")
     estimator.set_params(**params)
     try:
         estimator._validate_params()  # scikit-learn's declared constraints
     except InvalidParameterError as exc:
-        raise JobSpecError(f"estimator {name!r}: {exc}") from exc
+        raise JobSpecError(f"{kind} {name!r}: {exc}") from exc
     return estimator
 
 
@@ -95,3 +132,13 @@ register_estimator("svc_balanced", lambda: SVC(kernel="rbf", C=1.0, gamma="scale
                    "SVC with class_weight='balanced' (per-class C inversely proportional to class size)")
 register_estimator("linear_svc", lambda: LinearSVC(C=1.0),
                    "scikit-learn LinearSVC (LIBLINEAR, squared hinge loss)")
+
+
+def _similarity():
+    from .features import SimilarityFeatures
+
+    return SimilarityFeatures()
+
+
+register_feature("similarity", _similarity,
+                 "distances to a reference set, normalised per reference (Fisher similarity kernel, eq. 10)")

@@ -73,8 +73,8 @@ def positive_label(y):
     return labels[order[0]].item()
 
 
-def build_pipeline(estimator, *, scaler: str = "minmax", impute: str = "none"):
-    """``[imputer] -> [scaler] -> estimator``, each fitted on training rows only."""
+def build_pipeline(estimator, *, scaler: str = "minmax", impute: str = "none", features=()):
+    """``[imputer] -> [scaler] -> [feature stages] -> estimator``, each fitted on training rows only."""
     steps = []
     if impute != "none":
         steps.append(SimpleImputer(strategy=impute))
@@ -84,13 +84,14 @@ def build_pipeline(estimator, *, scaler: str = "minmax", impute: str = "none"):
         steps.append(StandardScaler())
     elif scaler != "none":
         raise ValueError(f"unknown scaler {scaler!r}; accepted: {', '.join(SCALERS)}")
+    steps.extend(clone(stage) for stage in features)
     steps.append(clone(estimator))
     return make_pipeline(*steps)
 
 
 def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
                   metrics=("g_mean", "f_measure"), scaler="minmax", impute="none",
-                  pos_label=None) -> dict:
+                  pos_label=None, features=()) -> dict:
     """Fit on one fold's training rows, score its test rows.
 
     Parameters
@@ -107,6 +108,9 @@ def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
         Preprocessing fitted on the training rows only.
     pos_label : int or str, default=None
         Positive class for F-measure and AUC; default the minority of ``y``.
+    features : sequence of transformers, default=()
+        Feature stages between scaling and the estimator (cloned, fitted on
+        the training rows only).
 
     Returns
     -------
@@ -116,7 +120,7 @@ def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
     train, test = fold_indices(y, n_splits=n_splits, seed=seed, fold=fold)
     if pos_label is None:
         pos_label = positive_label(y)
-    model = build_pipeline(estimator, scaler=scaler, impute=impute)
+    model = build_pipeline(estimator, scaler=scaler, impute=impute, features=features)
     start = time.perf_counter()
     model.fit(X[train], y[train])
     fit_time = time.perf_counter() - start
@@ -127,14 +131,14 @@ def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
     return record
 
 
-def fit_pipeline(X, y, *, estimator, scaler="minmax", impute="none", rows=None):
+def fit_pipeline(X, y, *, estimator, scaler="minmax", impute="none", rows=None, features=()):
     """Task body: the job's pipeline fitted on ``rows`` (default: every row).
 
     ``X`` may be an array or a :class:`~dimbsvm.store.StoreRows` handle; only
     the rows used are read.
     """
     rows = np.arange(len(y)) if rows is None else np.asarray(rows)
-    return build_pipeline(estimator, scaler=scaler, impute=impute).fit(X[rows], y[rows])
+    return build_pipeline(estimator, scaler=scaler, impute=impute, features=features).fit(X[rows], y[rows])
 
 
 def score_rows(X, y, *, model, rows, metrics, pos_label) -> dict:

@@ -141,7 +141,7 @@ def _pynndescent(X_index, X_query, n_neighbors, metric, random_state):
     distances = np.asarray(distances, dtype=np.float64)
     unfilled = np.flatnonzero((indices < 0).any(axis=1))
     if unfilled.size:
-        logger.debug("pynndescent left %d query rows unfilled; searching them exactly", unfilled.size)
+        logger.debug("pynndescent left %d query rows unfilled; searching exactly", unfilled.size)
         indices[unfilled], distances[unfilled] = _exact(
             X_index, X_query[unfilled], n_neighbors, metric
         )

@@ -21,11 +21,10 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from ..distributed import run_tasks
-from ..estimators import make_estimator
 from ..evaluation import fit_pipeline, positive_label, score_rows
 from ..exceptions import DataError
 from .registry import ModelRegistry
-from .runner import JobData, check_job_data, load_job_data
+from .runner import JobData, check_job_data, load_job_data, pipeline_kwargs
 
 __all__ = ["RetrainOutcome", "retrain", "gate_decision"]
 
@@ -108,11 +107,8 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     champion = registry.champion()
     champion_model = registry.load(champion)[0] if champion else None  # verified before any work
 
-    estimator = make_estimator(job["estimator"]["name"], job["estimator"]["params"])
     [challenger] = run_tasks(
-        client, fit_pipeline, [{"rows": train_rows, "estimator": estimator,
-                                "scaler": job["preprocessing"]["scaler"],
-                                "impute": job["preprocessing"]["impute"]}],
+        client, fit_pipeline, [dict(pipeline_kwargs(job), rows=train_rows)],
         shared={"X": train_data.X, "y": train_data.y}, retries=job["execution"]["retries"],
         progress=False, label="challenger fit")
     reported = set(gates) | set(_always_reported(data))

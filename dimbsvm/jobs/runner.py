@@ -24,7 +24,7 @@ import yaml
 from .. import __version__
 from ..datasets import load
 from ..distributed import run_tasks
-from ..estimators import make_estimator
+from ..estimators import make_estimator, make_feature
 from ..evaluation import BINARY_METRICS, evaluate_fold, fit_pipeline, positive_label, repeat_seeds, summarize
 from ..exceptions import DataError, JobSpecError
 from ..store import StoreRows, dataset_fingerprint, open_store
@@ -96,10 +96,12 @@ def check_job_data(data: JobData, job: dict) -> None:
     """
     X, y, name = data.X, data.y, data.name
     shape = tuple(X.shape)
-    if len(shape) != 2:
+    if len(shape) == 3 and job["features"] and job["preprocessing"]["scaler"] == "none":
+        pass  # time series: the first feature stage (e.g. similarity with dtw) reads them
+    elif len(shape) != 2:
         raise DataError(
-            f"{name}: the job's estimators need 2-D features, got shape {shape} "
-            "(time series need a feature stage such as similarity features)")
+            f"{name}: the job's estimators need 2-D features, got shape {shape}; time series need "
+            "a feature stage such as similarity (with preprocessing.scaler: none)")
     if shape[0] != y.shape[0]:
         raise DataError(f"{name}: X has {shape[0]} rows but y has {y.shape[0]} labels")
     _check_finite(data, impute=job["preprocessing"]["impute"] != "none")
@@ -121,13 +123,16 @@ def check_job_data(data: JobData, job: dict) -> None:
 def _check_finite(data: JobData, *, impute: bool) -> None:
     X = data.lazy_X if data.lazy_X is not None else np.asarray(data.X)
     xp = da if isinstance(X, da.Array) else np
-    bad_inf = xp.isinf(X).any(axis=1)
-    bad_nan = xp.isnan(X).any(axis=1)
+    per_row = tuple(range(1, X.ndim))
+    bad_inf = xp.isinf(X).any(axis=per_row)
+    bad_nan = xp.isnan(X).any(axis=per_row)
+    if X.ndim == 3:
+        impute = True  # NaN right-pads series of unequal length; the feature stage handles it
     if isinstance(X, da.Array):
         bad_inf, bad_nan = da.compute(bad_inf, bad_nan)
     if bad_inf.any():
         row = int(np.flatnonzero(bad_inf)[0])
-        col = int(np.flatnonzero(np.isinf(np.asarray(X[row])))[0])
+        col = int(np.flatnonzero(np.isinf(np.asarray(X[row]).reshape(-1)))[0])
         raise DataError(f"{data.name}: infinite value in row {row}, column {_column_name(data, col)}; "
                         "remove or clip it")
     if bad_nan.any() and not impute:
@@ -136,6 +141,16 @@ def _check_finite(data: JobData, *, impute: bool) -> None:
         raise DataError(
             f"{data.name}: {int(bad_nan.sum())} row(s) with missing values (NaN), first in row {row}, column "
             f"{_column_name(data, col)}; set preprocessing.impute to mean or median to impute them")
+
+
+def pipeline_kwargs(job: dict) -> dict:
+    """The estimator, feature stages and preprocessing a job's tasks build their pipeline from."""
+    return {
+        "estimator": make_estimator(job["estimator"]["name"], job["estimator"]["params"]),
+        "features": [make_feature(stage["name"], stage["params"]) for stage in job["features"]],
+        "scaler": job["preprocessing"]["scaler"],
+        "impute": job["preprocessing"]["impute"],
+    }
 
 
 def peak_memory_bytes(dask_worker=None) -> int:
@@ -188,12 +203,8 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
 
     cv = job["cv"]
     pos_label = positive_label(data.y)
-    estimator = make_estimator(job["estimator"]["name"], job["estimator"]["params"])
-    common = {
-        "estimator": estimator, "n_splits": cv["n_splits"], "metrics": tuple(job["metrics"]),
-        "scaler": job["preprocessing"]["scaler"], "impute": job["preprocessing"]["impute"],
-        "pos_label": pos_label,
-    }
+    common = dict(pipeline_kwargs(job), n_splits=cv["n_splits"], metrics=tuple(job["metrics"]),
+                  pos_label=pos_label)
     keys = [(seed, fold) for seed in repeat_seeds(cv["n_repeats"], cv["random_state"])
             for fold in range(cv["n_splits"])]
     todo = [key for key in keys if key not in finished]
@@ -258,12 +269,12 @@ def _open_partial(partial: Path, fingerprint: str, job_text, job) -> dict:
 
 
 def _save_final_model(client, job, data, common, partial):
-    fit_kwargs = {k: common[k] for k in ("estimator", "scaler", "impute")}
+    fit_kwargs = {k: common[k] for k in ("estimator", "features", "scaler", "impute")}
     [model] = run_tasks(client, fit_pipeline, [fit_kwargs], shared={"X": data.X, "y": data.y},
                         retries=job["execution"]["retries"], progress=False, label="final model")
     save_model(model, partial / "model", meta={
         "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],
-        "n_features": int(data.X.shape[1]), "class_map": data.meta.get("class_map", {}),
+        "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]), "class_map": data.meta.get("class_map", {}),
         "data_fingerprint": data.meta.get("fingerprint"), "positive_label": common["pos_label"],
     })
 

@@ -14,6 +14,9 @@ Example job::
     preprocessing:
       scaler: minmax            # minmax | standard | none (fitted per training fold)
       impute: none              # none | mean | median (NaN is rejected with none)
+    features:                   # optional stages fitted per training fold, after scaling
+      - name: similarity
+        params: {references: 50, distances: euclidean}
     estimator:
       name: svc_balanced
       params: {C: 1.0}
@@ -32,7 +35,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from ..estimators import estimator_names, make_estimator
+from ..estimators import estimator_names, feature_names, make_estimator, make_feature
 from ..evaluation import IMPUTERS, METRICS, SCALERS
 from ..exceptions import JobSpecError
 
@@ -59,6 +62,18 @@ JOB_SCHEMA = {
             "properties": {
                 "scaler": {"enum": list(SCALERS)},
                 "impute": {"enum": list(IMPUTERS)},
+            },
+        },
+        "features": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "params": {"type": "object"},
+                },
             },
         },
         "estimator": {
@@ -132,6 +147,7 @@ JOB_SCHEMA = {
 DEFAULTS = {
     "name": "job",
     "preprocessing": {"scaler": "minmax", "impute": "none"},
+    "features": [],
     "estimator": {"params": {}},
     "cv": {"n_splits": 5, "n_repeats": 1, "random_state": 0},
     "metrics": ["g_mean", "f_measure", "auc", "a_mean"],
@@ -195,6 +211,15 @@ def validate_job(spec, *, where="job") -> dict:
         make_estimator(est["name"], est["params"])
     except JobSpecError as exc:
         raise JobSpecError(f"{where}: 'estimator.params': {exc}") from None
+    for i, stage in enumerate(job["features"]):
+        stage.setdefault("params", {})
+        if stage["name"] not in feature_names():
+            raise JobSpecError(f"{where}: 'features.{i}.name' is {stage['name']!r}; "
+                               f"accepted: {', '.join(feature_names())}")
+        try:
+            make_feature(stage["name"], stage["params"])
+        except JobSpecError as exc:
+            raise JobSpecError(f"{where}: 'features.{i}.params': {exc}") from None
     return job
 
 

@@ -135,13 +135,18 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
     if n_minority == 0 or n_minority == n_samples:
         raise ValueError("Bags need training rows of both classes.")
     if bootstrap == "plain":
-        size = max_samples if isinstance(max_samples, Integral) else _scaled(max_samples, n_samples)
+        if isinstance(max_samples, Integral):
+            size = int(max_samples)
+        else:
+            size = _scaled(max_samples, n_samples)
         for attempt in range(1, max_draws + 1):
             bag = random_state.randint(0, n_samples, size=size).astype(np.int64)
             n_positive = int(positive[bag].sum())
             if 0 < n_positive < size:
                 return bag, attempt
-            logger.debug("bag %d of %d rows has %d minority rows; redrawing", attempt, size, n_positive)
+            logger.debug(
+                "bag %d of %d rows has %d minority rows; redrawing", attempt, size, n_positive
+            )
         raise ValueError(
             f"No bag of {size} rows drawn with bootstrap='plain' held both classes in "
             f"{max_draws} attempts ({n_minority} minority rows of {n_samples}); use "
@@ -252,7 +257,11 @@ def fit_member(
         X, y = X[rows], y[rows]
     positive = np.asarray(y == pos_label)
     bag, n_draws = draw_bag(
-        positive, random_state, bootstrap=bootstrap, max_samples=max_samples, max_draws=max_bag_draws
+        positive,
+        random_state,
+        bootstrap=bootstrap,
+        max_samples=max_samples,
+        max_draws=max_bag_draws,
     )
     u = random_state.uniform(-1.0, 1.0)
     template = clone(default_estimator() if estimator is None else estimator)
@@ -283,7 +292,7 @@ def fit_member(
     if margins_eval is None:
         margins_eval = signed_margins(fitted, X_bag, sign)
     if used != margins:
-        logger.debug("member %d: %s margins not possible; searched on train margins", seed, margins)
+        logger.debug("member %d: no %s margins possible; searched on train margins", seed, margins)
 
     theta_opt, _ = othr_threshold(
         X_eval,
@@ -316,38 +325,28 @@ def _set_random_states(estimator, seed):
         estimator.set_params(**dict.fromkeys(names, int(seed)))
 
 
-def _active_client(client):
-    """The client to fan out on: ``client``, else the default one, else None.
+def _client_for(client):
+    """The client to fan out on: ``client``, else the active one, else None.
 
-    Inside a Dask task (e.g. an ensemble fitted as part of a job's fold task)
-    members are fitted in-process instead of submitting tasks from a task.
+    Inside a Dask task (e.g. an ensemble fitted within a job's fold task) the
+    members are fitted in-process: submitting tasks from a task and waiting
+    for them can starve a worker of threads.
     """
-    if client is not None:
-        return client
-    try:
-        from distributed import default_client, get_worker
-    except ImportError:  # pragma: no cover - distributed is a dependency
+    if client is None and _inside_dask_task():
         return None
+    from dimbsvm.distributed.client import current_client
+
+    return current_client(client)
+
+
+def _inside_dask_task():
     try:
+        from distributed import get_worker
+
         get_worker()
-    except ValueError:
-        pass
-    else:
-        return None
-    try:
-        return default_client()
-    except ValueError:
-        return None
-
-
-def _fit_members_on_client(*, client, X, y, seeds, member_params):
-    """One task per member; X and y are scattered once and shared by all tasks."""
-    X_future, y_future = client.scatter([X, y])
-    futures = [
-        client.submit(fit_member, X_future, y_future, int(seed), pure=False, **member_params)
-        for seed in seeds
-    ]
-    return client.gather(futures)
+    except (ImportError, ValueError):
+        return False
+    return True
 
 
 class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
@@ -369,9 +368,11 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     combination will become the default once benchmarked.
 
     Members are fitted as Dask tasks when ``client`` is given or a
-    ``distributed`` client is active (``distributed.default_client()``):
-    ``X`` and ``y`` are scattered once and each task calls :func:`fit_member`
-    with its seed. Otherwise they are fitted in-process, one after the other.
+    ``distributed`` client is active (:func:`dimbsvm.distributed.current_client`;
+    not from inside a Dask task): ``X`` and ``y`` are scattered once and each
+    task calls :func:`fit_member` with its seed (a failed task is retried, see
+    :func:`dimbsvm.distributed.run_tasks`). Otherwise they are fitted
+    in-process, one after the other.
     Seeds are drawn once from ``random_state``, so the fitted ensemble is
     identical either way and for any number of workers.
 
@@ -554,13 +555,21 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
             knn_method=self.knn_method,
             max_bag_draws=self.max_bag_draws,
         )
-        client = _active_client(self.client)
+        client = _client_for(self.client)
         if client is None:
             members = [fit_member(X, y, int(seed), **member_params) for seed in self.seeds_]
         else:
+            from dimbsvm.distributed.fanout import run_tasks
+
             logger.info("fitting %d members on %s", self.n_estimators, client)
-            members = _fit_members_on_client(
-                client=client, X=X, y=y, seeds=self.seeds_, member_params=member_params
+            # X and y are scattered once; each task gets a seed and the small parameters.
+            members = run_tasks(
+                client,
+                fit_member,
+                [dict(seed=int(seed), **member_params) for seed in self.seeds_],
+                shared={"X": X, "y": y},
+                progress=False,
+                label="ensemble members",
             )
         self.members_ = list(members)
         self.estimators_ = [member.estimator for member in self.members_]

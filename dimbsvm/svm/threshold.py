@@ -136,7 +136,7 @@ def farther_majority_neighbours(
         todo = todo[~found]
         if k == n_majority:  # unreachable: the pre-filter guarantees a hit
             break
-        logger.debug("%d minority rows without a farther neighbour among %d; widening", todo.size, k)
+        logger.debug("%d minority rows without a farther neighbour in %d; widening", todo.size, k)
         k = min(2 * k, n_majority)
     return neighbour
 
@@ -235,7 +235,8 @@ def best_threshold(y, margins, candidates, *, objective="g_mean"):
     n_pos, n_neg = pos_sorted.size, neg_sorted.size
     if n_pos == 0 or n_neg == 0:
         raise ValueError(
-            f"best_threshold needs both classes; got {n_pos} positive and {n_neg} negative samples."
+            f"best_threshold needs both classes; got {n_pos} positive and {n_neg} negative "
+            "samples."
         )
     # margin + theta > 0  <=>  margin > -theta  (exact in IEEE arithmetic)
     tp = n_pos - np.searchsorted(pos_sorted, -theta, side="right").astype(np.int64)
