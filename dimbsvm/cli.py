@@ -302,7 +302,10 @@ def _configure_logging(verbose: int) -> None:
     # reads its log level from Dask's config when it is first imported (also
     # in worker processes, which inherit the environment).
     if verbose < 2:
+        import dask
+
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # for worker processes
+        dask.config.set({"logging.distributed": "warning"})  # Dask read the environment at import
         logging.getLogger("distributed").setLevel(logging.WARNING)  # in case it is already imported
 
 
