@@ -142,3 +142,32 @@ def _similarity():
 
 register_feature("similarity", _similarity,
                  "distances to a reference set, normalised per reference (Fisher similarity kernel, eq. 10)")
+
+
+def _svm(**params):
+    """The base SVM every method wraps unless a job says otherwise (``estimator__C`` etc.)."""
+    return SVC(kernel="rbf", C=1.0, gamma="scale", **params)
+
+
+def _othr():
+    from .svm import OTHRClassifier
+
+    return OTHRClassifier(estimator=_svm())
+
+
+def _thr():
+    from .svm import THRClassifier
+
+    return THRClassifier(estimator=_svm())
+
+
+def _ensemble_othr():
+    from .svm import EnsembleOTHRClassifier
+
+    return EnsembleOTHRClassifier(estimator=_svm())
+
+
+register_estimator("othr", _othr, "SVM-OTHR: SVC with the threshold shift of best training G-mean (Yu et al.)")
+register_estimator("thr", _thr, "SVM-THR: SVC shifted by Lin & Chen's closed form (OTHR paper eq. 16)")
+register_estimator("ensemble_othr", _ensemble_othr, "EnSVM-OTHR: bagged OTHR members with perturbed shifts, "
+                   "majority vote; members fan out as Dask tasks")

@@ -145,6 +145,25 @@ def test_neighbour_search_does_not_depend_on_first_k(n_neighbors):
     assert (found == -1).sum() > (h_min >= 0).sum()  # some rows had no farther majority row
 
 
+@pytest.mark.parametrize("n_neighbors", [1, 2, 10])
+def test_neighbour_ties_go_to_the_lowest_row(n_neighbors):
+    # Points on an integer grid, many duplicated: plenty of equal distances.
+    rng = np.random.RandomState(1)
+    X_min = rng.randint(0, 3, size=(40, 2)).astype(float)
+    X_maj = rng.randint(0, 3, size=(60, 2)).astype(float)
+    h_min, h_maj = rng.uniform(-1, 0.2, size=40), rng.uniform(-1.2, 0.5, size=60)
+    expected = []
+    for x, h in zip(X_min, h_min):
+        best, best_distance = -1, np.inf
+        for j, (z, g) in enumerate(zip(X_maj, h_maj)):
+            distance = np.sqrt(((x - z) ** 2).sum())
+            if h < 0 and g < h and distance < best_distance:
+                best, best_distance = j, distance
+        expected.append(best)
+    found = farther_majority_neighbours(X_min, h_min, X_maj, h_maj, n_neighbors=n_neighbors)
+    np.testing.assert_array_equal(found, expected)
+
+
 def test_theta_zero_when_separable():
     rng = np.random.RandomState(0)
     X = np.vstack([rng.normal(0, 0.3, size=(40, 2)), rng.normal(5, 0.3, size=(8, 2))])

@@ -29,19 +29,20 @@ from ..exceptions import StoreError
 
 __all__ = ["TRUSTED_TYPES", "save_model", "load_model", "verify_model"]
 
-#: dimbsvm classes a model file may contain (full import names).
-TRUSTED_TYPES: list[str] = []
+#: dimbsvm classes a model file may contain (full import names). Only estimator
+#: and transformer classes of this package, never functions: loading builds
+#: these objects from their stored attributes and runs none of their methods.
+TRUSTED_TYPES: list[str] = [
+    "dimbsvm.svm.othr.OTHRClassifier",
+    "dimbsvm.svm.othr.THRClassifier",
+    "dimbsvm.svm.ensemble.EnsembleOTHRClassifier",
+    "dimbsvm.svm.ensemble.OTHRMember",
+    "dimbsvm.features.similarity.SimilarityFeatures",
+]
 
 _MODEL = "model.skops"
 _META = "meta.json"
 _MANIFEST = "manifest.json"
-
-
-def trust_type(cls) -> None:
-    """Allow ``cls`` in model files (call where a dimbsvm estimator is registered)."""
-    name = f"{cls.__module__}.{cls.__qualname__}"
-    if name not in TRUSTED_TYPES:
-        TRUSTED_TYPES.append(name)
 
 
 def save_model(model, directory, *, meta: dict) -> Path:

@@ -416,7 +416,8 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         Draws the members' seeds.
     client : distributed.Client or None, default=None
         Client to fit members on; ``None`` uses the active client if any. It
-        is never stored in the fitted model and is dropped when pickling.
+        is kept only as this parameter (the members hold no reference to it)
+        and is dropped when the model is pickled.
 
     Attributes
     ----------
@@ -445,6 +446,12 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     -----
     Binary only: a multi-class target raises ``ValueError``; wrap the
     classifier in :class:`sklearn.multiclass.OneVsRestClassifier`.
+
+    The perturbation is relative to ``theta_opt``. When the base SVM
+    collapses onto the majority class (nearly all training margins at -1, as
+    on KEEL abalone19 with ``C=1``), ``theta_opt`` lies in a very narrow gap
+    of the margins and a +-10 % perturbation moves every member out of it, so
+    members predict all rows minority or none; ``perturbation=0`` avoids this.
 
     Examples
     --------
@@ -607,7 +614,9 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         return state
 
     def __sklearn_clone__(self):
-        # clone() would deep-copy the client; share it instead.
+        if self.client is None:
+            return super().__sklearn_clone__()
+        # clone() would deep-copy the client (it cannot be copied): share it instead.
         params = self.get_params(deep=False)
         client = params.pop("client")
         new = type(self)(**{name: clone(value, safe=False) for name, value in params.items()})

@@ -76,10 +76,12 @@ def farther_majority_neighbours(
     """Nearest majority neighbour farther on the majority side, per minority row.
 
     For every minority row with a negative margin (misclassified), the nearest
-    majority row (in input space) among those with a *smaller* margin. The
-    search asks :func:`~dimbsvm.graph.knn.nearest_neighbors` for ``n_neighbors``
-    majority neighbours, keeps the first that satisfies the constraint, and
-    doubles ``k`` only for the rows still without one, up to all majority rows.
+    majority row (in input space) among those with a *smaller* margin;
+    among equally near rows (equal computed distances), the lowest row number.
+    The search asks :func:`~dimbsvm.graph.knn.nearest_neighbors` for
+    ``n_neighbors`` majority neighbours, keeps the nearest that satisfies the
+    constraint, and doubles ``k`` only for the rows still without one (or
+    whose answer may tie with rows beyond the k-th), up to all majority rows.
 
     Parameters
     ----------
@@ -121,7 +123,7 @@ def farther_majority_neighbours(
     todo = np.flatnonzero((margins_minority < 0) & (margins_minority > margins_majority.min()))
     k = min(int(n_neighbors), n_majority)
     while todo.size:
-        indices, _ = nearest_neighbors(
+        indices, distances = nearest_neighbors(
             X_majority,
             X_minority[todo],
             k,
@@ -130,10 +132,15 @@ def farther_majority_neighbours(
             random_state=random_state,
         )
         farther = margins_majority[indices] < margins_minority[todo, None]
-        found = farther.any(axis=1)
-        first = farther.argmax(axis=1)
-        neighbour[todo[found]] = indices[found, first[found]]
-        todo = todo[~found]
+        nearest = np.where(farther, distances, np.inf).min(axis=1)
+        # Equally near majority rows: the lowest row number wins, so the answer does
+        # not depend on how the search orders ties. A tie at the k-th neighbour may
+        # continue beyond it: such rows are searched again with a larger k.
+        tied = farther & (distances == nearest[:, None])
+        choice = np.where(tied, indices, n_majority).min(axis=1)
+        resolved = np.isfinite(nearest) & ((distances[:, -1] > nearest) | (k == n_majority))
+        neighbour[todo[resolved]] = choice[resolved]
+        todo = todo[~resolved]
         if k == n_majority:  # unreachable: the pre-filter guarantees a hit
             break
         logger.debug("%d minority rows without a farther neighbour in %d; widening", todo.size, k)
