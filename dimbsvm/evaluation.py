@@ -128,7 +128,23 @@ def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
     record.update(score_model(model, X[test], y[test], metrics=metrics, pos_label=pos_label))
     if "fit_time" in metrics:
         record["fit_time"] = fit_time
+    record.update(fitted_thresholds(model[-1]))
     return record
+
+
+def fitted_thresholds(estimator) -> dict:
+    """The decision-threshold shifts a fitted estimator chose, for the run record.
+
+    OTHR/THR estimators expose ``threshold_``; ensembles also the per-member
+    shifts ``thresholds_`` (after perturbation) and ``optimal_thresholds_``.
+    """
+    out = {}
+    for attr, key in (("threshold_", "threshold"), ("thresholds_", "member_thresholds"),
+                      ("optimal_thresholds_", "member_optimal_thresholds")):
+        value = getattr(estimator, attr, None)
+        if value is not None:
+            out[key] = np.asarray(value, dtype=float).tolist() if np.ndim(value) else float(value)
+    return out
 
 
 def fit_pipeline(X, y, *, estimator, scaler="minmax", impute="none", rows=None, features=()):
