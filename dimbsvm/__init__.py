@@ -6,9 +6,9 @@ in :mod:`dimbsvm.store` and jobs in :mod:`dimbsvm.jobs`.
 """
 
 from .features import SimilarityFeatures
-from .svm import EnsembleOTHRClassifier, OTHRClassifier, THRClassifier
+from .svm import ACTClassifier, EnsembleOTHRClassifier, OTHRClassifier, THRClassifier
 from .metrics import a_mean, f_measure, g_mean, imbalance_report, per_class_recall
 
 __version__ = "0.1.0"
 
-__all__ = ["EnsembleOTHRClassifier", "OTHRClassifier", "SimilarityFeatures", "THRClassifier", "a_mean", "f_measure", "g_mean", "imbalance_report", "per_class_recall", "__version__"]
+__all__ = ["ACTClassifier", "EnsembleOTHRClassifier", "OTHRClassifier", "SimilarityFeatures", "THRClassifier", "a_mean", "f_measure", "g_mean", "imbalance_report", "per_class_recall", "__version__"]

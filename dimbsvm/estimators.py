@@ -171,3 +171,13 @@ register_estimator("othr", _othr, "SVM-OTHR: SVC with the threshold shift of bes
 register_estimator("thr", _thr, "SVM-THR: SVC shifted by Lin & Chen's closed form (OTHR paper eq. 16)")
 register_estimator("ensemble_othr", _ensemble_othr, "EnSVM-OTHR: bagged OTHR members with perturbed shifts, "
                    "majority vote; members fan out as Dask tasks")
+
+
+def _act():
+    from .svm import ACTClassifier
+
+    return ACTClassifier()
+
+
+register_estimator("act", _act, "ACT: adaptive conformal transformation of the RBF kernel, rounds stopped on "
+                   "an internal validation split (Wu & Chang)")

@@ -38,6 +38,8 @@ TRUSTED_TYPES: list[str] = [
     "dimbsvm.svm.ensemble.EnsembleOTHRClassifier",
     "dimbsvm.svm.ensemble.OTHRMember",
     "dimbsvm.features.similarity.SimilarityFeatures",
+    "dimbsvm.svm.act.ACTClassifier",
+    "dimbsvm.svm._conformal.ConformalTransform",
 ]
 
 _MODEL = "model.skops"
