@@ -47,8 +47,26 @@ def _quality_section(summary: dict, directory: Path) -> list[str]:
     return lines
 
 
+def _scale_section(summary: dict, directory: Path) -> list[str]:
+    from .scale import render_markdown
+
+    machine = summary.get("machine", {})
+    return [
+        "## Scale: synthetic stores (make_imbalanced, 32 features, 1 % minority)",
+        "",
+        f"Command: `{summary['command']}`; date {summary['date']}; machine: "
+        + ", ".join(f"{k} {v}" for k, v in machine.items()),
+        "",
+        "Seconds per stage and the cluster's peak process memory (summed over workers) on an embedded "
+        "cluster of single-threaded workers; quality on the last 20 % of rows. Peers run in one process, "
+        "in memory, in the same script.",
+        "",
+        render_markdown(summary),
+    ]
+
+
 #: ``summary["kind"]`` -> function(summary, directory) returning markdown lines.
-RENDERERS = {"quality": _quality_section}
+RENDERERS = {"quality": _quality_section, "scale": _scale_section}
 
 
 def render_results(directories, *, command: str) -> str:
