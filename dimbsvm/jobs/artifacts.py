@@ -39,6 +39,7 @@ TRUSTED_TYPES: list[str] = [
     "dimbsvm.svm.ensemble.OTHRMember",
     "dimbsvm.features.similarity.SimilarityFeatures",
     "dimbsvm.svm.act.ACTClassifier",
+    "dimbsvm.svm.hpc.HPCClassifier",
     "dimbsvm.svm._conformal.ConformalTransform",
 ]
 

@@ -1,0 +1,299 @@
+"""Numeric kernels of HPC-SVM: hyperedge sums, the Cholesky reduction, plain arrays.
+
+With ``J = [F 1]`` (one row ``[f_i; 1]`` per sample, ``F`` the input rows for
+the linear case), the HPC primal (eq. 21, with the ``eps I`` of eq. 33) is
+
+    min_{w, b}  1/2 [w; b]^T A [w; b] + C sum_i max(0, 1 - y_i [f_i; 1] . [w; b]),
+    A = H + c1 J^T L' J + eps I,
+
+whose Wolfe dual is eq. (34) with ``Q = (y o J) A^-1 (y o J)^T`` and the box
+``0 <= alpha_i <= C``. With ``A = R^T R`` (Cholesky, ``R`` upper triangular)
+and ``v = R [w; b]``, the primal becomes ``1/2 |v|^2 + C sum_i max(0, 1 - y_i
+v . u_i)`` with ``u_i = R^-T [f_i; 1]``: a bias-free L1-loss (hinge) linear SVM,
+which is LIBLINEAR's problem with the same ``C`` (its dual is eq. (34) term for
+term, ``Q_ij = y_i y_j u_i . u_j``). So ``[w; b] = R^-1 v`` (eq. 33 after
+substituting ``(y o J)^T alpha = R^T v``).
+
+``J^T L' J`` needs no ``L'``: since ``L' = D - (Z o P)`` (see
+:mod:`dimbsvm.graph.hypergraph`) and ``P = sum_e w(e)/delta(e) 1_e 1_e^T``,
+
+    J^T L' J = sum_e w(e) [ sum_{j in e} J_j J_j^T - g_e g_e^T / delta(e) ],
+    g_e = sum_{j in e} y_j J_j,
+
+i.e. ``w(e) delta(e)`` times the (biased) scatter of the signed rows ``y_j J_j``
+of the hyperedge: one ``(p x p)`` sum per chunk of hyperedges, positive
+semi-definite by construction. :func:`accumulate_jlj` computes it for the
+hyperedges centred on a block of rows.
+
+Arrays in, arrays out: no Dask, no I/O, no validation beyond shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import LinAlgError, cholesky, solve_triangular
+
+from dimbsvm.exceptions import DataError
+from dimbsvm.graph.hypergraph import Hypergraph, hyperedge_weights
+
+__all__ = [
+    "accumulate_jlj",
+    "augment",
+    "cholesky_factor",
+    "hpc_matrix",
+    "kernel_jlj",
+    "kernel_width",
+    "piece_jlj",
+    "recover_weights",
+    "signed_class_weight",
+    "take_rows",
+    "transform_rows",
+]
+
+#: Bytes of gathered hyperedge rows :func:`accumulate_jlj` holds at a time.
+BLOCK_BYTES = 64 * 2**20
+
+
+def augment(F):
+    """``J = [F 1]``: the rows with a column of ones appended (the paper's ``[M s]``).
+
+    Examples
+    --------
+    >>> augment(np.array([[2.0], [3.0]])).tolist()
+    [[2.0, 1.0], [3.0, 1.0]]
+    """
+    F = np.asarray(F, dtype=np.float64)
+    return np.column_stack([F, np.ones(F.shape[0])])
+
+
+def accumulate_jlj(X_rows, neighbors, X_lookup, y_rows, y_lookup, *, sigma2, gamma=1.0,
+                   F_rows=None, F_lookup=None):
+    """``J^T L' J`` restricted to the hyperedges centred on a block of rows.
+
+    Summing the result over blocks that partition the training rows gives
+    ``J^T L' J`` of the whole hypergraph, so each chunk of a Dask array can
+    compute its own ``(p x p)`` term and a tree reduction adds them.
+
+    Parameters
+    ----------
+    X_rows : ndarray of shape (m, n_features)
+        Input rows of the hyperedge centres (one hyperedge per row).
+    neighbors : ndarray of shape (m, k)
+        Indices into ``X_lookup`` of each centre's ``k`` nearest other samples.
+    X_lookup : ndarray of shape (n_lookup, n_features)
+        Input rows the indices refer to (the training rows, or the subset a
+        chunk gathered, with the indices remapped).
+    y_rows : ndarray of shape (m,)
+        Labels of the centres in {-1, +1}.
+    y_lookup : ndarray of shape (n_lookup,)
+        Labels of the lookup rows in {-1, +1}.
+    sigma2 : float
+        ``sigma^2`` of eq. (18) over all training rows.
+    gamma : float, default=1.0
+        Weight width of eq. (17).
+    F_rows, F_lookup : ndarray of shape (m, n_outputs) and (n_lookup, n_outputs), default=None
+        Rows entering ``J = [F 1]`` when they differ from the input rows
+        (Nystroem features, kernel rows); the weights always come from the
+        input rows. ``None`` means ``X_rows`` and ``X_lookup``.
+
+    Returns
+    -------
+    jlj : ndarray of shape (p, p), ``p = n_outputs + 1``
+
+    Examples
+    --------
+    Two points of different classes, each the other's neighbour:
+
+    >>> X = np.array([[0.0], [1.0]])
+    >>> y = np.array([-1.0, 1.0])
+    >>> nbrs = np.array([[1], [0]])
+    >>> accumulate_jlj(X, nbrs, X, y, y, sigma2=1e300).round(12).tolist()
+    [[2.0, 4.0], [4.0, 8.0]]
+    """
+    same = F_rows is None
+    if same:
+        F_rows, F_lookup = X_rows, X_lookup
+    m, k = neighbors.shape
+    p = F_rows.shape[1] + 1
+    jlj = np.zeros((p, p))
+    block = max(1, BLOCK_BYTES // (8 * (k + 1) * (p + X_rows.shape[1])))
+    for start in range(0, m, block):
+        stop = min(start + block, m)
+        nbrs = neighbors[start:stop]
+        signed = np.empty((stop - start, k + 1, p))  # row j of hyperedge e: J_j, then y_j J_j
+        signed[:, 0, :-1] = F_rows[start:stop]
+        signed[:, 1:, :-1] = F_lookup[nbrs]
+        signed[..., -1] = 1.0
+        if same:
+            weights = hyperedge_weights(signed[:, 0, :-1], signed[:, 1:, :-1], sigma2=sigma2,
+                                        gamma=gamma)                           # eqs. (10), (17)
+        else:
+            weights = hyperedge_weights(X_rows[start:stop], X_lookup[nbrs], sigma2=sigma2,
+                                        gamma=gamma)
+        signed[:, 0] *= y_rows[start:stop, None]
+        signed[:, 1:] *= y_lookup[nbrs][..., None]                            # y_j J_j
+        signed -= signed.mean(axis=1, keepdims=True)                          # minus g_e / delta(e)
+        signed *= np.sqrt(weights)[:, None, None]
+        flat = signed.reshape(-1, p)
+        jlj += flat.T @ flat
+    return jlj
+
+
+def kernel_jlj(J, X, neighbors, signs, *, sigma2, gamma=1.0):
+    """``J^T L' J`` through the sparse ``L'``, for wide ``J`` held in memory.
+
+    Equal to :func:`accumulate_jlj`, but for the exact kernel case, where
+    ``J = [K 1]`` has ``p = n + 1`` columns, the sparse product costs about
+    ``n p^2`` against ``(k + 1) n p^2`` for the hyperedge sums.
+
+    Parameters
+    ----------
+    J : ndarray of shape (n, p)
+    X : ndarray of shape (n, n_features)
+        Input rows (for the hyperedge weights).
+    neighbors : ndarray of shape (n, k)
+    signs : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    sigma2, gamma : float
+        As in :func:`accumulate_jlj`.
+
+    Returns
+    -------
+    jlj : ndarray of shape (p, p)
+    """
+    weights = hyperedge_weights(X, X[neighbors], sigma2=sigma2, gamma=gamma)  # eqs. (10), (17)
+    graph = Hypergraph(np.column_stack([np.arange(X.shape[0]), neighbors]), weights, X.shape[0])
+    return J.T @ (graph.signed_laplacian(signs) @ J)                          # eq. (19)
+
+
+def kernel_width(kernel, kernel_gamma, n_features, variance):
+    """The kernel's ``gamma``: a number, ``"scale"`` or ``"auto"`` as in ``SVC``; ``None`` if linear.
+
+    Examples
+    --------
+    >>> kernel_width("rbf", "scale", 4, 0.5), kernel_width("rbf", "auto", 4, 0.5)
+    (0.5, 0.25)
+    """
+    if kernel == "linear":
+        return None
+    if kernel_gamma == "scale":
+        return 1.0 / (n_features * variance) if variance > 0 else 1.0
+    if kernel_gamma == "auto":
+        return 1.0 / n_features
+    return float(kernel_gamma)
+
+
+def signed_class_weight(class_weight, classes):
+    """``class_weight`` keyed by the {-1, +1} labels the reduced SVM sees.
+
+    Examples
+    --------
+    >>> signed_class_weight({"yes": 5.0}, np.array(["no", "yes"]))
+    {-1.0: 1.0, 1.0: 5.0}
+    """
+    if not isinstance(class_weight, dict):
+        return class_weight  # None or "balanced": the counts do not depend on the labels' names
+    unknown = set(class_weight) - set(classes.tolist())
+    if unknown:
+        raise ValueError(f"class_weight has labels {sorted(unknown, key=str)} that are not "
+                         f"training classes {classes.tolist()}")
+    return {sign: float(class_weight.get(label, 1.0))
+            for sign, label in zip((-1.0, 1.0), classes.tolist())}
+
+
+def hpc_matrix(jlj, *, c1, eps, H=None):
+    """``A = H + c1 J^T L' J + eps I`` (eqs. 31 and 33).
+
+    Parameters
+    ----------
+    jlj : ndarray of shape (p, p)
+    c1 : float
+    eps : float
+    H : ndarray of shape (p - 1, p - 1), default=None
+        The upper-left block of ``H`` (the bias row and column are 0):
+        ``None`` means the identity (linear case, eq. 30); the kernel case
+        passes ``K`` (``H_Phi`` of eq. 40).
+
+    Returns
+    -------
+    A : ndarray of shape (p, p)
+
+    Examples
+    --------
+    >>> hpc_matrix(np.zeros((2, 2)), c1=1.0, eps=0.5).tolist()
+    [[1.5, 0.0], [0.0, 0.5]]
+    """
+    p = jlj.shape[0]
+    A = c1 * jlj
+    if H is None:
+        A[np.arange(p - 1), np.arange(p - 1)] += 1.0
+    else:
+        A[:-1, :-1] += H
+    A[np.diag_indices(p)] += eps
+    return (A + A.T) / 2  # exactly symmetric for the factorisation
+
+
+def cholesky_factor(A):
+    """Upper-triangular ``R`` with ``A = R^T R``, or a ``DataError`` naming ``eps``.
+
+    Examples
+    --------
+    >>> cholesky_factor(np.array([[4.0, 2.0], [2.0, 2.0]])).tolist()
+    [[2.0, 1.0], [0.0, 1.0]]
+    """
+    try:
+        return cholesky(A, lower=False, check_finite=True)
+    except (LinAlgError, ValueError) as exc:
+        raise DataError(f"H + c1 J^T L' J + eps I is not positive definite ({exc}); increase eps "
+                        "or scale the features") from exc
+
+
+def transform_rows(J, R):
+    """``u_i = R^-T J_i`` for every row: the inputs of the bias-free hinge SVM.
+
+    Parameters
+    ----------
+    J : ndarray of shape (n, p)
+    R : ndarray of shape (p, p), upper triangular
+
+    Returns
+    -------
+    U : ndarray of shape (n, p)
+
+    Examples
+    --------
+    >>> transform_rows(np.array([[2.0, 1.0]]), np.array([[2.0, 1.0], [0.0, 1.0]])).tolist()
+    [[1.0, 0.0]]
+    """
+    return solve_triangular(R, np.asarray(J, dtype=np.float64).T, trans="T", lower=False).T
+
+
+def recover_weights(R, v):
+    """``[w; b] = R^-1 v`` (eq. 33 with ``(y o J)^T alpha = R^T v``).
+
+    Examples
+    --------
+    >>> recover_weights(np.array([[2.0, 1.0], [0.0, 1.0]]), np.array([1.0, 0.0])).tolist()
+    [0.5, 0.0]
+    """
+    return solve_triangular(R, np.asarray(v, dtype=np.float64), lower=False)
+
+
+def take_rows(block, rows):
+    """The given rows of each array of a chunk's ``(X, signs, F or None)``."""
+    return tuple(None if part is None else part[rows] for part in block)
+
+
+def piece_jlj(own, lo, hi, local_neighbors, parts, *, sigma2, gamma):
+    """``accumulate_jlj`` of the hyperedges centred on rows ``lo:hi`` of a chunk.
+
+    ``own`` is the chunk's ``(X, signs, F or None)``; ``parts`` are the
+    :func:`take_rows` of the rows the hyperedges touch, in the order that
+    ``local_neighbors`` indexes.
+    """
+    X, signs, F = own
+    X_touched, signs_touched, F_touched = (
+        None if parts[0][i] is None else np.concatenate([p[i] for p in parts]) for i in range(3))
+    return accumulate_jlj(X[lo:hi], local_neighbors, X_touched, signs[lo:hi], signs_touched,
+                          sigma2=sigma2, gamma=gamma, F_rows=None if F is None else F[lo:hi],
+                          F_lookup=F_touched)

@@ -1,0 +1,457 @@
+"""HPC-SVM: an SVM regularised by hypergraph-based pairwise constraints.
+
+:class:`HPCClassifier` fits the model of the HPC-SVM paper
+(``hpc-svm-hypergraph-pairwise-constraints``): hinge loss, ``1/2 |w|^2`` and
+``c1/2 sum_ij p_ij (f(x_i) - y_i y_j f(x_j))^2`` with ``p_ij`` from the kNN
+hypergraph of :mod:`dimbsvm.graph.hypergraph` (eq. 20). Every path solves the
+dual (34)/(40) through the Cholesky reduction of
+:mod:`dimbsvm.svm._hpc_kernels`: ``A = R^T R``, a bias-free hinge-loss
+``LinearSVC`` on ``u_i = R^-T [f_i; 1]``, then ``[w; b] = R^-1 v``.
+
+- ``kernel="linear"``: ``f_i = x_i``; ``A`` is ``(d+1) x (d+1)`` and ``J^T L' J``
+  one pass of hyperedge sums (chunk by chunk for Dask input).
+- ``kernel="rbf"`` / ``"laplacian"``, ``n_components=None``: the exact kernel
+  case (38)-(42), ``f_i = K(x_i, X)``, ``H = K (+) 0``; ``A`` is
+  ``(n+1) x (n+1)``, refused above ``max_kernel_size`` training rows.
+- ``n_components=m``: Nystroem features ``K(x, S) K(S, S)^-1/2`` of ``m``
+  landmarks ``S`` (:mod:`dimbsvm.features.kernels`), then the linear path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import time
+from numbers import Integral, Real
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.svm import LinearSVC
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from dimbsvm.exceptions import DataError
+from dimbsvm.features.kernels import kernel_block, nystroem_normalization
+from dimbsvm.features.references import choose_rows, choose_rows_chunked
+from dimbsvm.features.stages import compute_on_client
+from dimbsvm.graph.hypergraph import (
+    check_n_neighbors,
+    neighbors_excluding_self,
+    total_variance,
+    validate_neighbors,
+)
+from dimbsvm.graph.knn import KNN_METHODS, nearest_neighbors
+from dimbsvm.svm._hpc_kernels import (
+    accumulate_jlj,
+    augment,
+    cholesky_factor,
+    hpc_matrix,
+    kernel_jlj,
+    kernel_width,
+    piece_jlj,
+    recover_weights,
+    signed_class_weight,
+    take_rows,
+    transform_rows,
+)
+from dimbsvm.svm.othr import binary_classes
+
+__all__ = ["HPCClassifier"]
+
+logger = logging.getLogger(__name__)
+
+
+class HPCClassifier(ClassifierMixin, BaseEstimator):
+    """SVM with hypergraph-based pairwise constraints (HPC-SVM), binary.
+
+    Solves ``min 1/2 [w; b]^T (H + c1 J^T L' J + eps I) [w; b] + C sum_i
+    max(0, 1 - y_i f(x_i))`` (eqs. 21/33, 39/41), where ``L'`` is the signed
+    Laplacian of the hypergraph whose hyperedges are each sample and its
+    ``n_neighbors`` nearest neighbours. ``c1 = 0`` is a hinge-loss SVM whose
+    bias is penalised by ``eps / 2 b^2``.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Box bound of the dual (34): ``0 <= alpha_i <= C``; the same ``C`` as
+        ``LinearSVC``'s (hinge loss).
+    c1 : float, default=1.0
+        Weight of the hypergraph pairwise-constraint term, ``>= 0``.
+    n_neighbors : int, default=5
+        ``k``: neighbours per hyperedge, below the number of training samples.
+    gamma : float, default=1.0
+        The hyperedge weights' width relative to ``sigma^2`` (eqs. 17-18).
+    kernel : {"linear", "rbf", "laplacian"}, default="linear"
+    kernel_gamma : float, "scale" or "auto", default="scale"
+        Width ``g`` of the ``rbf`` (``exp(-g |x - x'|^2)``) and ``laplacian``
+        (``exp(-g |x - x'|_1)``) kernels; as in ``SVC``, ``"scale"`` is
+        ``1 / (n_features * X.var())`` and ``"auto"`` ``1 / n_features``.
+    eps : float, default=1e-6
+        The ``eps I`` of eqs. (33)/(41), which makes ``A`` invertible; it is
+        also the only penalty on the bias when no hyperedge mixes classes.
+    n_components : int, default=None
+        Kernel case only: ``None`` solves the exact problem (40); an integer
+        uses that many Nystroem landmarks (training rows) instead.
+    max_kernel_size : int, default=5000
+        Largest number of training rows the exact kernel path accepts (it
+        factors an ``(n+1) x (n+1)`` matrix).
+    class_weight : dict, "balanced" or None, default=None
+        Per-class multipliers of ``C`` (not in the paper; ``None`` is the paper).
+    knn_method : {"auto", "exact", "pynndescent"}, default="auto"
+        Neighbour search of :func:`dimbsvm.graph.knn.nearest_neighbors`.
+    tol : float, default=1e-4
+        Stopping tolerance of LIBLINEAR.
+    max_iter : int, default=1000
+        Iteration limit of LIBLINEAR.
+    random_state : int, RandomState instance or None, default=None
+        Seeds LIBLINEAR's coordinate order, the landmarks and an approximate
+        neighbour search.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    coef_ : ndarray of shape (1, n_features) or (1, n_components)
+        ``w`` on the inputs (linear) or on the Nystroem features; absent in
+        the exact kernel case.
+    intercept_ : ndarray of shape (1,)
+        ``b``.
+    expansion_coef_ : ndarray of shape (n_samples,)
+        Exact kernel case: ``u`` of eq. (37), ``f(x) = K(x, X_fit_) u + b``.
+    X_fit_ : ndarray of shape (n_samples, n_features)
+        Exact kernel case: the training rows.
+    landmarks_ : ndarray of shape (n_components, n_features)
+        Nystroem case: the landmark rows.
+    normalization_ : ndarray of shape (n_components, n_components)
+        Nystroem case: ``K(S, S)^-1/2``.
+    kernel_gamma_ : float or None
+        The kernel width used (``None`` for the linear kernel).
+    sigma2_ : float
+        ``sigma^2`` of eq. (18).
+    jlj_ : ndarray of shape (p, p)
+        ``J^T L' J``.
+    n_iter_ : int
+        LIBLINEAR's iterations.
+    timings_ : dict
+        Seconds per stage of the last fit.
+    n_features_in_ : int
+
+    Notes
+    -----
+    ``fit`` accepts ``neighbors=``, an ``(n_samples, >= n_neighbors)`` array of
+    each sample's nearest *other* samples (nearest first), to reuse a graph.
+    Dask input needs it (a graph of data larger than memory is built by
+    :mod:`dimbsvm.graph`).
+
+    Dask input takes three passes: moments (``sigma^2``, classes, finiteness);
+    ``J^T L' J``, one task per ``chunk / k`` hyperedges holding its chunk and
+    the at most ``chunk`` rows its hyperedges touch, reduced as a tree of
+    ``(d+1) x (d+1)`` sums; then the transformed rows ``u_i``, which LIBLINEAR
+    needs in one process (``n x (d+1)`` float64, and LIBLINEAR copies them).
+    Across the cluster the gathered rows in flight can add up to ``k`` times
+    the data. ``decision_function`` is positive towards ``classes_[1]``, so
+    ``OTHRClassifier(HPCClassifier())`` moves its threshold.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> X, y = make_classification(n_samples=100, n_features=4, random_state=0)
+    >>> clf = HPCClassifier(C=1.0, c1=0.1, n_neighbors=5, random_state=0).fit(X, y)
+    >>> clf.coef_.shape, clf.intercept_.shape
+    ((1, 4), (1,))
+    >>> float(clf.score(X, y)) > 0.9
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "c1": [Interval(Real, 0, None, closed="left")],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "kernel": [StrOptions({"linear", "rbf", "laplacian"})],
+        "kernel_gamma": [Interval(Real, 0, None, closed="neither"), StrOptions({"scale", "auto"})],
+        "eps": [Interval(Real, 0, None, closed="neither")],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "max_kernel_size": [Interval(Integral, 1, None, closed="left")],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "knn_method": [StrOptions(set(KNN_METHODS))],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, C=1.0, c1=1.0, n_neighbors=5, gamma=1.0, kernel="linear", *,
+                 kernel_gamma="scale", eps=1e-6, n_components=None, max_kernel_size=5000,
+                 class_weight=None, knn_method="auto", tol=1e-4, max_iter=1000,
+                 random_state=None):
+        self.C = C
+        self.c1 = c1
+        self.n_neighbors = n_neighbors
+        self.gamma = gamma
+        self.kernel = kernel
+        self.kernel_gamma = kernel_gamma
+        self.eps = eps
+        self.n_components = n_components
+        self.max_kernel_size = max_kernel_size
+        self.class_weight = class_weight
+        self.knn_method = knn_method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, neighbors=None):
+        """Build the hypergraph, reduce the dual and solve it.
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+        y : array-like or dask.array.Array of shape (n_samples,)
+            Two classes, of any label type.
+        neighbors : array-like of shape (n_samples, >= n_neighbors), default=None
+            Precomputed indices of each sample's nearest other samples; needed
+            for Dask input, searched with ``nearest_neighbors`` otherwise.
+
+        Returns
+        -------
+        self : HPCClassifier
+        """
+        self.timings_ = {}
+        random_state = check_random_state(self.random_state)
+        self._seed = int(random_state.randint(np.iinfo(np.int32).max))
+        if isinstance(X, da.Array):
+            return self._fit_dask(X, y, neighbors)
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        self.classes_, _ = binary_classes(y, type(self).__name__)
+        signs = np.where(y == self.classes_[1], 1.0, -1.0)
+        n = X.shape[0]
+        check_n_neighbors(self.n_neighbors, n)
+        exact_kernel = self.kernel != "linear" and self.n_components is None
+        if exact_kernel and n > self.max_kernel_size:
+            raise DataError(
+                f"the exact kernel HPC-SVM factors an (n+1) x (n+1) matrix and n_samples={n} is "
+                f"above max_kernel_size={self.max_kernel_size}; set n_components (Nystroem "
+                f"landmarks, e.g. 500) for large data or raise max_kernel_size")
+        with self._timed("neighbors"):
+            neighbors = self._neighbors(X, neighbors)
+        self.sigma2_ = total_variance(X)  # eq. (18)
+        self.kernel_gamma_ = kernel_width(self.kernel, self.kernel_gamma, X.shape[1], X.var())
+        if exact_kernel:
+            return self._fit_exact_kernel(X, signs, neighbors)
+        with self._timed("features"):
+            F = X if self.kernel == "linear" else self._nystroem_fit(X, n)
+        with self._timed("jlj"):
+            other = F is not X  # Nystroem features: J from F, the weights from X
+            jlj = accumulate_jlj(X, neighbors, X, signs, signs, sigma2=self.sigma2_,
+                                 gamma=self.gamma, F_rows=F if other else None,
+                                 F_lookup=F if other else None)
+        return self._solve_linear(jlj, augment(F), signs)
+
+    def _fit_exact_kernel(self, X, signs, neighbors):
+        """Eqs. (38)-(42): ``J = [K 1]``, ``H = K (+) 0``, ``(n+1) x (n+1)``."""
+        with self._timed("kernel"):
+            K = kernel_block(X, X, self.kernel, gamma=self.kernel_gamma_)
+        with self._timed("jlj"):
+            J = augment(K)
+            self.jlj_ = kernel_jlj(J, X, neighbors, signs, sigma2=self.sigma2_, gamma=self.gamma)
+        v, R = self._reduce_and_solve(self.jlj_, J, signs, H=K)
+        ub = recover_weights(R, v)                                             # eq. (41)
+        self.X_fit_, self.expansion_coef_, self.intercept_ = X, ub[:-1], ub[-1:]
+        return self
+
+    def _solve_linear(self, jlj, J, signs):
+        self.jlj_ = jlj
+        v, R = self._reduce_and_solve(jlj, J, signs, H=None)
+        wb = recover_weights(R, v)                                             # eq. (33)
+        self.coef_, self.intercept_ = wb[None, :-1], wb[-1:]
+        return self
+
+    def _reduce_and_solve(self, jlj, J, signs, *, H):
+        with self._timed("factor"):
+            R = cholesky_factor(hpc_matrix(jlj, c1=self.c1, eps=self.eps, H=H))  # A = R^T R
+        with self._timed("transform"):
+            if isinstance(J, da.Array):  # only the transformed rows reach this process
+                U, signs = compute_on_client(J.map_blocks(transform_rows, R=R, dtype=np.float64),
+                                             signs)
+            else:
+                U = transform_rows(J, R)                                       # u_i = R^-T J_i
+        with self._timed("solve"):
+            svm = LinearSVC(loss="hinge", fit_intercept=False, dual=True, C=self.C,
+                            class_weight=signed_class_weight(self.class_weight, self.classes_),
+                            tol=self.tol,
+                            max_iter=self.max_iter, random_state=self._seed)
+            svm.fit(U, signs)                                                  # dual (34) / (40)
+        self.n_iter_ = int(svm.n_iter_)
+        logger.debug("HPC-SVM (%s) on %d rows: stages %s", self.kernel, U.shape[0],
+                    {k: round(t, 3) for k, t in self.timings_.items()})
+        return svm.coef_.ravel(), R
+
+    def _neighbors(self, X, neighbors):
+        if neighbors is not None:
+            neighbors = validate_neighbors(neighbors, X.shape[0], n_neighbors=self.n_neighbors)
+            if neighbors.shape[0] != X.shape[0]:
+                raise DataError(f"neighbors has {neighbors.shape[0]} rows for {X.shape[0]} samples")
+            return neighbors
+        found, _ = nearest_neighbors(X, X, self.n_neighbors + 1, method=self.knn_method,
+                                     random_state=self._seed)
+        return neighbors_excluding_self(found)
+
+    def _nystroem_fit(self, X, n, rows=None):
+        if self.n_components > n:
+            raise DataError(f"n_components={self.n_components} landmarks asked for but there are "
+                            f"only {n} training rows")
+        if rows is None:
+            rows = choose_rows(n, self.n_components, seed=self._seed)
+        S = X[rows] if not isinstance(X, da.Array) else np.asarray(compute_on_client(X[rows])[0])
+        self.landmarks_ = np.asarray(S, dtype=np.float64)
+        self.normalization_ = nystroem_normalization(
+            kernel_block(S, S, self.kernel, gamma=self.kernel_gamma_))
+        if isinstance(X, da.Array):
+            return X.map_blocks(self._feature_block, chunks=(X.chunks[0], (S.shape[0],)),
+                                dtype=np.float64, meta=np.empty((0, 0)))
+        return self._feature_block(X)
+
+    def _feature_block(self, X):
+        return kernel_block(X, self.landmarks_, self.kernel, gamma=self.kernel_gamma_) \
+            @ self.normalization_
+
+    # -- Dask input ------------------------------------------------------------------------
+
+    def _fit_dask(self, X, y, neighbors):
+        if X.ndim != 2 or not np.issubdtype(X.dtype, np.number):
+            raise DataError(f"X must be a 2-D numeric array, got shape {X.shape} and dtype {X.dtype}")
+        if neighbors is None:
+            raise DataError(
+                "Dask input needs neighbors=: an (n_samples, n_neighbors) integer array of each "
+                "sample's nearest other samples (build it once with dimbsvm.graph and reuse it)")
+        n = X.shape[0]
+        y = da.asarray(y) if isinstance(y, da.Array) else da.from_array(column_or_1d(y))
+        if y.shape != (n,):
+            raise DataError(f"y must have one label per row of X ({n}), got shape {y.shape}")
+        X = X.rechunk({1: -1})  # kept in its dtype: the tasks compute in float64
+        y = y.rechunk((X.chunks[0],))
+        check_n_neighbors(self.n_neighbors, n)
+        if neighbors.shape[0] != n:
+            raise DataError(f"neighbors has {neighbors.shape[0]} rows for {n} samples")
+        self.n_features_in_ = X.shape[1]
+        with self._timed("moments"):
+            classes, finite, sigma2, variance = compute_on_client(
+                da.unique(y), da.isfinite(X).all(),
+                X.var(axis=0, ddof=1, dtype=np.float64).sum(), X.var(dtype=np.float64))  # eq. (18)
+        if not finite:
+            raise DataError("X holds NaN or inf; HPCClassifier needs finite values")
+        self.classes_, _ = binary_classes(np.asarray(classes), type(self).__name__)
+        self.sigma2_ = float(sigma2)
+        self.kernel_gamma_ = kernel_width(self.kernel, self.kernel_gamma, X.shape[1],
+                                          float(variance))
+        signs = (y == self.classes_[1]).astype(np.int8) * 2 - 1  # {-1, +1}, one byte a row
+        with self._timed("features"):
+            if self.kernel == "linear":
+                F = X
+            else:
+                if self.n_components is None:
+                    raise DataError("the exact kernel path needs data in memory; set n_components "
+                                    "(Nystroem landmarks) for Dask input")
+                rows = choose_rows_chunked(X.chunks[0], self.n_components, seed=self._seed,
+                                           compute=compute_on_client)
+                F = self._nystroem_fit(X, n, rows=rows)
+        with self._timed("jlj"):
+            terms = list(self._jlj_tasks(X, signs, F, neighbors))
+            while len(terms) > 1:  # tree reduction of the (p x p) partial sums
+                terms = [dask.delayed(np.add)(*terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
+                         for i in range(0, len(terms), 2)]
+            jlj, = compute_on_client(terms[0])
+        J = F.map_blocks(augment, chunks=(F.chunks[0], (F.shape[1] + 1,)), dtype=np.float64)
+        return self._solve_linear(jlj, J, signs)
+
+    def _jlj_tasks(self, X, signs, F, neighbors):
+        """Delayed ``accumulate_jlj`` terms over pieces of ``chunk / k`` hyperedges.
+
+        Each source chunk is computed once (one key per block); small tasks cut
+        from it the rows a piece's hyperedges touch, at most ``k`` per
+        hyperedge, so a piece's task holds its own chunk and about one chunk of
+        gathered rows. (Fancy-indexing the Dask array instead lets the
+        optimiser push the slice into the producer, which then regenerates a
+        whole chunk for every piece.)
+        """
+        n, k = X.shape[0], self.n_neighbors
+        starts = np.cumsum((0, *X.chunks[0]))
+        step = max(1, X.chunks[0][0] // k)
+        blocks = list(zip(X.to_delayed().ravel(), signs.to_delayed().ravel(),
+                          F.to_delayed().ravel() if F is not X else [None] * len(starts[:-1])))
+        for a, (start, stop) in enumerate(itertools.pairwise(starts)):
+            block = neighbors[start:stop]
+            block = validate_neighbors(block.compute() if isinstance(block, da.Array) else block,
+                                       n, rows=np.arange(start, stop), n_neighbors=k)
+            for lo in range(start, stop, step):
+                hi = min(lo + step, stop)
+                touched, local = np.unique(block[lo - start:hi - start], return_inverse=True)
+                source = np.searchsorted(starts, touched, side="right") - 1
+                parts = [dask.delayed(take_rows)(blocks[b], touched[source == b] - starts[b])
+                         for b in np.unique(source)]
+                yield dask.delayed(piece_jlj)(blocks[a], lo - start, hi - start,
+                                               local.reshape(hi - lo, k), parts,
+                                               sigma2=self.sigma2_, gamma=self.gamma)
+
+    # -- prediction ------------------------------------------------------------------------
+
+    def decision_function(self, X):
+        """Signed distance to the HPC hyperplane, ``f(x)`` of eqs. (35)/(42).
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray or dask.array.Array of shape (n_samples,)
+            Positive values mean ``classes_[1]``.
+        """
+        check_is_fitted(self)
+        if isinstance(X, da.Array):
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise DataError(f"X has shape {X.shape}; expected {self.n_features_in_} features")
+            return X.rechunk({1: -1}).map_blocks(self._decision_block, drop_axis=1,
+                                                 dtype=np.float64)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return self._decision_block(X)
+
+    def _decision_block(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        if hasattr(self, "expansion_coef_"):
+            K = kernel_block(X, self.X_fit_, self.kernel, gamma=self.kernel_gamma_)
+            return K @ self.expansion_coef_ + self.intercept_[0]
+        F = X if self.kernel == "linear" else self._feature_block(X)
+        return F @ self.coef_[0] + self.intercept_[0]
+
+    def predict(self, X):
+        """Class labels: ``classes_[1]`` where the decision function is positive.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)
+        if isinstance(scores, da.Array):
+            scores = scores.compute()
+        return self.classes_[(scores > 0).astype(int)]
+
+    @contextlib.contextmanager
+    def _timed(self, stage):
+        start = time.perf_counter()
+        yield
+        self.timings_[stage] = self.timings_.get(stage, 0.0) + time.perf_counter() - start
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = False
+        return tags
+

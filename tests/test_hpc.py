@@ -1,0 +1,371 @@
+"""HPC-SVM: the hypergraph against a dense construction, the Cholesky reduction against a
+direct solve of the paper's duals (34) and (40), chunked against in-memory accumulation,
+scikit-learn compatibility and clear errors."""
+
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from sklearn.datasets import make_classification
+from sklearn.svm import LinearSVC
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dimbsvm.exceptions import DataError
+from dimbsvm.graph.hypergraph import (
+    build_hypergraph,
+    neighbors_excluding_self,
+    total_variance,
+    validate_neighbors,
+)
+from dimbsvm.svm._hpc_kernels import (
+    accumulate_jlj,
+    augment,
+    cholesky_factor,
+    hpc_matrix,
+    transform_rows,
+)
+from dimbsvm.svm.hpc import HPCClassifier
+
+# --- independent dense constructions, written from the paper ---------------------------
+
+
+def _problem(seed, n=40, d=3, minority=0.3, shift=1.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.where(rng.random(n) < minority, 1.0, -1.0)
+    y[:2] = [1.0, -1.0]  # both classes, always
+    X[y > 0] += shift
+    return X, y
+
+
+def _brute_neighbors(X, k):
+    """k nearest other samples by a full distance matrix (ties are improbable on random data)."""
+    sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(sq, np.inf)
+    return np.argsort(sq, axis=1, kind="stable")[:, :k]
+
+
+def _dense_hypergraph(X, y, k, gamma):
+    """Phi, w, P and L' = L + (U - Z) o P exactly as eqs. (7)-(19) define them, densely."""
+    n = X.shape[0]
+    xbar = X.mean(axis=0)
+    sigma2 = sum(np.sum((x - xbar) ** 2) for x in X) / (n - 1)  # eq. (18)
+    nbrs = _brute_neighbors(X, k)
+    Phi = np.zeros((n, n))
+    w = np.zeros(n)
+    for e in range(n):
+        members = [e, *nbrs[e]]
+        Phi[members, e] = 1.0                                               # eq. (7)
+        w[e] = sum(np.exp(-np.sum((X[e] - X[j]) ** 2) / (gamma * sigma2))   # eqs. (10), (17)
+                   for j in members)
+    d_v = Phi @ w                                                           # eq. (8)
+    delta = Phi.sum(axis=0)                                                 # eq. (9)
+    P = Phi @ np.diag(w) @ np.diag(1.0 / delta) @ Phi.T
+    Z = np.outer(y, y)
+    L = np.diag(P.sum(axis=1)) - P
+    L_signed = L + (np.ones((n, n)) - Z) * P                                # eq. (19)
+    return {"nbrs": nbrs, "Phi": Phi, "w": w, "d_v": d_v, "P": P, "L_signed": L_signed, "sigma2": sigma2, "Z": Z}
+
+
+def _solve_box_qp(Q, C):
+    """max 1^T a - a^T Q a / 2 on 0 <= a <= C, by L-BFGS-B to tight tolerances."""
+    n = Q.shape[0]
+    result = minimize(lambda a: (0.5 * a @ Q @ a - a.sum(), Q @ a - 1.0), np.zeros(n), jac=True,
+                      method="L-BFGS-B", bounds=[(0.0, C)] * n,
+                      options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 50_000, "maxcor": 50})
+    return result.x
+
+
+def _dual_decision(X, y, k, gamma, C, c1, eps, X_test):
+    """Eq. (34) solved directly, [w; b] from eq. (33), f(x) of eq. (35)."""
+    dense = _dense_hypergraph(X, y, k, gamma)
+    J = np.column_stack([X, np.ones(len(X))])
+    H = np.eye(J.shape[1])
+    H[-1, -1] = 0.0
+    A = H + c1 * J.T @ dense["L_signed"] @ J + eps * np.eye(J.shape[1])
+    yJ = y[:, None] * J
+    Q = yJ @ np.linalg.solve(A, yJ.T)                                       # eq. (34)
+    alpha = _solve_box_qp(Q, C)
+    wb = np.linalg.solve(A, yJ.T @ alpha)                                   # eq. (33)
+    return X_test @ wb[:-1] + wb[-1]
+
+
+def _rbf(A, B, g):
+    return np.exp(-g * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+
+TIGHT = {"tol": 1e-10, "max_iter": 1_000_000, "random_state": 0}
+
+# --- the hypergraph --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed, k, gamma", [(0, 3, 1.0), (1, 5, 0.3), (2, 1, 4.0)])
+def test_hypergraph_equals_dense_construction(seed, k, gamma):
+    X, y = _problem(seed, n=25)
+    dense = _dense_hypergraph(X, y, k, gamma)
+    graph = build_hypergraph(X, n_neighbors=k, gamma=gamma, knn_method="exact")
+    assert total_variance(X) == pytest.approx(dense["sigma2"], rel=1e-13)
+    np.testing.assert_array_equal(graph.members[:, 1:], dense["nbrs"])
+    np.testing.assert_allclose(graph.weights, dense["w"], rtol=1e-13)
+    np.testing.assert_array_equal(graph.incidence().toarray(), dense["Phi"])
+    np.testing.assert_allclose(graph.vertex_degrees(), dense["d_v"], rtol=1e-13)
+    np.testing.assert_allclose(graph.edge_degrees, k + 1)
+    np.testing.assert_allclose(graph.adjacency().toarray(), dense["P"], rtol=1e-13, atol=1e-15)
+    P_same, P_diff = graph.split_adjacency(y)
+    np.testing.assert_allclose(P_same.toarray(), dense["P"] * (dense["Z"] > 0), atol=1e-15)
+    np.testing.assert_allclose(P_diff.toarray(), dense["P"] * (dense["Z"] < 0), atol=1e-15)
+    L = graph.signed_laplacian(y)
+    np.testing.assert_allclose(L.toarray(), dense["L_signed"], rtol=1e-12, atol=1e-13)
+    # eq. (19): f^T L' f is the pairwise-constraint sum 1/2 sum_ij p_ij (f_i - z_ij f_j)^2
+    f = np.random.default_rng(seed).normal(size=len(y))
+    pairs = 0.5 * np.sum(dense["P"] * (f[:, None] - dense["Z"] * f[None, :]) ** 2)
+    assert f @ (L @ f) == pytest.approx(pairs, rel=1e-12)
+
+
+def test_neighbour_helpers():
+    assert neighbors_excluding_self(np.array([[1, 0, 2], [0, 2, 1]])).tolist() == [[1, 2], [0, 2]]
+    with pytest.raises(DataError, match="its own neighbours"):
+        validate_neighbors(np.array([[0], [0]]), 2)
+    with pytest.raises(DataError, match="outside"):
+        validate_neighbors(np.array([[1], [2]]), 2)
+    with pytest.raises(DataError, match="twice"):
+        validate_neighbors(np.array([[1, 1], [0, 2], [0, 1]]), 3)
+    with pytest.raises(DataError, match="columns"):
+        validate_neighbors(np.array([[1], [0]]), 2, n_neighbors=2)
+
+
+def test_duplicate_rows_keep_k_distinct_neighbours():
+    X = np.array([[0.0], [0.0], [0.0], [1.0], [2.0]])
+    graph = build_hypergraph(X, n_neighbors=2, knn_method="exact")
+    for e, members in enumerate(graph.members):
+        assert members[0] == e and len(set(members)) == 3
+
+
+# --- J^T L' J from hyperedge sums -----------------------------------------------------
+
+
+def test_jlj_equals_dense_and_chunks_add_up():
+    X, y = _problem(3, n=37, d=4)
+    k, gamma = 4, 0.7
+    dense = _dense_hypergraph(X, y, k, gamma)
+    J = augment(X)
+    whole = accumulate_jlj(X, dense["nbrs"], X, y, y, sigma2=dense["sigma2"], gamma=gamma)
+    np.testing.assert_allclose(whole, J.T @ dense["L_signed"] @ J, rtol=1e-11, atol=1e-11)
+    # chunked as a Dask task sees it: centre rows of one chunk, only the rows it touches
+    parts = np.zeros_like(whole)
+    for rows in np.array_split(np.arange(len(X)), 5):
+        touched, local = np.unique(dense["nbrs"][rows], return_inverse=True)
+        parts += accumulate_jlj(X[rows], local.reshape(len(rows), k), X[touched], y[rows],
+                                y[touched], sigma2=dense["sigma2"], gamma=gamma)
+    np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=1e-12)
+
+
+def test_jlj_of_other_features_uses_input_weights():
+    X, y = _problem(4, n=30)
+    F = np.random.default_rng(4).normal(size=(30, 6))  # e.g. Nystroem features
+    dense = _dense_hypergraph(X, y, 3, 1.0)
+    jlj = accumulate_jlj(X, dense["nbrs"], X, y, y, sigma2=dense["sigma2"], F_rows=F, F_lookup=F)
+    J = augment(F)
+    np.testing.assert_allclose(jlj, J.T @ dense["L_signed"] @ J, rtol=1e-11, atol=1e-11)
+
+
+# --- the Cholesky reduction against the paper's dual (34) ------------------------------
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_q_of_eq_34_is_gram_of_transformed_rows(seed):
+    X, y = _problem(seed, n=30)
+    dense = _dense_hypergraph(X, y, 3, 1.0)
+    J = augment(X)
+    A = hpc_matrix(J.T @ dense["L_signed"] @ J, c1=0.5, eps=1e-6)
+    Q = (y[:, None] * J) @ np.linalg.solve(A, (y[:, None] * J).T)
+    U = y[:, None] * transform_rows(J, cholesky_factor(A))
+    np.testing.assert_allclose(U @ U.T, Q, rtol=1e-12, atol=1e-12 * np.abs(Q).max())
+
+
+@pytest.mark.parametrize("seed, C, c1, k, gamma", [
+    (0, 1.0, 1.0, 3, 1.0), (1, 10.0, 0.1, 5, 1.0), (2, 0.1, 2.0, 4, 0.5), (3, 1.0, 0.0, 3, 1.0),
+])
+def test_linear_reduction_equals_direct_dual_solve(seed, C, c1, k, gamma):
+    X, y = _problem(seed, n=45, d=3, shift=0.7)
+    X_test = np.random.default_rng(100 + seed).normal(size=(20, 3))
+    eps = 1e-3 if c1 == 0 else 1e-6  # c1 = 0: only eps penalises the bias
+    expected = _dual_decision(X, y, k, gamma, C, c1, eps, np.vstack([X, X_test]))
+    clf = HPCClassifier(C=C, c1=c1, n_neighbors=k, gamma=gamma, eps=eps, knn_method="exact",
+                        **TIGHT).fit(X, y)
+    got = clf.decision_function(np.vstack([X, X_test]))
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * np.abs(expected).max())
+
+
+def test_c1_zero_is_a_hinge_svm_with_penalised_bias():
+    # A = diag(1, ..., 1, eps): LIBLINEAR's intercept feature s gives the bias penalty b^2 / (2 s^2).
+    X, y = make_classification(n_samples=120, n_features=4, random_state=0)
+    eps = 1e-2
+    clf = HPCClassifier(C=0.5, c1=0.0, eps=eps, **TIGHT).fit(X, y)
+    svm = LinearSVC(loss="hinge", C=0.5, intercept_scaling=1 / np.sqrt(eps), **TIGHT).fit(X, y)
+    np.testing.assert_allclose(clf.coef_, svm.coef_, atol=1e-6)
+    np.testing.assert_allclose(clf.intercept_, svm.intercept_, atol=1e-6)
+
+
+# --- the kernel case, eqs. (38)-(42) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("seed, C, c1", [(0, 1.0, 1.0), (1, 10.0, 0.1)])
+def test_exact_rbf_equals_direct_solve_of_eq_40(seed, C, c1):
+    X, y = _problem(seed, n=35, d=2, shift=0.5)
+    k, gamma, g, eps = 4, 1.0, 0.5, 1e-6
+    X_test = np.random.default_rng(seed).normal(size=(15, 2))
+    dense = _dense_hypergraph(X, y, k, gamma)
+    K = _rbf(X, X, g)
+    J = np.column_stack([K, np.ones(len(X))])                               # J_Phi
+    H = np.zeros((len(X) + 1,) * 2)
+    H[:-1, :-1] = K                                                         # H_Phi
+    A = H + c1 * J.T @ dense["L_signed"] @ J + eps * np.eye(len(X) + 1)
+    yJ = y[:, None] * J
+    alpha = _solve_box_qp(yJ @ np.linalg.solve(A, yJ.T), C)                 # eq. (40)
+    ub = np.linalg.solve(A, yJ.T @ alpha)                                   # eq. (41)
+    expected = _rbf(X_test, X, g) @ ub[:-1] + ub[-1]                        # eq. (42)
+    clf = HPCClassifier(C=C, c1=c1, n_neighbors=k, gamma=gamma, kernel="rbf", kernel_gamma=g,
+                        eps=eps, knn_method="exact", **TIGHT).fit(X, y)
+    np.testing.assert_allclose(clf.decision_function(X_test), expected, rtol=0,
+                               atol=1e-6 * np.abs(expected).max())
+
+
+def test_nystroem_with_every_row_a_landmark_approaches_exact():
+    X, y = _problem(5, n=40, d=2, shift=0.8)
+    params = dict(kernel="rbf", kernel_gamma=0.5, c1=0.5, eps=1e-8, **TIGHT)
+    exact = HPCClassifier(**params).fit(X, y)
+    approx = HPCClassifier(n_components=40, **params).fit(X, y)
+    X_test = np.random.default_rng(0).normal(size=(30, 2))
+    a, b = exact.decision_function(X_test), approx.decision_function(X_test)
+    np.testing.assert_allclose(a, b, atol=1e-3 * np.abs(a).max())
+    assert approx.coef_.shape == (1, 40) and approx.landmarks_.shape == (40, 2)
+
+
+# --- Dask input -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel, n_components", [("linear", None), ("rbf", 15)])
+def test_dask_fit_equals_in_memory(kernel, n_components):
+    X, y = make_classification(n_samples=300, n_features=5, weights=[0.8], random_state=1)
+    nbrs = _brute_neighbors(X, 5)
+    params = dict(kernel=kernel, n_components=n_components, **TIGHT)
+    memory = HPCClassifier(**params).fit(X, y, neighbors=nbrs)
+    chunked = HPCClassifier(**params).fit(da.from_array(X, chunks=70), da.from_array(y, chunks=70),
+                                          neighbors=nbrs)
+    np.testing.assert_allclose(chunked.jlj_, memory.jlj_, rtol=1e-11, atol=1e-9)
+    np.testing.assert_allclose(chunked.coef_, memory.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(chunked.intercept_, memory.intercept_, rtol=1e-7, atol=1e-9)
+    lazy = chunked.decision_function(da.from_array(X, chunks=70))
+    np.testing.assert_allclose(lazy.compute(), memory.decision_function(X), rtol=1e-6, atol=1e-8)
+
+
+def test_dask_fit_on_a_distributed_client(client):
+    X, y = make_classification(n_samples=200, n_features=4, random_state=2)
+    nbrs = _brute_neighbors(X, 5)
+    memory = HPCClassifier(**TIGHT).fit(X, y, neighbors=nbrs)
+    chunked = HPCClassifier(**TIGHT).fit(da.from_array(X, chunks=64), y, neighbors=nbrs)
+    np.testing.assert_allclose(chunked.jlj_, memory.jlj_, rtol=1e-11, atol=1e-9)
+
+
+# --- estimator behaviour ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("labels", [np.array(["no", "yes"]), np.array([3, 7]), np.array([True, False])])
+def test_labels_of_any_dtype_and_sign_convention(labels):
+    X, y01 = make_classification(n_samples=80, n_features=3, n_redundant=0, random_state=0)
+    y = labels[y01]
+    clf = HPCClassifier(random_state=0).fit(X, y)
+    assert set(clf.classes_) == set(labels)
+    scores = clf.decision_function(X)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[(scores > 0).astype(int)])
+    assert np.mean(clf.predict(X) == y) > 0.8
+
+
+def test_class_weight_keys_are_the_training_labels():
+    X, y01 = make_classification(n_samples=90, n_features=3, n_redundant=0, weights=[0.8],
+                                 random_state=1)
+    named = HPCClassifier(class_weight={"yes": 4.0}, **TIGHT).fit(X, np.array(["no", "yes"])[y01])
+    numbered = HPCClassifier(class_weight={1: 4.0}, **TIGHT).fit(X, y01)
+    np.testing.assert_allclose(named.coef_, numbered.coef_, rtol=1e-9)
+    with pytest.raises(ValueError, match="not training classes"):
+        HPCClassifier(class_weight={"maybe": 2.0}).fit(X, np.array(["no", "yes"])[y01])
+
+
+def test_float32_dask_input_matches_float64():
+    X, y = make_classification(n_samples=240, n_features=4, random_state=5)
+    X = X.astype(np.float32)
+    nbrs = _brute_neighbors(X.astype(np.float64), 5)
+    memory = HPCClassifier(**TIGHT).fit(X.astype(np.float64), y, neighbors=nbrs)
+    chunked = HPCClassifier(**TIGHT).fit(da.from_array(X, chunks=50), y, neighbors=nbrs)
+    np.testing.assert_allclose(chunked.coef_, memory.coef_, rtol=1e-6, atol=1e-9)
+
+
+def test_composes_with_othr():
+    from dimbsvm.svm.othr import OTHRClassifier
+
+    X, y = make_classification(n_samples=200, n_features=4, weights=[0.9], flip_y=0.05,
+                               random_state=0)
+    clf = OTHRClassifier(HPCClassifier(random_state=0)).fit(X, y)
+    assert isinstance(clf.estimator_, HPCClassifier) and np.isfinite(clf.threshold_)
+    assert clf.predict(X).shape == (200,)
+
+
+def test_precomputed_neighbours_give_the_same_model():
+    X, y = make_classification(n_samples=100, n_features=3, n_redundant=0, random_state=3)
+    searched = HPCClassifier(knn_method="exact", **TIGHT).fit(X, y)
+    given = HPCClassifier(**TIGHT).fit(X, y, neighbors=_brute_neighbors(X, 8))  # extra columns cut
+    np.testing.assert_allclose(given.coef_, searched.coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_errors_are_clear():
+    X, y = make_classification(n_samples=30, n_features=3, n_redundant=0, random_state=0)
+    with pytest.raises(ValueError, match="1 class"):
+        HPCClassifier().fit(X, np.zeros(30))
+    X_nan = X.copy()
+    X_nan[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        HPCClassifier().fit(X_nan, y)
+    with pytest.raises(DataError, match="n_neighbors=30 must be below"):
+        HPCClassifier(n_neighbors=30).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="'c1' parameter"):
+        HPCClassifier(c1=-1.0).fit(X, y)
+    with pytest.raises(DataError, match="max_kernel_size=20; set n_components"):
+        HPCClassifier(kernel="rbf", max_kernel_size=20).fit(X, y)
+    with pytest.raises(DataError, match="only 30 training rows"):
+        HPCClassifier(kernel="rbf", n_components=31).fit(X, y)
+    with pytest.raises(DataError, match="Dask input needs neighbors"):
+        HPCClassifier().fit(da.from_array(X, chunks=10), y)
+    with pytest.raises(DataError, match="its own neighbours"):
+        HPCClassifier(n_neighbors=1).fit(X, y, neighbors=np.arange(30)[:, None])
+    with pytest.raises(DataError, match="NaN or inf"):
+        HPCClassifier().fit(da.from_array(X_nan, chunks=10), y, neighbors=_brute_neighbors(X, 5))
+    with pytest.raises(ValueError, match="features"):
+        HPCClassifier().fit(X, y).decision_function(X[:, :2])
+
+
+# --- scikit-learn's estimator checks -----------------------------------------------------
+
+
+def _expected_failed_checks(estimator):
+    if estimator.kernel_gamma == "auto":
+        return {"check_class_weight_classifiers": (
+            "on this check's unscaled blobs (spread 20) kernel_gamma=1/n_features makes "
+            "K(test, train) ~ 0, so a test prediction is the sign of b alone, and the pairwise "
+            "term c1 (f_i + f_j)^2 over the many mixed-class hyperedges shrinks b to ~0 whatever "
+            "the class weights; c1=0 or kernel_gamma='scale' passes")}
+    return {}
+
+
+@parametrize_with_checks(
+    [HPCClassifier(), HPCClassifier(kernel="rbf"), HPCClassifier(kernel="rbf", kernel_gamma="auto"),
+     HPCClassifier(kernel="laplacian", n_components=5)],
+    expected_failed_checks=_expected_failed_checks,
+)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        check(estimator)
