@@ -5,10 +5,10 @@ Public API: the estimators and transformers re-exported here, the metrics in
 in :mod:`dimbsvm.store` and jobs in :mod:`dimbsvm.jobs`.
 """
 
-from .features import SimilarityFeatures
-from .svm import ACTClassifier, EnsembleOTHRClassifier, OTHRClassifier, THRClassifier
+from .features import HIKEncoder, SimilarityFeatures, StructuralFeatures
+from .svm import ACTClassifier, EnsembleOTHRClassifier, HPCClassifier, OTHRClassifier, THRClassifier
 from .metrics import a_mean, f_measure, g_mean, imbalance_report, per_class_recall
 
 __version__ = "0.1.0"
 
-__all__ = ["ACTClassifier", "EnsembleOTHRClassifier", "OTHRClassifier", "SimilarityFeatures", "THRClassifier", "a_mean", "f_measure", "g_mean", "imbalance_report", "per_class_recall", "__version__"]
+__all__ = ["ACTClassifier", "EnsembleOTHRClassifier", "HPCClassifier", "HIKEncoder", "OTHRClassifier", "SimilarityFeatures", "StructuralFeatures", "THRClassifier", "a_mean", "f_measure", "g_mean", "imbalance_report", "per_class_recall", "__version__"]

@@ -181,3 +181,32 @@ def _act():
 
 register_estimator("act", _act, "ACT: adaptive conformal transformation of the RBF kernel, rounds stopped on "
                    "an internal validation split (Wu & Chang)")
+
+
+def _structural():
+    from .features import StructuralFeatures
+
+    return StructuralFeatures()
+
+
+def _hik():
+    from .features import HIKEncoder
+
+    return HIKEncoder()
+
+
+register_feature("structural", _structural,
+                 "[x, weight * n(x)]: kNN neighbourhood vector over the training rows appended (structural "
+                 "similarity); base: hik with weight: 10 gives the paper's hik+str")
+register_feature("hik", _hik, "unary code of [0, 1] features in `levels` steps: a linear SVM on it is a "
+                 "histogram-intersection-kernel SVM")
+
+
+def _hpc():
+    from .svm import HPCClassifier
+
+    return HPCClassifier()
+
+
+register_estimator("hpc", _hpc, "HPC-SVM: hinge SVM with hypergraph pairwise constraints (linear; rbf/laplacian "
+                   "exact for small n, Nystroem above)")

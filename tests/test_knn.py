@@ -69,3 +69,212 @@ def test_pynndescent_recall():
     assert np.all(np.diff(approx_distances, axis=1) >= -1e-6)
     true = np.linalg.norm(X_query[:, None, :] - X_index[approx], axis=2)
     np.testing.assert_allclose(approx_distances, true, rtol=1e-4)
+
+
+# --- kNN graphs, the fitted index, the sharded build (issue 6) ------------------------------------
+
+import logging  # noqa: E402
+import pickle  # noqa: E402
+import time  # noqa: E402
+
+import dask.array as da  # noqa: E402
+
+from dimbsvm.exceptions import DataError, StoreError  # noqa: E402
+from dimbsvm.graph import KNNIndex, knn_graph, open_knn_graph, sample_recall, warm_up  # noqa: E402
+from dimbsvm.graph import sharded  # noqa: E402
+from dimbsvm.graph.knn import drop_self  # noqa: E402
+
+
+def _clustered(n, d=8, centers=20, seed=0):
+    rng = np.random.RandomState(seed)
+    means = rng.normal(scale=4.0, size=(centers, d))
+    return (means[rng.randint(centers, size=n)] + rng.normal(size=(n, d))).astype(np.float32)
+
+
+def _exact_graph(X, k):
+    """Brute-force k nearest other rows (float64 arithmetic)."""
+    X = np.asarray(X, dtype=np.float64)
+    D = ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2)
+    np.fill_diagonal(D, np.inf)
+    order = np.argsort(D, axis=1, kind="stable")[:, :k]
+    return order, np.sqrt(np.take_along_axis(D, order, axis=1))
+
+
+def _recall(found, exact):
+    return np.mean([np.intersect1d(f, e).size / exact.shape[1] for f, e in zip(found, exact)])
+
+
+@pytest.fixture(scope="module")
+def warm():
+    """One numba compilation of pynndescent for the whole module (~25 s in a fresh process)."""
+    warm_up()
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(processes=False, n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def test_knn_graph_exact_excludes_self():
+    X = np.random.RandomState(0).normal(size=(60, 3))
+    indices, distances = knn_graph(X, 4, method="exact")
+    expected, expected_distances = _exact_graph(X, 4)
+    np.testing.assert_array_equal(indices, expected)
+    np.testing.assert_allclose(distances, expected_distances, rtol=1e-10)
+    assert not (indices == np.arange(60)[:, None]).any()
+
+
+def test_duplicates_are_neighbours_but_self_is_not():
+    X = np.array([[0.0], [0.0], [5.0], [9.0]])
+    indices, distances = knn_graph(X, 1, method="exact")
+    np.testing.assert_array_equal(indices[:2, 0], [1, 0])
+    assert distances[0, 0] == distances[1, 0] == 0.0
+
+
+def test_drop_self_removes_own_entry_or_the_farthest():
+    indices = np.array([[3, 0, 1], [0, 2, 3]])
+    kept, _ = drop_self(indices, indices * 1.0, np.array([0, 1]))
+    np.testing.assert_array_equal(kept, [[3, 1], [0, 2]])
+
+
+def test_approximate_graph_recall_and_self_exclusion(warm, caplog):
+    X = _clustered(3000)
+    exact, _ = _exact_graph(X, 10)
+    with caplog.at_level(logging.INFO, logger="dimbsvm.graph.sharded"):
+        indices, distances = knn_graph(X, 10, method="pynndescent", build_neighbors=25, random_state=0)
+    assert indices.shape == distances.shape == (3000, 10)
+    assert not (indices == np.arange(3000)[:, None]).any()
+    assert _recall(indices, exact) >= 0.95
+    assert np.all(np.diff(distances, axis=1) >= -1e-5)
+    assert "recall" in caplog.text
+    # the sampled recall agrees with the full one on its rows
+    recall, rows = sample_recall(X, indices, sample_size=500)
+    assert recall == pytest.approx(_recall(indices[rows], exact[rows]))
+
+
+def test_fitted_index_answers_new_rows_and_survives_pickling(warm):
+    X, new = np.split(_clustered(2700, seed=1), [2500])  # new rows from the same clusters
+    index = KNNIndex(10, method="pynndescent", random_state=0).fit(X)
+    assert index.method_ == "pynndescent" and index.build_neighbors_ == 25
+    exact, _ = nearest_neighbors(X, new, 10, method="exact")
+    found, _ = index.query(new)
+    assert _recall(found, exact) >= 0.9
+    restored = pickle.loads(pickle.dumps(index))
+    np.testing.assert_array_equal(restored.query(new, 10)[0], found)
+
+
+def test_narrow_build_width_still_returns_k_neighbours(warm):
+    X = _clustered(1200, seed=3)
+    indices, _ = KNNIndex(10, method="pynndescent", build_neighbors=6, random_state=0).fit(X).neighbor_graph()
+    assert indices.shape == (1200, 10)
+    assert not (indices == np.arange(1200)[:, None]).any()
+
+
+def test_graph_errors():
+    X = np.random.RandomState(0).rand(5, 2)
+    with pytest.raises(ValueError, match=r"smaller than the number of rows \(n_samples = 5\)"):
+        knn_graph(X, 5)
+    bad = X.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        knn_graph(bad, 2)
+    with pytest.raises(ValueError, match="unknown metric 'eucliden'; pynndescent knows: .*euclidean"):
+        knn_graph(X, 2, metric="eucliden")
+    with pytest.raises(ValueError, match="not to scikit-learn's exact search"):
+        knn_graph(X, 2, metric="wasserstein", method="exact")
+    index = KNNIndex(2).fit(X)
+    with pytest.raises(ValueError, match="X has 3 features, but the index was fitted on 2 features"):
+        index.query(np.zeros((1, 3)))
+    with pytest.raises(ValueError, match=r"n_neighbors must be an integer in \[1, 5\]"):
+        index.query(X, 6)
+    with pytest.raises(ValueError, match="not fitted"):
+        KNNIndex().query(X)
+
+
+@pytest.mark.parametrize("use_client", [False, True])
+def test_sharded_exact_equals_single_index(tmp_path, use_client, request):
+    client = request.getfixturevalue("client") if use_client else None
+    X = np.random.RandomState(4).normal(size=(1000, 6))
+    # 3 shards of 3 chunks of 111 rows; the 1-row tail chunk joins the last shard
+    indices, distances = knn_graph(da.from_array(X, chunks=(111, 6)), 7, method="exact", store=tmp_path / "s.zarr",
+                                   shard_rows=333, client=client)
+    assert isinstance(indices, da.Array)
+    expected, expected_distances = _exact_graph(X, 7)
+    np.testing.assert_array_equal(indices.compute(), expected)
+    np.testing.assert_allclose(distances.compute(), expected_distances, rtol=1e-10)
+    meta = open_knn_graph(tmp_path / "s.zarr").meta
+    assert meta["n_shards"] == 3 and meta["recall"] is None
+    assert not any(name.startswith("_") for name in __import__("zarr").open_group(str(tmp_path / "s.zarr/knn")))
+
+
+def test_sharded_pynndescent_recall_in_meta(tmp_path, client, warm):
+    from dimbsvm.store import ingest
+
+    X = _clustered(6000, seed=5)
+    ingest((X, np.zeros(6000, dtype=np.int32)), tmp_path / "c.zarr", chunk_rows=1000)
+    indices, _ = knn_graph(str(tmp_path / "c.zarr"), 10, method="pynndescent", shard_rows=2000,
+                           random_state=0, recall_sample=500)
+    graph = open_knn_graph(tmp_path / "c.zarr")
+    assert graph.meta["shard_methods"] == ["pynndescent"] * 3
+    assert graph.meta["recall"] >= 0.95 and graph.meta["recall_rows"] == 500
+    assert set(graph.meta["timings"]) >= {"check", "warm_up", "shards", "merge", "recall"}
+    assert all(v > 0 for v in graph.meta["peak_rss_bytes"].values())
+    exact, _ = _exact_graph(X[:800], 10)  # rows 0..799: compare where the exact answer is cheap
+    full_exact = nearest_neighbors(X, X[:800], 11, method="exact")[0]
+    exact = drop_self(full_exact, full_exact * 1.0, np.arange(800))[0]
+    assert _recall(indices[:800].compute(), exact) >= 0.95
+
+
+def test_stored_graph_is_reused(tmp_path):
+    X = da.from_array(np.random.RandomState(6).rand(400, 3), chunks=(100, 3))
+    knn_graph(X, 5, method="exact", store=tmp_path / "s.zarr", random_state=0)
+    marker = tmp_path / "s.zarr" / "knn" / "zarr.json"
+    before = (marker.stat().st_mtime_ns, open_knn_graph(tmp_path / "s.zarr").meta)
+    time.sleep(0.01)
+    knn_graph(X, 5, method="exact", store=tmp_path / "s.zarr", random_state=0)
+    assert (marker.stat().st_mtime_ns, open_knn_graph(tmp_path / "s.zarr").meta) == before
+    knn_graph(X, 6, method="exact", store=tmp_path / "s.zarr", random_state=0)  # new parameters: rebuilt
+    assert open_knn_graph(tmp_path / "s.zarr").meta["n_neighbors"] == 6
+
+
+def _counting_shard_task(*, log, **kwargs):
+    with open(log, "a") as handle:  # a file, not a list: tasks may run on pickled copies
+        handle.write(f"{kwargs['shard']}\n")
+    return _REAL_SHARD_TASK(**kwargs)
+
+
+def _failing_merge_task(**kwargs):
+    raise RuntimeError("worker lost")
+
+
+_REAL_SHARD_TASK = sharded._shard_task
+
+
+def test_interrupted_build_resumes_without_rebuilding_shards(tmp_path, monkeypatch):
+    import functools
+
+    X = da.from_array(np.random.RandomState(7).rand(300, 3), chunks=(50, 3))
+    log = tmp_path / "shards.log"
+    real_merge = sharded._merge_task
+    monkeypatch.setattr(sharded, "_shard_task", functools.partial(_counting_shard_task, log=str(log)))
+    monkeypatch.setattr(sharded, "_merge_task", _failing_merge_task)
+    with pytest.raises(RuntimeError, match="worker lost"):
+        knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0)
+    with pytest.raises(StoreError, match="incomplete"):
+        open_knn_graph(tmp_path / "s.zarr")
+    assert sorted(log.read_text().split()) == ["0", "1", "2"]
+    monkeypatch.setattr(sharded, "_merge_task", real_merge)
+    indices, _ = knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0)
+    assert sorted(log.read_text().split()) == ["0", "1", "2"]  # no shard built again
+    np.testing.assert_array_equal(indices.compute(), _exact_graph(X.compute(), 4)[0])
+
+
+def test_sharded_rejects_nan_before_any_task(tmp_path):
+    X = np.random.RandomState(8).rand(200, 3)
+    X[150, 2] = np.inf
+    with pytest.raises(DataError, match="first in row 150"):
+        knn_graph(da.from_array(X, chunks=(50, 3)), 3, store=tmp_path / "s.zarr")
+    assert not (tmp_path / "s.zarr" / "knn").exists()

@@ -1,6 +1,8 @@
 """Feature maps: the similarity (Fisher) kernel, distances and kernel blocks.
 
 - :class:`SimilarityFeatures` - normalised distances to a reference set (eq. (10)).
+- :class:`StructuralFeatures` - [x, lambda * n(x)], the kNN neighbourhood vector appended (structural similarity).
+- :class:`HIKEncoder` - unary codes on which a linear kernel is the histogram intersection kernel.
 - :mod:`~dimbsvm.features.distances` - distances to references (incl. DTW, Jensen-Shannon).
 - :mod:`~dimbsvm.features.modalities` - which distance reads which columns or channels.
 - :mod:`~dimbsvm.features.moments` - moments of distances (chunk merging) and eq. (10).
@@ -28,9 +30,13 @@ from .kernel_blocks import (
 )
 from .kernels import KERNELS, kernel_block, nystroem_normalization
 from .similarity import SimilarityFeatures
+from .hik import HIKEncoder
+from .structural import StructuralFeatures
 
 __all__ = [
     "SimilarityFeatures",
+    "StructuralFeatures",
+    "HIKEncoder",
     "METRICS",
     "KERNELS",
     "pairwise_distances_to",

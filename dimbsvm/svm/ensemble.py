@@ -1,38 +1,44 @@
-"""EnSVM-OTHR: bagged SVM-OTHR members with a perturbed shift and a majority vote.
+"""EnSVM-OTHR: bagged SVM-OTHR members, with one shared or per-member perturbed shifts.
 
 :func:`fit_member` fits one member from arrays, a seed and (optionally) the
 rows it may draw from, and returns a small :class:`OTHRMember`. It is the unit
 of work: :class:`EnsembleOTHRClassifier` calls it in-process, or submits one
 Dask task per member when a ``distributed`` client is given or active. Seeds
 are drawn once, up front, and each member is rebuilt from its seed alone, so
-the fitted ensemble is the same whatever runs it.
+the fitted ensemble is the same whatever runs it. Bags are drawn by
+:func:`dimbsvm.svm.bagging.draw_bag`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context, clone
-from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.utils import check_random_state
+from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 
 from dimbsvm.graph.knn import KNN_METHODS
+from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag, set_random_states
 from dimbsvm.svm.othr import (
+    SEARCH_CONSTRAINTS,
     _ShiftedMarginClassifier,
     default_estimator,
     margin_sign,
     out_of_fold_margins,
     signed_margins,
 )
-from dimbsvm.svm.threshold import OBJECTIVES, othr_threshold
+from dimbsvm.svm.threshold import othr_threshold
 
 __all__ = [
     "BOOTSTRAPS",
     "MEMBER_MARGINS",
+    "PAPER_PARAMS",
+    "THRESHOLDS",
     "EnsembleOTHRClassifier",
     "OTHRMember",
     "draw_bag",
@@ -41,11 +47,30 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: How a bag is drawn: ``"plain"`` (the paper), ``"stratified"``, ``"balanced"``.
-BOOTSTRAPS = ("plain", "stratified", "balanced")
+#: Where a member's threshold is searched: ``"train"`` (the paper), ``"oob"``,
+#: ``"cv"``; ``"none"``: no search (``theta = 0``, the ensemble sets it).
+MEMBER_MARGINS = ("train", "oob", "cv", "none")
 
-#: Where a member's threshold is searched: ``"train"`` (the paper), ``"oob"``, ``"cv"``.
-MEMBER_MARGINS = ("train", "oob", "cv")
+#: How the ensemble thresholds: one shift per member and a majority vote (the
+#: paper), or one shift shared by all, searched on pooled out-of-bag margins.
+THRESHOLDS = ("member", "pooled_oob")
+
+#: ``EnsembleOTHRClassifier(**PAPER_PARAMS)`` is the paper's EnSVM-OTHR (Fig. 5):
+#: plain bootstrap bags, each member's OTHR shift searched on its own bag and
+#: perturbed by +-10 %, majority vote.
+PAPER_PARAMS = {
+    "bootstrap": "plain",
+    "max_samples": None,
+    "threshold": "member",
+    "member_margins": "train",
+    "perturbation": 0.1,
+    "objective": "g_mean",
+    "candidates": "othr",
+    "smoothing": None,
+    "tolerance": 0.0,
+    "min_precision": 0.0,
+    "class_weight": None,
+}
 
 _MAX_SEED = np.iinfo(np.int32).max
 
@@ -62,14 +87,21 @@ class OTHRMember:
         +1 or -1: the sign that makes ``estimator.decision_function`` positive
         on the minority side.
     threshold : float
-        The perturbed shift ``theta' = theta_opt * (1 + perturbation * u)`` (eq. 25).
+        The shift the member applies: its perturbed shift
+        ``theta' = theta_opt * (1 + perturbation * u)`` (eq. 25), or the
+        ensemble's shared shift.
     optimal_threshold : float
-        ``theta_opt``, the member's OTHR shift before perturbation.
+        ``theta_opt``, the shift before perturbation.
     n_draws : int
         Bags drawn until one held both classes (1 = no redraw).
     margins : str
-        The margins the shift was searched on: ``"train"``, ``"oob"`` or
-        ``"cv"`` (``"train"`` when the requested margins were not possible).
+        The margins the shift was searched on: ``"train"``, ``"oob"``,
+        ``"cv"`` (``"train"`` when the requested margins were not possible),
+        ``"none"`` (no member search), or ``"pooled_oob"`` / ``"pooled_train"``
+        (the ensemble's shared search).
+    oob_rows, oob_margins : ndarray or None
+        With ``fit_member(..., keep_oob=True)``: the out-of-bag rows and the
+        member's signed margins on them (the ensemble pools them, then drops them).
     """
 
     estimator: object
@@ -78,106 +110,12 @@ class OTHRMember:
     optimal_threshold: float
     n_draws: int
     margins: str
+    oob_rows: object = None
+    oob_margins: object = None
 
     def shifted_margin(self, X):
         """``h(x) + theta'``, positive on the minority side."""
         return signed_margins(self.estimator, X, self.margin_sign) + self.threshold
-
-
-def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max_draws=20):
-    """Draw one bag of row numbers that holds both classes.
-
-    Parameters
-    ----------
-    positive : ndarray of bool of shape (n_samples,)
-        True for minority rows.
-    random_state : RandomState
-        Consumed in a fixed order, so a seed gives one bag.
-    bootstrap : {"plain", "stratified", "balanced"}, default="plain"
-        ``"plain"``: rows drawn with replacement regardless of class (the
-        paper); a bag that misses a class is redrawn. ``"stratified"``: each
-        class bootstrapped separately, keeping the class counts.
-        ``"balanced"``: the minority bootstrapped and as many majority rows
-        drawn without replacement (with replacement if there are too few), so
-        every bag is balanced and small.
-    max_samples : int, float or None, default=None
-        Bag size. ``None``: ``n_samples`` (plain), the class counts
-        (stratified), twice the minority count (balanced). A float in (0, 1]
-        scales that size (per class for stratified and balanced). An int is
-        the total bag size (split across classes in proportion for
-        stratified, in halves for balanced).
-    max_draws : int, default=20
-        Attempts before giving up (only ``"plain"`` can miss a class).
-
-    Returns
-    -------
-    bag : ndarray of shape (n_bag,), dtype int64
-        Row numbers, possibly repeated.
-    n_draws : int
-        Attempts used.
-
-    Raises
-    ------
-    ValueError
-        If ``max_draws`` bags all missed a class, or ``positive`` lacks a class.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> positive = np.array([True, True, False, False, False, False])
-    >>> bag, n_draws = draw_bag(positive, np.random.RandomState(0), bootstrap="balanced")
-    >>> positive[bag].tolist()
-    [True, True, False, False]
-    """
-    positive = np.asarray(positive, dtype=bool)
-    minority, majority = np.flatnonzero(positive), np.flatnonzero(~positive)
-    n_samples, n_minority = positive.size, minority.size
-    if n_minority == 0 or n_minority == n_samples:
-        raise ValueError("Bags need training rows of both classes.")
-    if bootstrap == "plain":
-        if isinstance(max_samples, Integral):
-            size = int(max_samples)
-        else:
-            size = _scaled(max_samples, n_samples)
-        for attempt in range(1, max_draws + 1):
-            bag = random_state.randint(0, n_samples, size=size).astype(np.int64)
-            n_positive = int(positive[bag].sum())
-            if 0 < n_positive < size:
-                return bag, attempt
-            logger.debug(
-                "bag %d of %d rows has %d minority rows; redrawing", attempt, size, n_positive
-            )
-        raise ValueError(
-            f"No bag of {size} rows drawn with bootstrap='plain' held both classes in "
-            f"{max_draws} attempts ({n_minority} minority rows of {n_samples}); use "
-            "bootstrap='stratified' or 'balanced', a larger max_samples, or more max_bag_draws."
-        )
-    if bootstrap == "stratified":
-        if isinstance(max_samples, Integral):
-            n_pos = max(1, round(max_samples * n_minority / n_samples))
-            sizes = (n_pos, max(1, max_samples - n_pos))
-        else:
-            sizes = (_scaled(max_samples, n_minority), _scaled(max_samples, majority.size))
-        from_minority = minority[random_state.randint(0, n_minority, size=sizes[0])]
-        from_majority = majority[random_state.randint(0, majority.size, size=sizes[1])]
-        return np.concatenate([from_minority, from_majority]), 1
-    if bootstrap == "balanced":
-        if isinstance(max_samples, Integral):
-            size = max(1, max_samples // 2)
-        else:
-            size = _scaled(max_samples, n_minority)
-        from_minority = minority[random_state.randint(0, n_minority, size=size)]
-        replace = size > majority.size
-        from_majority = random_state.choice(majority, size=size, replace=replace)
-        return np.concatenate([from_minority, from_majority]).astype(np.int64), 1
-    raise ValueError(f"bootstrap must be one of {BOOTSTRAPS}; got {bootstrap!r}.")
-
-
-def _scaled(max_samples, default):
-    """A bag (or per-class) size: ``default``, or ``default`` scaled by a float."""
-    if max_samples is None:
-        return default
-    return max(1, round(float(max_samples) * default))
 
 
 def fit_member(
@@ -193,18 +131,24 @@ def fit_member(
     margins="train",
     cv=5,
     objective="g_mean",
+    candidates="othr",
+    smoothing=None,
+    tolerance=0.0,
+    min_precision=0.0,
     perturbation=0.1,
     n_neighbors=10,
     knn_method="auto",
     max_bag_draws=20,
+    keep_oob=False,
 ):
     """Fit one EnSVM-OTHR member from arrays and a seed.
 
-    Draws a bag (:func:`draw_bag`) of ``rows``, fits a clone of ``estimator``
-    on it, searches the OTHR shift ``theta_opt`` on the chosen margins and
-    perturbs it: ``theta' = theta_opt * (1 + perturbation * u)``,
+    Draws a bag (:func:`~dimbsvm.svm.bagging.draw_bag`) of ``rows``, fits a
+    clone of ``estimator`` on it, searches the OTHR shift ``theta_opt`` on the
+    chosen margins and perturbs it: ``theta' = theta_opt * (1 + perturbation * u)``,
     ``u ~ U[-1, 1]`` (eq. 25). Everything random comes from ``seed``, so the
-    same arguments give the same member wherever the function runs.
+    same arguments give the same member wherever the function runs. The
+    defaults are the paper's member.
 
     Parameters
     ----------
@@ -223,22 +167,27 @@ def fit_member(
         Base classifier template, cloned; every ``random_state`` parameter of
         the clone is set to ``seed``. ``None``: :func:`default_estimator`.
     bootstrap, max_samples
-        See :func:`draw_bag`.
-    margins : {"train", "oob", "cv"}, default="train"
+        See :func:`~dimbsvm.svm.bagging.draw_bag`.
+    margins : {"train", "oob", "cv", "none"}, default="train"
         ``"train"``: the bag's own margins (the paper). ``"oob"``: the margins
         of the rows not in the bag. ``"cv"``: out-of-fold margins of the bag
         (``cv`` stratified folds, copies of a row kept in one fold). Falls back
         to ``"train"`` when the out-of-bag rows miss a class or the bag has
-        fewer than 2 distinct minority rows.
+        fewer than 2 distinct minority rows. ``"none"``: no search,
+        ``theta_opt = 0`` (the ensemble's pooled search sets the shift).
     cv : int, default=5
         Folds for ``margins="cv"``.
-    objective : {"g_mean", "f_measure"}, default="g_mean"
+    objective, candidates, smoothing, tolerance, min_precision
+        See :func:`dimbsvm.svm.threshold.othr_threshold`.
     perturbation : float, default=0.1
         The paper's perturbation size (0 disables it).
     n_neighbors, knn_method
         See :func:`dimbsvm.svm.threshold.farther_majority_neighbours`.
     max_bag_draws : int, default=20
-        See ``max_draws`` of :func:`draw_bag`.
+        See ``max_draws`` of :func:`~dimbsvm.svm.bagging.draw_bag`.
+    keep_oob : bool, default=False
+        Return the out-of-bag rows (numbered within ``rows``) and the
+        member's signed margins on them as ``oob_rows`` and ``oob_margins``.
 
     Returns
     -------
@@ -265,44 +214,55 @@ def fit_member(
     )
     u = random_state.uniform(-1.0, 1.0)
     template = clone(default_estimator() if estimator is None else estimator)
-    _set_random_states(template, seed)
+    set_random_states(template, seed)
     X_bag, y_bag, positive_bag = X[bag], y[bag], positive[bag]
     fitted = clone(template).fit(X_bag, y_bag)
     sign = margin_sign(fitted, pos_label, np.unique(y_bag))
 
-    used, X_eval, positive_eval, margins_eval = "train", X_bag, positive_bag, None
-    if margins == "oob":
-        out_of_bag = np.setdiff1d(np.arange(positive.size), bag)
-        n_oob_positive = int(positive[out_of_bag].sum())
-        if 0 < n_oob_positive < out_of_bag.size:
-            used, X_eval, positive_eval = "oob", X[out_of_bag], positive[out_of_bag]
-            margins_eval = signed_margins(fitted, X_eval, sign)
-    elif margins == "cv":
-        n_distinct = np.unique(bag[positive_bag]).size
-        if n_distinct >= 2:
-            folds = StratifiedGroupKFold(
-                n_splits=min(cv, n_distinct), shuffle=True, random_state=seed
-            )
-            splits = list(folds.split(X_bag, y_bag, groups=bag))
-            if all(0 < positive_bag[train].sum() < train.size for train, _ in splits):
-                used = "cv"
-                margins_eval = out_of_fold_margins(
-                    template, X_bag, y_bag, pos_label, np.unique(y_bag), splits
-                )
-    if margins_eval is None:
-        margins_eval = signed_margins(fitted, X_bag, sign)
-    if used != margins:
-        logger.debug("member %d: no %s margins possible; searched on train margins", seed, margins)
+    oob_rows = oob_margins = None
+    if keep_oob or margins == "oob":
+        oob_rows = np.setdiff1d(np.arange(positive.size), bag)
+        oob_margins = signed_margins(fitted, X[oob_rows], sign) if oob_rows.size else np.empty(0)
 
-    theta_opt, _ = othr_threshold(
-        X_eval,
-        positive_eval,
-        margins_eval,
-        objective=objective,
-        n_neighbors=n_neighbors,
-        method=knn_method,
-        random_state=seed,
-    )
+    theta_opt, used = 0.0, margins
+    if margins != "none":
+        used, X_eval, positive_eval, margins_eval = "train", X_bag, positive_bag, None
+        if margins == "oob":
+            n_oob_positive = int(positive[oob_rows].sum())
+            if 0 < n_oob_positive < oob_rows.size:
+                used, X_eval, positive_eval = "oob", X[oob_rows], positive[oob_rows]
+                margins_eval = oob_margins
+        elif margins == "cv":
+            n_distinct = np.unique(bag[positive_bag]).size
+            if n_distinct >= 2:
+                folds = StratifiedGroupKFold(
+                    n_splits=min(cv, n_distinct), shuffle=True, random_state=seed
+                )
+                splits = list(folds.split(X_bag, y_bag, groups=bag))
+                if all(0 < positive_bag[train].sum() < train.size for train, _ in splits):
+                    used = "cv"
+                    margins_eval = out_of_fold_margins(
+                        template, X_bag, y_bag, pos_label, np.unique(y_bag), splits
+                    )
+        if margins_eval is None:
+            margins_eval = signed_margins(fitted, X_bag, sign)
+        if used != margins:
+            logger.debug(
+                "member %d: no %s margins possible; searched on train margins", seed, margins
+            )
+        theta_opt, _ = othr_threshold(
+            X_eval,
+            positive_eval,
+            margins_eval,
+            objective=objective,
+            candidates=candidates,
+            smoothing=smoothing,
+            tolerance=tolerance,
+            min_precision=min_precision,
+            n_neighbors=n_neighbors,
+            method=knn_method,
+            random_state=seed,
+        )
     theta = theta_opt * (1.0 + perturbation * u)  # eq. 25
     return OTHRMember(
         estimator=fitted,
@@ -311,18 +271,35 @@ def fit_member(
         optimal_threshold=float(theta_opt),
         n_draws=n_draws,
         margins=used,
+        oob_rows=oob_rows if keep_oob else None,
+        oob_margins=oob_margins if keep_oob else None,
     )
 
 
-def _set_random_states(estimator, seed):
-    """Set every ``random_state`` parameter of ``estimator`` (nested ones too) to ``seed``."""
-    names = [
-        name
-        for name in estimator.get_params(deep=True)
-        if name == "random_state" or name.endswith("__random_state")
-    ]
-    if names:
-        estimator.set_params(**dict.fromkeys(names, int(seed)))
+def pooled_oob_margins(members, n_samples):
+    """Mean signed margin of every row over the members it is out of bag for.
+
+    Parameters
+    ----------
+    members : sequence of OTHRMember
+        Fitted with ``keep_oob=True``.
+    n_samples : int
+
+    Returns
+    -------
+    margins : ndarray of shape (n_samples,)
+        NaN for rows that every member had in its bag.
+    counts : ndarray of shape (n_samples,), dtype int64
+        How many members each row was out of bag for.
+    """
+    total = np.zeros(n_samples)
+    counts = np.zeros(n_samples, dtype=np.int64)
+    for member in members:  # in member order: the same sums on any number of workers
+        total[member.oob_rows] += member.oob_margins
+        counts[member.oob_rows] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        margins = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
+    return margins, counts
 
 
 def _client_for(client):
@@ -350,31 +327,50 @@ def _inside_dask_task():
 
 
 class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
-    """EnSVM-OTHR: bagging of SVM-OTHR members with a perturbed shift.
+    """EnSVM-OTHR: bagging of SVM-OTHR members.
 
-    Each member draws a bag, fits the base classifier on it, searches its OTHR
-    shift ``theta_opt`` (see :class:`OTHRClassifier`) and perturbs it to
-    ``theta' = theta_opt * (1 + perturbation * u)``, ``u ~ U[-1, 1]`` per
-    member (eq. 25). ``predict`` is the members' majority vote, ties going to
-    the minority class; ``decision_function`` is the mean shifted margin (so
-    ROC-AUC is available) and can disagree with the vote near the boundary.
+    Each member draws a bag and fits the base classifier on it. Then either
 
-    **The paper's exact algorithm** is ``bootstrap="plain"``,
-    ``member_margins="train"``, ``perturbation=0.1``, ``objective="g_mean"``,
-    ``class_weight=None`` -- the current defaults. The other settings are
-    refinements for where the literal algorithm is weak (plain bags of very
-    imbalanced data hold few minority rows, and a threshold tuned on the
-    rows the SVM was trained on is optimistic); the recommended
-    combination will become the default once benchmarked.
+    * ``threshold="pooled_oob"`` (the default): one shift ``theta`` is shared
+      by all members, searched (as :class:`OTHRClassifier` searches, with the
+      objective, candidates, smoothing and tolerance below) on the pooled
+      out-of-bag margins: for each training row, the mean margin of the
+      members that did not see it, an honest estimate of the ensemble's
+      mean margin on new rows. ``predict`` is the sign of the shifted mean
+      margin ``mean_m h_m(x) + theta``, which is also ``decision_function``; or
+    * ``threshold="member"`` (the paper): each member searches its own OTHR
+      shift ``theta_opt`` (on the margins ``member_margins``) and perturbs it
+      to ``theta' = theta_opt * (1 + perturbation * u)``, ``u ~ U[-1, 1]``
+      (eq. 25); ``predict`` is the members' majority vote, ties going to the
+      minority class, and ``decision_function`` the mean shifted margin,
+      which can disagree with the vote near the boundary.
+
+    **Defaults.** Stratified bootstrap bags (every bag keeps the class
+    counts), one shift on the pooled out-of-bag margins, chosen on every cut
+    between two margins by a kernel-smoothed G-mean (Silverman bandwidth),
+    taking the smallest ``|theta|`` within 0.5 % of the best. On the 20
+    public KEEL datasets of ``benchmarks/othr-public.yaml`` (5-fold CV
+    repeated twice, base ``SVC(C=1, gamma="scale")``; numbers and every
+    variant tried in ``benchmarks/othr_study.md``) this gives a mean
+    G-mean / F-measure of 85.6 / 64.8 (the best peer,
+    SMOTE + SVC: 85.9 / 63.3), against 80.8 / 61.6 for the paper's
+    algorithm; ``tolerance=0`` gives 86.2 / 62.9. The issue's target
+    (G-mean >= 86.9 with F-measure >= 63.3) was not reached by any
+    configuration tried: see the study.
+
+    **The paper's exact algorithm** is ``EnsembleOTHRClassifier(**PAPER_PARAMS)``:
+    ``bootstrap="plain"``, ``threshold="member"``, ``member_margins="train"``,
+    ``perturbation=0.1``, ``objective="g_mean"``, ``candidates="othr"``,
+    ``smoothing=None``, ``tolerance=0.0``, ``class_weight=None``.
 
     Members are fitted as Dask tasks when ``client`` is given or a
     ``distributed`` client is active (:func:`dimbsvm.distributed.current_client`;
     not from inside a Dask task): ``X`` and ``y`` are scattered once and each
     task calls :func:`fit_member` with its seed (a failed task is retried, see
     :func:`dimbsvm.distributed.run_tasks`). Otherwise they are fitted
-    in-process, one after the other.
-    Seeds are drawn once from ``random_state``, so the fitted ensemble is
-    identical either way and for any number of workers.
+    in-process, one after the other. The pooled search runs once, after all
+    members, on the client. Seeds are drawn once from ``random_state``, so
+    the fitted ensemble is identical either way and for any number of workers.
 
     Parameters
     ----------
@@ -385,21 +381,37 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     n_estimators : int, default=10
         Number of members.
     perturbation : float, default=0.1
-        Relative size of the random perturbation of each member's shift (eq. 25).
-    bootstrap : {"plain", "stratified", "balanced"}, default="plain"
-        How bags are drawn (see :func:`draw_bag`): rows with replacement
-        (the paper; a bag missing a class is redrawn), per class with
-        replacement keeping the class counts, or balanced (minority
-        bootstrapped, as many majority rows drawn without replacement).
+        Relative size of the random perturbation of each member's shift
+        (eq. 25); used only with ``threshold="member"`` (a shared shift is
+        not perturbed).
+    bootstrap : {"plain", "stratified", "balanced"}, default="stratified"
+        How bags are drawn (see :func:`~dimbsvm.svm.bagging.draw_bag`): rows
+        with replacement (the paper; a bag missing a class is redrawn), per
+        class with replacement keeping the class counts, or balanced
+        (minority bootstrapped, as many majority rows drawn without replacement).
     max_samples : int, float or None, default=None
-        Bag size (see :func:`draw_bag`).
+        Bag size (see :func:`~dimbsvm.svm.bagging.draw_bag`).
+    threshold : {"pooled_oob", "member"}, default="pooled_oob"
+        One shift shared by the members, searched on their pooled out-of-bag
+        margins, or one perturbed shift per member and a majority vote (the paper).
     member_margins : {"train", "oob", "cv"}, default="train"
-        Where each member's threshold is searched: its bag (the paper), its
-        out-of-bag rows, or out-of-fold margins within its bag.
+        With ``threshold="member"``: where each member's shift is searched,
+        its bag (the paper), its out-of-bag rows, or out-of-fold margins
+        within its bag.
     cv : int, default=5
         Folds for ``member_margins="cv"``.
-    objective : {"g_mean", "f_measure"}, default="g_mean"
-        The criterion each member's threshold maximises.
+    objective : {"g_mean", "f_measure", "g_f_mean"}, default="g_mean"
+        The criterion the shift maximises (see :class:`OTHRClassifier`).
+    candidates : {"othr", "midpoints"}, default="midpoints"
+        The paper's eq. 23 candidates or every cut between two distinct margins.
+    smoothing : {"silverman"}, float or None, default="silverman"
+        Maximise the objective of kernel-smoothed counts
+        (:func:`~dimbsvm.svm.threshold.best_threshold`); ``None``: exact counts.
+    tolerance : float in [0, 1), default=0.005
+        Candidates within this fraction of the best objective count as best;
+        the smallest ``|theta|`` among them wins.
+    min_precision : float in [0, 1], default=0.0
+        Precision floor of the candidates (see :class:`OTHRClassifier`).
     class_weight : dict, "balanced" or None, default=None
         Set as the base classifier's ``class_weight`` (which it must have),
         computed per bag; ``None`` leaves the base classifier as given.
@@ -407,7 +419,7 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         The minority (positive) class; ``None`` takes the least frequent
         training class (``classes_[1]`` on a tie).
     n_neighbors : int, default=10
-        First-round neighbours of the threshold search (work, not result).
+        First-round neighbours of the eq. 23 candidate search (work, not result).
     knn_method : {"auto", "exact", "pynndescent"}, default="auto"
         Neighbour search method; ``"pynndescent"`` is approximate.
     max_bag_draws : int, default=20
@@ -426,9 +438,19 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     estimators_ : list of estimator objects
         The members' fitted base classifiers.
     thresholds_ : ndarray of shape (n_estimators,)
-        Perturbed shifts ``theta'`` of the members.
+        The shifts the members apply (all equal to ``threshold_`` with
+        ``threshold="pooled_oob"``).
     optimal_thresholds_ : ndarray of shape (n_estimators,)
-        Their shifts ``theta_opt`` before perturbation.
+        Their shifts before perturbation.
+    threshold_ : float
+        With ``threshold="pooled_oob"``: the shared shift.
+    candidates_ : dict of ndarray
+        With ``threshold="pooled_oob"``: the candidate table of the shared
+        search (as :attr:`OTHRClassifier.candidates_`; rows are training rows).
+    threshold_margins_ : str
+        With ``threshold="pooled_oob"``: ``"oob"``, or ``"train"`` when the
+        out-of-bag rows missed a class and the mean margins of all training
+        rows were searched instead.
     seeds_ : ndarray of shape (n_estimators,)
         The members' seeds; ``fit_member(X, y, seed, ...)`` rebuilds a member.
     classes_ : ndarray of shape (2,)
@@ -440,18 +462,19 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
 
     See Also
     --------
-    OTHRClassifier : A single member without bagging or perturbation.
+    OTHRClassifier : A single member without bagging.
 
     Notes
     -----
     Binary only: a multi-class target raises ``ValueError``; wrap the
     classifier in :class:`sklearn.multiclass.OneVsRestClassifier`.
 
-    The perturbation is relative to ``theta_opt``. When the base SVM
-    collapses onto the majority class (nearly all training margins at -1, as
-    on KEEL abalone19 with ``C=1``), ``theta_opt`` lies in a very narrow gap
-    of the margins and a +-10 % perturbation moves every member out of it, so
-    members predict all rows minority or none; ``perturbation=0`` avoids this.
+    With ``threshold="member"`` the perturbation is relative to ``theta_opt``.
+    When the base SVM collapses onto the majority class (nearly all training
+    margins at -1, as on KEEL abalone19 with ``C=1``), ``theta_opt`` lies in
+    a very narrow gap of the margins and a +-10 % perturbation moves every
+    member out of it, so members predict all rows minority or none;
+    ``perturbation=0`` avoids this.
 
     Examples
     --------
@@ -460,8 +483,11 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     >>> ensemble = EnsembleOTHRClassifier(n_estimators=5, random_state=0).fit(X, y)
     >>> ensemble.thresholds_.shape
     (5,)
+    >>> bool(np.all(ensemble.thresholds_ == ensemble.threshold_))
+    True
     >>> ensemble.predict(X[:3])
     array([0, 0, 0])
+    >>> paper = EnsembleOTHRClassifier(n_estimators=5, random_state=0, **PAPER_PARAMS).fit(X, y)
     """
 
     _parameter_constraints: dict = {
@@ -474,9 +500,10 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
             Interval(Integral, 1, None, closed="left"),
             Interval(RealNotInt, 0, 1, closed="right"),
         ],
-        "member_margins": [StrOptions(set(MEMBER_MARGINS))],
+        "threshold": [StrOptions(set(THRESHOLDS))],
+        "member_margins": [StrOptions({"train", "oob", "cv"})],
         "cv": [Interval(Integral, 2, None, closed="left")],
-        "objective": [StrOptions(set(OBJECTIVES))],
+        **SEARCH_CONSTRAINTS,
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "pos_label": [Real, str, "boolean", None],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
@@ -492,11 +519,16 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         n_estimators=10,
         *,
         perturbation=0.1,
-        bootstrap="plain",
+        bootstrap="stratified",
         max_samples=None,
+        threshold="pooled_oob",
         member_margins="train",
         cv=5,
         objective="g_mean",
+        candidates="midpoints",
+        smoothing="silverman",
+        tolerance=0.005,
+        min_precision=0.0,
         class_weight=None,
         pos_label=None,
         n_neighbors=10,
@@ -510,9 +542,14 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         self.perturbation = perturbation
         self.bootstrap = bootstrap
         self.max_samples = max_samples
+        self.threshold = threshold
         self.member_margins = member_margins
         self.cv = cv
         self.objective = objective
+        self.candidates = candidates
+        self.smoothing = smoothing
+        self.tolerance = tolerance
+        self.min_precision = min_precision
         self.class_weight = class_weight
         self.pos_label = pos_label
         self.n_neighbors = n_neighbors
@@ -523,7 +560,7 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
-        """Fit the members, as Dask tasks when a client is available.
+        """Fit the members, as Dask tasks when a client is available, then the shift.
 
         Parameters
         ----------
@@ -537,7 +574,7 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         self : EnsembleOTHRClassifier
             The fitted ensemble.
         """
-        X, y, _ = self._validate_training_data(X, y)
+        X, y, positive = self._validate_training_data(X, y)
         estimator = default_estimator() if self.estimator is None else clone(self.estimator)
         if self.class_weight is not None:
             if "class_weight" not in estimator.get_params():
@@ -549,18 +586,27 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         self.seeds_ = check_random_state(self.random_state).randint(
             _MAX_SEED, size=self.n_estimators
         )
+        pooled = self.threshold == "pooled_oob"
+        search = dict(
+            objective=self.objective,
+            candidates=self.candidates,
+            smoothing=self.smoothing,
+            tolerance=self.tolerance,
+            min_precision=self.min_precision,
+        )
         member_params = dict(
             pos_label=self.pos_label_,
             estimator=estimator,
             bootstrap=self.bootstrap,
             max_samples=self.max_samples,
-            margins=self.member_margins,
+            margins="none" if pooled else self.member_margins,
             cv=self.cv,
-            objective=self.objective,
-            perturbation=self.perturbation,
+            perturbation=0.0 if pooled else self.perturbation,
             n_neighbors=self.n_neighbors,
             knn_method=self.knn_method,
             max_bag_draws=self.max_bag_draws,
+            keep_oob=pooled,
+            **search,
         )
         client = _client_for(self.client)
         if client is None:
@@ -578,13 +624,74 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
                 progress=False,
                 label="ensemble members",
             )
-        self.members_ = list(members)
+        members = list(members)
+        for stale in ("threshold_", "candidates_", "threshold_margins_"):
+            self.__dict__.pop(stale, None)
+        self._pooled = pooled
+        if pooled:
+            members = self._fit_shared_threshold(X, positive, members, search)
+        self.members_ = members
         self.estimators_ = [member.estimator for member in self.members_]
         self.thresholds_ = np.array([member.threshold for member in self.members_])
         self.optimal_thresholds_ = np.array(
             [member.optimal_threshold for member in self.members_]
         )
         return self
+
+    def _fit_shared_threshold(self, X, positive, members, search):
+        """Search one shift on the pooled out-of-bag margins; set it in every member."""
+        margins, counts = pooled_oob_margins(members, positive.size)
+        rows = np.flatnonzero(counts > 0)
+        n_positive = int(positive[rows].sum())
+        if 0 < n_positive < rows.size:
+            self.threshold_margins_ = "oob"
+        else:
+            logger.warning(
+                "the out-of-bag rows of %d members hold %d of %d minority rows and %d of %d "
+                "majority rows; the shared threshold is searched on the mean margins of all "
+                "training rows instead",
+                len(members),
+                n_positive,
+                int(positive.sum()),
+                rows.size - n_positive,
+                int((~positive).sum()),
+            )
+            self.threshold_margins_ = "train"
+            rows = np.arange(positive.size)
+            margins = np.mean(
+                [signed_margins(m.estimator, X, m.margin_sign) for m in members], axis=0
+            )
+        theta, table = othr_threshold(
+            X[rows],
+            positive[rows],
+            margins[rows],
+            n_neighbors=self.n_neighbors,
+            method=self.knn_method,
+            random_state=int(self.seeds_[0]),
+            **search,
+        )
+        for column in ("sample", "neighbour"):
+            table[column] = np.where(table[column] >= 0, rows[table[column]], -1)
+        self.threshold_, self.candidates_ = float(theta), table
+        logger.debug(
+            "shared threshold %.6g chosen among %d candidates on %s margins of %d rows",
+            theta,
+            table["theta"].size,
+            self.threshold_margins_,
+            rows.size,
+        )
+        label = "pooled_" + self.threshold_margins_
+        return [
+            dataclasses.replace(
+                member,
+                threshold=self.threshold_,
+                optimal_threshold=self.threshold_,
+                margins=label,
+                oob_rows=None,
+                oob_margins=None,
+            )
+            for member in members
+        ]
 
     def _member_margins(self, X):
         return np.stack([member.shifted_margin(X) for member in self.members_])
@@ -593,7 +700,11 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         return self._member_margins(X).mean(axis=0)
 
     def predict(self, X):
-        """Majority vote of the members; a tied vote goes to the minority class.
+        """Predict class labels: the sign of the shifted mean margin, or the members' vote.
+
+        With ``threshold="pooled_oob"``, ``pos_label_`` where the mean shifted
+        margin is > 0 (``decision_function`` agrees). With ``threshold="member"``,
+        the members' majority vote; a tied vote goes to the minority class.
 
         Parameters
         ----------
@@ -604,7 +715,10 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         y_pred : ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
-        votes = (self._member_margins(self._validate_X(X)) > 0).sum(axis=0)
+        margins = self._member_margins(self._validate_X(X))
+        if getattr(self, "_pooled", False):
+            return self._label(margins.mean(axis=0) > 0)
+        votes = (margins > 0).sum(axis=0)
         return self._label(2 * votes >= len(self.members_))
 
     def __getstate__(self):

@@ -9,9 +9,15 @@ side: a sample is predicted positive when ``margin + theta > 0``
   sample x_i, its nearest majority neighbour nx_i among the majority samples
   farther on the majority side, ``h(nx_i) < h(x_i)`` (DESIGN.md, "OTHR candidates").
 * :func:`othr_candidates` -- the candidate shifts, eq. 23, plus ``theta = 0``.
+* :func:`midpoint_candidates` -- every cut between two distinct margins, plus
+  ``theta = 0`` (a refinement: the paper's candidates are a subset of these cuts).
 * :func:`best_threshold` -- TPR, TNR, precision, G-mean and F-measure of every
   candidate in one sort, and the best one (ties go to the smallest ``|theta|``).
-* :func:`othr_threshold` -- the three steps above: SVM-OTHR's search (Fig. 3).
+  Refinements, all off by default there: another objective, a kernel-smoothed
+  objective (:func:`smoothing_bandwidth`), a precision floor, and a tolerance
+  (the smallest ``|theta|`` whose objective is within a fraction of the best).
+* :func:`othr_threshold` -- candidates plus :func:`best_threshold`: with its
+  defaults, SVM-OTHR's search (Fig. 3).
 
 No Dask, no I/O and no estimators here: callers validate their input.
 """
@@ -25,18 +31,33 @@ import numpy as np
 from dimbsvm.graph.knn import nearest_neighbors
 
 __all__ = [
+    "CANDIDATES",
     "OBJECTIVES",
+    "SMOOTHINGS",
     "best_threshold",
     "farther_majority_neighbours",
+    "midpoint_candidates",
     "othr_candidates",
     "othr_threshold",
+    "smoothing_bandwidth",
     "thr_shift",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: The training criteria a threshold can maximise.
-OBJECTIVES = ("g_mean", "f_measure")
+#: The training criteria a threshold can maximise: G-mean (the paper), the
+#: F-measure of the positive class, or their geometric mean ``sqrt(G * F)``.
+OBJECTIVES = ("g_mean", "f_measure", "g_f_mean")
+
+#: Where candidate shifts come from: the paper's eq. 23 midpoints, or every cut
+#: between two distinct margins.
+CANDIDATES = ("othr", "midpoints")
+
+#: Named bandwidth rules of the smoothed objective (a positive float is a bandwidth).
+SMOOTHINGS = ("silverman",)
+
+# Smoothed counts are evaluated in blocks of at most this many (candidate, sample) pairs.
+_BLOCK = 1 << 21
 
 
 def thr_shift(n_pos, n_neg):
@@ -186,12 +207,119 @@ def othr_candidates(margins_minority, margins_majority, neighbour):
     )
 
 
-def best_threshold(y, margins, candidates, *, objective="g_mean"):
+def midpoint_candidates(margins):
+    """Every cut between two distinct margins, and ``theta = 0``.
+
+    A shift between two consecutive distinct margins ``s_k < s_(k+1)`` puts the
+    rows at ``s_(k+1)`` and above on the positive side and the others on the
+    negative side; the midpoint ``theta = -(s_k + s_(k+1)) / 2`` is the cut
+    with the widest gap on both sides, as eq. 23 chooses for its pairs. Every
+    classification that a shift can make of these rows is one of the cuts
+    (or ``theta = 0``, all rows on one side excepted).
+
+    Parameters
+    ----------
+    margins : array-like of shape (n_samples,)
+
+    Returns
+    -------
+    theta : ndarray of shape (n_candidates,)
+        ``0`` first, then the cuts from the highest margins down (increasing ``theta``).
+    upper_row, lower_row : ndarray of shape (n_candidates,), dtype int64
+        For each cut, the first row at ``s_(k+1)`` (it becomes positive) and
+        the first row at ``s_k`` (it stays negative); -1 for ``theta = 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> midpoint_candidates(np.array([0.5, -1.0, 0.5, 0.0]))[0]
+    array([ 0.  , -0.25,  0.5 ])
+    """
+    margins = np.asarray(margins, dtype=np.float64)
+    values, first = np.unique(margins, return_index=True)
+    values, first = values[::-1], first[::-1]  # highest margin first: increasing theta
+    theta = -(values[1:] + values[:-1]) / 2
+    minus_one = np.array([-1], dtype=np.int64)
+    return (
+        np.concatenate([[0.0], theta]),
+        np.concatenate([minus_one, first[:-1].astype(np.int64)]),
+        np.concatenate([minus_one, first[1:].astype(np.int64)]),
+    )
+
+
+def smoothing_bandwidth(margins_positive, margins=None):
+    """Silverman's rule-of-thumb bandwidth of the positive (minority) margins.
+
+    ``0.9 * min(sd, IQR / 1.34) * n ** (-1/5)`` over the positive margins: the
+    kernel width at which their distribution is estimated with the least
+    error for a near-normal shape. The minority class sets it because the
+    counts of its few rows are what make the training objective a coarse,
+    noisy staircase; the majority's many rows are smoothed with the same
+    width, which changes their counts little.
+
+    Parameters
+    ----------
+    margins_positive : array-like of shape (n_positive,)
+    margins : array-like, default=None
+        All margins, used instead when the positive ones have no spread
+        (e.g. a single positive row).
+
+    Returns
+    -------
+    bandwidth : float
+        ``0.0`` when neither has any spread (no smoothing possible).
+
+    Examples
+    --------
+    >>> round(smoothing_bandwidth([-1.0, -0.5, 0.0, 0.5, 1.0]), 4)
+    0.4868
+    """
+    for values in (margins_positive, margins):
+        if values is None:
+            continue
+        values = np.asarray(values, dtype=np.float64)
+        if values.size < 2:
+            continue
+        sd = float(np.std(values, ddof=1))
+        q75, q25 = np.percentile(values, [75, 25])
+        spread = min(sd, (q75 - q25) / 1.34) if q75 > q25 else sd
+        if spread > 0:
+            return float(0.9 * spread * values.size ** -0.2)
+    return 0.0
+
+
+def _smoothed_count(sorted_margins, theta, bandwidth):
+    """``sum_i Phi((m_i + theta) / bandwidth)`` for every theta (a smoothed ``m + theta > 0`` count)."""
+    from scipy.special import ndtr
+
+    total = np.empty(theta.size)
+    step = max(1, _BLOCK // max(1, sorted_margins.size))
+    for start in range(0, theta.size, step):
+        block = theta[start : start + step]
+        total[start : start + step] = ndtr(
+            (sorted_margins[None, :] + block[:, None]) / bandwidth
+        ).sum(axis=1)
+    return total
+
+
+def best_threshold(
+    y,
+    margins,
+    candidates,
+    *,
+    objective="g_mean",
+    smoothing=None,
+    tolerance=0.0,
+    min_precision=0.0,
+):
     """Score every candidate shift on labelled margins and pick the best.
 
     All candidates are scored in ``O((n + c) log n)``: positive and negative
     margins are sorted once and each candidate's confusion matrix is read off
-    with a binary search.
+    with a binary search. A smoothed objective costs ``O(n c)`` more.
+
+    With the defaults this is the paper's choice: the highest training
+    G-mean, ties going to the smallest ``|theta|``.
 
     Parameters
     ----------
@@ -201,11 +329,29 @@ def best_threshold(y, margins, candidates, *, objective="g_mean"):
         Signed margins; a sample is predicted positive when ``margin + theta > 0``.
     candidates : array-like of shape (n_candidates,)
         Shifts to score.
-    objective : {"g_mean", "f_measure"}, default="g_mean"
-        What "best" means: ``sqrt(TPR * TNR)`` (the paper) or the F1 score of
-        the positive class. Ties go to the candidate with the smallest
-        ``|theta|``, then to the first one. Ties are exact: the G-mean is
+    objective : {"g_mean", "f_measure", "g_f_mean"}, default="g_mean"
+        What "best" means: ``sqrt(TPR * TNR)`` (the paper), the F1 score of
+        the positive class, or ``sqrt(G-mean * F-measure)``, a compromise.
+        Without smoothing and tolerance, ties are exact: the G-mean is
         compared through ``TP * TN``, the F-measure through one division.
+    smoothing : {"silverman"}, float or None, default=None
+        ``None``: the objective of the exact counts (a staircase in
+        ``theta``). Otherwise every count is smoothed with a Gaussian kernel,
+        a sample counting ``Phi((margin + theta) / bandwidth)`` as positive,
+        and the objective of the smoothed counts is maximised: an estimate of
+        the objective on new data rather than on these few samples. A float
+        is the bandwidth (margin units); ``"silverman"`` is
+        :func:`smoothing_bandwidth` of the positive margins.
+    tolerance : float, default=0.0
+        Relative slack: every candidate whose objective is at least
+        ``(1 - tolerance) * best`` counts as best, and the smallest ``|theta|``
+        among them wins (then the first). A small tolerance keeps the shift
+        from moving far for a negligible gain on the training samples, which
+        protects precision on new data.
+    min_precision : float, default=0.0
+        Precision floor (exact counts): candidates whose positive predictions
+        are less precise are left out. If none reaches the floor, the most
+        precise candidates are the ones considered.
 
     Returns
     -------
@@ -214,8 +360,10 @@ def best_threshold(y, margins, candidates, *, objective="g_mean"):
     table : dict of ndarray
         Equal-length arrays, one entry per candidate in the given order:
         ``theta``, ``tpr``, ``tnr``, ``precision``, ``g_mean``, ``f_measure``
-        (``pandas.DataFrame(table)`` shows it). Precision and F-measure are 0
-        when nothing is predicted positive.
+        (exact counts), and ``score``, the maximised objective (smoothed when
+        ``smoothing`` is set; ``-inf`` for candidates below the precision
+        floor). ``pandas.DataFrame(table)`` shows it. Precision and
+        F-measure are 0 when nothing is predicted positive.
 
     Raises
     ------
@@ -232,6 +380,8 @@ def best_threshold(y, margins, candidates, *, objective="g_mean"):
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}.")
+    if not 0.0 <= tolerance < 1.0:
+        raise ValueError(f"tolerance must be in [0, 1); got {tolerance!r}.")
     positive = np.asarray(y).astype(bool)
     margins = np.asarray(margins, dtype=np.float64)
     theta = np.asarray(candidates, dtype=np.float64).reshape(-1)
@@ -255,8 +405,35 @@ def best_threshold(y, margins, candidates, *, objective="g_mean"):
     g_mean = np.sqrt((tp * tn) / (n_pos * n_neg))  # eq. 19
     # 2 TP / (2 TP + FP + FN), eq. 18; n_pos + predicted > 0 always
     f_measure = (2 * tp) / (n_pos + predicted)
-    key = tp * tn if objective == "g_mean" else f_measure
-    best = np.lexsort((np.arange(theta.size), np.abs(theta), -key))[0]
+
+    bandwidth = _bandwidth(smoothing, pos_sorted, margins)
+    if bandwidth > 0:
+        s_tp = _smoothed_count(pos_sorted, theta, bandwidth)
+        s_fp = _smoothed_count(neg_sorted, theta, bandwidth)
+        s_g = np.sqrt(np.clip((s_tp / n_pos) * (1.0 - s_fp / n_neg), 0.0, None))
+        s_f = (2 * s_tp) / (n_pos + s_tp + s_fp)
+        score = {"g_mean": s_g, "f_measure": s_f, "g_f_mean": np.sqrt(s_g * s_f)}[objective]
+        exact_key = None
+    else:
+        score = {
+            "g_mean": g_mean,
+            "f_measure": f_measure,
+            "g_f_mean": np.sqrt(g_mean * f_measure),
+        }[objective]
+        # integer products make G-mean ties exact
+        exact_key = tp * tn if objective == "g_mean" else score
+    allowed = precision >= min_precision
+    if not allowed.any():
+        allowed = precision == precision.max()
+    score = np.where(allowed, score, -np.inf)
+    if tolerance > 0:
+        best_score = score.max()
+        tied = score >= best_score - tolerance * abs(best_score)
+    else:
+        key = np.where(allowed, exact_key, -1) if exact_key is not None else score
+        tied = key == key.max()
+    index = np.flatnonzero(tied)
+    best = index[np.lexsort((index, np.abs(theta[index])))[0]]
     table = {
         "theta": theta,
         "tpr": tpr,
@@ -264,8 +441,24 @@ def best_threshold(y, margins, candidates, *, objective="g_mean"):
         "precision": precision,
         "g_mean": g_mean,
         "f_measure": f_measure,
+        "score": score,
     }
     return float(theta[best]), table
+
+
+def _bandwidth(smoothing, pos_sorted, margins):
+    if smoothing is None:
+        return 0.0
+    if isinstance(smoothing, str):
+        if smoothing not in SMOOTHINGS:
+            raise ValueError(
+                f"smoothing must be one of {SMOOTHINGS}, a positive float or None; "
+                f"got {smoothing!r}."
+            )
+        return smoothing_bandwidth(pos_sorted, margins)
+    if not smoothing > 0:
+        raise ValueError(f"a smoothing bandwidth must be positive; got {smoothing!r}.")
+    return float(smoothing)
 
 
 def othr_threshold(
@@ -274,6 +467,10 @@ def othr_threshold(
     margins,
     *,
     objective="g_mean",
+    candidates="othr",
+    smoothing=None,
+    tolerance=0.0,
+    min_precision=0.0,
     n_neighbors=10,
     metric="euclidean",
     method="auto",
@@ -282,18 +479,24 @@ def othr_threshold(
     """SVM-OTHR's threshold search (paper Fig. 3) on labelled samples.
 
     Candidates come from :func:`farther_majority_neighbours` and
-    :func:`othr_candidates`; :func:`best_threshold` scores them on the same
-    samples.
+    :func:`othr_candidates` (or :func:`midpoint_candidates`);
+    :func:`best_threshold` scores them on the same samples. The defaults are
+    the paper's search.
 
     Parameters
     ----------
     X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-        Where neighbours are measured (input space).
+        Where neighbours are measured (input space); unused with
+        ``candidates="midpoints"``.
     y : array-like of shape (n_samples,)
         Truthy for the positive (minority) class.
     margins : array-like of shape (n_samples,)
         Signed margins of the samples.
-    objective : {"g_mean", "f_measure"}, default="g_mean"
+    objective : {"g_mean", "f_measure", "g_f_mean"}, default="g_mean"
+    candidates : {"othr", "midpoints"}, default="othr"
+        The paper's eq. 23 candidates, or every cut between two distinct margins.
+    smoothing, tolerance, min_precision
+        See :func:`best_threshold`.
     n_neighbors, metric, method, random_state
         See :func:`farther_majority_neighbours`.
 
@@ -303,7 +506,8 @@ def othr_threshold(
         The chosen shift (``0.0`` when no candidate does better).
     table : dict of ndarray
         :func:`best_threshold`'s table plus ``sample`` and ``neighbour``, the
-        row numbers in ``X`` of x_i and nx_i (-1 for ``theta = 0``).
+        row numbers in ``X`` of x_i and nx_i (-1 for ``theta = 0``); for
+        midpoints, the first rows just above and just below the cut.
 
     Examples
     --------
@@ -314,28 +518,43 @@ def othr_threshold(
     >>> theta, table["sample"].tolist(), table["neighbour"].tolist()
     (0.5, [-1, 1], [-1, 2])
     """
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates must be one of {CANDIDATES}; got {candidates!r}.")
     positive = np.asarray(y).astype(bool)
     margins = np.asarray(margins, dtype=np.float64)
-    minority_rows = np.flatnonzero(positive)
-    majority_rows = np.flatnonzero(~positive)
-    neighbour = farther_majority_neighbours(
-        X[minority_rows],
-        margins[minority_rows],
-        X[majority_rows],
-        margins[majority_rows],
-        n_neighbors=n_neighbors,
-        metric=metric,
-        method=method,
-        random_state=random_state,
+    if candidates == "midpoints":
+        theta_candidates, sample, neighbour = midpoint_candidates(margins)
+    else:
+        minority_rows = np.flatnonzero(positive)
+        majority_rows = np.flatnonzero(~positive)
+        nearest = farther_majority_neighbours(
+            X[minority_rows],
+            margins[minority_rows],
+            X[majority_rows],
+            margins[majority_rows],
+            n_neighbors=n_neighbors,
+            metric=metric,
+            method=method,
+            random_state=random_state,
+        )
+        theta_candidates, from_minority, from_majority = othr_candidates(
+            margins[minority_rows], margins[majority_rows], nearest
+        )
+        sample = np.where(from_minority >= 0, minority_rows[from_minority], -1)
+        neighbour = np.where(from_majority >= 0, majority_rows[from_majority], -1)
+    theta, scores = best_threshold(
+        positive,
+        margins,
+        theta_candidates,
+        objective=objective,
+        smoothing=smoothing,
+        tolerance=tolerance,
+        min_precision=min_precision,
     )
-    candidates, from_minority, from_majority = othr_candidates(
-        margins[minority_rows], margins[majority_rows], neighbour
-    )
-    theta, scores = best_threshold(positive, margins, candidates, objective=objective)
     table = {
         "theta": scores.pop("theta"),
-        "sample": np.where(from_minority >= 0, minority_rows[from_minority], -1),
-        "neighbour": np.where(from_majority >= 0, majority_rows[from_majority], -1),
+        "sample": sample,
+        "neighbour": neighbour,
         **scores,
     }
     return theta, table
