@@ -94,7 +94,7 @@ def _load():
 def stage_compile(args):
     result = {"load_before": _load()}
     tic = time.perf_counter()
-    import pynndescent  # noqa: F401
+    import pynndescent  # noqa: F401  (timed: the import loads numba-cached functions)
 
     result["import_s"] = time.perf_counter() - tic
     from dimbsvm.graph.knn import KNNIndex, warm_up

@@ -81,12 +81,12 @@ def _ovr(estimator, multiclass):
 
 # name -> (feature stages, classifier factory taking `multiclass`)
 PAPER_METHODS = {
-    "lin": (lambda: [], lambda mc: _ovr(LinearSVC(C=1.0), mc)),
+    "lin": (list, lambda mc: _ovr(LinearSVC(C=1.0), mc)),
     "lin+str": (lambda: [_str(1.0)], lambda mc: _ovr(LinearSVC(C=1.0), mc)),
     "hik": (lambda: [HIKEncoder(100)], lambda mc: _ovr(LinearSVC(C=1.0), mc)),
     "hik+str": (lambda: [_str(10.0, base="hik")], lambda mc: _ovr(LinearSVC(C=1.0), mc)),
-    "rbf": (lambda: [], lambda mc: SVC(C=1.0, gamma="scale")),
-    "rbf_balanced": (lambda: [], lambda mc: SVC(C=1.0, gamma="scale", class_weight="balanced")),
+    "rbf": (list, lambda mc: SVC(C=1.0, gamma="scale")),
+    "rbf_balanced": (list, lambda mc: SVC(C=1.0, gamma="scale", class_weight="balanced")),
 }
 
 
@@ -99,17 +99,17 @@ def _othr(margins):
 
 
 IMBALANCED_METHODS = {
-    "lin_bal": (lambda: [], _lin_bal),
+    "lin_bal": (list, _lin_bal),
     "lin_bal+str_l1": (lambda: [_str(1.0)], _lin_bal),
     "lin_bal+str_l0.3": (lambda: [_str(0.3)], _lin_bal),
     "lin_bal+str_l0.1": (lambda: [_str(0.1)], _lin_bal),
     "lin_bal+str_l0.3_k30": (lambda: [_str(0.3, k=30)], _lin_bal),
     "lin_bal+str_l1_degree": (lambda: [_str(1.0, normalize="degree")], _lin_bal),
     "lin_bal+str_l0.3_degree": (lambda: [_str(0.3, normalize="degree")], _lin_bal),
-    "othr": (lambda: [], _othr("train")),
+    "othr": (list, _othr("train")),
     "othr+str_l1": (lambda: [_str(1.0)], _othr("train")),
     "othr+str_l0.3": (lambda: [_str(0.3)], _othr("train")),
-    "othr_cv": (lambda: [], _othr("cv")),
+    "othr_cv": (list, _othr("cv")),
     "othr_cv+str_l0.3": (lambda: [_str(0.3)], _othr("cv")),
     "hik_bal": (lambda: [HIKEncoder(100)], _lin_bal),
     "hik_bal+str_l10": (lambda: [_str(10.0, base="hik")], _lin_bal),
@@ -164,7 +164,7 @@ def evaluate(X, y, *, part, method, seed, fold, n_splits):
         record["train_g_mean"] = g_mean(y[train], model.predict(X[train]))
         if isinstance(model[-1], OTHRClassifier):
             record["threshold"] = float(model[-1].threshold_)
-            record["candidates"] = int(len(model[-1].candidates_["theta"]))
+            record["candidates"] = len(model[-1].candidates_["theta"])
     return record
 
 
@@ -207,8 +207,8 @@ def _report(frame, args, seconds):
                if m in frame]
     lines = [f"# structural features: {args.part}", "",
              f"Command: `python -m benchmarks.structural_quality {' '.join(args.argv)}`", "",
-             f"{args.folds}-fold stratified CV x {args.repeats} repeat(s); {seconds:.0f} s wall; "
-             f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.", "",
+             (f"{args.folds}-fold stratified CV x {args.repeats} repeat(s); {seconds:.0f} s wall; "
+              f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."), "",
              "## Mean over datasets (percent; fit_time in s)", ""]
     per_dataset = frame.groupby(["dataset", "method"], sort=False)[metrics].mean()
     overall = per_dataset.groupby("method", sort=False).mean()

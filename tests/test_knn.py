@@ -1,10 +1,24 @@
-"""Tests of dimbsvm.graph.knn: exact against brute force, pynndescent recall."""
+"""Tests of dimbsvm.graph: exact against brute force, pynndescent recall, the fitted index, the sharded build."""
 
+import logging
+import pickle
+import time
+
+import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dimbsvm.graph.knn import nearest_neighbors
+from dimbsvm.exceptions import DataError, StoreError
+from dimbsvm.graph import (
+    KNNIndex,
+    knn_graph,
+    open_knn_graph,
+    sample_recall,
+    sharded,
+    warm_up,
+)
+from dimbsvm.graph.knn import drop_self, nearest_neighbors
 
 
 def _brute_force(X_index, X_query, k):
@@ -73,16 +87,6 @@ def test_pynndescent_recall():
 
 # --- kNN graphs, the fitted index, the sharded build (issue 6) ------------------------------------
 
-import logging  # noqa: E402
-import pickle  # noqa: E402
-import time  # noqa: E402
-
-import dask.array as da  # noqa: E402
-
-from dimbsvm.exceptions import DataError, StoreError  # noqa: E402
-from dimbsvm.graph import KNNIndex, knn_graph, open_knn_graph, sample_recall, warm_up  # noqa: E402
-from dimbsvm.graph import sharded  # noqa: E402
-from dimbsvm.graph.knn import drop_self  # noqa: E402
 
 
 def _clustered(n, d=8, centers=20, seed=0):

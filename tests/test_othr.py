@@ -15,11 +15,15 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dimbsvm.metrics import f_measure, g_mean
-from dimbsvm.svm import EnsembleOTHRClassifier, OTHRClassifier, THRClassifier, fit_member
+from dimbsvm.svm import (
+    EnsembleOTHRClassifier,
+    OTHRClassifier,
+    THRClassifier,
+    fit_member,
+)
 from dimbsvm.svm.ensemble import PAPER_PARAMS as ENSEMBLE_PAPER
-from dimbsvm.svm.ensemble import draw_bag
+from dimbsvm.svm.ensemble import draw_bag, pooled_oob_margins
 from dimbsvm.svm.othr import PAPER_PARAMS as OTHR_PAPER
-from dimbsvm.svm.ensemble import pooled_oob_margins
 from dimbsvm.svm.threshold import (
     best_threshold,
     farther_majority_neighbours,
@@ -278,7 +282,7 @@ def test_midpoints_reach_the_best_threshold_of_all(seed):
     positive = rng.rand(40) < 0.3
     positive[:2] = [True, False]
     candidates, upper, lower = midpoint_candidates(margins)
-    theta, table = best_threshold(positive, margins, candidates)
+    _, table = best_threshold(positive, margins, candidates)
     dense = np.linspace(-4, 4, 8001)
     _, dense_table = best_threshold(positive, margins, dense)
     assert table["g_mean"].max() == pytest.approx(dense_table["g_mean"].max())
@@ -288,6 +292,25 @@ def test_midpoints_reach_the_best_threshold_of_all(seed):
     assert np.unique(margins).size == candidates.size
 
 
+def test_smoothed_search_thins_many_candidates(monkeypatch):
+    from dimbsvm.svm import threshold
+
+    rng = np.random.RandomState(3)
+    positive = rng.rand(300) < 0.2
+    margins = rng.normal(size=300) + positive - 0.5
+    candidates, _, _ = midpoint_candidates(margins)
+    monkeypatch.setattr(threshold, "MAX_SMOOTHED_CANDIDATES", 40)
+    theta, table = best_threshold(positive, margins, candidates, smoothing="silverman")
+    scored = np.isfinite(table["score"])
+    assert 35 <= scored.sum() <= 40 and scored[0]  # theta = 0 is always scored
+    assert table["theta"][scored].min() == candidates.min()
+    assert table["theta"][scored].max() == candidates.max()
+    expected, _ = best_threshold(
+        positive, margins, candidates[scored], smoothing="silverman"
+    )
+    assert theta == expected
+
+
 def test_smoothing_bandwidth_rule_and_fallbacks():
     values = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
     sd, iqr = np.std(values, ddof=1), 1.0
@@ -295,7 +318,7 @@ def test_smoothing_bandwidth_rule_and_fallbacks():
     # one positive margin: the spread of all margins is used; none at all: no smoothing
     assert smoothing_bandwidth([0.3], values) == smoothing_bandwidth(values)
     assert smoothing_bandwidth([0.3], [0.3, 0.3]) == 0.0
-    theta, table = best_threshold([1, 0], [0.3, 0.3], [0.0, -1.0], smoothing="silverman")
+    _, table = best_threshold([1, 0], [0.3, 0.3], [0.0, -1.0], smoothing="silverman")
     np.testing.assert_array_equal(table["score"], table["g_mean"])  # fell back to exact
 
 

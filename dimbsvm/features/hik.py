@@ -21,7 +21,7 @@ from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["HIKEncoder", "quantize", "unary_code", "histogram_intersection"]
+__all__ = ["HIKEncoder", "histogram_intersection", "quantize", "unary_code"]
 
 
 def quantize(X, levels, *, clip=True):

@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..graph.knn import KNN_METHODS, KNNIndex
 from .hik import encode
 
-__all__ = ["StructuralFeatures", "neighborhood_matrix", "NORMALIZATIONS"]
+__all__ = ["NORMALIZATIONS", "StructuralFeatures", "neighborhood_matrix"]
 
 #: Accepted values of ``normalize``.
 NORMALIZATIONS = ("none", "l2", "degree")
@@ -139,6 +139,25 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
         ``n_features_in_`` (or ``n_features_in_ * levels`` for HIK) plus the
         number of training rows.
 
+    Notes
+    -----
+    The output has one column per training row, so the linear SVM can give
+    each neighbourhood its own weight. That is what makes the paper's gains
+    (``benchmarks/structural_quality.py``: on satimage, splice and vowel it
+    lifts linear and HIK SVMs in accuracy, a-mean and g-mean), and on small
+    imbalanced sets it lets a balanced ``LinearSVC`` fit its training rows
+    (training G-mean 100 %): on 20 KEEL sets the test G-mean fell from 85.7
+    to 70.9 at lambda = 1 (81.2 at lambda = 0.1) while F-measure rose.
+    Training sets of 20,000 rows or more are searched with pynndescent,
+    whose first use in a process compiles numba code (see
+    :func:`dimbsvm.graph.warm_up`).
+
+    In a job spec (``hik+str`` of the paper)::
+
+        features:
+          - name: structural
+            params: {n_neighbors: 10, weight: 10, base: hik, levels: 100}
+
     Examples
     --------
     >>> X = np.array([[0.0], [0.1], [0.2], [1.0], [1.1]])
@@ -192,8 +211,6 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
         if k >= n:
             raise ValueError(f"n_neighbors={k} must be smaller than the number of training rows "
                              f"(n_samples = {n}): each row needs k other rows as neighbours")
-        if self.base == "hik":
-            encode(X[:1], self.levels)  # NaN or layout problems surface at fit, not at transform
         self.index_ = KNNIndex(k, method=self.method, metric=self.metric, build_neighbors=self.build_neighbors,
                                random_state=self.random_state).fit(X)
         self.train_neighbors_ = self.index_.neighbor_graph(k)[0]

@@ -6,8 +6,8 @@
 - :func:`nearest_neighbors` - one-shot search of query rows against index rows.
 """
 
-from dimbsvm.graph.knn import (EXACT_MAX_ROWS, KNN_METHODS, KNNIndex, default_build_neighbors,
-                               nearest_neighbors, pynndescent_metrics, sample_recall, warm_up)
+from dimbsvm.graph.knn import (EXACT_MAX_ROWS, KNN_METHODS, KNNIndex, default_build_neighbors, nearest_neighbors,
+                               pynndescent_metrics, sample_recall, warm_up)
 from dimbsvm.graph.sharded import KNNGraph, build_sharded_graph, knn_graph, open_knn_graph, warm_up_workers
 
 __all__ = ["EXACT_MAX_ROWS", "KNN_METHODS", "KNNGraph", "KNNIndex", "build_sharded_graph", "default_build_neighbors",

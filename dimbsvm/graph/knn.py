@@ -12,10 +12,11 @@ Arrays in, arrays out: no Dask and no I/O here (the sharded build over a
 store is :mod:`dimbsvm.graph.sharded`).
 
 NN-descent finds the k nearest neighbours reliably only when it builds a
-graph wider than k: on clustered 32-d data with k = 10, a build of width 11
-(10 real neighbours plus the row itself) reaches a recall of about 0.84,
-width 20 about 0.97 and width 30 about 0.996. ``build_neighbors`` is that
-width; its default is :func:`default_build_neighbors`.
+graph wider than k. On clustered 32-d data with k = 10
+(``benchmarks/knn_scale.py``), widths 11 / 20 / 25 / 30 (the row itself
+included) reached recalls of 0.89 / 0.987 / 0.995 / 0.998 at n = 10^5 and
+0.67 / 0.91 / 0.958 / 0.979 at n = 10^6. ``build_neighbors`` is that width;
+its default is :func:`default_build_neighbors`.
 """
 
 from __future__ import annotations
@@ -51,9 +52,11 @@ def default_build_neighbors(n_neighbors):
     """The NN-descent graph width used for ``n_neighbors`` when none is given.
 
     ``max(n_neighbors + 1, 2 * n_neighbors + 5)``: 25 for k = 10, which
-    reached a recall of 0.97-0.98 at n = 10^5 and 10^6 on clustered 32-d data
-    (``benchmarks/knn_scale.py``), where width 11 (k real neighbours plus
-    the row itself) reached about 0.85.
+    reached a recall of 0.995 at n = 10^5 and 0.958 at n = 10^6 on clustered
+    32-d data (``benchmarks/knn_scale.py``), where width 11 (k real
+    neighbours plus the row itself) reached 0.89 and 0.67. Recall falls as n
+    grows: pass a wider ``build_neighbors`` (30: 0.979 at 10^6, 1.4x the time)
+    beyond a few million rows.
 
     Examples
     --------
@@ -444,11 +447,15 @@ def recall_of(found, exact):
 def warm_up(metric="euclidean", sparse=False):
     """Compile pynndescent's numba code for ``metric`` in this process, once.
 
-    The first NN-descent build in a fresh process spends about 25 s compiling
-    (numba caches only part of pynndescent on disk: its parallel kernels and
-    per-index closures are compiled anew in every process). Calling this once
-    per process - e.g. on every Dask worker before a sharded build - moves that
-    cost out of the timed work; later calls return at once.
+    The first NN-descent build in a fresh process spends 25 s (idle 2-core
+    machine) to 110 s (the same machine under load) compiling: numba caches
+    only part of pynndescent on disk, and its parallel kernels and per-index
+    closures are compiled anew in every process. With an empty or unwritable
+    numba cache (e.g. a read-only site-packages in a container; set
+    ``NUMBA_CACHE_DIR`` to a writable directory) it is about 4.5 minutes.
+    Calling this once per process - e.g. on every Dask worker before a
+    sharded build (:func:`~dimbsvm.graph.warm_up_workers`) - pays that cost
+    in parallel and up front; later calls return at once.
 
     Returns
     -------

@@ -39,13 +39,39 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state
 
 from ..exceptions import DataError
-from ..features.stages import compute_on_client, resolve_input, row_chunked, stage_fingerprint
-from ..store import create_checksummed_array, finish_stage, open_finished_stage, open_stage, stage_is_complete
-from .knn import (EXACT_MAX_ROWS, KNN_METHODS, KNNIndex, _check_metric, default_build_neighbors, drop_self,
-                  recall_of, sample_recall, warm_up)
+from ..features.stages import (
+    compute_on_client,
+    resolve_input,
+    row_chunked,
+    stage_fingerprint,
+)
+from ..store import (
+    create_checksummed_array,
+    finish_stage,
+    open_finished_stage,
+    open_stage,
+    stage_is_complete,
+)
+from .knn import (
+    EXACT_MAX_ROWS,
+    KNN_METHODS,
+    KNNIndex,
+    _check_metric,
+    default_build_neighbors,
+    drop_self,
+    recall_of,
+    sample_recall,
+    warm_up,
+)
 
-__all__ = ["KNNGraph", "knn_graph", "build_sharded_graph", "open_knn_graph", "warm_up_workers",
-           "DEFAULT_SHARD_ROWS"]
+__all__ = [
+    "DEFAULT_SHARD_ROWS",
+    "KNNGraph",
+    "build_sharded_graph",
+    "knn_graph",
+    "open_knn_graph",
+    "warm_up_workers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -243,13 +269,12 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
         return open_knn_graph(store_path, stage)
 
     client = current_client(client)
-    timings = {}
     tic = time.perf_counter()
     _check_finite(X, client)
-    timings["check"] = time.perf_counter() - tic
-    group, done = _open_or_resume(store_path, stage, fingerprint, dict(params, seeds=seeds.tolist()),
-                                  n=n, d=int(X.shape[1]), k=k, chunk=chunk, n_shards=len(bounds), dtype=_float_dtype(X.dtype),
-                                  copy_rows=not from_store)
+    timings = {"check": time.perf_counter() - tic}
+    group, done, seeds = _open_or_resume(store_path, stage, fingerprint, dict(params, seeds=seeds.tolist()),
+                                         n=n, d=int(X.shape[1]), k=k, chunk=chunk, n_shards=len(bounds),
+                                         dtype=_float_dtype(X.dtype), copy_rows=not from_store)
     stage_path = Path(store_path) / stage
     rows_path = str(Path(store_path) / "X") if from_store else str(stage_path / "_rows")
     if not from_store and not done.any():
@@ -257,7 +282,6 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
         compute_on_client(da.store(X.astype(_float_dtype(X.dtype)), group["_rows"], lock=False, compute=False),
                           client=client)
         timings["copy_rows"] = time.perf_counter() - tic
-
     if client is not None and "pynndescent" in methods:
         tic = time.perf_counter()
         warm = warm_up_workers(client, metric)
@@ -285,19 +309,25 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
         tic = time.perf_counter()
         recall = _sharded_recall(rows_path, stage_path, n, k, chunk, metric, recall_sample, int(seeds[-1]), client)
         timings["recall"] = time.perf_counter() - tic
-        logger.info("kNN graph recall %.4f against exact neighbours of %d sampled rows",
-                    recall, min(recall_sample, n))
+        logger.info("kNN graph recall %.4f against exact neighbours of %d sampled rows", recall,
+                    min(recall_sample, n))
     for name in _SCRATCH:
         if name in group:
             del group[name]
-    peak = {}
-    for stat in [*shard_stats, *merge_stats]:
-        peak[stat["worker"]] = max(peak.get(stat["worker"], 0), stat["peak_rss"])
-    finish_stage(group, {"recall": recall, "recall_rows": int(min(recall_sample, n)) if recall is not None else 0,
-                         "timings": timings, "peak_rss_bytes": peak, "n_shards": len(bounds),
-                         "shard_methods": methods,
-                         "shard_times": [{k_: s[k_] for k_ in ("shard", "build", "query")} for s in shard_stats]})
+    finish_stage(group, {
+        "recall": recall, "recall_rows": int(min(recall_sample, n)) if recall is not None else 0,
+        "timings": timings, "peak_rss_bytes": _peaks([*shard_stats, *merge_stats]), "n_shards": len(bounds),
+        "shard_methods": methods,
+        "shard_times": [{key: stat[key] for key in ("shard", "build", "query")} for stat in shard_stats]})
     return open_knn_graph(store_path, stage)
+
+
+def _peaks(stats):
+    """Peak resident memory per worker over the tasks' reports."""
+    peak = {}
+    for stat in stats:
+        peak[stat["worker"]] = max(peak.get(stat["worker"], 0), stat["peak_rss"])
+    return peak
 
 
 def _jsonable(random_state):
@@ -326,7 +356,7 @@ def _check_finite(X, client):
 
 
 def _open_or_resume(store_path, stage, fingerprint, meta, *, n, d, k, chunk, n_shards, dtype, copy_rows):
-    """The stage group and its shards' done flags; an unfinished build of the same fingerprint resumes."""
+    """The stage group, its shards' done flags and seeds; an unfinished build of the same fingerprint resumes."""
     path = Path(store_path) / stage
     try:
         group = zarr.open_group(str(path), mode="r+")
@@ -334,7 +364,7 @@ def _open_or_resume(store_path, stage, fingerprint, meta, *, n, d, k, chunk, n_s
         if old.get("fingerprint") == fingerprint and not old.get("complete") and "_shard_done" in group:
             done = group["_shard_done"][:].astype(bool)
             logger.info("resuming the knn stage of %s: %d of %d shard(s) done", store_path, done.sum(), n_shards)
-            return group, done
+            return group, done, np.asarray(old["seeds"])  # the seeds the finished shards used
     except (FileNotFoundError, ValueError, KeyError):
         pass
     group = open_stage(store_path, stage, fingerprint, meta)
@@ -348,7 +378,7 @@ def _open_or_resume(store_path, stage, fingerprint, meta, *, n, d, k, chunk, n_s
     if copy_rows:
         # X is not a store's own array: tasks read rows from this copy instead of receiving data.
         create_checksummed_array(group, "_rows", shape=(n, d), dtype=np.dtype(dtype).name, chunks=(chunk, d))
-    return group, np.zeros(n_shards, dtype=bool)
+    return group, np.zeros(n_shards, dtype=bool), np.asarray(meta["seeds"])
 
 
 def _run(client, func, calls, shared, label):

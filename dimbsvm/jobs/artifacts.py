@@ -40,6 +40,9 @@ TRUSTED_TYPES: list[str] = [
     "dimbsvm.features.similarity.SimilarityFeatures",
     "dimbsvm.svm.act.ACTClassifier",
     "dimbsvm.svm.hpc.HPCClassifier",
+    "dimbsvm.features.structural.StructuralFeatures",
+    "dimbsvm.features.hik.HIKEncoder",
+    "dimbsvm.graph.knn.KNNIndex",
     "dimbsvm.svm._conformal.ConformalTransform",
 ]
 
