@@ -134,6 +134,8 @@ def _cmd_run(args) -> int:
     print(f"job {job['name']}: {job['estimator']['name']} on {job['data']['source']}")
     if result.reused:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
+    if result.reused_members:
+        print(f"resumed: reused {result.reused_members} finished ensemble member(s) from the interrupted run")
     for name, stats in result.summary.items():
         print(f"  {name:<12} {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
     print(f"run directory: {result.run_dir}")

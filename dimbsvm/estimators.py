@@ -112,6 +112,16 @@ def _build(registry, kind, name, params):
         raise JobSpecError(f"unknown {kind} {name!r}; accepted: {', '.join(sorted(registry))}")
     estimator = registry[name].factory()
     params = dict(params or {})
+    base = params.pop("estimator", None)
+    if base is not None:
+        # a wrapper's base estimator is named from the registry (never an import path), then its
+        # nested parameters (``estimator__C``) apply to it
+        if "estimator" not in estimator.get_params(deep=False):
+            raise JobSpecError(f"{kind} {name!r} has no base estimator to choose; drop 'estimator'")
+        if not isinstance(base, str):
+            raise JobSpecError(f"{kind} {name!r}: 'estimator' must be the name of a registered estimator "
+                               f"({', '.join(sorted(_REGISTRY))}); got {base!r}")
+        estimator.set_params(estimator=make_estimator(base))
     valid = estimator.get_params(deep=True)
     unknown = sorted(set(params) - set(valid))
     if unknown:

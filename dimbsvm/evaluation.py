@@ -23,7 +23,7 @@ from .metrics import a_mean, f_measure, g_mean
 
 __all__ = [
     "METRICS", "SCALERS", "repeat_seeds", "fold_indices", "evaluate_fold", "fit_pipeline", "score_model", "score_rows", "summarize",
-    "positive_label", "build_pipeline", "positive_scores",
+    "positive_label", "build_pipeline", "preprocessing_steps", "positive_scores", "metrics_from_predictions",
 ]
 
 #: Metrics a job or suite may ask for. ``auc`` needs a score (decision_function
@@ -75,6 +75,11 @@ def positive_label(y):
 
 def build_pipeline(estimator, *, scaler: str = "minmax", impute: str = "none", features=()):
     """``[imputer] -> [scaler] -> [feature stages] -> estimator``, each fitted on training rows only."""
+    return make_pipeline(*preprocessing_steps(scaler=scaler, impute=impute, features=features), clone(estimator))
+
+
+def preprocessing_steps(*, scaler: str = "minmax", impute: str = "none", features=()) -> list:
+    """The unfitted steps before the estimator: ``[imputer] [scaler] [feature stages]`` (clones)."""
     steps = []
     if impute != "none":
         steps.append(SimpleImputer(strategy=impute))
@@ -85,8 +90,7 @@ def build_pipeline(estimator, *, scaler: str = "minmax", impute: str = "none", f
     elif scaler != "none":
         raise ValueError(f"unknown scaler {scaler!r}; accepted: {', '.join(SCALERS)}")
     steps.extend(clone(stage) for stage in features)
-    steps.append(clone(estimator))
-    return make_pipeline(*steps)
+    return steps
 
 
 def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
@@ -172,6 +176,15 @@ def score_model(model, X, y, *, metrics, pos_label) -> dict:
     y_pred = model.predict(X)
     scores = positive_scores(model, X, pos_label) if "auc" in metrics else None
     predict_time = time.perf_counter() - start
+    return metrics_from_predictions(y, y_pred, scores, metrics=metrics, pos_label=pos_label,
+                                    predict_time=predict_time)
+
+
+def metrics_from_predictions(y, y_pred, scores, *, metrics, pos_label, predict_time=None) -> dict:
+    """The requested metrics from true labels, predictions and positive-class scores.
+
+    ``scores`` is needed only for ``auc``; ``fit_time`` is skipped (the caller's).
+    """
     record = {}
     for name in metrics:
         if name == "g_mean":
@@ -181,7 +194,7 @@ def score_model(model, X, y, *, metrics, pos_label) -> dict:
         elif name == "a_mean":
             record[name] = a_mean(y, y_pred)
         elif name == "auc":
-            record[name] = float(roc_auc_score(y == pos_label, scores))
+            record[name] = float(roc_auc_score(np.asarray(y) == pos_label, scores))
         elif name == "predict_time":
             record[name] = predict_time
         elif name != "fit_time":

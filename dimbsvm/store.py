@@ -103,9 +103,18 @@ class StoreRows:
     def __len__(self):
         return self.shape[0]
 
-    def __getitem__(self, rows):
+    @property
+    def block_rows(self) -> int:
+        """Rows per stored chunk: the natural amount to read at once."""
+        return int(self._open().chunks[0])
+
+    def _open(self):
         if self._array is None:
             self._array = zarr.open_group(self.path, mode="r")["X"]
+        return self._array
+
+    def __getitem__(self, rows):
+        self._open()
         rows = np.asarray(rows)
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)

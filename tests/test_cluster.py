@@ -268,3 +268,69 @@ def test_tls_cluster_accepts_tls_and_refuses_plain_tcp(tmp_path):
         assert not (tmp_path / "plain").exists()
     finally:
         procs.stop()
+
+
+LARGE_JOB = """name: larger-than-a-worker
+data: {{source: {source}}}
+estimator:
+  name: ensemble_othr
+  params: {{estimator: linear_svc, n_estimators: 2, bootstrap: balanced, max_samples: 4000, smoothing: null,
+           random_state: 0}}
+cv: {{n_splits: 2, n_repeats: 1, random_state: 0}}
+metrics: [g_mean, f_measure]
+output: {{model: false}}
+"""
+
+
+def test_job_over_store_larger_than_worker_memory(tmp_path):
+    """1.6 GB of float64 rows (820 MB stored as float32) through workers limited to 500 MiB each.
+
+    Every ensemble member reads only its bag and streams the out-of-bag rows a
+    chunk at a time; the scaler is fitted chunk by chunk. The result equals
+    the same pipeline fitted in this (unconstrained) test process, and no
+    worker is restarted along the way.
+    """
+    from distributed import Client
+
+    from dimbsvm.datasets import make_imbalanced
+    from dimbsvm.estimators import make_estimator
+    from dimbsvm.evaluation import evaluate_fold
+    from dimbsvm.store import ingest, open_store
+
+    n, d, limit = 1_600_000, 128, 500 * 2**20
+    X, y = make_imbalanced(n, n_features=d, minority_fraction=0.02, chunks=50_000, random_state=3)
+    store = tmp_path / "large.zarr"
+    ingest((X, y), store, chunk_rows=20_000)
+    assert n * d * 8 >= 3 * limit  # the rows tasks compute on are three times a worker's limit
+
+    procs = DaskProcesses(tmp_path, memory_limit=str(limit))
+    try:
+        procs.wait_for_workers(2)
+        with Client(procs.address, timeout=30) as client:
+            pids_before = client.run(os.getpid)
+        job = tmp_path / "large.yaml"
+        job.write_text(LARGE_JOB.format(source=store))
+        proc = _dimbsvm("run", job, "--scheduler", procs.address, "--out", tmp_path / "run", "--no-progress",
+                        timeout=900)
+        assert proc.returncode == 0, proc.stderr
+        with Client(procs.address, timeout=30) as client:
+            assert client.run(os.getpid) == pids_before, "a worker was restarted (memory limit?)"
+    finally:
+        procs.stop()
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    resources = json.loads((tmp_path / "run" / "resources.json").read_text())
+    assert 0 < resources["peak_worker_memory_max_bytes"] < limit
+
+    # the independent truth: the same fold fitted in one process that holds all rows
+    stored = open_store(store)
+    X_all = np.asarray(stored.X[:], dtype=np.float64)
+    y_all = np.asarray(stored.y[:])
+    estimator = make_estimator("ensemble_othr", {"estimator": "linear_svc", "n_estimators": 2,
+                                                 "bootstrap": "balanced", "max_samples": 4000,
+                                                 "smoothing": None, "random_state": 0})
+    expected = evaluate_fold(X_all, y_all, estimator=estimator, n_splits=2, seed=0, fold=0,
+                             metrics=("g_mean", "f_measure"))
+    actual = next(f for f in metrics["folds"] if (f["seed"], f["fold"]) == (0, 0))
+    assert actual["threshold"] == pytest.approx(expected["threshold"], rel=1e-9)
+    assert actual["g_mean"] == pytest.approx(expected["g_mean"], abs=1e-4)
+    assert actual["g_mean"] > 0.7  # the members learned the minority class, not a constant

@@ -735,3 +735,27 @@ def _expected_failed_checks(estimator):
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_thin_candidates_keeps_zero_and_extremes_within_budget():
+    from dimbsvm.svm.threshold import thin_candidates
+
+    rng = np.random.default_rng(0)
+    theta = np.concatenate([[0.0], rng.normal(size=999)])
+    keep = thin_candidates(theta, 50)
+    assert len(keep) <= 50 and 0 in keep
+    assert theta.argmin() in keep and theta.argmax() in keep
+    assert np.all(np.diff(keep) > 0)  # original order
+    assert thin_candidates(theta, None) == slice(None) and thin_candidates(theta, 1000) == slice(None)
+
+
+def test_pooled_threshold_with_thinned_candidates_stays_close():
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=3000, weights=[0.9], random_state=0)
+    full = EnsembleOTHRClassifier(n_estimators=3, max_candidates=None, random_state=0).fit(X, y)
+    thin = EnsembleOTHRClassifier(n_estimators=3, max_candidates=200, random_state=0).fit(X, y)
+    assert full.candidates_["theta"].size > 2000 and thin.candidates_["theta"].size <= 200
+    # every kept candidate scores exactly as in the full table
+    common = np.isin(full.candidates_["theta"], thin.candidates_["theta"])
+    np.testing.assert_allclose(np.sort(full.candidates_["score"][common]), np.sort(thin.candidates_["score"]))

@@ -9,7 +9,7 @@ from distributed import as_completed
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["run_tasks"]
+__all__ = ["run_tasks", "share", "show_progress"]
 
 
 def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, label="tasks", on_result=None):
@@ -43,7 +43,7 @@ def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, lab
         ``func``'s return values, in the order of ``calls``.
     """
     shared = dict(shared or {})
-    refs = {key: client.scatter(value, broadcast=False, hash=False) for key, value in shared.items()}
+    refs = {key: share(client, value) for key, value in shared.items()}
     futures = [client.submit(func, **refs, **kwargs, pure=False, retries=retries) for kwargs in calls]
     index = {future.key: i for i, future in enumerate(futures)}
     results = [None] * len(futures)
@@ -56,7 +56,7 @@ def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, lab
             if on_result is not None:
                 on_result(i, results[i])
             if show:
-                _show_progress(done, total, label)
+                show_progress(done, total, label)
     finally:
         if show:
             sys.stderr.write("\n")
@@ -66,7 +66,20 @@ def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, lab
     return results
 
 
-def _show_progress(done, total, label):
+def share(client, value):
+    """Scatter ``value`` to every worker, so that losing one worker does not lose it.
+
+    Scattered data cannot be recomputed: a copy held by a single worker that
+    is killed (SIGKILL, memory limit) would fail every task that needs it.
+    Every task of a job reads the shared data (labels, the store handle), so
+    every worker needs a copy anyway; a worker that joins later gets one
+    from the others when it first runs such a task.
+    """
+    return client.scatter(value, broadcast=True, hash=False)
+
+
+def show_progress(done, total, label):
+    """Draw ``[####....] done/total label`` on stderr, overwriting the line."""
     width = 30
     filled = int(width * done / total)
     sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label}")

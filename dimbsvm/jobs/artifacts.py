@@ -27,7 +27,7 @@ import skops.io as sio
 from .. import __version__
 from ..exceptions import StoreError
 
-__all__ = ["TRUSTED_TYPES", "save_model", "load_model", "verify_model"]
+__all__ = ["TRUSTED_TYPES", "save_model", "load_model", "verify_model", "save_object", "load_object"]
 
 #: dimbsvm classes a model file may contain (full import names). Only estimator
 #: and transformer classes of this package, never functions: loading builds
@@ -123,6 +123,38 @@ def load_model(directory):
     if untrusted:
         raise StoreError(f"model {directory} contains types that are not trusted: {', '.join(untrusted)}")
     return sio.load(path, trusted=list(TRUSTED_TYPES)), meta
+
+
+def save_object(obj, path) -> Path:
+    """Write one object (e.g. a finished ensemble member) in skops' format, atomically.
+
+    For a run's own intermediate results, so that a resumed run reloads them
+    with the same trust rules as a model (:func:`load_object`).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    sio.dump(obj, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load_object(path):
+    """Load a file written by :func:`save_object`, trusting only :data:`TRUSTED_TYPES` and scikit-learn's.
+
+    Raises
+    ------
+    StoreError
+        The file asks for a type that is not trusted, or cannot be read.
+    """
+    path = Path(path)
+    try:
+        untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in TRUSTED_TYPES]
+    except Exception as exc:  # skops raises several types for damaged files
+        raise StoreError(f"{path}: cannot be read ({exc})") from exc
+    if untrusted:
+        raise StoreError(f"{path} contains types that are not trusted: {', '.join(untrusted)}")
+    return sio.load(path, trusted=list(TRUSTED_TYPES))
 
 
 def _sha256(path: Path) -> str:

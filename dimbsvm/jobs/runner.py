@@ -1,5 +1,8 @@
 """Run a validated job: load data, check it, fan out (repeat, fold) tasks, write the run directory.
 
+Ensembles fan out further, as (repeat, fold, member) tasks
+(:mod:`dimbsvm.jobs.ensemble_folds`).
+
 The run directory is assembled under a hidden ``.<name>.partial`` directory
 and renamed into place only when everything is written, so a failed run never
 leaves a directory that looks complete. Each fold's record is saved there as
@@ -29,6 +32,7 @@ from ..evaluation import BINARY_METRICS, evaluate_fold, fit_pipeline, positive_l
 from ..exceptions import DataError, JobSpecError
 from ..store import StoreRows, dataset_fingerprint, open_store
 from .artifacts import save_model
+from .ensemble_folds import is_member_fanout, run_ensemble_folds
 
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data"]
 
@@ -63,6 +67,7 @@ class RunResult:
     summary: dict
     folds: list
     reused: int = 0
+    reused_members: int = 0
 
 
 def load_job_data(source: str) -> JobData:
@@ -213,14 +218,23 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     logger.info("job %s: %s on %s (%d rows), %d fold tasks", job["name"], job["estimator"]["name"],
                 data.name, len(data.y), len(todo))
 
-    def save(i, record):
-        _write_json(partial / "folds" / _fold_file(*todo[i]), record)
+    reused_members = 0
+    if is_member_fanout(common["estimator"]):
+        # (repeat, fold, member) tasks: members of every fold run side by side
+        records, reused_members = run_ensemble_folds(
+            client, keys=todo, data=data, member_dir=partial / "members",
+            on_record=lambda key, record: _write_json(partial / "folds" / _fold_file(*key), record),
+            progress=progress, label="fold/member tasks", **_fanout_kwargs(job, common),
+        )
+    else:
+        def save(i, record):
+            _write_json(partial / "folds" / _fold_file(*todo[i]), record)
 
-    records = run_tasks(
-        client, evaluate_fold, [{"seed": s, "fold": f, **common} for s, f in todo],
-        shared={"X": data.X, "y": data.y}, retries=job["execution"]["retries"],
-        progress=progress, label="folds", on_result=save,
-    )
+        records = run_tasks(
+            client, evaluate_fold, [{"seed": s, "fold": f, **common} for s, f in todo],
+            shared={"X": data.X, "y": data.y}, retries=job["execution"]["retries"],
+            progress=progress, label="folds", on_result=save,
+        )
     by_key = dict(finished) | {key: record for key, record in zip(todo, records)}
     all_records = [by_key[key] for key in keys]
     summary = summarize(all_records, job["metrics"])
@@ -242,12 +256,14 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         "summary": summary,
         "folds": all_records,
         "reused_folds": len(keys) - len(todo),
+        "reused_members": reused_members,
         "dimbsvm_version": __version__,
         "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     })
     (partial / "summary.md").write_text(_summary_markdown(job, data, summary, all_records))
     os.replace(partial, run_dir)  # the run directory appears only once complete
-    return RunResult(run_dir=run_dir, summary=summary, folds=all_records, reused=len(keys) - len(todo))
+    return RunResult(run_dir=run_dir, summary=summary, folds=all_records, reused=len(keys) - len(todo),
+                     reused_members=reused_members)
 
 
 def _open_partial(partial: Path, fingerprint: str, job_text, job) -> dict:
@@ -268,10 +284,20 @@ def _open_partial(partial: Path, fingerprint: str, job_text, job) -> dict:
     return {}
 
 
+def _fanout_kwargs(job, common) -> dict:
+    return dict(estimator=common["estimator"], n_splits=job["cv"]["n_splits"], scaler=common["scaler"],
+                impute=common["impute"], features=common["features"], metrics=common["metrics"],
+                pos_label=common["pos_label"], retries=job["execution"]["retries"])
+
+
 def _save_final_model(client, job, data, common, partial):
-    fit_kwargs = {k: common[k] for k in ("estimator", "features", "scaler", "impute")}
-    [model] = run_tasks(client, fit_pipeline, [fit_kwargs], shared={"X": data.X, "y": data.y},
-                        retries=job["execution"]["retries"], progress=False, label="final model")
+    if is_member_fanout(common["estimator"]):
+        [model], _ = run_ensemble_folds(client, keys=[(0, None)], data=data, member_dir=partial / "members",
+                                        progress=False, **_fanout_kwargs(job, common))
+    else:
+        fit_kwargs = {k: common[k] for k in ("estimator", "features", "scaler", "impute")}
+        [model] = run_tasks(client, fit_pipeline, [fit_kwargs], shared={"X": data.X, "y": data.y},
+                            retries=job["execution"]["retries"], progress=False, label="final model")
     save_model(model, partial / "model", meta={
         "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],
         "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]), "class_map": data.meta.get("class_map", {}),

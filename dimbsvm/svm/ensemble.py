@@ -23,12 +23,16 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 
 from dimbsvm.graph.knn import KNN_METHODS
+from dimbsvm.rows import map_row_blocks, take_rows
+from dimbsvm.svm._native_rng import liblinear_guard
 from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag, set_random_states
 from dimbsvm.svm.othr import (
     SEARCH_CONSTRAINTS,
     _ShiftedMarginClassifier,
+    binary_classes,
     default_estimator,
     margin_sign,
+    positive_label,
     out_of_fold_margins,
     signed_margins,
 )
@@ -201,9 +205,24 @@ def fit_member(
     >>> member.n_draws, member.margins
     (1, 'train')
     """
+    with liblinear_guard(estimator):
+        return _fit_member(
+            X, y, seed, pos_label=pos_label, rows=rows, estimator=estimator, bootstrap=bootstrap,
+            max_samples=max_samples, margins=margins, cv=cv, objective=objective, candidates=candidates,
+            smoothing=smoothing, tolerance=tolerance, min_precision=min_precision,
+            perturbation=perturbation, n_neighbors=n_neighbors, knn_method=knn_method,
+            max_bag_draws=max_bag_draws, keep_oob=keep_oob,
+        )
+
+
+def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_samples, margins, cv, objective,
+                candidates, smoothing, tolerance, min_precision, perturbation, n_neighbors, knn_method,
+                max_bag_draws, keep_oob):
     random_state = np.random.RandomState(seed)
-    if rows is not None:
-        X, y = X[rows], y[rows]
+    # The bag is drawn from the labels alone, so a handle on a store is asked
+    # only for the bag's rows (and the out-of-bag rows a block at a time).
+    rows = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
+    y = np.asarray(y)[rows]
     positive = np.asarray(y == pos_label)
     bag, n_draws = draw_bag(
         positive,
@@ -215,14 +234,20 @@ def fit_member(
     u = random_state.uniform(-1.0, 1.0)
     template = clone(default_estimator() if estimator is None else estimator)
     set_random_states(template, seed)
-    X_bag, y_bag, positive_bag = X[bag], y[bag], positive[bag]
+    X_bag, y_bag, positive_bag = take_rows(X, rows[bag]), y[bag], positive[bag]
     fitted = clone(template).fit(X_bag, y_bag)
     sign = margin_sign(fitted, pos_label, np.unique(y_bag))
 
     oob_rows = oob_margins = None
     if keep_oob or margins == "oob":
-        oob_rows = np.setdiff1d(np.arange(positive.size), bag)
-        oob_margins = signed_margins(fitted, X[oob_rows], sign) if oob_rows.size else np.empty(0)
+        # int32 halves what a member returns when folds hold millions of rows
+        index_type = np.int32 if positive.size < np.iinfo(np.int32).max else np.int64
+        oob_rows = np.setdiff1d(np.arange(positive.size), bag).astype(index_type)
+        oob_margins = (
+            map_row_blocks(lambda block: signed_margins(fitted, block, sign), X, rows[oob_rows])
+            if oob_rows.size
+            else np.empty(0)
+        )
 
     theta_opt, used = 0.0, margins
     if margins != "none":
@@ -230,7 +255,8 @@ def fit_member(
         if margins == "oob":
             n_oob_positive = int(positive[oob_rows].sum())
             if 0 < n_oob_positive < oob_rows.size:
-                used, X_eval, positive_eval = "oob", X[oob_rows], positive[oob_rows]
+                used, positive_eval = "oob", positive[oob_rows]
+                X_eval = take_rows(X, rows[oob_rows]) if candidates == "othr" else None
                 margins_eval = oob_margins
         elif margins == "cv":
             n_distinct = np.unique(bag[positive_bag]).size
@@ -427,6 +453,12 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         Neighbour search method; ``"pynndescent"`` is approximate.
     max_bag_draws : int, default=20
         Attempts to draw a bag holding both classes before a ``ValueError``.
+    max_candidates : int or None, default=100_000
+        With ``threshold="pooled_oob"``: score at most this many candidate
+        shifts, evenly spaced in sorted order
+        (:func:`~dimbsvm.svm.threshold.thin_candidates`). Below 100,000
+        out-of-bag rows nothing is thinned; above, it bounds the memory of
+        the search and of ``candidates_``. ``None`` scores every cut.
     random_state : int, RandomState instance or None, default=None
         Draws the members' seeds.
     client : distributed.Client or None, default=None
@@ -512,6 +544,7 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "knn_method": [StrOptions(set(KNN_METHODS))],
         "max_bag_draws": [Interval(Integral, 1, None, closed="left")],
+        "max_candidates": [Interval(Integral, 2, None, closed="left"), None],
         "random_state": ["random_state"],
         "client": "no_validation",
     }
@@ -537,6 +570,7 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         n_neighbors=10,
         knn_method="auto",
         max_bag_draws=20,
+        max_candidates=100_000,
         random_state=None,
         client=None,
     ):
@@ -558,6 +592,7 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         self.n_neighbors = n_neighbors
         self.knn_method = knn_method
         self.max_bag_draws = max_bag_draws
+        self.max_candidates = max_candidates
         self.random_state = random_state
         self.client = client
 
@@ -578,38 +613,9 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
             The fitted ensemble.
         """
         X, y, positive = self._validate_training_data(X, y)
-        estimator = default_estimator() if self.estimator is None else clone(self.estimator)
-        if self.class_weight is not None:
-            if "class_weight" not in estimator.get_params():
-                raise ValueError(
-                    f"class_weight={self.class_weight!r} needs a base estimator with a "
-                    f"class_weight parameter; {type(estimator).__name__} has none."
-                )
-            estimator.set_params(class_weight=self.class_weight)
+        member_params = self._member_params()
         self.seeds_ = check_random_state(self.random_state).randint(
             _MAX_SEED, size=self.n_estimators
-        )
-        pooled = self.threshold == "pooled_oob"
-        search = dict(
-            objective=self.objective,
-            candidates=self.candidates,
-            smoothing=self.smoothing,
-            tolerance=self.tolerance,
-            min_precision=self.min_precision,
-        )
-        member_params = dict(
-            pos_label=self.pos_label_,
-            estimator=estimator,
-            bootstrap=self.bootstrap,
-            max_samples=self.max_samples,
-            margins="none" if pooled else self.member_margins,
-            cv=self.cv,
-            perturbation=0.0 if pooled else self.perturbation,
-            n_neighbors=self.n_neighbors,
-            knn_method=self.knn_method,
-            max_bag_draws=self.max_bag_draws,
-            keep_oob=pooled,
-            **search,
         )
         client = _client_for(self.client)
         if client is None:
@@ -627,12 +633,106 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
                 progress=False,
                 label="ensemble members",
             )
-        members = list(members)
+        return self._set_members(X, positive, list(members))
+
+    def plan_members(self, y):
+        """What :meth:`fit` would hand each member, from the labels alone.
+
+        For drivers that fit members elsewhere (a job fans out one task per
+        (repeat, fold, member)): ``fit_member(X, y, seed, **params)`` for each
+        seed, then :meth:`fit_from_members`, gives the same ensemble as
+        ``fit(X, y)``.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Training labels, two classes.
+
+        Returns
+        -------
+        seeds : ndarray of int
+            One seed per member, drawn from ``random_state`` as :meth:`fit` does.
+        params : dict
+            Keyword arguments of :func:`fit_member` other than ``X``, ``y`` and ``seed``.
+        """
+        self._validate_params()
+        self._set_classes(y)
+        seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
+        return seeds, self._member_params()
+
+    def fit_from_members(self, X, y, members, seeds):
+        """Finish fitting from members fitted by :func:`fit_member` (see :meth:`plan_members`).
+
+        Parameters
+        ----------
+        X : ndarray or row handle of shape (n_samples, n_features)
+            The training rows the members drew from (preprocessed). Read only
+            when the shared shift needs rows: ``candidates="othr"`` or no
+            usable out-of-bag rows. A handle is read a block at a time.
+        y : array-like of shape (n_samples,)
+        members : list of OTHRMember
+            In seed order.
+        seeds : ndarray of int
+            The seeds the members were fitted with.
+
+        Returns
+        -------
+        self : EnsembleOTHRClassifier
+        """
+        positive = self._set_classes(y)
+        self.n_features_in_ = int(X.shape[1])
+        self.seeds_ = np.asarray(seeds)
+        return self._set_members(X, positive, list(members))
+
+    def _set_classes(self, y):
+        y = np.asarray(y)
+        classes, counts = binary_classes(y, type(self).__name__)
+        self.classes_ = classes
+        self.pos_label_ = positive_label(classes, counts, self.pos_label)
+        return y == self.pos_label_
+
+    def _threshold_search(self):
+        return dict(
+            objective=self.objective,
+            candidates=self.candidates,
+            smoothing=self.smoothing,
+            tolerance=self.tolerance,
+            min_precision=self.min_precision,
+        )
+
+    def _member_params(self):
+        """Keyword arguments of :func:`fit_member` shared by every member (all but the seed)."""
+        estimator = default_estimator() if self.estimator is None else clone(self.estimator)
+        if self.class_weight is not None:
+            if "class_weight" not in estimator.get_params():
+                raise ValueError(
+                    f"class_weight={self.class_weight!r} needs a base estimator with a "
+                    f"class_weight parameter; {type(estimator).__name__} has none."
+                )
+            estimator.set_params(class_weight=self.class_weight)
+        pooled = self.threshold == "pooled_oob"
+        return dict(
+            pos_label=self.pos_label_,
+            estimator=estimator,
+            bootstrap=self.bootstrap,
+            max_samples=self.max_samples,
+            margins="none" if pooled else self.member_margins,
+            cv=self.cv,
+            perturbation=0.0 if pooled else self.perturbation,
+            n_neighbors=self.n_neighbors,
+            knn_method=self.knn_method,
+            max_bag_draws=self.max_bag_draws,
+            keep_oob=pooled,
+            **self._threshold_search(),
+        )
+
+    def _set_members(self, X, positive, members):
+        """Finish fitting from fitted members: the shared shift (if pooled) and the attributes."""
         for stale in ("threshold_", "candidates_", "threshold_margins_"):
             self.__dict__.pop(stale, None)
-        self._pooled = pooled
-        if pooled:
-            members = self._fit_shared_threshold(X, positive, members, search)
+        self._pooled = self.threshold == "pooled_oob"
+        if self._pooled:
+            members = self._fit_shared_threshold(X, positive, members, self._threshold_search())
         self.members_ = members
         self.estimators_ = [member.estimator for member in self.members_]
         self.thresholds_ = np.array([member.threshold for member in self.members_])
@@ -662,15 +762,20 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
             self.threshold_margins_ = "train"
             rows = np.arange(positive.size)
             margins = np.mean(
-                [signed_margins(m.estimator, X, m.margin_sign) for m in members], axis=0
+                [
+                    map_row_blocks(lambda b, m=m: signed_margins(m.estimator, b, m.margin_sign), X, rows)
+                    for m in members
+                ],
+                axis=0,
             )
         theta, table = othr_threshold(
-            X[rows],
+            take_rows(X, rows) if search["candidates"] == "othr" else None,
             positive[rows],
             margins[rows],
             n_neighbors=self.n_neighbors,
             method=self.knn_method,
             random_state=int(self.seeds_[0]),
+            max_candidates=self.max_candidates,
             **search,
         )
         for column in ("sample", "neighbour"):

@@ -484,6 +484,36 @@ def _bandwidth(smoothing, pos_sorted, margins):
     return float(smoothing)
 
 
+def thin_candidates(theta, max_candidates):
+    """Which candidates to score when there are too many: ``theta = 0`` and evenly spaced ranks.
+
+    Parameters
+    ----------
+    theta : ndarray of shape (n_candidates,)
+    max_candidates : int or None
+        ``None`` (or at least ``n_candidates``) keeps all.
+
+    Returns
+    -------
+    keep : slice or ndarray of int
+        Positions into ``theta``, in their original order.
+
+    Examples
+    --------
+    >>> theta = np.array([0.0, -0.4, 0.3, -0.1, 0.1, 0.2, -0.3])
+    >>> theta[thin_candidates(theta, 4)].tolist()
+    [0.0, -0.4, 0.3]
+    """
+    theta = np.asarray(theta)
+    if max_candidates is None or theta.size <= max_candidates:
+        return slice(None)
+    zero = np.flatnonzero(theta == 0.0)[:1]
+    order = np.argsort(theta, kind="stable")
+    n_spaced = max(int(max_candidates) - zero.size, 1)
+    ranks = np.unique(np.linspace(0, theta.size - 1, n_spaced).round().astype(np.int64))
+    return np.unique(np.concatenate([zero, order[ranks]]))
+
+
 def othr_threshold(
     X,
     y,
@@ -498,6 +528,7 @@ def othr_threshold(
     metric="euclidean",
     method="auto",
     random_state=None,
+    max_candidates=None,
 ):
     """SVM-OTHR's threshold search (paper Fig. 3) on labelled samples.
 
@@ -522,6 +553,10 @@ def othr_threshold(
         See :func:`best_threshold`.
     n_neighbors, metric, method, random_state
         See :func:`farther_majority_neighbours`.
+    max_candidates : int or None, default=None
+        Score at most this many candidates (:func:`thin_candidates`): on
+        millions of samples the table of every cut costs more memory than
+        the precision it buys. ``None`` scores all.
 
     Returns
     -------
@@ -565,6 +600,8 @@ def othr_threshold(
         )
         sample = np.where(from_minority >= 0, minority_rows[from_minority], -1)
         neighbour = np.where(from_majority >= 0, majority_rows[from_majority], -1)
+    keep = thin_candidates(theta_candidates, max_candidates)
+    theta_candidates, sample, neighbour = theta_candidates[keep], sample[keep], neighbour[keep]
     theta, scores = best_threshold(
         positive,
         margins,

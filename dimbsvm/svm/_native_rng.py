@@ -1,0 +1,42 @@
+"""Serialise fits that share scikit-learn's process-global LIBLINEAR random generator.
+
+scikit-learn's liblinear wrapper seeds one C-level generator per *process*
+(``sklearn.svm._newrand.set_seed``) and then trains without the GIL. Two
+``LinearSVC`` fits running in threads of the same process (a Dask worker with
+several threads, or an in-process cluster) therefore draw from one stream and
+their results depend on timing. Ensemble members must be identical wherever
+they run, so fits whose estimator uses LIBLINEAR take this lock. Fits in
+separate processes are unaffected, and other estimators never wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+__all__ = ["liblinear_guard", "uses_liblinear"]
+
+_LOCK = threading.RLock()
+
+
+def uses_liblinear(estimator) -> bool:
+    """True if ``estimator`` (or an estimator among its parameters) trains with LIBLINEAR."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC, LinearSVR
+
+    from dimbsvm.svm.hpc import HPCClassifier  # solves with LinearSVC inside
+
+    if isinstance(estimator, (LinearSVC, LinearSVR, HPCClassifier)):
+        return True
+    if isinstance(estimator, LogisticRegression) and estimator.solver == "liblinear":
+        return True
+    get_params = getattr(estimator, "get_params", None)
+    if get_params is None:
+        return False
+    return any(uses_liblinear(value) for value in get_params(deep=False).values()
+               if hasattr(value, "get_params"))
+
+
+def liblinear_guard(estimator):
+    """A context that holds the process-wide LIBLINEAR lock if ``estimator`` needs it."""
+    return _LOCK if uses_liblinear(estimator) else contextlib.nullcontext()
