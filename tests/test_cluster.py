@@ -156,6 +156,42 @@ def test_worker_killed_mid_job_gives_identical_metrics(cluster, reference, tmp_p
     assert _fold_metrics(out) == expected
 
 
+def test_worker_killed_during_ensemble_members(cluster, synthetic_store, tmp_path):
+    """SIGKILL while (repeat, fold, member) tasks run: members are refitted, records equal in-process fits."""
+    from distributed import Client
+
+    from dimbsvm.estimators import make_estimator
+    from dimbsvm.evaluation import evaluate_fold
+    from dimbsvm.store import open_store
+
+    params = {"estimator": "linear_svc", "n_estimators": 6, "random_state": 0}
+    job = tmp_path / "ens.yaml"
+    job.write_text(f"name: ens\ndata: {{source: {synthetic_store}}}\n"
+                   f"estimator: {{name: ensemble_othr, params: {json.dumps(params)}}}\n"
+                   "cv: {n_splits: 3, n_repeats: 2, random_state: 0}\nmetrics: [g_mean, f_measure, auc]\n"
+                   "output: {model: false}\n")
+    out, members = tmp_path / "run", tmp_path / ".run.partial" / "members"
+    proc = subprocess.Popen([sys.executable, "-m", "dimbsvm.cli", "run", str(job), "--scheduler",
+                             cluster.address, "--out", str(out), "--no-progress"],
+                            cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(members.exists, 120, "the first finished member")
+    with Client(cluster.address, timeout=30) as client:
+        workers = list(client.scheduler_info()["workers"])
+        pids = client.run(os.getpid, workers=workers[:1])
+        os.kill(pids[workers[0]], signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        client.wait_for_workers(2, timeout=60)
+    folds = json.loads((out / "metrics.json").read_text())["folds"]
+    stored = open_store(synthetic_store)
+    X, y = np.asarray(stored.X[:], dtype=np.float64), np.asarray(stored.y[:])
+    for record in folds:
+        expected = evaluate_fold(X, y, estimator=make_estimator("ensemble_othr", params), n_splits=3,
+                                 seed=record["seed"], fold=record["fold"], metrics=("g_mean", "f_measure", "auc"))
+        for key in ("g_mean", "f_measure", "auc", "threshold", "member_thresholds"):
+            assert record[key] == expected[key], key
+
+
 def test_interrupted_job_resumes_and_reuses_finished_folds(reference, tmp_path):
     job, expected = reference
     out = tmp_path / "run"

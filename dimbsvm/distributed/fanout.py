@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import uuid
+import warnings
 
 from distributed import as_completed
 
@@ -67,15 +69,23 @@ def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, lab
 
 
 def share(client, value):
-    """Scatter ``value`` to every worker, so that losing one worker does not lose it.
+    """Put ``value`` on the cluster so that losing a worker cannot lose it.
 
-    Scattered data cannot be recomputed: a copy held by a single worker that
-    is killed (SIGKILL, memory limit) would fail every task that needs it.
-    Every task of a job reads the shared data (labels, the store handle), so
-    every worker needs a copy anyway; a worker that joins later gets one
-    from the others when it first runs such a task.
+    Scattered data cannot be recomputed, and Dask's active memory manager
+    drops "extra" replicas, so a worker killed while holding the only copy
+    would fail every task that needs it. Instead the value becomes the
+    result of a trivial task: the scheduler keeps the task's input, and if
+    the worker holding the result dies the task simply runs again. It is
+    sent once; tasks receive it by reference.
     """
-    return client.scatter(value, broadcast=True, hash=False)
+    with warnings.catch_warnings():
+        # the value travels inside this one task's spec on purpose
+        warnings.filterwarnings("ignore", message="Large object", category=UserWarning)
+        return client.submit(_identity, value, pure=False, key=f"shared-{type(value).__name__}-{uuid.uuid4().hex}")
+
+
+def _identity(value):
+    return value
 
 
 def show_progress(done, total, label):
