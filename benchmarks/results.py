@@ -4,14 +4,21 @@ Usage (from the repository root)::
 
     python -m benchmarks.results benchmarks/results/keel-public [DIR ...] [--output benchmarks/RESULTS.md]
 
-Each directory's ``summary.json`` says what kind of benchmark wrote it; each
-kind has a renderer in :data:`RENDERERS`. The numbers in RESULTS.md are only
-ever written by this script, so they always match a results directory.
+Each directory's ``summary.json`` says what kind of benchmark wrote it. A kind
+with an entry in :data:`RENDERERS` is rendered by it; any other kind names the
+benchmark module that wrote it (kind ``"hpc_scale"`` is
+``benchmarks/hpc_scale.py``, a ``-`` in a kind stands for ``_``) and is rendered
+by that module's ``render_markdown(summary)``, under a header this script
+writes from the summary's ``command``, ``date`` (or ``started``), ``machine``
+and, if present, ``packages``, ``title``, ``description`` and
+``wall_seconds``. The numbers in RESULTS.md are only ever written by this
+script, so they always match a results directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shlex
 import sys
@@ -20,7 +27,7 @@ from pathlib import Path
 from . import report
 from .environment import utc_now
 
-__all__ = ["RENDERERS", "render_results", "main"]
+__all__ = ["RENDERERS", "find_renderer", "machine_line", "main", "module_section", "render_results"]
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -69,6 +76,113 @@ def _scale_section(summary: dict, directory: Path) -> list[str]:
 RENDERERS = {"quality": _quality_section, "scale": _scale_section}
 
 
+def machine_line(machine: dict) -> str:
+    """One line describing the machine of :func:`benchmarks.environment.machine_info`.
+
+    Examples
+    --------
+    >>> machine_line({"platform": "Linux", "processor": "AMD EPYC", "cpu_count": 2, "memory_gb": 23.5,
+    ...               "python": "3.11.7"})
+    'Linux; AMD EPYC; 2 logical CPUs; 23.5 GiB memory; Python 3.11.7'
+    """
+    known = ("platform", "processor", "cpu_count", "memory_gb", "python")
+    if not all(k in machine for k in known):
+        return ", ".join(f"{k} {v}" for k, v in machine.items())
+    return (f"{machine['platform']}; {machine['processor']}; {machine['cpu_count']} logical CPUs; "
+            f"{machine['memory_gb']} GiB memory; Python {machine['python']}")
+
+
+def _module_name(kind) -> str | None:
+    """``benchmarks.<module>`` for a kind, or None if the kind cannot name a module."""
+    if not isinstance(kind, str):
+        return None
+    name = kind.replace("-", "_")
+    return f"{__package__ or 'benchmarks'}.{name}" if name.isidentifier() else None
+
+
+def find_renderer(kind):
+    """The section function for a kind: :data:`RENDERERS`, else the kind's module's ``render_markdown``.
+
+    Parameters
+    ----------
+    kind : str
+        ``summary["kind"]``.
+
+    Returns
+    -------
+    callable or None
+        ``function(summary, directory) -> list[str]``; None if the kind has no
+        explicit renderer and no module ``benchmarks.<kind>`` with a
+        ``render_markdown`` function. An import error raised *inside* an
+        existing module propagates.
+    """
+    if kind in RENDERERS:
+        return RENDERERS[kind]
+    module_name = _module_name(kind)
+    if module_name is None:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None
+        raise
+    render = getattr(module, "render_markdown", None)
+    if not callable(render):
+        return None
+
+    def section(summary: dict, directory: Path) -> list[str]:
+        return module_section(summary, render, source=directory / "summary.json")
+
+    return section
+
+
+def module_section(summary: dict, render, *, source="summary") -> list[str]:
+    """A RESULTS.md section: a header written from the summary, then ``render(summary)``.
+
+    Benchmarks whose kind is rendered by the generic rule use this for their
+    own ``report.md`` too, so the two always agree.
+
+    Parameters
+    ----------
+    summary : dict
+        Needs ``kind``, ``command`` (a string or a list of strings),
+        ``date`` (or ``started``) and ``machine``; ``title``,
+        ``description``, ``command_note`` (how the command is known, if it
+        was not recorded), ``wall_seconds`` and ``packages`` are shown if
+        present.
+    render : callable
+        ``render(summary) -> str or list[str]``, the tables.
+    source : str or Path, default="summary"
+        Where the summary came from, for error messages.
+
+    Raises
+    ------
+    ValueError
+        The summary lacks the command, date or machine.
+    """
+    missing = [key for key in ("command", "machine") if key not in summary]
+    date = summary.get("date", summary.get("started"))
+    if date is None:
+        missing.append("date")
+    if missing:
+        raise ValueError(f"{source}: kind {summary.get('kind')!r} lacks {', '.join(missing)}")
+    lines = [f"## {summary.get('title') or summary.get('kind')}", ""]
+    if summary.get("description"):
+        lines += [summary["description"].strip(), ""]
+    when = f"- date: {date} (UTC)"
+    if summary.get("wall_seconds") is not None:
+        when += f"; wall time {summary['wall_seconds']:.0f} s"
+    commands = summary["command"] if isinstance(summary["command"], list) else [summary["command"]]
+    note = f" ({summary['command_note']})" if summary.get("command_note") else ""
+    lines += [*(f"- command: `{c}`{note}" for c in commands), when, f"- machine: {machine_line(summary['machine'])}"]
+    if summary.get("packages"):
+        lines.append("- packages: " + ", ".join(f"{k} {v}" for k, v in summary["packages"].items()))
+    body = render(summary)
+    lines += ["", *([body] if isinstance(body, str) else body)]
+    return lines
+
+
 def render_results(directories, *, command: str) -> str:
     """RESULTS.md as text, one section per results directory in the order given.
 
@@ -77,7 +191,9 @@ def render_results(directories, *, command: str) -> str:
     FileNotFoundError
         A directory without ``summary.json``.
     ValueError
-        A summary of a kind without a renderer.
+        A summary of a kind without a renderer (neither in :data:`RENDERERS`
+        nor a module ``benchmarks.<kind>`` with ``render_markdown``), or a
+        summary without the command, date and machine of its run.
     """
     sections = []
     kinds = set()
@@ -87,10 +203,12 @@ def render_results(directories, *, command: str) -> str:
             raise FileNotFoundError(f"{path} not found; run the benchmark first")
         summary = json.loads(path.read_text())
         kind = summary.get("kind")
-        if kind not in RENDERERS:
-            raise ValueError(f"{path}: unknown benchmark kind {kind!r}; known: {', '.join(RENDERERS)}")
+        renderer = find_renderer(kind)
+        if renderer is None:
+            raise ValueError(f"{path}: unknown benchmark kind {kind!r}; known: {', '.join(RENDERERS)}, or a "
+                             "module benchmarks/<kind>.py with render_markdown(summary)")
         kinds.add(kind)
-        sections.append(RENDERERS[kind](summary, directory))
+        sections.append(renderer(summary, directory))
     parts = [
         "# Benchmark results",
         "",

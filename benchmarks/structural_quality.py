@@ -35,15 +35,19 @@ Usage (from the repository root)::
     python -m benchmarks.structural_quality imbalanced --datasets magic letter sylva synthetic \\
         --methods lin_bal lin_bal+str_l1 lin_bal+str_l0.3 othr_cv+str_l0.3
 
-Writes ``folds.csv`` and ``report.md`` to ``--out``
-(default ``benchmarks/results/structural-<part>``).
+Writes ``folds.csv``, ``report.md`` and ``summary.json`` (kind
+``"structural_quality"``, read by ``python -m benchmarks.results``;
+:func:`summarize`, :func:`render_markdown`) to ``--out`` (default
+``benchmarks/results/structural-<part>``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import shlex
 import sys
 import time
 import warnings
@@ -180,6 +184,7 @@ def run(args):
     seeds = list(range(args.repeats))
     records = []
     tic = time.perf_counter()
+    started = _utc_now()
     with cluster_client(n_workers=args.workers) as client:
         for name in datasets:
             X, y = load_dataset(name)
@@ -197,8 +202,16 @@ def run(args):
     out = Path(args.out or f"benchmarks/results/structural-{args.part}")
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "folds.csv", index=False)
-    report = _report(frame, args, time.perf_counter() - tic)
+    wall = time.perf_counter() - tic
+    report = _report(frame, args, wall)
     (out / "report.md").write_text(report)
+    from .environment import machine_info, package_versions
+
+    summary = summarize(frame, part=args.part, command="python -m benchmarks.structural_quality "
+                        + shlex.join(args.argv), date=started, wall_seconds=round(wall, 1), machine=machine_info(),
+                        packages=package_versions(),
+                        protocol={"n_splits": args.folds, "seeds": seeds, "workers": args.workers})
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
     logger.info("\n%s", report)
 
 
@@ -222,6 +235,83 @@ def _report(frame, args, seconds):
         lines.append(f"LinearSVC convergence warnings: {int(frame['not_converged'].sum())} fits "
                      f"({', '.join(sorted(frame.loc[frame['not_converged'] > 0, 'method'].unique()))}).")
     return "\n".join(lines) + "\n"
+
+
+METRICS = ("accuracy", "a_mean", "g_mean", "f_measure", "auc", "train_g_mean", "fit_time")
+LABELS = {"accuracy": "accuracy", "a_mean": "a-mean", "g_mean": "G-mean", "f_measure": "F-measure", "auc": "ROC-AUC",
+          "train_g_mean": "training G-mean", "fit_time": "fit (s)"}
+
+
+def _utc_now():
+    from .environment import utc_now
+
+    return utc_now()
+
+
+def summarize(frame, *, part, **header) -> dict:
+    """The ``summary.json`` (kind ``"structural_quality"``) of a run from its per-fold table.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per (dataset, method, seed, fold), as ``folds.csv``.
+    part : {"paper", "imbalanced"}
+    **header
+        ``command``, ``date``, ``wall_seconds``, ``machine``, ``packages``,
+        ``protocol``: stored as given.
+
+    Returns
+    -------
+    dict
+        ``per_dataset[dataset][method][metric]`` with the mean and standard
+        deviation over folds (``ddof=1``), ``over_datasets[method][metric]``
+        with the mean and standard deviation across datasets of the
+        per-dataset means, ``dataset_info`` (rows, features, smallest class)
+        and the LinearSVC convergence warnings per method.
+    """
+    metrics = [m for m in METRICS if m in frame]
+    datasets = list(dict.fromkeys(frame["dataset"]))
+    methods = list(dict.fromkeys(frame["method"]))
+    grouped = frame.groupby(["dataset", "method"], sort=False)[metrics]
+    means, stds, counts = grouped.mean(), grouped.std(ddof=1), grouped.size()
+    per_dataset = {d: {m: {**{k: {"mean": float(means.loc[(d, m), k]), "std": float(stds.loc[(d, m), k])}
+                              for k in metrics}, "n_folds": int(counts.loc[(d, m)])}
+                       for m in methods if (d, m) in means.index} for d in datasets}
+    over = means.groupby("method", sort=False).agg(["mean", "std"])
+    over_datasets = {m: {k: {"mean": float(over.loc[m, (k, "mean")]), "std": float(over.loc[m, (k, "std")])}
+                         for k in metrics} for m in methods}
+    info = frame.groupby("dataset", sort=False)[["n_samples", "n_features", "n_minority"]].first()
+    not_converged = frame.groupby("method", sort=False)["not_converged"].sum() if "not_converged" in frame else {}
+    return {"kind": "structural_quality", "title": f"Structural-similarity features: {part}",
+            "description": __doc__.split("\n\n")[1].replace("\n", " "), "part": part, **header,
+            "datasets": datasets, "methods": methods, "metrics": metrics,
+            "dataset_info": {d: {k: int(v) for k, v in row.items()} for d, row in info.iterrows()},
+            "per_dataset": per_dataset, "over_datasets": over_datasets,
+            "not_converged": {m: int(not_converged[m]) for m in methods} if len(not_converged) else {}}
+
+
+def render_markdown(summary: dict) -> list[str]:
+    """The tables of a ``"structural_quality"`` summary (markdown lines), as RESULTS.md shows them."""
+    metrics, methods, datasets = summary["metrics"], summary["methods"], summary["datasets"]
+    over, per = summary["over_datasets"], summary["per_dataset"]
+
+    def cell(stats, metric):
+        if metric == "fit_time":
+            return f"{stats['mean']:.2f}"
+        return f"{100 * stats['mean']:.1f}" + (f" ± {100 * stats['std']:.1f}" if stats["std"] == stats["std"] else "")
+
+    lines = [f"Mean over {len(datasets)} dataset(s) (± standard deviation across datasets), in percent:", "",
+             "| method | " + " | ".join(LABELS[m] for m in metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+    lines += [f"| {m} | " + " | ".join(cell(over[m][k], k) for k in metrics) + " |" for m in methods]
+    for metric in [m for m in ("accuracy", "g_mean", "f_measure") if m in metrics]:
+        lines += ["", f"{LABELS[metric]} per dataset (mean ± standard deviation over folds, %):", "",
+                  "| dataset | " + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
+        lines += [f"| {d} | " + " | ".join(cell(per[d][m][metric], metric) if m in per[d] else "–" for m in methods)
+                  + " |" for d in datasets]
+    if any(summary.get("not_converged", {}).values()):
+        lines += ["", "LinearSVC convergence warnings (fits): " + ", ".join(
+            f"{m} {n}" for m, n in summary["not_converged"].items() if n) + "."]
+    return lines
 
 
 def _markdown(frame):

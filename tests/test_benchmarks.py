@@ -250,3 +250,166 @@ def test_report_lists_failures_and_compares_on_common_datasets():
     report = render_report(summary)
     assert "## Failed folds" in report and "5 fold(s) failed** (smote_svc: 5)" in report
     assert "left out of the means, ranks and tests because some method has no successful fold there: c" in report
+
+
+# --- RESULTS.md sections of benchmarks without a suite: kind -> benchmarks.<kind>.render_markdown -------------
+
+MACHINE = {"platform": "Linux-test", "processor": "CPU", "cpu_count": 2, "memory_gb": 8.0, "python": "3.11"}
+
+
+def _write_summary(directory, summary):
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "summary.json").write_text(json.dumps(summary))
+    return directory
+
+
+def _act_records():
+    records = []
+    for fold, (g, f) in enumerate([(0.8, 0.1234), (0.9, 0.1244)]):
+        records.append({"dataset": "d1", "method": "svc", "seed": 0, "fold": fold, "g_mean": g, "f_measure": f,
+                        "fit_time": 0.5})
+        records.append({"dataset": "d1", "method": "act", "seed": 0, "fold": fold, "g_mean": 1.0, "f_measure": 0.5,
+                        "fit_time": 1.5, "best_round": 1 + fold, "n_rounds": 3, "kernel_scale": 2.0 + fold,
+                        "stop": "patience", "all_converged": fold == 0})
+        records.append({"dataset": "d2", "method": "svc", "seed": 0, "fold": fold, "g_mean": 0.4, "f_measure": 0.3,
+                        "fit_time": 0.25, "C": 10.0})
+    return records
+
+
+def _act_summary(records=None):
+    from benchmarks import act_quality
+
+    return act_quality.summarize(records or _act_records(), datasets=["d1", "d2"], methods=["svc", "act"],
+                                 command="python -m benchmarks.act_quality --test", date="2026-01-01T00:00:00+00:00",
+                                 wall_seconds=12.0, machine=MACHINE, packages={"dimbsvm": "0.1"},
+                                 protocol={"n_splits": 2, "seeds": [0]})
+
+
+def test_act_summary_and_section_have_the_fold_statistics(tmp_path):
+    summary = _act_summary()
+    d1 = summary["results"]["d1"]
+    assert d1["svc"]["g_mean"]["mean"] == pytest.approx(0.85)
+    assert d1["svc"]["g_mean"]["std"] == pytest.approx(np.std([0.8, 0.9], ddof=1))
+    assert d1["act"]["not_converged"] == 1 and d1["act"]["kernel_scale"]["median"] == pytest.approx(2.5)
+    assert summary["results"]["d2"]["svc"]["C"] == {"10.0": 2}
+    assert "act" not in summary["results"]["d2"] and summary["over_datasets"]["act"]["n_datasets"] == 1
+    text = render_results([_write_summary(tmp_path / "act", summary)], command="python -m benchmarks.results X")
+    assert "- command: `python -m benchmarks.act_quality --test`" in text
+    assert "- date: 2026-01-01T00:00:00+00:00 (UTC); wall time 12 s" in text
+    assert "- machine: Linux-test; CPU; 2 logical CPUs; 8.0 GiB memory; Python 3.11" in text
+    # G-mean 85.0 ± 7.1 and F-measure 12.4 ± 0.1 on d1; the mean row averages d1 and d2 (85.0, 40.0).
+    assert "| d1 | 85.0 ± 7.1 | 100.0 ± 0.0 |" in text and "| d1 | 12.4 ± 0.1 | 50.0 ± 0.0 |" in text
+    assert "| mean over 2 | **62.5 ± 31.8** | **100.0** |" in text
+    assert "| d1 | 1.5 / 3.0, x2.5, 1 |" in text and "| d2 | 10.0: 2 |" in text
+
+
+def test_act_summary_is_rebuilt_from_folds_csv(tmp_path):
+    import csv
+
+    from benchmarks import act_quality
+
+    records = _act_records()
+    with open(tmp_path / "folds.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(k for r in records for k in r)))
+        writer.writeheader()
+        writer.writerows(records)
+    (tmp_path / "summary.json").write_text(json.dumps(_act_summary()))
+    assert act_quality.read_folds(tmp_path / "folds.csv") == records
+    assert json.loads(json.dumps(act_quality.resummarize(tmp_path))) == json.loads(json.dumps(_act_summary()))
+    assert (tmp_path / "report.md").read_text().startswith("## ACT on 2 KEEL datasets")
+
+
+def test_hpc_quality_summary_is_read_from_its_files(tmp_path):
+    from benchmarks import hpc_quality
+
+    rows = []
+    for dataset, base in (("glass6", 0.5), ("pima", 0.7)):
+        for method, shift in (("svc", 0.0), ("hpc_linear", 0.1)):
+            for seed in (0, 1):
+                rows.append({"seed": seed, "fold": 0, "g_mean": base + shift + 0.02 * seed, "f_measure": base,
+                             "auc": 0.9, "fit_time": 0.01, "dataset": dataset, "method": method,
+                             "not_converged": int(method == "svc")})
+    pd.DataFrame(rows).to_csv(tmp_path / "folds.csv", index=False)
+    (tmp_path / "run.json").write_text(json.dumps({
+        "started": "2026-01-02T00:00:00+00:00", "wall_seconds": 3.0, "datasets": ["glass6", "pima"],
+        "methods": ["svc", "hpc_linear"], "machine": MACHINE, "packages": {"dimbsvm": "0.1"}}))
+    summary = hpc_quality.write_summary(tmp_path)
+    assert summary["methods"] == ["hpc_linear", "svc"]  # by average G-mean rank
+    assert summary["command"].startswith("python -m benchmarks.hpc_quality --datasets glass6 pima --methods svc")
+    assert "rebuilt" in summary["command_note"]
+    over = summary["over_datasets"]["hpc_linear"]
+    assert over["g_mean"]["mean"] == pytest.approx(0.71) and over["rank_g_mean"] == 1.0
+    text = render_results([tmp_path], command="X")
+    assert "| hpc_linear | 71.0 ± 14.1 | 60.0 ± 14.1 | 90.0 | 1.00 | 1.50 | 0.010 | 0 |" in text
+    assert "| svc | 61.0 ± 14.1 | 60.0 ± 14.1 | 90.0 | 2.00 | 1.50 | 0.010 | 4 |" in text
+    assert "| hpc_linear | 61.0 | 81.0 |" in text  # G-mean per dataset
+    assert "- date: 2026-01-02T00:00:00+00:00 (UTC)" in text
+    assert (tmp_path / "report.md").read_text().startswith("## HPC-SVM on public KEEL")
+
+
+def test_hpc_replicate_summary_is_read_from_run_files(tmp_path):
+    from benchmarks import hpc_replicate
+
+    def records(method, accuracies, params):
+        return [{"dataset": "sonar", "method": method, "fold": i, "accuracy": a, "params": params, "seconds": 1.0,
+                 "not_converged": 1} for i, a in enumerate(accuracies)]
+
+    run = {"records": records("hpc_linear", [0.8, 0.85, 0.9, 0.95, 1.0], {"C": 1.0, "c1": 0.1, "n_neighbors": 5})
+           + records("svc_linear", [0.8] * 5, {"C": 1.0}),
+           "started": "2026-01-03T00:00:00+00:00", "wall_seconds": 7.0, "grid": "reduced", "machine": MACHINE,
+           "packages": {"dimbsvm": "0.1"}}
+    (tmp_path / "linear-reduced-sonar.json").write_text(json.dumps(run))
+    summary = hpc_replicate.write_summary(tmp_path)
+    table = summary["tables"]["linear"]
+    assert table["methods"] == ["hpc_linear", "svc_linear"] and table["wins"] == {"svc_linear": 1}
+    expected = ("python -m benchmarks.hpc_replicate --kernel linear --grid reduced --datasets sonar "
+                f"--methods hpc_linear svc_linear --out {tmp_path}")
+    assert summary["command"] == [expected]
+    text = render_results([tmp_path], command="X")
+    svm, hpc = hpc_replicate.PAPER["linear"]["sonar"]
+    assert (f"| sonar | reduced | 90.00 ± 7.91 | 80.00 ± 0.00 | {svm:.2f} | {hpc:.2f} | "
+            '{"C": 1.0, "c1": 0.1, "n_neighbors": 5} (5/5) |') in text
+    assert "| **mean over 1** | | **90.00** | **80.00** |" in text
+    assert "hpc_linear more accurate than: svc_linear on 1/1 datasets." in text
+
+
+def test_structural_summary_renders_fold_statistics():
+    from benchmarks import structural_quality
+    from benchmarks.results import module_section
+
+    frame = pd.DataFrame([{"dataset": "d", "method": m, "seed": 0, "fold": f, "accuracy": 0.9, "a_mean": 0.8,
+                           "g_mean": g, "fit_time": 0.125, "not_converged": 0, "n_samples": 10, "n_features": 2,
+                           "n_minority": 3} for m, gs in (("lin", (0.5, 0.7)), ("lin+str", (0.9, 0.9)))
+                          for f, g in enumerate(gs)])
+    summary = structural_quality.summarize(frame, part="paper", command="c", date="t", machine=MACHINE)
+    assert summary["per_dataset"]["d"]["lin"]["g_mean"]["mean"] == pytest.approx(0.6)
+    text = "\n".join(module_section(summary, structural_quality.render_markdown))
+    assert "| lin | 90.0 | 80.0 | 60.0 | 0.12 |" in text  # one dataset: no spread across datasets
+    assert "| d | 60.0 ± 14.1 | 90.0 ± 0.0 |" in text
+
+
+def test_generic_kinds_resolve_to_benchmark_modules(tmp_path):
+    from benchmarks import act_quality
+    from benchmarks.results import find_renderer
+
+    assert find_renderer("quality") is not None and find_renderer("act_quality") is not None
+    assert find_renderer("act-quality") is not None  # '-' stands for '_'
+    assert find_renderer("no_such_benchmark") is None and find_renderer("../x") is None
+    assert find_renderer("stats") is None  # a module without render_markdown
+    summary = act_quality.summarize([], datasets=[], methods=[], command="c", date="t", machine=MACHINE)
+    for kind in ("no_such_benchmark", "stats", None):
+        directory = _write_summary(tmp_path / str(kind), {**summary, "kind": kind})
+        with pytest.raises(ValueError, match="unknown benchmark kind"):
+            render_results([directory], command="X")
+    incomplete = {key: value for key, value in _act_summary().items() if key != "command"}
+    with pytest.raises(ValueError, match="lacks command"):
+        render_results([_write_summary(tmp_path / "nocommand", incomplete)], command="X")
+
+
+def test_results_cli_reports_an_unknown_kind(tmp_path, capsys):
+    from benchmarks.results import main
+
+    directory = _write_summary(tmp_path / "odd", {"kind": "no_such_benchmark"})
+    assert main([str(directory), "--output", str(tmp_path / "R.md")]) == 2
+    assert "unknown benchmark kind 'no_such_benchmark'" in capsys.readouterr().err
+    assert not (tmp_path / "R.md").exists()
