@@ -40,10 +40,14 @@ __all__ = [
     "accumulate_jlj",
     "augment",
     "cholesky_factor",
+    "class_weight_values",
+    "gather_piece_jlj",
+    "hinge_sums",
     "hpc_matrix",
     "kernel_jlj",
     "kernel_width",
     "piece_jlj",
+    "primal_objective",
     "recover_weights",
     "signed_class_weight",
     "take_rows",
@@ -201,6 +205,92 @@ def signed_class_weight(class_weight, classes):
             for sign, label in zip((-1.0, 1.0), classes.tolist())}
 
 
+def class_weight_values(class_weight, classes, counts):
+    """The multipliers of ``C`` for ``classes_[0]`` and ``classes_[1]``, as numbers.
+
+    Parameters
+    ----------
+    class_weight : dict, "balanced" or None
+    classes : ndarray of shape (2,)
+    counts : array-like of shape (2,)
+        Training rows of each class; ``"balanced"`` gives ``n / (2 n_c)`` as
+        :func:`sklearn.utils.class_weight.compute_class_weight` does.
+
+    Returns
+    -------
+    weights : ndarray of shape (2,)
+
+    Examples
+    --------
+    >>> class_weight_values("balanced", np.array([0, 1]), [90, 10]).tolist()
+    [0.5555555555555556, 5.0]
+    >>> class_weight_values({1: 3.0}, np.array([0, 1]), [90, 10]).tolist()
+    [1.0, 3.0]
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if class_weight is None:
+        return np.ones(2)
+    if isinstance(class_weight, str):  # "balanced"
+        return counts.sum() / (2.0 * counts)
+    signed = signed_class_weight(class_weight, classes)
+    return np.array([signed[-1.0], signed[1.0]])
+
+
+def hinge_sums(J, signs, wb):
+    """``sum_i max(0, 1 - y_i J_i . [w; b])`` over each class's rows of a block.
+
+    Parameters
+    ----------
+    J : ndarray of shape (m, p)
+        Rows ``[f_i; 1]``.
+    signs : ndarray of shape (m,)
+        Labels in {-1, +1}.
+    wb : ndarray of shape (p,)
+
+    Returns
+    -------
+    sums : ndarray of shape (2,)
+        The hinge losses of the ``-1`` rows, then of the ``+1`` rows.
+
+    Examples
+    --------
+    >>> hinge_sums(np.array([[1.0, 1.0], [2.0, 1.0]]), np.array([-1, 1]), np.array([1.0, 0.0])).tolist()
+    [2.0, 0.0]
+    """
+    J = np.asarray(J, dtype=np.float64)
+    positive = np.asarray(signs) > 0
+    loss = np.maximum(0.0, 1.0 - np.where(positive, 1.0, -1.0) * (J @ wb))
+    return np.array([loss[~positive].sum(), loss[positive].sum()])
+
+
+def primal_objective(R, wb, hinge, *, C, weights):
+    """The HPC primal (eq. 21/33) ``1/2 [w; b]^T A [w; b] + C sum_i c_i max(0, 1 - y_i f_i)``.
+
+    Parameters
+    ----------
+    R : ndarray of shape (p, p)
+        ``A = R^T R``.
+    wb : ndarray of shape (p,)
+    hinge : ndarray of shape (2,)
+        :func:`hinge_sums` over all training rows.
+    C : float
+    weights : ndarray of shape (2,)
+        :func:`class_weight_values`.
+
+    Returns
+    -------
+    objective : float
+
+    Examples
+    --------
+    >>> primal_objective(np.eye(2), np.array([1.0, 0.0]), np.array([2.0, 0.0]), C=1.0,
+    ...                  weights=np.ones(2))
+    2.5
+    """
+    v = R @ wb
+    return float(0.5 * v @ v + C * np.dot(weights, hinge))
+
+
 def hpc_matrix(jlj, *, c1, eps, H=None):
     """``A = H + c1 J^T L' J + eps I`` (eqs. 31 and 33).
 
@@ -297,3 +387,18 @@ def piece_jlj(own, lo, hi, local_neighbors, parts, *, sigma2, gamma):
     return accumulate_jlj(X[lo:hi], local_neighbors, X_touched, signs[lo:hi], signs_touched,
                           sigma2=sigma2, gamma=gamma, F_rows=None if F is None else F[lo:hi],
                           F_lookup=F_touched)
+
+
+def gather_piece_jlj(own, lo, hi, local_neighbors, chunks, touched, starts, *, sigma2, gamma):
+    """:func:`piece_jlj` that cuts the touched rows itself from the whole chunks.
+
+    For schedulers whose tasks share memory, where handing a task every chunk
+    costs nothing: ``chunks`` is the list of every chunk's ``(X, signs, F or
+    None)``, ``touched`` the sorted global indices of the rows the hyperedges
+    touch (what ``local_neighbors`` indexes) and ``starts`` the first global
+    row of each chunk, then the row count.
+    """
+    cuts = np.searchsorted(touched, starts)  # touched is sorted: one slice per chunk
+    parts = [take_rows(chunks[b], touched[cuts[b]:cuts[b + 1]] - starts[b])
+             for b in np.flatnonzero(np.diff(cuts))]
+    return piece_jlj(own, lo, hi, local_neighbors, parts, sigma2=sigma2, gamma=gamma)

@@ -6,7 +6,9 @@
 hypergraph of :mod:`dimbsvm.graph.hypergraph` (eq. 20). Every path solves the
 dual (34)/(40) through the Cholesky reduction of
 :mod:`dimbsvm.svm._hpc_kernels`: ``A = R^T R``, a bias-free hinge-loss
-``LinearSVC`` on ``u_i = R^-T [f_i; 1]``, then ``[w; b] = R^-1 v``.
+``LinearSVC`` on ``u_i = R^-T [f_i; 1]`` (or, with ``solver="sgd"``, a
+stochastic-gradient solve of the same problem that streams the rows chunk by
+chunk), then ``[w; b] = R^-1 v``.
 
 - ``kernel="linear"``: ``f_i = x_i``; ``A`` is ``(d+1) x (d+1)`` and ``J^T L' J``
   one pass of hyperedge sums (chunk by chunk for Dask input).
@@ -29,11 +31,13 @@ import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.linear_model import SGDClassifier
 from sklearn.svm import LinearSVC
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from dimbsvm.distributed.client import current_client
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block, nystroem_normalization
 from dimbsvm.features.references import choose_rows, choose_rows_chunked
@@ -49,10 +53,14 @@ from dimbsvm.svm._hpc_kernels import (
     accumulate_jlj,
     augment,
     cholesky_factor,
+    class_weight_values,
+    gather_piece_jlj,
+    hinge_sums,
     hpc_matrix,
     kernel_jlj,
     kernel_width,
     piece_jlj,
+    primal_objective,
     recover_weights,
     signed_class_weight,
     take_rows,
@@ -63,6 +71,17 @@ from dimbsvm.svm.othr import binary_classes
 __all__ = ["HPCClassifier"]
 
 logger = logging.getLogger(__name__)
+
+#: Rows per ``partial_fit`` call of ``solver="sgd"`` on in-memory input.
+SGD_BATCH = 65_536
+
+
+def _tree_sum(terms):
+    """One delayed sum of delayed arrays, added pairwise as a tree."""
+    while len(terms) > 1:
+        terms = [dask.delayed(np.add)(*terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]
 
 
 class HPCClassifier(ClassifierMixin, BaseEstimator):
@@ -103,13 +122,24 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         Per-class multipliers of ``C`` (not in the paper; ``None`` is the paper).
     knn_method : {"auto", "exact", "pynndescent"}, default="auto"
         Neighbour search of :func:`dimbsvm.graph.knn.nearest_neighbors`.
+    solver : {"liblinear", "sgd"}, default="liblinear"
+        Solver of the reduced problem (the hinge SVM on the rows ``u_i``).
+        ``"liblinear"``: ``LinearSVC``'s exact dual coordinate descent, which
+        needs all ``n`` transformed rows in one process (``n x p`` float64,
+        and LIBLINEAR copies them); for Dask input they are gathered there.
+        ``"sgd"``: ``SGDClassifier(loss="hinge", alpha=1 / (C n))``, the same
+        objective divided by ``C n``, fed one chunk at a time by
+        ``partial_fit`` for ``n_epochs`` passes, so no process holds more
+        than one chunk of transformed rows; approximate (see ``objective_``).
+    n_epochs : int, default=5
+        Passes over the rows of ``solver="sgd"`` (ignored by ``"liblinear"``).
     tol : float, default=1e-4
         Stopping tolerance of LIBLINEAR.
     max_iter : int, default=1000
         Iteration limit of LIBLINEAR.
     random_state : int, RandomState instance or None, default=None
-        Seeds LIBLINEAR's coordinate order, the landmarks and an approximate
-        neighbour search.
+        Seeds LIBLINEAR's coordinate order, the row order of ``solver="sgd"``,
+        the landmarks and an approximate neighbour search.
 
     Attributes
     ----------
@@ -134,7 +164,11 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
     jlj_ : ndarray of shape (p, p)
         ``J^T L' J``.
     n_iter_ : int
-        LIBLINEAR's iterations.
+        LIBLINEAR's iterations, or the epochs of ``solver="sgd"``.
+    objective_ : float
+        The primal objective (eqs. 21/33) at the fitted ``[w; b]``:
+        ``1/2 [w; b]^T A [w; b] + C sum_i c_i max(0, 1 - y_i f(x_i))``, with
+        ``c_i`` the class weight; compare solvers by it.
     timings_ : dict
         Seconds per stage of the last fit.
     n_features_in_ : int
@@ -146,13 +180,33 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
     Dask input needs it (a graph of data larger than memory is built by
     :mod:`dimbsvm.graph`).
 
-    Dask input takes three passes: moments (``sigma^2``, classes, finiteness);
-    ``J^T L' J``, one task per ``chunk / k`` hyperedges holding its chunk and
-    the at most ``chunk`` rows its hyperedges touch, reduced as a tree of
-    ``(d+1) x (d+1)`` sums; then the transformed rows ``u_i``, which LIBLINEAR
-    needs in one process (``n x (d+1)`` float64, and LIBLINEAR copies them).
-    Across the cluster the gathered rows in flight can add up to ``k`` times
-    the data. ``decision_function`` is positive towards ``classes_[1]``, so
+    Dask input takes these passes over the chunks:
+
+    1. moments (``sigma^2``, class counts, finiteness), reduced to scalars;
+    2. ``J^T L' J``: each source chunk is computed once; one task per
+       ``chunk / k`` hyperedges holds its own chunk and the at most ``chunk``
+       rows its hyperedges touch, cut from the other chunks by small tasks;
+       the ``(d+1) x (d+1)`` terms are summed as a tree;
+    3. the solve. ``solver="liblinear"`` gathers all transformed rows ``u_i``
+       into the calling process (``n x (d+1)`` float64: 2.6 GB for
+       ``10^7 x 33``, and LIBLINEAR's copy on top). ``solver="sgd"`` computes
+       one chunk of ``u_i`` at a time, ``n_epochs`` times, and never holds
+       more than one chunk of them;
+    4. ``objective_``, reduced to two scalars.
+
+    What is *not* bounded by one chunk: the neighbour array (``n x k``
+    integers) is read by the calling process to build the task graph, which
+    carries each piece's indices (int32, about ``2 n k``); and pass 2 is an
+    all-to-all exchange -- on data in random order every piece touches every
+    chunk. On a ``distributed`` client, small tasks cut the touched rows from
+    each chunk so only those travel; no task holds more than about two chunks
+    of rows, but the chunks and the cut rows in flight add up to between the
+    data's size and ``k`` times it over the workers (which spill to disk above
+    their memory limits). Without a client (Dask's threaded scheduler, one
+    process), each piece cuts its rows from the shared chunks instead, so the
+    process holds the input rows once, not ``k`` times.
+
+    ``decision_function`` is positive towards ``classes_[1]``, so
     ``OTHRClassifier(HPCClassifier())`` moves its threshold.
 
     Examples
@@ -178,6 +232,8 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         "max_kernel_size": [Interval(Integral, 1, None, closed="left")],
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "knn_method": [StrOptions(set(KNN_METHODS))],
+        "solver": [StrOptions({"liblinear", "sgd"})],
+        "n_epochs": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
@@ -185,8 +241,8 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, C=1.0, c1=1.0, n_neighbors=5, gamma=1.0, kernel="linear", *,
                  kernel_gamma="scale", eps=1e-6, n_components=None, max_kernel_size=5000,
-                 class_weight=None, knn_method="auto", tol=1e-4, max_iter=1000,
-                 random_state=None):
+                 class_weight=None, knn_method="auto", solver="liblinear", n_epochs=5, tol=1e-4,
+                 max_iter=1000, random_state=None):
         self.C = C
         self.c1 = c1
         self.n_neighbors = n_neighbors
@@ -198,6 +254,8 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         self.max_kernel_size = max_kernel_size
         self.class_weight = class_weight
         self.knn_method = knn_method
+        self.solver = solver
+        self.n_epochs = n_epochs
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
@@ -225,7 +283,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         if isinstance(X, da.Array):
             return self._fit_dask(X, y, neighbors)
         X, y = validate_data(self, X, y, dtype=np.float64)
-        self.classes_, _ = binary_classes(y, type(self).__name__)
+        self.classes_, self._class_counts = binary_classes(y, type(self).__name__)
         signs = np.where(y == self.classes_[1], 1.0, -1.0)
         n = X.shape[0]
         check_n_neighbors(self.n_neighbors, n)
@@ -257,37 +315,93 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         with self._timed("jlj"):
             J = augment(K)
             self.jlj_ = kernel_jlj(J, X, neighbors, signs, sigma2=self.sigma2_, gamma=self.gamma)
-        v, R = self._reduce_and_solve(self.jlj_, J, signs, H=K)
-        ub = recover_weights(R, v)                                             # eq. (41)
+        ub = self._reduce_and_solve(self.jlj_, J, signs, H=K)                  # eq. (41)
         self.X_fit_, self.expansion_coef_, self.intercept_ = X, ub[:-1], ub[-1:]
         return self
 
     def _solve_linear(self, jlj, J, signs):
         self.jlj_ = jlj
-        v, R = self._reduce_and_solve(jlj, J, signs, H=None)
-        wb = recover_weights(R, v)                                             # eq. (33)
+        wb = self._reduce_and_solve(jlj, J, signs, H=None)                    # eq. (33)
         self.coef_, self.intercept_ = wb[None, :-1], wb[-1:]
         return self
 
     def _reduce_and_solve(self, jlj, J, signs, *, H):
+        """Factor ``A``, solve the hinge SVM on ``u_i = R^-T J_i``, return ``[w; b] = R^-1 v``."""
         with self._timed("factor"):
             R = cholesky_factor(hpc_matrix(jlj, c1=self.c1, eps=self.eps, H=H))  # A = R^T R
-        with self._timed("transform"):
-            if isinstance(J, da.Array):  # only the transformed rows reach this process
-                U, signs = compute_on_client(J.map_blocks(transform_rows, R=R, dtype=np.float64),
-                                             signs)
-            else:
-                U = transform_rows(J, R)                                       # u_i = R^-T J_i
-        with self._timed("solve"):
-            svm = LinearSVC(loss="hinge", fit_intercept=False, dual=True, C=self.C,
-                            class_weight=signed_class_weight(self.class_weight, self.classes_),
-                            tol=self.tol,
-                            max_iter=self.max_iter, random_state=self._seed)
-            svm.fit(U, signs)                                                  # dual (34) / (40)
-        self.n_iter_ = int(svm.n_iter_)
-        logger.debug("HPC-SVM (%s) on %d rows: stages %s", self.kernel, U.shape[0],
-                    {k: round(t, 3) for k, t in self.timings_.items()})
-        return svm.coef_.ravel(), R
+        weights = class_weight_values(self.class_weight, self.classes_, self._class_counts)
+        if self.solver == "sgd":
+            v = self._solve_sgd(J, signs, R, weights)
+            wb = recover_weights(R, v)
+            with self._timed("objective"):
+                hinge = self._hinge_sums(J, signs, wb)
+        else:
+            with self._timed("transform"):
+                if isinstance(J, da.Array):  # all n transformed rows come to this process
+                    U, signs = compute_on_client(
+                        J.map_blocks(transform_rows, R=R, dtype=np.float64), signs)
+                else:
+                    U = transform_rows(J, R)                                   # u_i = R^-T J_i
+            with self._timed("solve"):
+                svm = LinearSVC(loss="hinge", fit_intercept=False, dual=True, C=self.C,
+                                class_weight=signed_class_weight(self.class_weight, self.classes_),
+                                tol=self.tol, max_iter=self.max_iter, random_state=self._seed)
+                svm.fit(U, signs)                                              # dual (34) / (40)
+            self.n_iter_ = int(svm.n_iter_)
+            v = svm.coef_.ravel()
+            wb = recover_weights(R, v)
+            with self._timed("objective"):
+                hinge = hinge_sums(U, signs, v)                                # u_i . v = f(x_i)
+        self.objective_ = primal_objective(R, wb, hinge, C=self.C, weights=weights)
+        logger.debug("HPC-SVM (%s, %s) on %d rows: objective %.6g, stages %s", self.kernel,
+                     self.solver, int(np.sum(self._class_counts)), self.objective_,
+                     {k: round(t, 3) for k, t in self.timings_.items()})
+        return wb
+
+    def _solve_sgd(self, J, signs, R, weights):
+        """``v`` of the hinge SVM on ``u_i``, by SGD over one chunk of ``u_i`` at a time.
+
+        ``SGDClassifier`` minimises ``alpha/2 |v|^2 + 1/n sum_i c_i hinge_i``,
+        which with ``alpha = 1 / (C n)`` is LIBLINEAR's ``1/2 |v|^2 + C sum_i
+        c_i hinge_i`` divided by ``C n``. Each epoch visits the chunks (Dask)
+        or batches of ``SGD_BATCH`` rows in a seeded random order, and the
+        rows of each in a seeded random order.
+        """
+        n = int(np.sum(self._class_counts))
+        svm = SGDClassifier(loss="hinge", penalty="l2", alpha=1.0 / (self.C * n),
+                            fit_intercept=False, learning_rate="optimal", shuffle=False,
+                            class_weight={-1.0: float(weights[0]), 1.0: float(weights[1])},
+                            random_state=self._seed)
+        if isinstance(J, da.Array):
+            U = J.map_blocks(transform_rows, R=R, dtype=np.float64)
+            n_batches = U.numblocks[0]
+        else:
+            with self._timed("transform"):
+                U = transform_rows(J, R)
+            n_batches = -(-n // SGD_BATCH)
+        for epoch in range(self.n_epochs):
+            rng = np.random.default_rng([self._seed, epoch])
+            rows = None if isinstance(U, da.Array) else rng.permutation(n)
+            for b in rng.permutation(n_batches):
+                with self._timed("transform"):
+                    if rows is None:  # one chunk of u_i reaches this process
+                        U_b, s_b = compute_on_client(U.blocks[int(b)], signs.blocks[int(b)])
+                    else:
+                        batch = rows[b * SGD_BATCH:(b + 1) * SGD_BATCH]
+                        U_b, s_b = U[batch], signs[batch]
+                with self._timed("solve"):
+                    order = rng.permutation(U_b.shape[0])
+                    svm.partial_fit(U_b[order], np.asarray(s_b, dtype=np.float64)[order],
+                                    classes=np.array([-1.0, 1.0]))
+        self.n_iter_ = self.n_epochs
+        return svm.coef_.ravel().astype(np.float64)
+
+    def _hinge_sums(self, J, signs, wb):
+        if not isinstance(J, da.Array):
+            return hinge_sums(J, signs, wb)
+        terms = [dask.delayed(hinge_sums)(J_b, s_b, wb)
+                 for J_b, s_b in zip(J.to_delayed().ravel(), signs.to_delayed().ravel())]
+        return compute_on_client(_tree_sum(terms))[0]
 
     def _neighbors(self, X, neighbors):
         if neighbors is not None:
@@ -338,12 +452,13 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
             raise DataError(f"neighbors has {neighbors.shape[0]} rows for {n} samples")
         self.n_features_in_ = X.shape[1]
         with self._timed("moments"):
-            classes, finite, sigma2, variance = compute_on_client(
-                da.unique(y), da.isfinite(X).all(),
+            (classes, counts), finite, sigma2, variance = compute_on_client(
+                da.unique(y, return_counts=True), da.isfinite(X).all(),
                 X.var(axis=0, ddof=1, dtype=np.float64).sum(), X.var(dtype=np.float64))  # eq. (18)
         if not finite:
             raise DataError("X holds NaN or inf; HPCClassifier needs finite values")
         self.classes_, _ = binary_classes(np.asarray(classes), type(self).__name__)
+        self._class_counts = np.asarray(counts)
         self.sigma2_ = float(sigma2)
         self.kernel_gamma_ = kernel_width(self.kernel, self.kernel_gamma, X.shape[1],
                                           float(variance))
@@ -359,29 +474,34 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
                                            compute=compute_on_client)
                 F = self._nystroem_fit(X, n, rows=rows)
         with self._timed("jlj"):
-            terms = list(self._jlj_tasks(X, signs, F, neighbors))
-            while len(terms) > 1:  # tree reduction of the (p x p) partial sums
-                terms = [dask.delayed(np.add)(*terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
-                         for i in range(0, len(terms), 2)]
-            jlj, = compute_on_client(terms[0])
+            jlj, = compute_on_client(_tree_sum(list(self._jlj_tasks(X, signs, F, neighbors))))
         J = F.map_blocks(augment, chunks=(F.chunks[0], (F.shape[1] + 1,)), dtype=np.float64)
         return self._solve_linear(jlj, J, signs)
 
     def _jlj_tasks(self, X, signs, F, neighbors):
         """Delayed ``accumulate_jlj`` terms over pieces of ``chunk / k`` hyperedges.
 
-        Each source chunk is computed once (one key per block); small tasks cut
-        from it the rows a piece's hyperedges touch, at most ``k`` per
-        hyperedge, so a piece's task holds its own chunk and about one chunk of
-        gathered rows. (Fancy-indexing the Dask array instead lets the
-        optimiser push the slice into the producer, which then regenerates a
-        whole chunk for every piece.)
+        Each source chunk is computed once (one key per block). On a
+        ``distributed`` client, small tasks cut from it the rows a piece's
+        hyperedges touch, at most ``k`` per hyperedge, so a piece's task holds
+        its own chunk and about one chunk of gathered rows, and only those rows
+        travel. Without one (threads sharing memory), each piece is handed one
+        key listing every chunk and cuts its rows itself: no copies in flight,
+        and a graph of one task per piece rather than one per (piece, chunk).
+        (Fancy-indexing the Dask array instead lets the optimiser push the
+        slice into the producer, which then regenerates a whole chunk for every
+        piece.)
         """
         n, k = X.shape[0], self.n_neighbors
         starts = np.cumsum((0, *X.chunks[0]))
         step = max(1, X.chunks[0][0] // k)
+        # the graph carries these indices (about 2 n k of them): int32 where they fit
+        index = np.int32 if max(X.chunks[0]) * (k + 1) < np.iinfo(np.int32).max else np.int64
+        shared_memory = current_client() is None  # threads of this process, no transfers
+        row_index = np.int32 if n < np.iinfo(np.int32).max else np.int64
         blocks = list(zip(X.to_delayed().ravel(), signs.to_delayed().ravel(),
                           F.to_delayed().ravel() if F is not X else [None] * len(starts[:-1])))
+        every_block = dask.delayed(list)(blocks) if shared_memory else None  # references only
         for a, (start, stop) in enumerate(itertools.pairwise(starts)):
             block = neighbors[start:stop]
             block = validate_neighbors(block.compute() if isinstance(block, da.Array) else block,
@@ -389,12 +509,20 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
             for lo in range(start, stop, step):
                 hi = min(lo + step, stop)
                 touched, local = np.unique(block[lo - start:hi - start], return_inverse=True)
-                source = np.searchsorted(starts, touched, side="right") - 1
-                parts = [dask.delayed(take_rows)(blocks[b], touched[source == b] - starts[b])
-                         for b in np.unique(source)]
-                yield dask.delayed(piece_jlj)(blocks[a], lo - start, hi - start,
-                                               local.reshape(hi - lo, k), parts,
-                                               sigma2=self.sigma2_, gamma=self.gamma)
+                local = local.reshape(hi - lo, k).astype(index, copy=False)
+                if shared_memory:  # the piece cuts its rows from the chunks it is handed
+                    yield dask.delayed(gather_piece_jlj)(
+                        blocks[a], lo - start, hi - start, local, every_block,
+                        touched.astype(row_index, copy=False), starts, sigma2=self.sigma2_,
+                        gamma=self.gamma)
+                    continue
+                # small tasks cut the rows, so only those travel to the piece's worker
+                cuts = np.searchsorted(touched, starts)  # touched is sorted: a slice per chunk
+                parts = [dask.delayed(take_rows)(
+                    blocks[b], (touched[cuts[b]:cuts[b + 1]] - starts[b]).astype(index))
+                    for b in np.flatnonzero(np.diff(cuts))]
+                yield dask.delayed(piece_jlj)(blocks[a], lo - start, hi - start, local, parts,
+                                              sigma2=self.sigma2_, gamma=self.gamma)
 
     # -- prediction ------------------------------------------------------------------------
 
