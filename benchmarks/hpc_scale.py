@@ -89,6 +89,9 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "hpc-scale"
 BASELINE = "linear_svc_squared_hinge"
 
 
+#: Section heading in RESULTS.md.
+TITLE = "HPC-SVM at scale: linear HPC against LinearSVC, 10^5 to 10^7 rows (make_imbalanced, 32 features)"
+
 def _data(n):
     return make_imbalanced(n, N_FEATURES, minority_fraction=0.01, chunks=CHUNKS, random_state=0)
 
@@ -244,7 +247,7 @@ def main(argv=None) -> int:
     command = "python -m benchmarks.hpc_scale " + shlex.join(argv)
     previous = _load_summary(args.out)
     summary = previous or {"kind": "hpc_scale", "commands": [], "graphs": [], "runs": []}
-    summary.update(kind="hpc_scale", date=utc_now(), machine=machine_info(),
+    summary.update(kind="hpc_scale", title=TITLE, date=utc_now(), machine=machine_info(),
                    packages=package_versions(),
                    data={"generator": "make_imbalanced", "n_features": N_FEATURES,
                          "minority_fraction": 0.01, "chunks": CHUNKS, "random_state": 0},
