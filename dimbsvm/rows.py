@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["DEFAULT_BLOCK_ROWS", "TransformedRows", "is_in_memory", "row_blocks", "take_rows", "map_row_blocks"]
+__all__ = ["DEFAULT_BLOCK_ROWS", "RowSubset", "TransformedRows", "is_in_memory", "row_blocks", "take_rows", "map_row_blocks"]
 
 #: Rows read at once from a handle when the handle does not say (``block_rows``).
 DEFAULT_BLOCK_ROWS = 65_536
@@ -109,3 +109,25 @@ class TransformedRows:
 
     def __repr__(self):
         return f"TransformedRows({self.X!r}, {self.transformer!r})"
+
+
+class RowSubset:
+    """Rows ``rows`` of ``X``, renumbered from 0, read only when asked for.
+
+    Examples
+    --------
+    >>> X = np.arange(10).reshape(5, 2)
+    >>> RowSubset(X, np.array([4, 1]))[np.array([1])].tolist()
+    [[2, 3]]
+    """
+
+    def __init__(self, X, rows):
+        self.X, self.rows = X, np.asarray(rows, dtype=np.int64)
+        self.shape = (self.rows.size, *tuple(X.shape)[1:])
+        self.block_rows = block_rows_of(X)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, rows):
+        return take_rows(self.X, self.rows[np.asarray(rows)])

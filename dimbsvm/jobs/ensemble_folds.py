@@ -35,7 +35,7 @@ from sklearn.pipeline import make_pipeline
 
 from ..evaluation import fitted_thresholds, fold_indices, metrics_from_predictions, positive_scores, preprocessing_steps
 from ..distributed.fanout import share, show_progress
-from ..rows import TransformedRows, block_rows_of, map_row_blocks, row_blocks, take_rows
+from ..rows import RowSubset, TransformedRows, block_rows_of, map_row_blocks, row_blocks, take_rows
 from ..svm.ensemble import EnsembleOTHRClassifier, fit_member
 from .artifacts import load_object, save_object
 
@@ -137,7 +137,7 @@ def finish_fold(X, y, prepared: PreparedFold, members, *, seed, fold, n_splits, 
     fitted = [member for member, _ in members]
     X_member, _, rows = _member_data(X, y, prepared, train)
     if rows is not None:  # raw rows: the ensemble sees the training rows in fold order
-        X_member = _Subset(X_member, rows)
+        X_member = RowSubset(X_member, rows)
     ensemble = clone(estimator).fit_from_members(X_member, np.asarray(y)[train], fitted, seeds)
     model = make_pipeline(*prepared.steps, ensemble)
     fit_time = prepared.fit_time + sum(t for _, t in members) + time.perf_counter() - start
@@ -155,21 +155,6 @@ def finish_fold(X, y, prepared: PreparedFold, members, *, seed, fold, n_splits, 
         record["fit_time"] = fit_time
     record.update(fitted_thresholds(ensemble))
     return record
-
-
-class _Subset:
-    """Rows ``rows`` of a handle, renumbered from 0 (what the ensemble calls its training rows)."""
-
-    def __init__(self, X, rows):
-        self.X, self.rows = X, np.asarray(rows)
-        self.shape = (self.rows.size, *tuple(X.shape)[1:])
-        self.block_rows = getattr(X, "block_rows", None)
-
-    def __len__(self):
-        return self.shape[0]
-
-    def __getitem__(self, rows):
-        return take_rows(self.X, self.rows[np.asarray(rows)])
 
 
 def _block_rows(X):
