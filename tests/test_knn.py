@@ -282,3 +282,115 @@ def test_sharded_rejects_nan_before_any_task(tmp_path):
     with pytest.raises(DataError, match="first in row 150"):
         knn_graph(da.from_array(X, chunks=(50, 3)), 3, store=tmp_path / "s.zarr")
     assert not (tmp_path / "s.zarr" / "knn").exists()
+
+
+# --- memory-bounded steps of the sharded build (issue 6, worker memory below the data size) ----------------
+
+
+def test_merge_task_equals_global_top_k_with_ties(tmp_path):
+    """Shard-by-shard merging gives the global top k, ties broken by row number, for any shard count."""
+    import zarr
+
+    rng = np.random.RandomState(9)
+    n_shards, rows, k = 4, 30, 5
+    group = zarr.open_group(str(tmp_path / "stage"), mode="w", zarr_format=3)
+    # disjoint candidate rows per shard; distances drawn from few values, so ties abound
+    ind = np.stack([rng.permutation(np.arange(s * 1000, s * 1000 + 1000))[:rows * k].reshape(rows, k)
+                    for s in range(n_shards)])
+    dist = rng.randint(0, 4, size=ind.shape).astype(np.float64)
+    group.create_array("_candidate_indices", data=ind, chunks=(1, 10, k))
+    group.create_array("_candidate_distances", data=dist, chunks=(1, 10, k))
+    group.create_array("indices", shape=(rows, k), dtype="int64", chunks=(10, k))
+    group.create_array("distances", shape=(rows, k), dtype="float64", chunks=(10, k))
+    for start in range(0, rows, 10):
+        sharded._merge_task(stage_path=str(tmp_path / "stage"), start=start, stop=start + 10, k=k)
+    flat_ind = np.moveaxis(ind, 0, 1).reshape(rows, -1)
+    flat_dist = np.moveaxis(dist, 0, 1).reshape(rows, -1)
+    order = np.lexsort((flat_ind, flat_dist), axis=-1)[:, :k]
+    np.testing.assert_array_equal(group["indices"][:], np.take_along_axis(flat_ind, order, axis=1))
+    np.testing.assert_array_equal(group["distances"][:], np.take_along_axis(flat_dist, order, axis=1))
+
+
+def test_neighbor_graph_in_blocks_matches_one_block(warm, monkeypatch):
+    from dimbsvm.graph import knn as knn_module
+
+    X = _clustered(2500, seed=11)
+    index = KNNIndex(10, method="pynndescent", random_state=0).fit(X)
+    whole = index.neighbor_graph(10)
+    monkeypatch.setattr(knn_module, "_GRAPH_BLOCK", 97)  # many blocks, the last one short
+    blocked = index.neighbor_graph(10)
+    np.testing.assert_array_equal(blocked[0], whole[0])
+    np.testing.assert_array_equal(blocked[1], whole[1])
+    assert blocked[0].dtype == np.int64 and blocked[1].dtype == np.float64
+    assert not (blocked[0] == np.arange(2500)[:, None]).any()
+    assert _recall(blocked[0], _exact_graph(X, 10)[0]) >= 0.95
+    # the distances are the true ones of the listed rows
+    true = np.linalg.norm(X[:, None, :].astype(np.float64) - X[blocked[0]], axis=2)
+    np.testing.assert_allclose(blocked[1], true, rtol=1e-4)
+
+
+def test_float64_rows_are_indexed_once_in_float32(warm):
+    """pynndescent computes in float32: float64 input gives the float32 input's graph, with one copy of the rows."""
+    X = _clustered(2000, seed=12)
+    from_64 = KNNIndex(10, method="pynndescent", random_state=0).fit(X.astype(np.float64))
+    from_32 = KNNIndex(10, method="pynndescent", random_state=0).fit(X)
+    np.testing.assert_array_equal(from_64.neighbor_graph()[0], from_32.neighbor_graph()[0])
+    assert from_64._X.dtype == np.float32
+    new = X[:50] + 0.01
+    np.testing.assert_array_equal(from_64.query(new.astype(np.float64))[0], from_32.query(new)[0])
+    exact_index = KNNIndex(3, method="exact").fit(X.astype(np.float64))
+    assert exact_index._X.dtype == np.float64  # the exact search keeps the rows as given
+
+
+def test_index_pickled_with_a_wide_graph_copy_still_answers(warm):
+    """Indexes pickled before the graph stayed in pynndescent's arrays carried ``_graph``; it is still used."""
+    X = _clustered(1500, seed=13)
+    index = KNNIndex(5, method="pynndescent", random_state=0).fit(X)
+    expected = index.neighbor_graph(5)
+    indices, distances = index._nnd.neighbor_graph
+    index._graph = (indices.astype(np.int64), distances.astype(np.float64))
+    restored = pickle.loads(pickle.dumps(index))
+    np.testing.assert_array_equal(restored.neighbor_graph(5)[0], expected[0])
+
+
+def test_shard_stats_count_queries_and_cpu(tmp_path):
+    X = np.random.RandomState(14).normal(size=(600, 4))
+    knn_graph(da.from_array(X, chunks=(100, 4)), 5, method="exact", store=tmp_path / "s.zarr", shard_rows=200)
+    times = open_knn_graph(tmp_path / "s.zarr").meta["shard_times"]
+    assert [t["rows"] for t in times] == [200, 200, 200]
+    assert sum(t["queried_rows"] for t in times) == 600 * 3 - 600  # every row against every other shard
+    assert all(t["build_cpu"] >= 0 and t["query_cpu"] >= 0 for t in times)
+
+
+def test_knn_scale_summary_reads_result_files(tmp_path):
+    import json
+
+    from benchmarks import knn_scale
+
+    single = {"stage": "single", "variant": "default", "tag": None, "n": 1000, "d": 8, "k": 10,
+              "exact_sample_rows": 200, "exact_sample_s": 0.5, "exact_sample_cpu_s": 0.4, "exact_extrapolated_s": 2.5,
+              "widths": [{"build_neighbors": 25, "build_s": 1.25, "build_cpu_s": 1.0, "recall": 0.97,
+                          "speedup_vs_exact": 2.0}], "peak_rss_mib": 600.0, "command": "cmd-single",
+              "date": "2026-01-01T00:00:00+00:00"}
+    sharded_run = {"stage": "sharded", "variant": "default", "tag": "limit", "n": 1000, "d": 8, "k": 10,
+                   "memory_limit": "1KiB", "memory_limit_bytes": 1024, "data_bytes": 32000, "shard_rows": 500,
+                   "shard_rows_used": 500, "build_neighbors": 25, "n_shards": 2, "total_s": 9.0,
+                   "timings": {"check": 1.0, "shards": 5.0, "merge": 1.0, "recall": 2.0},
+                   "shard_times": [{"shard": s, "rows": 500, "build": 1.0, "build_cpu": 0.5, "query": 2.0,
+                                    "query_cpu": 1.5, "queried_rows": 500} for s in range(2)],
+                   "recall": 0.96, "recall_rows": 200, "recall_fixed_sample": 0.955,
+                   "peak_worker_rss_mib": {"a": 700.0, "b": 710.0}, "dask_peak_memory_mib": {"a": 690.0},
+                   "paused": False, "workers_seen": 2, "command": "cmd-sharded", "date": "2026-01-02T00:00:00+00:00"}
+    (tmp_path / "single-default-1000-d8.json").write_text(json.dumps(single))
+    (tmp_path / "sharded-default-1000-d8-limit.json").write_text(json.dumps(sharded_run))
+    summary = knn_scale.summarize(tmp_path, command="cmd-summary")
+    assert summary["kind"] == "knn_scale" and summary["command"] == ["cmd-sharded", "cmd-single", "cmd-summary"]
+    assert summary["single"][0]["exact"]["extrapolated"] is True
+    row = summary["sharded"][0]
+    assert row["data_over_memory_limit"] == pytest.approx(32000 / 1024) and row["peak_worker_rss_mib"] == 710.0
+    assert row["shard_query_cpu_s"] == 3.0 and row["queried_rows"] == 1000
+    (comparison,) = summary["comparisons"]
+    assert comparison["difference"] == pytest.approx(0.955 - 0.97) and comparison["same_sample_rows"]
+    assert comparison["sharded_at_least_single_minus_0_02"]
+    text = knn_scale.render_markdown(json.loads(json.dumps(summary)))
+    assert "| 1,000 | 8 | 25 | default-limit | 0.9700 | 0.9550 | -0.0150 | yes | 31.25 | 710 |" in text

@@ -44,6 +44,8 @@ EXACT_MAX_ROWS = 20_000
 #: The accepted values of ``method``.
 KNN_METHODS = ("auto", "exact", "pynndescent")
 
+_GRAPH_BLOCK = 65_536  # rows per block when the NN-descent graph is cut down to k columns
+
 _warm_lock = threading.Lock()
 _warm_keys: set = set()
 
@@ -173,6 +175,15 @@ class KNNIndex:
         Seconds spent building (numba compilation included on the first build
         in a process; see :func:`warm_up`).
 
+    Notes
+    -----
+    Memory of an NN-descent index: the rows once, in float32 (pynndescent
+    computes in float32, so float64 rows are converted and not kept twice);
+    the graph in pynndescent's own int32/float32 arrays (:meth:`neighbor_graph`
+    converts only the ``k`` columns it returns, block by block); and, from
+    the first :meth:`query` on, pynndescent's search graph and a copy of the
+    rows reordered for searching.
+
     Examples
     --------
     >>> X = np.array([[0.0], [1.0], [3.0], [7.0]])
@@ -232,6 +243,9 @@ class KNNIndex:
                 self.method_ = "exact"
             else:
                 self.build_neighbors_ = int(width)
+                # pynndescent computes in float32 and would keep a float32 copy beside float64 rows:
+                # keep one copy, the one it searches.
+                self._X = X.astype(np.float32, copy=False)
                 self._build_nndescent()
         if self.method_ == "exact":
             self._nn = NearestNeighbors(metric=self.metric).fit(X)
@@ -244,8 +258,9 @@ class KNNIndex:
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         self._nnd = NNDescent(self._X, metric=self.metric, n_neighbors=self.build_neighbors_,
                               random_state=seed, n_jobs=self.n_jobs)
-        indices, distances = self._nnd.neighbor_graph
-        self._graph = (np.asarray(indices, dtype=np.int64), np.asarray(distances, dtype=np.float64))
+        # The NN-descent graph stays in pynndescent's own int32/float32 arrays; neighbor_graph()
+        # converts the k columns it returns (an int64/float64 copy of the whole width would
+        # double the index's memory).
 
     def _check_fitted(self):
         if not hasattr(self, "method_"):
@@ -308,18 +323,26 @@ class KNNIndex:
         if self.method_ == "exact":
             distances, indices = self._nn.kneighbors(None, k)  # scikit-learn leaves each row out
             return indices.astype(np.int64, copy=False), distances.astype(np.float64, copy=False)
-        graph_indices, graph_distances = self._graph
+        graph = getattr(self, "_graph", None)  # indexes pickled by earlier versions kept a wide copy
+        graph_indices, graph_distances = graph if graph is not None else self._nnd.neighbor_graph
         if graph_indices.shape[1] <= k:  # narrower than k others plus self: search every row again
             logger.info("the NN-descent graph (width %d) is too narrow for k=%d; querying the training rows",
                         self.build_neighbors_, k)
             return drop_self(*self.query(self._X, k + 1), np.arange(n))
-        rows = np.arange(n)
-        valid = (graph_indices != rows[:, None]) & (graph_indices >= 0)
-        # The first k valid entries of each row, in the graph's (nearest-first) order.
-        order = np.argsort(~valid, axis=1, kind="stable")[:, :k]
-        indices = np.take_along_axis(graph_indices, order, axis=1)
-        distances = np.take_along_axis(graph_distances, order, axis=1)
-        short = np.flatnonzero(valid.sum(axis=1) < k)
+        indices = np.empty((n, k), dtype=np.int64)
+        distances = np.empty((n, k), dtype=np.float64)
+        short = []
+        for start in range(0, n, _GRAPH_BLOCK):  # blocks bound the selection's temporaries
+            stop = min(start + _GRAPH_BLOCK, n)
+            block = graph_indices[start:stop]
+            valid = (block != np.arange(start, stop)[:, None]) & (block >= 0)
+            # The first k valid entries of each row, in the graph's (nearest-first) order.
+            order = np.argsort(~valid, axis=1, kind="stable")[:, :k]
+            indices[start:stop] = np.take_along_axis(block, order, axis=1)
+            distances[start:stop] = np.take_along_axis(graph_distances[start:stop], order, axis=1)
+            short.append(start + np.flatnonzero(valid.sum(axis=1) < k))
+        del graph_indices, graph_distances
+        short = np.concatenate(short)
         if short.size:  # NN-descent left these rows with fewer than k others: search them again
             logger.debug("%d rows of the NN-descent graph have fewer than k=%d neighbours; querying them",
                          short.size, k)

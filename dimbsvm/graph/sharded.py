@@ -9,8 +9,9 @@ and, for a Dask array or a store, runs the sharded build of ``DESIGN.md``:
    ``k`` candidates per (shard, row) to a scratch array - one index and one
    chunk in memory at a time;
 2. one task per chunk merges the shards' candidates of its rows into the
-   top ``k`` (ties by row number, so the result does not depend on the
-   order tasks ran);
+   top ``k``, one shard at a time, so its memory does not grow with the
+   number of shards (ties by row number, so the result does not depend on
+   the order tasks ran);
 3. a sample of rows is searched exactly, chunk by chunk, and the recall of
    the graph on it goes into the stage meta.
 
@@ -318,7 +319,8 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
         "recall": recall, "recall_rows": int(min(recall_sample, n)) if recall is not None else 0,
         "timings": timings, "peak_rss_bytes": _peaks([*shard_stats, *merge_stats]), "n_shards": len(bounds),
         "shard_methods": methods,
-        "shard_times": [{key: stat[key] for key in ("shard", "build", "query")} for stat in shard_stats]})
+        "shard_times": [{key: stat[key] for key in ("shard", "rows", "build", "build_cpu", "query", "query_cpu",
+                                                    "queried_rows")} for stat in shard_stats]})
     return open_knn_graph(store_path, stage)
 
 
@@ -403,36 +405,58 @@ def _task_stats():
 
 def _shard_task(*, rows_path, stage_path, shard, start, stop, n, k, chunk, method, metric, build_neighbors,
                 seed, n_jobs, query_epsilon):
-    """Task body: index one shard, write k candidates of every row from it, set the shard's done flag."""
+    """Task body: index one shard, write k candidates of every row from it, set the shard's done flag.
+
+    In memory at a time: the shard's rows and index, and one chunk of other
+    rows with its answers. The shard's own rows' neighbours (from the index's
+    graph) are written and dropped before the first query, which prepares
+    pynndescent's search structures.
+    """
     rows = zarr.open_array(rows_path, mode="r")
     group = zarr.open_group(stage_path, mode="r+")
     out_ind, out_dist = group["_candidate_indices"], group["_candidate_distances"]
-    tic = time.perf_counter()
+    tic, cpu = time.perf_counter(), time.process_time()
     index = KNNIndex(k, method=method, metric=metric, build_neighbors=build_neighbors, random_state=seed,
                      n_jobs=n_jobs, query_epsilon=query_epsilon).fit(rows[start:stop])
     own_ind, own_dist = index.neighbor_graph(k)
-    build = time.perf_counter() - tic
-    tic = time.perf_counter()
+    for c0 in range(start, stop, chunk):
+        c1 = min(c0 + chunk, stop)
+        out_ind[shard, c0:c1] = own_ind[c0 - start:c1 - start] + start
+        out_dist[shard, c0:c1] = own_dist[c0 - start:c1 - start]
+    del own_ind, own_dist
+    build, build_cpu = time.perf_counter() - tic, time.process_time() - cpu
+    tic, cpu = time.perf_counter(), time.process_time()
     for c0 in range(0, n, chunk):
-        c1 = min(c0 + chunk, n)
         if start <= c0 < stop:
-            ind, dist = own_ind[c0 - start:c1 - start], own_dist[c0 - start:c1 - start]
-        else:
-            ind, dist = index.query(rows[c0:c1], k)
+            continue
+        c1 = min(c0 + chunk, n)
+        ind, dist = index.query(rows[c0:c1], k)
         out_ind[shard, c0:c1] = ind + start
         out_dist[shard, c0:c1] = dist
     group["_shard_done"][shard] = 1  # written last: the shard's candidates are all on disk
-    return dict(_task_stats(), shard=shard, build=build, query=time.perf_counter() - tic, method=index.method_)
+    return dict(_task_stats(), shard=shard, rows=stop - start, build=build, build_cpu=build_cpu,
+                query=time.perf_counter() - tic, query_cpu=time.process_time() - cpu,
+                queried_rows=n - (stop - start), method=index.method_)
 
 
 def _merge_task(*, stage_path, start, stop, k):
-    """Task body: the top k of every shard's candidates for rows ``start:stop``."""
+    """Task body: the top k of every shard's candidates for rows ``start:stop``.
+
+    Shards are merged one at a time into a running top k, so memory does not
+    grow with the number of shards. Each shard's candidates are rows of that
+    shard only (no index appears twice), and the order - distance, then row
+    number - is total, so the result is the top k of all candidates at once.
+    """
     group = zarr.open_group(stage_path, mode="r+")
-    ind = np.moveaxis(group["_candidate_indices"][:, start:stop], 0, 1).reshape(stop - start, -1)
-    dist = np.moveaxis(group["_candidate_distances"][:, start:stop], 0, 1).reshape(stop - start, -1)
-    order = np.lexsort((ind, dist), axis=-1)[:, :k]  # nearest first, ties by row number
-    group["indices"][start:stop] = np.take_along_axis(ind, order, axis=1)
-    group["distances"][start:stop] = np.take_along_axis(dist, order, axis=1)
+    cand_ind, cand_dist = group["_candidate_indices"], group["_candidate_distances"]
+    ind, dist = np.empty((stop - start, 0), dtype=np.int64), np.empty((stop - start, 0))
+    for shard in range(cand_ind.shape[0]):
+        ind = np.concatenate([ind, cand_ind[shard, start:stop]], axis=1)
+        dist = np.concatenate([dist, cand_dist[shard, start:stop]], axis=1)
+        order = np.lexsort((ind, dist), axis=-1)[:, :k]  # nearest first, ties by row number
+        ind, dist = np.take_along_axis(ind, order, axis=1), np.take_along_axis(dist, order, axis=1)
+    group["indices"][start:stop] = ind
+    group["distances"][start:stop] = dist
     return _task_stats()
 
 
