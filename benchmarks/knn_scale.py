@@ -45,7 +45,23 @@ Usage (from the repository root)::
     python -m benchmarks.knn_scale --stage compile --cold-cache
     python -m benchmarks.knn_scale --stage single --n 100000 --widths 11 20 25 30
     python -m benchmarks.knn_scale --stage sharded --n 1000000 --shard-rows 250000 --memory-limit 1.5GiB
+    # data larger than each worker's memory limit, and the single index on the same rows:
+    python -m benchmarks.knn_scale --stage single --n 1500000 --d 256 --intrinsic-d 32 --widths 25 \
+        --cache /tmp/knn-cache
+    python -m benchmarks.knn_scale --stage sharded --n 1500000 --d 256 --intrinsic-d 32 --shard-rows 150000 \
+        --chunk-rows 25000 --memory-limit 1.25GiB --cache /tmp/knn-cache --tag limit1.25GiB
     python -m benchmarks.knn_scale --stage summary
+
+Why 256 columns for the memory-limited run: a worker holds about 0.6 GiB
+before any data (pynndescent's compiled code), so its limit cannot be much
+below 1 GiB, and the data must exceed it. At 32 float32 columns that is 8
+million rows, and the sharded build's query work grows as n^2 / shard_rows
+(each row is queried against every other shard): hours on two cores. With
+256 columns per row the same bytes are 8x fewer rows. ``--intrinsic-d 32``
+maps the 32-column blobs isometrically into 256 columns, so the neighbours
+(and the recall one should expect) are those of the 32-column data; plain
+256-column blobs have 256-dimensional clusters in which NN-descent with
+width 25 found only about half of the true neighbours.
 
 Results are written as JSON to ``--out`` (default ``benchmarks/results/knn-scale``),
 one file per run, named ``<stage>-<variant>-<n>[-d<d>][-<tag>].json``; the
@@ -87,11 +103,12 @@ KIND = "knn_scale"
 #: Versions recorded with every result.
 PACKAGES = ("dimbsvm", "numpy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent", "numba")
 
-#: Lines of a sharded run's worker log that mean a worker was paused or lost (counted into the result).
+#: Lines of a sharded run's worker log counted into the result: the memory monitor pausing a worker (above
+#: the pause fraction of its limit, 80 % by default) and the nanny restarting one above the terminate fraction
+#: (95 %). (A nanny killing a worker that is slow to exit when the cluster closes is not counted.)
 _LOG_EVENTS = {
-    "log_pause_events": re.compile(r"Pausing worker", re.IGNORECASE),
-    "log_kill_events": re.compile(r"exceeded \d+% memory budget|Restarting worker|Worker process \d+ was killed",
-                                  re.IGNORECASE),
+    "log_pause_events": re.compile(r"Pausing worker"),
+    "log_memory_restarts": re.compile(r"exceeded \d+% memory budget"),
 }
 
 
@@ -401,8 +418,11 @@ def _single_rows(result, common):
             for w in result["widths"]]
 
 
-def _sharded_row(result, common):
+def _sharded_row(result, common, log=None):
     shards = result.get("shard_times", [])
+    # counted again from the worker log beside the result when there is one (the rules may have changed since)
+    log_events = (_count_log_events(log.read_text()) if log is not None and log.exists()
+                  else {key: result.get(key) for key in _LOG_EVENTS})
     data_bytes = result.get("data_bytes") or result["n"] * result.get("d", D) * 4
     limit = result.get("memory_limit_bytes")
     if limit is None:
@@ -412,7 +432,7 @@ def _sharded_row(result, common):
     return dict(
         common, n=result["n"], d=result.get("d", D), intrinsic_d=result.get("intrinsic_d", result.get("d", D)),
         k=result.get("k", K), build_neighbors=result["build_neighbors"],
-        query_epsilon=result.get("query_epsilon"), shard_rows=result.get("shard_rows_used", result["shard_rows"]),
+        query_epsilon=result.get("query_epsilon"), shard_rows=result.get("shard_rows_used"),
         shard_rows_requested=result["shard_rows"], n_shards=result["n_shards"],
         chunk_rows=result.get("chunk_rows"), memory_limit=result["memory_limit"], memory_limit_bytes=limit,
         data_bytes=data_bytes, data_over_memory_limit=data_bytes / limit, timings=result["timings"],
@@ -426,8 +446,7 @@ def _sharded_row(result, common):
         peak_worker_rss_mib=_max(result.get("peak_worker_rss_mib")),
         worker_maxrss_end_mib=_max(result.get("worker_maxrss_end_mib")),
         dask_peak_memory_mib=_max(result.get("dask_peak_memory_mib")),
-        paused=result.get("paused"), workers_seen=result.get("workers_seen"),
-        log_pause_events=result.get("log_pause_events"), log_kill_events=result.get("log_kill_events"))
+        paused=result.get("paused"), workers_seen=result.get("workers_seen"), **log_events)
 
 
 def _ratio(a, b):
@@ -460,8 +479,11 @@ def _growth(single, sharded):
                                   for key in ("check", "warm_up", "shards", "merge", "recall")}
                 entry["times"].update(total_s=[a["total_s"], b["total_s"]],
                                       shard_build_s=[a["shard_build_s"], b["shard_build_s"]],
-                                      shard_query_s=[a["shard_query_s"], b["shard_query_s"]])
-                entry["shard_rows"] = [a["shard_rows"], b["shard_rows"]]
+                                      shard_query_s=[a["shard_query_s"], b["shard_query_s"]],
+                                      shard_build_cpu_s=[a["shard_build_cpu_s"], b["shard_build_cpu_s"]],
+                                      shard_query_cpu_s=[a["shard_query_cpu_s"], b["shard_query_cpu_s"]])
+                entry["queried_rows"] = [a["queried_rows"], b["queried_rows"]]
+                entry["shard_rows_requested"] = [a["shard_rows_requested"], b["shard_rows_requested"]]
                 entry["n_shards"] = [a["n_shards"], b["n_shards"]]
             entry["ratios"] = {key: _ratio(v[1], v[0]) for key, v in entry["times"].items()}
             growth.append(entry)
@@ -534,7 +556,7 @@ def summarize(out, command=None):
         elif stage == "single":
             single += _single_rows(result, common)
         else:
-            sharded.append(_sharded_row(result, common))
+            sharded.append(_sharded_row(result, common, log=path.with_suffix(".log")))
     single.sort(key=lambda r: (r["d"], r["intrinsic_d"], r["n"], r["date"], r["build_neighbors"]))
     sharded.sort(key=lambda r: (r["d"], r["intrinsic_d"], r["n"], r["date"]))
     summary = {
@@ -609,8 +631,9 @@ def render_markdown(summary):
         lines += ["### Sharded build on a LocalCluster of 2 single-threaded workers", "",
                   ("| n | d | variant | data MiB | worker limit MiB | data / limit | shards × rows | check s | "
                    "warm-up s | shards s (build + query, CPU) | merge s | recall s | total s | recall (rows) | "
-                   "recall, fixed sample | peak worker RSS MiB | Dask peak MiB | paused | workers seen | file |"),
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                   "recall, fixed sample | peak worker RSS MiB | Dask peak MiB | paused (log lines) | "
+                   "memory restarts | workers seen | file |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sharded:
             t = r["timings"]
             cpu = ""
@@ -619,17 +642,21 @@ def render_markdown(summary):
             lines.append(
                 f"| {r['n']:,} | {_dim(r)} | {r['variant']} | {_mib(r['data_bytes'])} | "
                 f"{_mib(r['memory_limit_bytes'])} | {r['data_over_memory_limit']:.2f} | "
-                f"{r['n_shards']} × {r['shard_rows']:,} | {_f(t.get('check'))} | "
+                f"{_shards(r)} | {_f(t.get('check'))} | "
                 f"{_f(t.get('warm_up'))} | {_f(t.get('shards'))} ({r['shard_build_s']:.0f} + "
                 f"{r['shard_query_s']:.0f}{cpu}) | {_f(t.get('merge'))} | {_f(t.get('recall'))} | "
                 f"{_f(r['total_s'])} | {_f(r['recall'], '.4f')} ({r['recall_rows']}) | "
                 f"{_f(r.get('recall_fixed_sample'), '.4f')} | {_f(r.get('peak_worker_rss_mib'), '.0f')} | "
-                f"{_f(r.get('dask_peak_memory_mib'), '.0f')} | {_yes_no(r.get('paused'))} | "
+                f"{_f(r.get('dask_peak_memory_mib'), '.0f')} | {_yes_no(r.get('paused'))} "
+                f"({_f(r.get('log_pause_events'), 'd')}) | {_f(r.get('log_memory_restarts'), 'd')} | "
                 f"{_f(r.get('workers_seen'), 'd')} | {r['file']} |")
         lines += ["", ("Shard build and query seconds are summed over shards (the two workers run them in "
                        "parallel). Peak worker RSS is `ru_maxrss` of the worker process (numba compilation included); "
-                       "the Dask peak is the scheduler's memory metric polled every 0.5 s. `workers seen` > 2 means a "
-                       "worker was replaced."), ""]
+                       "the Dask peak is the scheduler's memory metric polled every 0.5 s. `paused`: a worker was seen "
+                       "paused by Dask's memory monitor (above 80 % of its limit it starts no new task; the running "
+                       "one continues), with the number of pause lines in the worker log. `memory restarts`: the "
+                       "nanny restarted a worker above 95 % of its limit. `workers seen` > 2 means a worker was "
+                       "replaced."), ""]
     comparisons = summary.get("comparisons", [])
     if comparisons:
         lines += ["### Sharded against single-index recall", "",
@@ -659,6 +686,13 @@ def render_markdown(summary):
                          f"{_f(r.get('warm_build_s'), '.2f')} | {_f(r.get('peak_rss_mib'), '.0f')} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _shards(row):
+    """``shards × rows``; results written before the rows used were recorded show the rows asked for."""
+    if row.get("shard_rows") is not None:
+        return f"{row['n_shards']} × {row['shard_rows']:,}"
+    return f"{row['n_shards']} (asked {row['shard_rows_requested']:,} rows)"
 
 
 def _dim(row):

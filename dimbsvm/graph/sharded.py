@@ -23,6 +23,20 @@ Stage (see :mod:`dimbsvm.features.stages`)::
 A finished stage with the same fingerprint (data and parameters) is reused.
 A build that stopped part-way resumes: shards whose done flag is set are not
 built again.
+
+Memory per worker: no task holds all rows. A worker needs its own baseline
+(about 0.6 GiB resident once pynndescent's numba code is compiled) plus one
+shard task: the shard's rows, its NN-descent graph, pynndescent's search
+graph and reordered copy of the rows, and one chunk of other rows - about
+twice the shard's row bytes plus 1 KB per shard row. Measured
+(``benchmarks/knn_scale.py``): 1.5 million rows of 256 float32 columns
+(1.43 GiB) in 150,000-row shards ran on two workers limited to 1.25 GiB each,
+peaking at 1.06 GiB per worker, with a recall of 0.996 against 0.945 for one
+NN-descent index over all rows. Choose ``shard_rows`` so that this stays
+under the worker's pause threshold (Dask's default: 80 % of its limit);
+above it the worker runs its current task but starts no other until memory
+falls. The number of rows is not bounded by it; the query work is: every row
+is queried against every other shard, ``n * (n_shards - 1)`` queries.
 """
 
 from __future__ import annotations
@@ -76,7 +90,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Rows per shard when not given: an NN-descent index of this many 32-d rows needs a few hundred MB.
+#: Rows per shard when not given: a shard task over this many 32-column float32 rows peaked at about
+#: 0.9 GiB per worker, numba's compiled code included (see the module docstring for other sizes).
 DEFAULT_SHARD_ROWS = 250_000
 
 _CHUNK_BYTES = 32 * 2**20  # rows per chunk when numpy input is written to a store
