@@ -319,7 +319,7 @@ output: {{model: false}}
 
 
 def test_job_over_store_larger_than_worker_memory(tmp_path):
-    """1.6 GB of float64 rows (820 MB stored as float32) through workers limited to 500 MiB each.
+    """A 1.6 GB store (float32; 3.3 GB as the float64 rows tasks compute on) through workers limited to 500 MiB.
 
     Every ensemble member reads only its bag and streams the out-of-bag rows a
     chunk at a time; the scaler is fitted chunk by chunk. The result equals
@@ -333,11 +333,11 @@ def test_job_over_store_larger_than_worker_memory(tmp_path):
     from dimbsvm.evaluation import evaluate_fold
     from dimbsvm.store import ingest, open_store
 
-    n, d, limit = 1_600_000, 128, 500 * 2**20
-    X, y = make_imbalanced(n, n_features=d, minority_fraction=0.02, chunks=50_000, random_state=3)
+    n, d, limit = 1_600_000, 256, 500 * 2**20
+    X, y = make_imbalanced(n, n_features=d, minority_fraction=0.02, chunks=40_000, random_state=3)
     store = tmp_path / "large.zarr"
-    ingest((X, y), store, chunk_rows=20_000)
-    assert n * d * 8 >= 3 * limit  # the rows tasks compute on are three times a worker's limit
+    ingest((X, y), store, chunk_rows=8_000)
+    assert n * d * 4 >= 3 * limit  # the stored features alone are three times a worker's limit
 
     procs = DaskProcesses(tmp_path, memory_limit=str(limit))
     try:
@@ -359,7 +359,7 @@ def test_job_over_store_larger_than_worker_memory(tmp_path):
 
     # the independent truth: the same fold fitted in one process that holds all rows
     stored = open_store(store)
-    X_all = np.asarray(stored.X[:], dtype=np.float64)
+    X_all = np.asarray(stored.X[:], dtype=np.float64)  # 3.3 GB in this unconstrained process
     y_all = np.asarray(stored.y[:])
     estimator = make_estimator("ensemble_othr", {"estimator": "linear_svc", "n_estimators": 2,
                                                  "bootstrap": "balanced", "max_samples": 4000,
