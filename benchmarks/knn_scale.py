@@ -528,7 +528,9 @@ def summarize(out, command=None):
     -------
     summary : dict
         ``kind``, ``date``, ``machine``, ``packages``, ``command`` (the
-        commands of the results, then this one), ``compile``, ``single`` (one
+        commands of the results - for results written before commands were
+        recorded, rebuilt from their parameters and marked so - then this
+        one), ``compile``, ``single`` (one
         row per build width), ``sharded``, ``comparisons`` (single vs sharded
         recall) and ``growth`` (time ratios between consecutive n).
     """
@@ -542,6 +544,10 @@ def summarize(out, command=None):
             continue
         cmd, recorded = _command_of(result)
         rebuilt += not recorded
+        if not recorded:
+            cmd += f"  # not recorded: rebuilt from the parameters in {path.name}"
+            if _label(path, result) not in ("default", "cold-cache"):
+                cmd += f"; variant {_label(path, result)!r} used settings the file does not record"
         commands.append(cmd)
         mtime = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.UTC).isoformat(timespec="seconds")
         common = {"file": str(path.relative_to(out)), "variant": _label(path, result), "command": cmd,
@@ -568,13 +574,11 @@ def summarize(out, command=None):
                         "load averages); CPU seconds are less sensitive to it."),
         "date": utc_now(), "machine": machine_info(), "packages": package_versions(PACKAGES),
         "command": list(dict.fromkeys([*commands, *([command] if command else [])])),
+        "commands_rebuilt": rebuilt,
         "results_dir": str(out), "files": [str(p.relative_to(out)) for p in files],
         "compile": compile_rows, "single": single, "sharded": sharded,
         "comparisons": _comparisons(single, sharded), "growth": _growth(single, sharded),
     }
-    if rebuilt:
-        summary["command_note"] = (f"{rebuilt} of {len(commands)} result files predate recorded commands; their "
-                                   "commands are rebuilt from the parameters in the files")
     return summary
 
 

@@ -385,6 +385,7 @@ def test_knn_scale_summary_reads_result_files(tmp_path):
     (tmp_path / "sharded-default-1000-d8-limit.json").write_text(json.dumps(sharded_run))
     summary = knn_scale.summarize(tmp_path, command="cmd-summary")
     assert summary["kind"] == "knn_scale" and summary["command"] == ["cmd-sharded", "cmd-single", "cmd-summary"]
+    assert summary["commands_rebuilt"] == 0
     assert summary["single"][0]["exact"]["extrapolated"] is True
     row = summary["sharded"][0]
     assert row["data_over_memory_limit"] == pytest.approx(32000 / 1024) and row["peak_worker_rss_mib"] == 710.0
