@@ -370,3 +370,35 @@ def test_job_over_store_larger_than_worker_memory(tmp_path):
     assert actual["threshold"] == pytest.approx(expected["threshold"], rel=1e-9)
     assert actual["g_mean"] == pytest.approx(expected["g_mean"], abs=1e-4)
     assert actual["g_mean"] > 0.7  # the members learned the minority class, not a constant
+
+
+def test_hpc_zarr_exchange_on_worker_processes(cluster, tmp_path):
+    """Linear HPC (SGD) on worker processes, rows and neighbours read from Zarr a chunk at a time.
+
+    The hyperedges' rows go through a scratch Zarr store; J^T L' J equals the
+    in-memory sum, the objective is within SGD's accuracy of the exact solve,
+    and the scratch store is removed.
+    """
+    import dask.array as da
+    from distributed import Client
+    from sklearn.datasets import make_classification
+    from sklearn.neighbors import NearestNeighbors
+
+    from dimbsvm.graph.hypergraph import neighbors_excluding_self
+    from dimbsvm.svm.hpc import HPCClassifier
+
+    X, y = make_classification(n_samples=6000, n_features=8, weights=[0.9], random_state=7)
+    found = NearestNeighbors(n_neighbors=6).fit(X).kneighbors(X, return_distance=False)
+    nbrs = neighbors_excluding_self(found)
+    zarr.create_array(str(tmp_path / "X.zarr"), data=X, chunks=(700, 8))
+    zarr.create_array(str(tmp_path / "nbrs.zarr"), data=nbrs, chunks=(1000, 5))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    exact = HPCClassifier(tol=1e-10, max_iter=1_000_000, random_state=0).fit(X, y, neighbors=nbrs)
+    with Client(cluster.address, timeout=30):
+        clf = HPCClassifier(solver="sgd", exchange_dir=scratch, random_state=0).fit(
+            da.from_zarr(str(tmp_path / "X.zarr")), da.from_array(y, chunks=700),
+            neighbors=da.from_zarr(str(tmp_path / "nbrs.zarr")))
+    np.testing.assert_allclose(clf.jlj_, exact.jlj_, rtol=1e-11, atol=1e-9)
+    assert 0 <= (clf.objective_ - exact.objective_) / exact.objective_ < 2e-3
+    assert list(scratch.iterdir()) == []

@@ -20,6 +20,7 @@ from dimbsvm.graph.hypergraph import (
     total_variance,
     validate_neighbors,
 )
+from dimbsvm.svm import _hpc_exchange as exchange_module
 from dimbsvm.svm import hpc as hpc_module
 from dimbsvm.svm._hpc_kernels import (
     accumulate_jlj,
@@ -276,6 +277,47 @@ def test_dask_fit_on_a_distributed_client(client):
     np.testing.assert_allclose(chunked.jlj_, memory.jlj_, rtol=1e-11, atol=1e-9)
 
 
+@pytest.mark.parametrize("rows_order", ["random", "sorted"])
+@pytest.mark.parametrize("chunks", [70, (40, 110, 150), 300])
+@pytest.mark.parametrize("kernel, n_components", [("linear", None), ("rbf", 15)])
+def test_zarr_exchange_equals_in_memory(kernel, n_components, chunks, rows_order, tmp_path):
+    """The on-disk exchange gives the in-memory J^T L' J, for any chunking, and leaves nothing."""
+    X, y = make_classification(n_samples=300, n_features=5, weights=[0.8], random_state=1)
+    if rows_order == "sorted":  # local hyperedges: chunks ask little of each other
+        order = np.argsort(X[:, 0], kind="stable")
+        X, y = X[order], y[order]
+    nbrs = _brute_neighbors(X, 5)
+    params = dict(kernel=kernel, n_components=n_components, **TIGHT)
+    memory = HPCClassifier(**params).fit(X, y, neighbors=nbrs)
+    for neighbors in (nbrs, da.from_array(nbrs, chunks=(90, 5))):  # NumPy, or Dask chunked otherwise
+        chunked = HPCClassifier(exchange_dir=tmp_path, **params).fit(
+            da.from_array(X, chunks=(chunks, 5)), da.from_array(y, chunks=(chunks,)),
+            neighbors=neighbors)
+        np.testing.assert_allclose(chunked.jlj_, memory.jlj_, rtol=1e-12, atol=1e-10)
+        np.testing.assert_allclose(chunked.coef_, memory.coef_, rtol=1e-7, atol=1e-9)
+        assert list(tmp_path.iterdir()) == []  # the scratch store is gone
+
+
+def test_zarr_exchange_on_a_distributed_client(client, tmp_path):
+    X, y = make_classification(n_samples=400, n_features=4, random_state=2)
+    nbrs = _brute_neighbors(X, 6)
+    memory = HPCClassifier(n_neighbors=6, **TIGHT).fit(X, y, neighbors=nbrs)
+    chunked = HPCClassifier(n_neighbors=6, exchange_dir=str(tmp_path), **TIGHT).fit(
+        da.from_array(X, chunks=64), y, neighbors=da.from_array(nbrs, chunks=100))
+    np.testing.assert_allclose(chunked.jlj_, memory.jlj_, rtol=1e-12, atol=1e-10)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_zarr_exchange_failing_leaves_no_store(tmp_path):
+    X, y = make_classification(n_samples=200, n_features=4, random_state=3)
+    nbrs = _brute_neighbors(X, 5)
+    nbrs[150, 2] = 150  # a row among its own neighbours, in the third chunk
+    with pytest.raises(DataError, match="its own neighbours"):
+        HPCClassifier(exchange_dir=tmp_path).fit(da.from_array(X, chunks=60), y,
+                                                neighbors=da.from_array(nbrs, chunks=60))
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- the objective and the chunk-bounded solver ------------------------------------------
 
 
@@ -345,11 +387,29 @@ class _ChunkLog:
 
     def clear(self):
         self.loads, self.client_rows, self.piece_rows, self.sgd_rows = [], [], [], []
+        self.neighbor_loads, self.sent_rows = [], []
 
 
 _LOG = _ChunkLog()
 _PIECE_JLJ, _COMPUTE = hpc_module.piece_jlj, hpc_module.compute_on_client
 _PARTIAL_FIT = hpc_module.SGDClassifier.partial_fit
+_PLACED, _SEND = exchange_module.placed_piece_jlj, exchange_module._send
+
+
+def _logged_placed(gathered, *args, **kwargs):
+    _LOG.piece_rows.append(len(gathered))
+    return _PLACED(gathered, *args, **kwargs)
+
+
+def _logged_send(block, *args, **kwargs):
+    _LOG.sent_rows.append(len(block[0]))
+    return _SEND(block, *args, **kwargs)
+
+
+def _load_neighbors(source, block_info=None):
+    (lo, hi), _ = block_info[None]["array-location"]
+    _LOG.neighbor_loads.append(hi - lo)
+    return source[lo:hi].copy()
 
 
 def _load_rows(source, block_info=None):
@@ -389,6 +449,8 @@ def chunk_log(monkeypatch, client):
     monkeypatch.setattr(hpc_module, "compute_on_client", _logged_compute)
     monkeypatch.setattr(hpc_module, "piece_jlj", _logged_piece)
     monkeypatch.setattr(hpc_module.SGDClassifier, "partial_fit", _logged_partial_fit)
+    monkeypatch.setattr(exchange_module, "placed_piece_jlj", _logged_placed)
+    monkeypatch.setattr(exchange_module, "_send", _logged_send)
     return _LOG
 
 
@@ -422,6 +484,36 @@ def test_sgd_on_dask_holds_one_chunk_of_rows(chunk_log, monkeypatch):
     np.testing.assert_allclose(clf.jlj_, exact.jlj_, rtol=1e-11, atol=1e-9)
     assert 0 <= (clf.objective_ - exact.objective_) / exact.objective_ < 2e-3
     assert np.mean(clf.predict(X) == exact.predict(X)) >= 0.99
+
+
+def test_sgd_with_zarr_exchange_holds_one_chunk_of_rows(chunk_log, monkeypatch, tmp_path):
+    """With exchange_dir and solver="sgd" no process holds more than about one chunk of rows.
+
+    The rows and the neighbour array are both produced lazily, a chunk at a time, and logged.
+    """
+    n, chunk, k, epochs = 3000, 400, 5, 2
+    X, y = make_classification(n_samples=n, n_features=6, weights=[0.85], flip_y=0.05,
+                               random_state=4)
+    nbrs = _brute_neighbors(X, k)
+    exact = HPCClassifier(class_weight="balanced", **TIGHT).fit(X, y, neighbors=nbrs)
+    X_dask, y_dask = _lazy_input(X, y, chunk)
+    nbrs_dask = da.map_blocks(_load_neighbors, chunks=(X_dask.chunks[0], (k,)), dtype=nbrs.dtype,
+                              meta=np.empty((0, 0), dtype=nbrs.dtype), source=nbrs)
+    n_chunks = X_dask.numblocks[0]
+    clf = HPCClassifier(class_weight="balanced", solver="sgd", n_epochs=epochs,
+                        exchange_dir=tmp_path, random_state=0).fit(X_dask, y_dask,
+                                                                   neighbors=nbrs_dask)
+    # rows: one pass each for the moments, the exchange's send, each epoch and the objective
+    assert len(chunk_log.loads) == n_chunks * (3 + epochs) and max(chunk_log.loads) == chunk
+    assert sorted(chunk_log.sent_rows) == sorted(X_dask.chunks[0])  # each chunk sent once
+    # neighbours: read by the plan and receive tasks, a chunk at a time, never by this process
+    assert len(chunk_log.neighbor_loads) == 2 * n_chunks and max(chunk_log.neighbor_loads) == chunk
+    assert max(chunk_log.client_rows) <= chunk
+    # a piece gathers its centres and their k neighbours: (chunk // k) (k + 1) rows
+    assert max(chunk_log.piece_rows) == (chunk // k) * (k + 1)
+    assert sum(chunk_log.piece_rows) == n * (k + 1)
+    np.testing.assert_allclose(clf.jlj_, exact.jlj_, rtol=1e-11, atol=1e-9)
+    assert 0 <= (clf.objective_ - exact.objective_) / exact.objective_ < 2e-3
 
 
 def test_liblinear_on_dask_gathers_every_row(chunk_log):

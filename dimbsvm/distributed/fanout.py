@@ -7,11 +7,12 @@ import sys
 import uuid
 import warnings
 
+import dask
 from distributed import as_completed
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["run_tasks", "share", "show_progress"]
+__all__ = ["run_tasks", "share", "show_progress", "tree_sum"]
 
 
 def run_tasks(client, func, calls, *, shared=None, retries=2, progress=True, label="tasks", on_result=None):
@@ -94,3 +95,27 @@ def show_progress(done, total, label):
     filled = int(width * done / total)
     sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label}")
     sys.stderr.flush()
+
+
+def tree_sum(terms):
+    """One delayed sum of delayed terms, added pairwise as a tree.
+
+    A flat sum would make one task hold every term; the tree holds two.
+
+    Parameters
+    ----------
+    terms : list of dask.delayed.Delayed
+        At least one.
+
+    Returns
+    -------
+    total : dask.delayed.Delayed
+    """
+    while len(terms) > 1:
+        terms = [dask.delayed(_add)(*terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def _add(a, b):
+    return a + b

@@ -42,11 +42,14 @@ __all__ = [
     "cholesky_factor",
     "class_weight_values",
     "gather_piece_jlj",
+    "group_by_chunk",
+    "hyperedge_members",
     "hinge_sums",
     "hpc_matrix",
     "kernel_jlj",
     "kernel_width",
     "piece_jlj",
+    "placed_piece_jlj",
     "primal_objective",
     "recover_weights",
     "signed_class_weight",
@@ -402,3 +405,85 @@ def gather_piece_jlj(own, lo, hi, local_neighbors, chunks, touched, starts, *, s
     parts = [take_rows(chunks[b], touched[cuts[b]:cuts[b + 1]] - starts[b])
              for b in np.flatnonzero(np.diff(cuts))]
     return piece_jlj(own, lo, hi, local_neighbors, parts, sigma2=sigma2, gamma=gamma)
+
+
+def hyperedge_members(first_row, neighbors):
+    """Global indices of each hyperedge's vertices: its centre, then its neighbours.
+
+    Parameters
+    ----------
+    first_row : int
+        Global index of the first centre; the centres are consecutive rows.
+    neighbors : ndarray of shape (m, k)
+        Global indices of each centre's ``k`` nearest other rows.
+
+    Returns
+    -------
+    members : ndarray of shape (m, k + 1), int64
+
+    Examples
+    --------
+    >>> hyperedge_members(10, np.array([[3, 4], [10, 2]])).tolist()
+    [[10, 3, 4], [11, 10, 2]]
+    """
+    m = neighbors.shape[0]
+    return np.column_stack([np.arange(first_row, first_row + m), neighbors]).astype(np.int64)
+
+
+def group_by_chunk(indices, starts):
+    """A stable order of ``indices`` grouped by the chunk holding each, and the group sizes.
+
+    Parameters
+    ----------
+    indices : ndarray of shape (r,)
+        Global row indices.
+    starts : ndarray of shape (n_chunks + 1,)
+        First global row of each chunk, then the row count.
+
+    Returns
+    -------
+    order : ndarray of shape (r,)
+        ``indices[order]`` lists chunk 0's rows first, then chunk 1's, ...,
+        each group in the order the rows appear in ``indices``.
+    counts : ndarray of shape (n_chunks,)
+        Rows of ``indices`` in each chunk.
+
+    Examples
+    --------
+    >>> order, counts = group_by_chunk(np.array([5, 0, 7, 1]), np.array([0, 4, 8]))
+    >>> order.tolist(), counts.tolist()
+    ([1, 3, 0, 2], [2, 2])
+    """
+    chunk = np.searchsorted(starts, indices, side="right") - 1
+    return np.argsort(chunk, kind="stable"), np.bincount(chunk, minlength=len(starts) - 1)
+
+
+def placed_piece_jlj(gathered, order, m, k, n_features, *, sigma2, gamma):
+    """``accumulate_jlj`` of ``m`` hyperedges whose vertex rows arrive grouped by chunk.
+
+    Parameters
+    ----------
+    gathered : ndarray of shape (m * (k + 1), n_columns)
+        The vertex rows in the order :func:`group_by_chunk` gave for the
+        flattened :func:`hyperedge_members`; columns are the input row
+        (``n_features``), the sign in {-1, +1}, then the features entering
+        ``J`` if they differ from the input (Nystroem), else nothing.
+    order : ndarray of shape (m * (k + 1),)
+        That order.
+    m, k, n_features : int
+
+    Returns
+    -------
+    jlj : ndarray of shape (p, p)
+    """
+    placed = np.empty_like(gathered)
+    placed[order] = gathered                       # back to (centre, neighbours) per hyperedge
+    placed = placed.reshape(m, k + 1, -1)
+    d = n_features
+    centres, others = placed[:, 0], placed[:, 1:].reshape(m * k, -1)
+    lookup = np.arange(m * k).reshape(m, k)
+    other_features = placed.shape[2] > d + 1
+    return accumulate_jlj(centres[:, :d], lookup, others[:, :d], centres[:, d], others[:, d],
+                          sigma2=sigma2, gamma=gamma,
+                          F_rows=centres[:, d + 1:] if other_features else None,
+                          F_lookup=others[:, d + 1:] if other_features else None)

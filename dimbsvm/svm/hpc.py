@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import time
 from numbers import Integral, Real
 
@@ -38,6 +39,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from dimbsvm.distributed.client import current_client
+from dimbsvm.distributed.fanout import tree_sum
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block, nystroem_normalization
 from dimbsvm.features.references import choose_rows, choose_rows_chunked
@@ -49,6 +51,7 @@ from dimbsvm.graph.hypergraph import (
     validate_neighbors,
 )
 from dimbsvm.graph.knn import KNN_METHODS, nearest_neighbors
+from dimbsvm.svm._hpc_exchange import exchange_jlj
 from dimbsvm.svm._hpc_kernels import (
     accumulate_jlj,
     augment,
@@ -74,14 +77,6 @@ logger = logging.getLogger(__name__)
 
 #: Rows per ``partial_fit`` call of ``solver="sgd"`` on in-memory input.
 SGD_BATCH = 65_536
-
-
-def _tree_sum(terms):
-    """One delayed sum of delayed arrays, added pairwise as a tree."""
-    while len(terms) > 1:
-        terms = [dask.delayed(np.add)(*terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
-                 for i in range(0, len(terms), 2)]
-    return terms[0]
 
 
 class HPCClassifier(ClassifierMixin, BaseEstimator):
@@ -133,6 +128,15 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         than one chunk of transformed rows; approximate (see ``objective_``).
     n_epochs : int, default=5
         Passes over the rows of ``solver="sgd"`` (ignored by ``"liblinear"``).
+    exchange_dir : str, path-like or None, default=None
+        Dask input only: how the ``J^T L' J`` pass brings each hyperedge's rows
+        together. ``None``: between tasks in memory (fast; the rows in flight
+        reach up to ``k`` times the data over the workers). A directory: through
+        a scratch Zarr store made there and deleted after the pass
+        (:mod:`dimbsvm.svm._hpc_exchange`), so no task holds more than about one
+        chunk of rows and the neighbour array is read one chunk at a time; it
+        writes and reads ``(k + 1) n`` rows, and must be on a file system every
+        worker sees.
     tol : float, default=1e-4
         Stopping tolerance of LIBLINEAR.
     max_iter : int, default=1000
@@ -194,17 +198,26 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
        more than one chunk of them;
     4. ``objective_``, reduced to two scalars.
 
-    What is *not* bounded by one chunk: the neighbour array (``n x k``
-    integers) is read by the calling process to build the task graph, which
-    carries each piece's indices (int32, about ``2 n k``); and pass 2 is an
-    all-to-all exchange -- on data in random order every piece touches every
-    chunk. On a ``distributed`` client, small tasks cut the touched rows from
-    each chunk so only those travel; no task holds more than about two chunks
-    of rows, but the chunks and the cut rows in flight add up to between the
-    data's size and ``k`` times it over the workers (which spill to disk above
-    their memory limits). Without a client (Dask's threaded scheduler, one
-    process), each piece cuts its rows from the shared chunks instead, so the
-    process holds the input rows once, not ``k`` times.
+    With the default ``exchange_dir=None`` pass 2 is not bounded by one
+    chunk: the neighbour array (``n x k`` integers) is read by the calling
+    process to build the task graph, which carries each piece's indices
+    (int32, about ``2 n k``); and the pass is an all-to-all exchange -- on data
+    in random order every piece touches every chunk. On a ``distributed``
+    client, small tasks cut the touched rows from each chunk so only those
+    travel; no task holds more than about two chunks of rows, but the chunks
+    and the cut rows in flight add up to between the data's size and ``k``
+    times it over the workers (which spill to disk above their memory limits).
+    Without a client (Dask's threaded scheduler, one process), each piece cuts
+    its rows from the shared chunks instead, so the process holds the input
+    rows once, not ``k`` times.
+
+    With ``exchange_dir`` set, the rows go through a scratch Zarr store in
+    three passes of one task per chunk (plan, send, receive; see
+    :mod:`dimbsvm.svm._hpc_exchange`); the neighbour array may then be a Dask
+    array (e.g. of the Zarr store :mod:`dimbsvm.graph` wrote), read a chunk at
+    a time by the tasks, and only a ``pieces x chunks`` table of counts
+    reaches the calling process. With ``solver="sgd"`` as well, no process
+    holds more than about one chunk of rows at any step of the fit.
 
     ``decision_function`` is positive towards ``classes_[1]``, so
     ``OTHRClassifier(HPCClassifier())`` moves its threshold.
@@ -234,6 +247,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         "knn_method": [StrOptions(set(KNN_METHODS))],
         "solver": [StrOptions({"liblinear", "sgd"})],
         "n_epochs": [Interval(Integral, 1, None, closed="left")],
+        "exchange_dir": [str, os.PathLike, None],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
@@ -241,8 +255,8 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, C=1.0, c1=1.0, n_neighbors=5, gamma=1.0, kernel="linear", *,
                  kernel_gamma="scale", eps=1e-6, n_components=None, max_kernel_size=5000,
-                 class_weight=None, knn_method="auto", solver="liblinear", n_epochs=5, tol=1e-4,
-                 max_iter=1000, random_state=None):
+                 class_weight=None, knn_method="auto", solver="liblinear", n_epochs=5,
+                 exchange_dir=None, tol=1e-4, max_iter=1000, random_state=None):
         self.C = C
         self.c1 = c1
         self.n_neighbors = n_neighbors
@@ -256,6 +270,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         self.knn_method = knn_method
         self.solver = solver
         self.n_epochs = n_epochs
+        self.exchange_dir = exchange_dir
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
@@ -401,7 +416,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
             return hinge_sums(J, signs, wb)
         terms = [dask.delayed(hinge_sums)(J_b, s_b, wb)
                  for J_b, s_b in zip(J.to_delayed().ravel(), signs.to_delayed().ravel())]
-        return compute_on_client(_tree_sum(terms))[0]
+        return compute_on_client(tree_sum(terms))[0]
 
     def _neighbors(self, X, neighbors):
         if neighbors is not None:
@@ -474,7 +489,13 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
                                            compute=compute_on_client)
                 F = self._nystroem_fit(X, n, rows=rows)
         with self._timed("jlj"):
-            jlj, = compute_on_client(_tree_sum(list(self._jlj_tasks(X, signs, F, neighbors))))
+            if self.exchange_dir is not None:
+                jlj = exchange_jlj(X, signs, None if F is X else F, neighbors,
+                                   n_neighbors=self.n_neighbors, sigma2=self.sigma2_,
+                                   gamma=self.gamma, directory=self.exchange_dir,
+                                   compute=compute_on_client)
+            else:
+                jlj, = compute_on_client(tree_sum(list(self._jlj_tasks(X, signs, F, neighbors))))
         J = F.map_blocks(augment, chunks=(F.chunks[0], (F.shape[1] + 1,)), dtype=np.float64)
         return self._solve_linear(jlj, J, signs)
 
