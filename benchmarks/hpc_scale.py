@@ -24,6 +24,15 @@ other, so load from other users of the machine falls on all of them alike.
     ``sgd`` streams them one chunk at a time (5 epochs). ``generator_one_pass``
     is the generator's own time for one pass; the fit makes 3 passes
     (liblinear) or 3 + 5 (sgd).
+``hpc_cluster_sgd_exchange``
+    The chunk-bounded path: ``solver="sgd"`` with ``exchange_dir`` (the
+    hyperedges' rows through a scratch Zarr store), the neighbour array read
+    from a Zarr copy of the cached graph a chunk at a time, on a
+    ``LocalCluster`` of 2 worker processes (1 thread each) whose memory limit
+    (``--worker-memory``, default 1 GiB) is below the data's size at 10^7. The
+    rows are generated inside the tasks. Reports the calling process's peak
+    memory, each worker's (``ru_maxrss``), whether a worker was restarted, and
+    CPU seconds of the caller and workers together.
 ``linear_svc``
     The rows in memory, ``LinearSVC(loss="hinge")``: HPC's solver on the
     untransformed rows (the problem HPC with ``c1=0`` solves); and
@@ -43,6 +52,8 @@ Usage (from the repository root)::
     python -m benchmarks.hpc_scale --n 100000 1000000 --repeats 3
     python -m benchmarks.hpc_scale --n 10000000 --graph random --repeats 1 \\
         --methods hpc_dask_sgd hpc_dask_liblinear linear_svc    # merged into the same summary
+    python -m benchmarks.hpc_scale --n 10000000 --graph random --repeats 1 \\
+        --methods hpc_cluster_sgd_exchange --worker-memory 1GiB
     python -m benchmarks.hpc_scale --stage hpc_dask_sgd --n 100000   # one run, JSON on stdout
 
 The results directory (``--out``, default ``benchmarks/results/hpc-scale``)
@@ -170,6 +181,64 @@ def _fit_hpc(n, cache, graph, *, dask_input, solver):
             "objective": clf.objective_, "warnings": len(caught), "train_g_mean": float(score)}
 
 
+def _neighbors_zarr(cache, graph, n):
+    """A Zarr copy of the cached graph, chunked like the rows, written once."""
+    import zarr
+
+    path = _graph_path(cache, graph, n).with_suffix(".zarr")
+    if not path.exists():
+        neighbors = np.load(_graph_path(cache, graph, n), mmap_mode="r")
+        array = zarr.create_array(str(path) + ".tmp", shape=neighbors.shape, dtype=np.int32,
+                                  chunks=(CHUNKS, K))
+        for start in range(0, n, CHUNKS):
+            array[start:start + CHUNKS] = neighbors[start:start + CHUNKS]
+        os.rename(str(path) + ".tmp", path)
+    return path
+
+
+def _worker_usage():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"peak_gib": usage.ru_maxrss / 2**20, "cpu": usage.ru_utime + usage.ru_stime,
+            "pid": os.getpid()}
+
+
+def _fit_hpc_cluster(n, cache, graph, worker_memory):
+    """HPC, sgd + Zarr exchange, on 2 worker processes with a memory limit."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from dimbsvm.svm.hpc import HPCClassifier
+
+    neighbors = da.from_zarr(str(_neighbors_zarr(cache, graph, n)))
+    X, y = _data(n)
+    scratch = cache / "exchange"
+    scratch.mkdir(exist_ok=True)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      memory_limit=worker_memory, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        before = client.run(_worker_usage)
+        clf = HPCClassifier(C=1.0, class_weight="balanced", solver="sgd", exchange_dir=scratch,
+                            random_state=0)
+        start, cpu = time.perf_counter(), _cpu_seconds()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            clf.fit(X, y, neighbors=neighbors)
+        seconds, caller_cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+        after = client.run(_worker_usage)
+        peak = _peak_gib()
+        score = g_mean(y.compute(), clf.predict(X))
+    restarted = sorted(w["pid"] for w in before.values()) != sorted(w["pid"] for w in after.values())
+    workers_cpu = sum(a["cpu"] for a in after.values()) - sum(b["cpu"] for b in before.values())
+    data_gib = n * N_FEATURES * X.dtype.itemsize / 2**30
+    return {"seconds": seconds, "cpu_seconds": caller_cpu + workers_cpu,
+            "caller_cpu_seconds": caller_cpu, "peak_rss_gib": peak,
+            "worker_peak_gib": max(w["peak_gib"] for w in after.values()),
+            "worker_memory_limit": worker_memory, "worker_restarted": restarted,
+            "data_gib": data_gib, "exchange_gb": n * (K + 1) * (N_FEATURES + 1) * X.dtype.itemsize / 1e9,
+            "stages": clf.timings_, "n_iter": clf.n_iter_, "objective": clf.objective_,
+            "warnings": len(caught), "train_g_mean": float(score)}
+
+
 def _fit_linear_svc(n, loss):
     """LinearSVC on the rows in memory (the graph is not used)."""
     from sklearn.svm import LinearSVC
@@ -189,19 +258,22 @@ METHODS = {
     "hpc_memory_liblinear": lambda n, c, g: _fit_hpc(n, c, g, dask_input=False, solver="liblinear"),
     "hpc_dask_liblinear": lambda n, c, g: _fit_hpc(n, c, g, dask_input=True, solver="liblinear"),
     "hpc_dask_sgd": lambda n, c, g: _fit_hpc(n, c, g, dask_input=True, solver="sgd"),
+    "hpc_cluster_sgd_exchange": lambda n, c, g: _fit_hpc_cluster(
+        n, c, g, os.environ.get("HPC_SCALE_WORKER_MEMORY", "1GiB")),
     "linear_svc_hinge": lambda n, c, g: _fit_linear_svc(n, "hinge"),
     "linear_svc_squared_hinge": lambda n, c, g: _fit_linear_svc(n, "squared_hinge"),
 }
 STAGES = {"knn": stage_knn, **METHODS}
 
 
-def _run_stage(stage, n, cache, graph):
+def _run_stage(stage, n, cache, graph, worker_memory="1GiB"):
     """One stage in a fresh Python process; its JSON result and the load when it started."""
     load = os.getloadavg()[0]
     out = subprocess.run([sys.executable, "-m", "benchmarks.hpc_scale", "--stage", stage,
                           "--n", str(n), "--cache", str(cache), "--graph", graph],
                          check=True, capture_output=True, text=True,
-                         env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}).stdout
+                         env={**os.environ, "OPENBLAS_NUM_THREADS": "1",
+                              "HPC_SCALE_WORKER_MEMORY": worker_memory}).stdout
     return {**json.loads(out.strip().splitlines()[-1]), "load_1min": load}
 
 
@@ -235,6 +307,8 @@ def main(argv=None) -> int:
                         help="where the kNN graphs are kept between runs")
     parser.add_argument("--graph", choices=["knn", "random"], default="knn")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--worker-memory", default="1GiB",
+                        help="memory limit of each worker of hpc_cluster_sgd_exchange")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -269,7 +343,7 @@ def main(argv=None) -> int:
         runs = {}
         for repeat in range(args.repeats):
             for method in args.methods:
-                result = _run_stage(method, n, args.cache, args.graph)
+                result = _run_stage(method, n, args.cache, args.graph, args.worker_memory)
                 runs.setdefault(method, []).append(result)
                 logger.info("n=%d repeat %d %s: %.1f s (cpu %.1f s), peak %.2f GiB", n, repeat,
                             method, result["seconds"], result["cpu_seconds"],
@@ -292,6 +366,7 @@ _HPC_STAGES = ("moments", "jlj", "factor", "transform", "solve", "objective")
 _LABELS = {"hpc_memory_liblinear": "HPC, NumPy input, liblinear",
            "hpc_dask_liblinear": "HPC, Dask input, liblinear",
            "hpc_dask_sgd": "HPC, Dask input, sgd (5 epochs)",
+           "hpc_cluster_sgd_exchange": "HPC, 2 worker processes, sgd + Zarr exchange",
            "linear_svc_hinge": "LinearSVC(loss='hinge')",
            "linear_svc_squared_hinge": "LinearSVC() (squared hinge)"}
 
@@ -360,6 +435,21 @@ def render_markdown(summary: dict) -> str:
             f"{_fmt(r.get('generator_one_pass'))} | "
             f"{_fmt(r.get('objective'), '.6g')} | {_fmt(gap, '.1e')} | "
             f"{_iterations(r)} | {100 * r['train_g_mean']:.1f} |")
+    cluster = [r for r in runs if "worker_peak_gib" in r]
+    if cluster:
+        lines += ["", ("The chunk-bounded path (`" + _LABELS["hpc_cluster_sgd_exchange"] + "`): "
+                       "peak resident memory of the calling process and of the largest worker "
+                       "against each worker's limit and the data's size; CPU s above is the "
+                       "caller's and the workers' together. Chunks are 100,000 rows (12.2 MiB "
+                       "as float32)."), "",
+                  "| n | graph | fit s | caller peak GiB | worker peak GiB | worker limit | "
+                  "data GiB | exchange GB | worker restarted |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['n']:,} | {r['graph']} | {r['seconds']:.1f} | {r['peak_rss_gib']:.2f} | "
+                  f"{r['worker_peak_gib']:.2f} | {r['repeats'][0]['worker_memory_limit']} | "
+                  f"{r['data_gib']:.2f} | {r['exchange_gb']:.1f} | "
+                  f"{'yes' if any(x['worker_restarted'] for x in r['repeats']) else 'no'} |"
+                  for r in cluster]
     growth = _growth(runs)
     if growth:
         lines += ["", "Growth of the median fit time per 10x rows (linear scaling is 10x):", "",

@@ -4,8 +4,9 @@ scikit-learn's liblinear wrapper seeds one C-level generator per *process*
 (``sklearn.svm._newrand.set_seed``) and then trains without the GIL. Two
 ``LinearSVC`` fits running in threads of the same process (a Dask worker with
 several threads, or an in-process cluster) therefore draw from one stream and
-their results depend on timing. Ensemble members must be identical wherever
-they run, so fits whose estimator uses LIBLINEAR take this lock. Fits in
+their results depend on timing. Ensemble members and fold fits must be identical
+wherever they run, so fits whose estimator uses LIBLINEAR take this lock
+(``fit_member``, ``evaluate_fold``, ``fit_pipeline``). Fits in
 separate processes are unaffected, and other estimators never wait.
 """
 
@@ -20,21 +21,26 @@ _LOCK = threading.RLock()
 
 
 def uses_liblinear(estimator) -> bool:
-    """True if ``estimator`` (or an estimator among its parameters) trains with LIBLINEAR."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.svm import LinearSVC, LinearSVR
-
-    from dimbsvm.svm.hpc import HPCClassifier  # solves with LinearSVC inside
-
-    if isinstance(estimator, (LinearSVC, LinearSVR, HPCClassifier)):
-        return True
-    if isinstance(estimator, LogisticRegression) and estimator.solver == "liblinear":
+    """True if ``estimator``, or an estimator nested in it (a pipeline step, a base), trains with LIBLINEAR."""
+    if _trains_with_liblinear(estimator):
         return True
     get_params = getattr(estimator, "get_params", None)
     if get_params is None:
         return False
-    return any(uses_liblinear(value) for value in get_params(deep=False).values()
-               if hasattr(value, "get_params"))
+    return any(_trains_with_liblinear(value) for value in get_params(deep=True).values())
+
+
+def _trains_with_liblinear(estimator) -> bool:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC, LinearSVR
+
+    from dimbsvm.svm.hpc import HPCClassifier  # its exact solver is LinearSVC
+
+    if isinstance(estimator, (LinearSVC, LinearSVR)):
+        return True
+    if isinstance(estimator, HPCClassifier):
+        return estimator.solver == "liblinear"
+    return isinstance(estimator, LogisticRegression) and estimator.solver == "liblinear"
 
 
 def liblinear_guard(estimator):
