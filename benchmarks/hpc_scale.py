@@ -26,7 +26,7 @@ other, so load from other users of the machine falls on all of them alike.
     (liblinear) or 3 + 5 (sgd).
 ``hpc_cluster_sgd_exchange``
     The chunk-bounded path: ``solver="sgd"`` with ``exchange_dir`` (the
-    hyperedges' rows through a scratch Zarr store), the neighbour array read
+    hyperedges' rows through scratch files on disk), the neighbour array read
     from a Zarr copy of the cached graph a chunk at a time, on a
     ``LocalCluster`` of 2 worker processes (1 thread each) whose memory limit
     (``--worker-memory``, default 1 GiB) is below the data's size at 10^7. The
@@ -203,7 +203,7 @@ def _worker_usage():
 
 
 def _fit_hpc_cluster(n, cache, graph, worker_memory):
-    """HPC, sgd + Zarr exchange, on 2 worker processes with a memory limit."""
+    """HPC, sgd + exchange through files, on 2 worker processes with a memory limit."""
     import dask.array as da
     from distributed import Client, LocalCluster
 
@@ -366,7 +366,7 @@ _HPC_STAGES = ("moments", "jlj", "factor", "transform", "solve", "objective")
 _LABELS = {"hpc_memory_liblinear": "HPC, NumPy input, liblinear",
            "hpc_dask_liblinear": "HPC, Dask input, liblinear",
            "hpc_dask_sgd": "HPC, Dask input, sgd (5 epochs)",
-           "hpc_cluster_sgd_exchange": "HPC, 2 worker processes, sgd + Zarr exchange",
+           "hpc_cluster_sgd_exchange": "HPC, 2 worker processes, sgd + disk exchange",
            "linear_svc_hinge": "LinearSVC(loss='hinge')",
            "linear_svc_squared_hinge": "LinearSVC() (squared hinge)"}
 

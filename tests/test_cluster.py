@@ -372,12 +372,12 @@ def test_job_over_store_larger_than_worker_memory(tmp_path):
     assert actual["g_mean"] > 0.7  # the members learned the minority class, not a constant
 
 
-def test_hpc_zarr_exchange_on_worker_processes(cluster, tmp_path):
+def test_hpc_disk_exchange_on_worker_processes(cluster, tmp_path):
     """Linear HPC (SGD) on worker processes, rows and neighbours read from Zarr a chunk at a time.
 
-    The hyperedges' rows go through a scratch Zarr store; J^T L' J equals the
+    The hyperedges' rows go through scratch files; J^T L' J equals the
     in-memory sum, the objective is within SGD's accuracy of the exact solve,
-    and the scratch store is removed.
+    and the scratch files are removed.
     """
     import dask.array as da
     from distributed import Client

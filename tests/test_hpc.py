@@ -280,8 +280,8 @@ def test_dask_fit_on_a_distributed_client(client):
 @pytest.mark.parametrize("rows_order", ["random", "sorted"])
 @pytest.mark.parametrize("chunks", [70, (40, 110, 150), 300])
 @pytest.mark.parametrize("kernel, n_components", [("linear", None), ("rbf", 15)])
-def test_zarr_exchange_equals_in_memory(kernel, n_components, chunks, rows_order, tmp_path):
-    """The on-disk exchange gives the in-memory J^T L' J, for any chunking, and leaves nothing."""
+def test_disk_exchange_equals_in_memory(kernel, n_components, chunks, rows_order, tmp_path):
+    """The exchange through files gives the in-memory J^T L' J, for any chunking, and leaves nothing."""
     X, y = make_classification(n_samples=300, n_features=5, weights=[0.8], random_state=1)
     if rows_order == "sorted":  # local hyperedges: chunks ask little of each other
         order = np.argsort(X[:, 0], kind="stable")
@@ -295,10 +295,10 @@ def test_zarr_exchange_equals_in_memory(kernel, n_components, chunks, rows_order
             neighbors=neighbors)
         np.testing.assert_allclose(chunked.jlj_, memory.jlj_, rtol=1e-12, atol=1e-10)
         np.testing.assert_allclose(chunked.coef_, memory.coef_, rtol=1e-7, atol=1e-9)
-        assert list(tmp_path.iterdir()) == []  # the scratch store is gone
+        assert list(tmp_path.iterdir()) == []  # the scratch files are gone
 
 
-def test_zarr_exchange_on_a_distributed_client(client, tmp_path):
+def test_disk_exchange_on_a_distributed_client(client, tmp_path):
     X, y = make_classification(n_samples=400, n_features=4, random_state=2)
     nbrs = _brute_neighbors(X, 6)
     memory = HPCClassifier(n_neighbors=6, **TIGHT).fit(X, y, neighbors=nbrs)
@@ -308,7 +308,7 @@ def test_zarr_exchange_on_a_distributed_client(client, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_zarr_exchange_failing_leaves_no_store(tmp_path):
+def test_disk_exchange_failing_leaves_no_files(tmp_path):
     X, y = make_classification(n_samples=200, n_features=4, random_state=3)
     nbrs = _brute_neighbors(X, 5)
     nbrs[150, 2] = 150  # a row among its own neighbours, in the third chunk
@@ -486,7 +486,7 @@ def test_sgd_on_dask_holds_one_chunk_of_rows(chunk_log, monkeypatch):
     assert np.mean(clf.predict(X) == exact.predict(X)) >= 0.99
 
 
-def test_sgd_with_zarr_exchange_holds_one_chunk_of_rows(chunk_log, monkeypatch, tmp_path):
+def test_sgd_with_disk_exchange_holds_one_chunk_of_rows(chunk_log, monkeypatch, tmp_path):
     """With exchange_dir and solver="sgd" no process holds more than about one chunk of rows.
 
     The rows and the neighbour array are both produced lazily, a chunk at a time, and logged.

@@ -132,7 +132,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         Dask input only: how the ``J^T L' J`` pass brings each hyperedge's rows
         together. ``None``: between tasks in memory (fast; the rows in flight
         reach up to ``k`` times the data over the workers). A directory: through
-        a scratch Zarr store made there and deleted after the pass
+        scratch files written there and deleted after the pass
         (:mod:`dimbsvm.svm._hpc_exchange`), so no task holds more than about one
         chunk of rows and the neighbour array is read one chunk at a time; it
         writes and reads ``(k + 1) n`` rows, and must be on a file system every
@@ -211,7 +211,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
     its rows from the shared chunks instead, so the process holds the input
     rows once, not ``k`` times.
 
-    With ``exchange_dir`` set, the rows go through a scratch Zarr store in
+    With ``exchange_dir`` set, the rows go through scratch files on disk in
     three passes of one task per chunk (plan, send, receive; see
     :mod:`dimbsvm.svm._hpc_exchange`); the neighbour array may then be a Dask
     array (e.g. of the Zarr store :mod:`dimbsvm.graph` wrote), read a chunk at
