@@ -20,7 +20,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
 from .metrics import a_mean, f_measure, g_mean
-from .svm._native_rng import liblinear_guard
+from .svm._native_rng import fit_guard
 
 __all__ = [
     "METRICS", "SCALERS", "repeat_seeds", "fold_indices", "evaluate_fold", "fit_pipeline", "score_model", "score_rows", "summarize",
@@ -127,7 +127,7 @@ def evaluate_fold(X, y, *, estimator, n_splits: int, seed: int, fold: int,
         pos_label = positive_label(y)
     model = build_pipeline(estimator, scaler=scaler, impute=impute, features=features)
     start = time.perf_counter()
-    with liblinear_guard(model):  # threads of one worker share LIBLINEAR's generator
+    with fit_guard(model):  # threads of one worker share LIBLINEAR's generator
         model.fit(X[train], y[train])
     fit_time = time.perf_counter() - start
     record = {"seed": int(seed), "fold": int(fold), "n_train": int(len(train)), "n_test": int(len(test))}
@@ -161,7 +161,7 @@ def fit_pipeline(X, y, *, estimator, scaler="minmax", impute="none", rows=None, 
     """
     rows = np.arange(len(y)) if rows is None else np.asarray(rows)
     model = build_pipeline(estimator, scaler=scaler, impute=impute, features=features)
-    with liblinear_guard(model):
+    with fit_guard(model):
         return model.fit(X[rows], y[rows])
 
 

@@ -1,5 +1,7 @@
 """LIBLINEAR's process-global generator: which fits take the lock, and fold fits in threads."""
 
+import contextlib
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -9,10 +11,12 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC, LinearSVC
 
 from dimbsvm.evaluation import evaluate_fold
-from dimbsvm.svm._native_rng import uses_liblinear
+from dimbsvm.svm._native_rng import fit_guard, uses_liblinear
 from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
 from dimbsvm.svm.hpc import HPCClassifier
 from dimbsvm.svm.othr import OTHRClassifier
+
+DEADLOCK_SECONDS = 120
 
 
 @pytest.mark.parametrize("estimator, expected", [
@@ -48,3 +52,27 @@ def test_fold_fits_in_threads_equal_sequential_fits():
                                flip_y=0.1, random_state=0)
     sequential = _fold_records(X, y, 1)
     assert _fold_records(X, y, 4) == sequential
+
+
+def test_fit_guard_leaves_ensembles_to_lock_their_members():
+    plain = make_pipeline(MinMaxScaler(), LinearSVC())
+    ensemble = make_pipeline(MinMaxScaler(), EnsembleOTHRClassifier(LinearSVC()))
+    assert fit_guard(plain) is not fit_guard(ensemble)
+    assert isinstance(fit_guard(ensemble), contextlib.nullcontext)
+    assert not isinstance(fit_guard(plain), contextlib.nullcontext)
+
+
+def test_ensemble_fold_on_an_in_process_cluster_does_not_deadlock(client):
+    """Members run on the cluster's threads in this process, each taking the lock.
+
+    Were the fold's whole fit to hold the lock too, the members would wait for it forever.
+    """
+    X, y = make_classification(n_samples=300, n_features=5, weights=[0.8], random_state=0)
+    estimator = EnsembleOTHRClassifier(LinearSVC(), n_estimators=3, random_state=0)
+    records = []
+    fold = threading.Thread(target=lambda: records.append(evaluate_fold(
+        X, y, estimator=estimator, n_splits=3, seed=0, fold=0)), daemon=True)  # a daemon: a
+    fold.start()                                                # deadlocked one cannot block exit
+    fold.join(timeout=DEADLOCK_SECONDS)
+    assert not fold.is_alive(), "the fold's fit is still waiting: deadlock"
+    assert 0.0 <= records[0]["g_mean"] <= 1.0

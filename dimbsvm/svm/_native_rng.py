@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-__all__ = ["liblinear_guard", "uses_liblinear"]
+__all__ = ["fit_guard", "liblinear_guard", "uses_liblinear"]
 
 _LOCK = threading.RLock()
 
@@ -46,3 +46,17 @@ def _trains_with_liblinear(estimator) -> bool:
 def liblinear_guard(estimator):
     """A context that holds the process-wide LIBLINEAR lock if ``estimator`` needs it."""
     return _LOCK if uses_liblinear(estimator) else contextlib.nullcontext()
+
+
+def fit_guard(model):
+    """The lock for fitting ``model`` whole in this thread, if it needs one.
+
+    None when ``model`` holds an estimator that fits its parts as tasks and
+    takes the lock per part itself (``_locks_liblinear_per_task = True``, the
+    ensemble): holding the lock across such a fit would block its tasks on the
+    worker threads of an in-process cluster, a deadlock.
+    """
+    nested = model.get_params(deep=True).values() if hasattr(model, "get_params") else ()
+    if any(getattr(est, "_locks_liblinear_per_task", False) for est in (model, *nested)):
+        return contextlib.nullcontext()
+    return liblinear_guard(model)

@@ -525,6 +525,10 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     >>> paper = EnsembleOTHRClassifier(n_estimators=5, random_state=0, **PAPER_PARAMS).fit(X, y)
     """
 
+    #: Members are fitted as tasks, each under the LIBLINEAR lock (``fit_member``); see
+    #: :func:`dimbsvm.svm._native_rng.fit_guard`.
+    _locks_liblinear_per_task = True
+
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "decision_function"]), None],
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
