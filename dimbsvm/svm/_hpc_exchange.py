@@ -149,7 +149,7 @@ def _chunk_neighbors(block, a, starts, k):
 
 
 def _plan(block, a, starts, path, *, n_neighbors, step):
-    """Write ``requests[b, a]`` for every chunk ``b``; return the counts (pieces x chunks)."""
+    """Write ``requests/b_a.npy`` for every chunk ``b``; return the counts (pieces x chunks)."""
     nbrs = _chunk_neighbors(block, a, starts, n_neighbors)
     n_chunks = len(starts) - 1
     wanted = [[] for _ in range(n_chunks)]
