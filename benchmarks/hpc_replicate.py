@@ -187,11 +187,12 @@ def summarize(paths, *, out=None) -> dict:
     if not runs:
         raise ValueError("no run files to summarize")
     out = out if out is not None else paths[0].parent
-    by, run_entries, rebuilt = {}, [], False
+    by, run_entries, rebuilt = {}, [], []
     for path, run in runs:
         kernel = _kernel_of(run, path)
         command, was_rebuilt = _command_of(run, kernel, out)
-        rebuilt |= was_rebuilt
+        if was_rebuilt:
+            rebuilt.append(path.name)
         run_entries.append({"file": path.name, "kernel": kernel, "grid": run["grid"], "command": command,
                             "started": run["started"], "wall_seconds": run["wall_seconds"],
                             "datasets": list(dict.fromkeys(r["dataset"] for r in run["records"])),
@@ -236,7 +237,8 @@ def summarize(paths, *, out=None) -> dict:
                "wall_seconds": round(sum(e["wall_seconds"] for e in run_entries), 1),
                "machine": first["machine"], "packages": first["packages"], "runs": run_entries, "tables": tables}
     if rebuilt:
-        summary["command_note"] = "rebuilt from the run file's grid, datasets and methods; --jobs was not recorded"
+        summary["command_note"] = (f"the commands of {', '.join(rebuilt)} are rebuilt from the run file's "
+                                   "grid, datasets and methods; --jobs was not recorded")
     machines = {json.dumps(run["machine"], sort_keys=True) for _, run in runs}
     if len(machines) > 1:
         summary["machine_note"] = "the run files were measured on different machines; see runs"

@@ -174,8 +174,10 @@ def module_section(summary: dict, render, *, source="summary") -> list[str]:
     if summary.get("wall_seconds") is not None:
         when += f"; wall time {summary['wall_seconds']:.0f} s"
     commands = summary["command"] if isinstance(summary["command"], list) else [summary["command"]]
-    note = f" ({summary['command_note']})" if summary.get("command_note") else ""
-    lines += [*(f"- command: `{c}`{note}" for c in commands), when, f"- machine: {machine_line(summary['machine'])}"]
+    lines += [f"- command: `{c}`" for c in commands]
+    if summary.get("command_note"):
+        lines.append(f"- about the commands: {summary['command_note']}")
+    lines += [when, f"- machine: {machine_line(summary['machine'])}"]
     if summary.get("packages"):
         lines.append("- packages: " + ", ".join(f"{k} {v}" for k, v in summary["packages"].items()))
     body = render(summary)
