@@ -609,6 +609,9 @@ def test_errors_are_clear():
         HPCClassifier().fit(da.from_array(X, chunks=10), y)
     with pytest.raises(DataError, match="its own neighbours"):
         HPCClassifier(n_neighbors=1).fit(X, y, neighbors=np.arange(30)[:, None])
+    with pytest.raises(DataError, match="exchange_dir='/no/such/dir' is not an existing directory"):
+        HPCClassifier(exchange_dir="/no/such/dir").fit(da.from_array(X, chunks=10), y,
+                                                        neighbors=_brute_neighbors(X, 5))
     with pytest.raises(DataError, match="NaN or inf"):
         HPCClassifier().fit(da.from_array(X_nan, chunks=10), y, neighbors=_brute_neighbors(X, 5))
     with pytest.raises(ValueError, match="features"):

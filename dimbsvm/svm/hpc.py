@@ -452,6 +452,8 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
     def _fit_dask(self, X, y, neighbors):
         if X.ndim != 2 or not np.issubdtype(X.dtype, np.number):
             raise DataError(f"X must be a 2-D numeric array, got shape {X.shape} and dtype {X.dtype}")
+        if self.exchange_dir is not None and not os.path.isdir(self.exchange_dir):
+            raise DataError(f"exchange_dir={str(self.exchange_dir)!r} is not an existing directory")
         if neighbors is None:
             raise DataError(
                 "Dask input needs neighbors=: an (n_samples, n_neighbors) integer array of each "
