@@ -255,7 +255,7 @@ def test_nystroem_with_every_row_a_landmark_approaches_exact():
 @pytest.mark.parametrize("kernel, n_components", [("linear", None), ("rbf", 15)])
 def test_dask_fit_equals_in_memory(kernel, n_components, shared_memory, monkeypatch):
     # both ways of cutting the hyperedges' rows: in the piece (threads) or by small tasks
-    monkeypatch.setattr(hpc_module, "current_client", lambda: None if shared_memory else "client")
+    monkeypatch.setattr(exchange_module, "current_client", lambda: None if shared_memory else "client")
     X, y = make_classification(n_samples=300, n_features=5, weights=[0.8], random_state=1)
     nbrs = _brute_neighbors(X, 5)
     params = dict(kernel=kernel, n_components=n_components, **TIGHT)
@@ -391,7 +391,7 @@ class _ChunkLog:
 
 
 _LOG = _ChunkLog()
-_PIECE_JLJ, _COMPUTE = hpc_module.piece_jlj, hpc_module.compute_on_client
+_PIECE_JLJ, _COMPUTE = exchange_module.piece_jlj, hpc_module.compute_on_client
 _PARTIAL_FIT = hpc_module.SGDClassifier.partial_fit
 _PLACED, _SEND = exchange_module.placed_piece_jlj, exchange_module._send
 
@@ -447,7 +447,7 @@ def chunk_log(monkeypatch, client):
     """The log, with the fit's steps instrumented, on a distributed client."""
     _LOG.clear()
     monkeypatch.setattr(hpc_module, "compute_on_client", _logged_compute)
-    monkeypatch.setattr(hpc_module, "piece_jlj", _logged_piece)
+    monkeypatch.setattr(exchange_module, "piece_jlj", _logged_piece)
     monkeypatch.setattr(hpc_module.SGDClassifier, "partial_fit", _logged_partial_fit)
     monkeypatch.setattr(exchange_module, "placed_piece_jlj", _logged_placed)
     monkeypatch.setattr(exchange_module, "_send", _logged_send)

@@ -1,10 +1,15 @@
-"""HPC-SVM's ``J^T L' J`` over Dask chunks, the hyperedges' rows exchanged through files on disk.
+"""HPC-SVM's ``J^T L' J`` over Dask chunks: bringing each hyperedge's rows together.
 
 Each hyperedge is a centre row and its ``k`` nearest other rows, which on
 data in random order lie in every chunk: summing ``J^T L' J`` chunk by chunk
-is an all-to-all exchange of rows. Through memory (the default of
-:class:`~dimbsvm.svm.hpc.HPCClassifier`) the rows in flight add up to as much
-as ``k`` times the data. Here they go through a scratch directory instead,
+is an all-to-all exchange of rows. Both functions cut the hyperedges centred
+on a chunk into pieces of ``chunk / k`` (about one chunk of vertex rows each)
+and sum the pieces' ``accumulate_jlj`` terms as a tree.
+
+:func:`jlj_in_memory` (the default of :class:`~dimbsvm.svm.hpc.HPCClassifier`)
+moves the rows between tasks: fast, but the calling process reads the
+neighbour array and the rows in flight add up to as much as ``k`` times the
+data. :func:`jlj_through_disk` moves them through a scratch directory instead,
 in three passes of one task per chunk, none of which holds more than about one
 chunk of rows:
 
@@ -36,6 +41,7 @@ long at 10^6 rows in 50 chunks (median of 2, one thread; 82 s against 21 s).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import tempfile
@@ -45,11 +51,19 @@ import dask
 import dask.array as da
 import numpy as np
 
+from dimbsvm.distributed.client import current_client
 from dimbsvm.distributed.fanout import tree_sum
 from dimbsvm.graph.hypergraph import validate_neighbors
-from dimbsvm.svm._hpc_kernels import group_by_chunk, hyperedge_members, placed_piece_jlj
+from dimbsvm.svm._hpc_kernels import (
+    gather_piece_jlj,
+    group_by_chunk,
+    hyperedge_members,
+    piece_jlj,
+    placed_piece_jlj,
+    take_rows,
+)
 
-__all__ = ["exchange_jlj", "pieces_of"]
+__all__ = ["jlj_in_memory", "jlj_through_disk", "pieces_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +72,64 @@ def pieces_of(n_rows, step):
     return [(lo, min(lo + step, n_rows)) for lo in range(0, n_rows, step)]
 
 
-def exchange_jlj(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, directory, compute):
+def _row_blocks(X, signs, F):
+    """Each chunk's delayed ``(X, signs, F or None)``."""
+    n_chunks = X.numblocks[0]
+    return list(zip(X.to_delayed().ravel(), signs.to_delayed().ravel(),
+                    F.to_delayed().ravel() if F is not None else [None] * n_chunks))
+
+
+def jlj_in_memory(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, compute):
+    """``J^T L' J`` of Dask rows, with the hyperedges' rows moved between tasks in memory.
+
+    Each source chunk is computed once (one key per block). On a
+    ``distributed`` client, small tasks cut from it the rows a piece's
+    hyperedges touch, at most ``k`` per hyperedge, so a piece's task holds
+    its own chunk and about one chunk of gathered rows, and only those rows
+    travel. Without one (threads sharing memory), each piece is handed one
+    key listing every chunk and cuts its rows itself: no copies in flight,
+    and a graph of one task per piece rather than one per (piece, chunk).
+    (Fancy-indexing the Dask array instead lets the optimiser push the
+    slice into the producer, which then regenerates a whole chunk for every
+    piece.) The neighbour array is read here, a chunk at a time, to build the
+    graph, which carries each piece's indices.
+
+    Parameters are those of :func:`jlj_through_disk`, without ``directory``.
+    """
+    n, k = X.shape[0], n_neighbors
+    starts = np.cumsum((0, *X.chunks[0]))
+    step = max(1, X.chunks[0][0] // k)
+    # the graph carries these indices (about 2 n k of them): int32 where they fit
+    index = np.int32 if max(X.chunks[0]) * (k + 1) < np.iinfo(np.int32).max else np.int64
+    shared_memory = current_client() is None  # threads of this process, no transfers
+    row_index = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    blocks = _row_blocks(X, signs, F)
+    every_block = dask.delayed(list)(blocks) if shared_memory else None  # references only
+    terms = []
+    for a, (start, stop) in enumerate(itertools.pairwise(starts)):
+        block = neighbors[start:stop]
+        block = validate_neighbors(block.compute() if isinstance(block, da.Array) else block,
+                                   n, rows=np.arange(start, stop), n_neighbors=k)
+        for lo, hi in pieces_of(stop - start, step):
+            touched, local = np.unique(block[lo:hi], return_inverse=True)
+            local = local.reshape(hi - lo, k).astype(index, copy=False)
+            if shared_memory:  # the piece cuts its rows from the chunks it is handed
+                terms.append(dask.delayed(gather_piece_jlj)(
+                    blocks[a], lo, hi, local, every_block, touched.astype(row_index, copy=False),
+                    starts, sigma2=sigma2, gamma=gamma))
+                continue
+            # small tasks cut the rows, so only those travel to the piece's worker
+            cuts = np.searchsorted(touched, starts)  # touched is sorted: a slice per chunk
+            parts = [dask.delayed(take_rows)(
+                blocks[b], (touched[cuts[b]:cuts[b + 1]] - starts[b]).astype(index))
+                for b in np.flatnonzero(np.diff(cuts))]
+            terms.append(dask.delayed(piece_jlj)(blocks[a], lo, hi, local, parts,
+                                                 sigma2=sigma2, gamma=gamma))
+    jlj, = compute(tree_sum(terms))
+    return jlj
+
+
+def jlj_through_disk(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, directory, compute):
     """``J^T L' J`` of Dask rows, with the hyperedges' rows exchanged through files on disk.
 
     Parameters
@@ -98,8 +169,7 @@ def exchange_jlj(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, director
     else:
         neighbors = da.from_array(np.asarray(neighbors), chunks=(sizes, -1))
     neighbor_blocks = neighbors.to_delayed().ravel()
-    row_blocks = list(zip(X.to_delayed().ravel(), signs.to_delayed().ravel(),
-                          F.to_delayed().ravel() if F is not None else [None] * n_chunks))
+    row_blocks = _row_blocks(X, signs, F)
     scratch = Path(tempfile.mkdtemp(prefix="hpc-exchange-", dir=directory))
     logger.info("J^T L' J: %d vertex rows of %d columns through %s (%.2f GB at most)",
                 n * (k + 1), width, scratch, n * (k + 1) * width * dtype.itemsize / 1e9)
@@ -143,14 +213,10 @@ def _settled_results(results):
     return results
 
 
-def _chunk_neighbors(block, a, starts, k):
-    start, stop = int(starts[a]), int(starts[a + 1])
-    return validate_neighbors(block, int(starts[-1]), rows=np.arange(start, stop), n_neighbors=k)
-
-
 def _plan(block, a, starts, path, *, n_neighbors, step):
     """Write ``requests/b_a.npy`` for every chunk ``b``; return the counts (pieces x chunks)."""
-    nbrs = _chunk_neighbors(block, a, starts, n_neighbors)
+    nbrs = validate_neighbors(block, int(starts[-1]), rows=np.arange(starts[a], starts[a + 1]),
+                              n_neighbors=n_neighbors)
     n_chunks = len(starts) - 1
     wanted = [[] for _ in range(n_chunks)]
     counts = []
@@ -192,7 +258,7 @@ def _send(block, b, asked, path, *, dtype):
 def _receive(block, a, counts, starts, path, *, n_neighbors, step, n_features, sigma2,
              gamma):
     """``J^T L' J`` of the hyperedges centred on chunk ``a``, one piece at a time."""
-    nbrs = _chunk_neighbors(block, a, starts, n_neighbors)
+    nbrs = np.asarray(block)[:, :n_neighbors].astype(np.int64)  # validated by the plan
     offset = np.zeros(len(starts) - 1, dtype=np.int64)
     jlj = 0.0
     for piece, (lo, hi) in enumerate(pieces_of(nbrs.shape[0], step)):

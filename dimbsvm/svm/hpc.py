@@ -22,7 +22,6 @@ chunk), then ``[w; b] = R^-1 v``.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
 import time
@@ -38,7 +37,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from dimbsvm.distributed.client import current_client
 from dimbsvm.distributed.fanout import tree_sum
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block, nystroem_normalization
@@ -51,22 +49,19 @@ from dimbsvm.graph.hypergraph import (
     validate_neighbors,
 )
 from dimbsvm.graph.knn import KNN_METHODS, nearest_neighbors
-from dimbsvm.svm._hpc_exchange import exchange_jlj
+from dimbsvm.svm._hpc_exchange import jlj_in_memory, jlj_through_disk
 from dimbsvm.svm._hpc_kernels import (
     accumulate_jlj,
     augment,
     cholesky_factor,
     class_weight_values,
-    gather_piece_jlj,
     hinge_sums,
     hpc_matrix,
     kernel_jlj,
     kernel_width,
-    piece_jlj,
     primal_objective,
     recover_weights,
     signed_class_weight,
-    take_rows,
     transform_rows,
 )
 from dimbsvm.svm.othr import binary_classes
@@ -491,61 +486,15 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
                                            compute=compute_on_client)
                 F = self._nystroem_fit(X, n, rows=rows)
         with self._timed("jlj"):
+            common = {"n_neighbors": self.n_neighbors, "sigma2": self.sigma2_,
+                      "gamma": self.gamma, "compute": compute_on_client}
             if self.exchange_dir is not None:
-                jlj = exchange_jlj(X, signs, None if F is X else F, neighbors,
-                                   n_neighbors=self.n_neighbors, sigma2=self.sigma2_,
-                                   gamma=self.gamma, directory=self.exchange_dir,
-                                   compute=compute_on_client)
+                jlj = jlj_through_disk(X, signs, None if F is X else F, neighbors,
+                                       directory=self.exchange_dir, **common)
             else:
-                jlj, = compute_on_client(tree_sum(list(self._jlj_tasks(X, signs, F, neighbors))))
+                jlj = jlj_in_memory(X, signs, None if F is X else F, neighbors, **common)
         J = F.map_blocks(augment, chunks=(F.chunks[0], (F.shape[1] + 1,)), dtype=np.float64)
         return self._solve_linear(jlj, J, signs)
-
-    def _jlj_tasks(self, X, signs, F, neighbors):
-        """Delayed ``accumulate_jlj`` terms over pieces of ``chunk / k`` hyperedges.
-
-        Each source chunk is computed once (one key per block). On a
-        ``distributed`` client, small tasks cut from it the rows a piece's
-        hyperedges touch, at most ``k`` per hyperedge, so a piece's task holds
-        its own chunk and about one chunk of gathered rows, and only those rows
-        travel. Without one (threads sharing memory), each piece is handed one
-        key listing every chunk and cuts its rows itself: no copies in flight,
-        and a graph of one task per piece rather than one per (piece, chunk).
-        (Fancy-indexing the Dask array instead lets the optimiser push the
-        slice into the producer, which then regenerates a whole chunk for every
-        piece.)
-        """
-        n, k = X.shape[0], self.n_neighbors
-        starts = np.cumsum((0, *X.chunks[0]))
-        step = max(1, X.chunks[0][0] // k)
-        # the graph carries these indices (about 2 n k of them): int32 where they fit
-        index = np.int32 if max(X.chunks[0]) * (k + 1) < np.iinfo(np.int32).max else np.int64
-        shared_memory = current_client() is None  # threads of this process, no transfers
-        row_index = np.int32 if n < np.iinfo(np.int32).max else np.int64
-        blocks = list(zip(X.to_delayed().ravel(), signs.to_delayed().ravel(),
-                          F.to_delayed().ravel() if F is not X else [None] * len(starts[:-1])))
-        every_block = dask.delayed(list)(blocks) if shared_memory else None  # references only
-        for a, (start, stop) in enumerate(itertools.pairwise(starts)):
-            block = neighbors[start:stop]
-            block = validate_neighbors(block.compute() if isinstance(block, da.Array) else block,
-                                       n, rows=np.arange(start, stop), n_neighbors=k)
-            for lo in range(start, stop, step):
-                hi = min(lo + step, stop)
-                touched, local = np.unique(block[lo - start:hi - start], return_inverse=True)
-                local = local.reshape(hi - lo, k).astype(index, copy=False)
-                if shared_memory:  # the piece cuts its rows from the chunks it is handed
-                    yield dask.delayed(gather_piece_jlj)(
-                        blocks[a], lo - start, hi - start, local, every_block,
-                        touched.astype(row_index, copy=False), starts, sigma2=self.sigma2_,
-                        gamma=self.gamma)
-                    continue
-                # small tasks cut the rows, so only those travel to the piece's worker
-                cuts = np.searchsorted(touched, starts)  # touched is sorted: a slice per chunk
-                parts = [dask.delayed(take_rows)(
-                    blocks[b], (touched[cuts[b]:cuts[b + 1]] - starts[b]).astype(index))
-                    for b in np.flatnonzero(np.diff(cuts))]
-                yield dask.delayed(piece_jlj)(blocks[a], lo - start, hi - start, local, parts,
-                                              sigma2=self.sigma2_, gamma=self.gamma)
 
     # -- prediction ------------------------------------------------------------------------
 
