@@ -127,7 +127,7 @@ def _cmd_run(args) -> int:
 
     job = load_job(args.job)  # the job and its data are checked before a cluster starts
     job_text = Path(args.job).read_text()
-    data = load_job_data(job["data"]["source"])
+    data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
     n_workers = args.workers or job["execution"].get("n_workers")
     with _client(args, n_workers=n_workers, require_encryption=job["execution"]["require_encryption"]) as client:
         result = run_job(job, client, out=args.out, progress=not args.no_progress, job_text=job_text, data=data)
@@ -172,7 +172,7 @@ def _cmd_retrain(args) -> int:
     from .jobs.retrain import retrain
 
     job = load_job(args.job)
-    data = load_job_data(job["data"]["source"])
+    data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
     with _client(args, require_encryption=job["execution"]["require_encryption"]) as client:
         outcome = retrain(job, client, args.registry, job_text=Path(args.job).read_text(), data=data)
     _print_outcome(outcome)

@@ -324,6 +324,22 @@ def test_npz_errors(tmp_path):
         load_npz(tmp_path / "len.npz")
 
 
+def test_csv_mostly_numeric_column_is_an_error_not_a_category(tmp_path):
+    # 101 rows, one typo: silently one-hot encoding the column would turn 3 features into 101
+    rows = "\n".join(f"{i},{'abc' if i == 40 else i * 0.5},{i % 2}" for i in range(101))
+    path = write(tmp_path, "typo.csv", "a,b,class\n" + rows + "\n")
+    with pytest.raises(DataError, match=r"column 'b' holds numbers except in 1 cell\(s\) \(line 42: 'abc'\)"):
+        load_csv(path)
+    # declared nominal, the same column is one-hot encoded on purpose
+    ds = load_csv(path, nominal=["b"])
+    assert ds.nominal_columns == ["b"] and ds.X.shape == (101, 1 + 101)
+    # missing markers and non-numeric-throughout columns keep their meaning
+    path = write(tmp_path, "ok.csv", "a,colour,class\n1,red,x\n?,blue,y\n,red,x\n")
+    ds = load_csv(path)
+    assert ds.feature_names == ["a", "colour=blue", "colour=red"]
+    assert np.isnan(ds.X[1:, 0]).all()
+
+
 def test_csv_target_and_multiclass_order(tmp_path):
     path = write(tmp_path, "t.csv", "label,x0\n10,1\n9,2\n10,3\n2,4\n")
     ds = load_csv(path, target="label")
@@ -340,6 +356,9 @@ def test_csv_target_and_multiclass_order(tmp_path):
         ("a,b,c\n1,2,x\n", {"target": "y"}, r"no target column 'y'"),
         ("a,class\n", {}, r"no data rows"),
         ("a,class\n1,x\n2,?\n", {}, r"line 3: missing label"),
+        ("a,b,class\n1,2,x\n1.5,abc,y\n2,3,x\n", {},
+         r"column 'b' holds numbers except in 1 cell\(s\) \(line 3: 'abc'\).*declare the column nominal"),
+        ("a,class\n1,x\n2,y\n", {"nominal": ["z"]}, r"nominal column\(s\) \['z'\] are not in the header"),
     ],
 )
 def test_csv_errors(tmp_path, text, kwargs, match):

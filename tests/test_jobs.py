@@ -108,3 +108,54 @@ def test_failed_run_leaves_no_run_directory(client, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [".run.partial"]
     assert not (tmp_path / ".run.partial" / "metrics.json").exists()
     assert list((tmp_path / ".run.partial" / "folds").iterdir()) == []
+
+
+def _write_csv(path, X, y):
+    lines = [",".join(f"f{j}" for j in range(X.shape[1])) + ",class"]
+    lines += [",".join(repr(float(v)) for v in row) + f",{label}" for row, label in zip(X, y)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _interrupt(run_dir, keep):
+    """Turn a finished run back into the partial directory an interruption leaves, ``keep`` folds done."""
+    partial = run_dir.with_name(f".{run_dir.name}.partial")
+    run_dir.rename(partial)
+    for name in ("metrics.json", "summary.md", "resources.json"):
+        (partial / name).unlink()
+    for path in sorted((partial / "folds").glob("*.json"))[keep:]:
+        path.unlink()
+    return partial
+
+
+def test_resume_over_replaced_data_is_refused(client, tmp_path):
+    data = load_keel("yeast5")
+    source = tmp_path / "data.csv"
+    _write_csv(source, data.X, data.y)
+    job = _job(data={"source": str(source)}, cv={"n_splits": 3, "n_repeats": 2, "random_state": 0})
+    first = run_job(job, client, out=tmp_path / "run", progress=False)
+    partial = _interrupt(tmp_path / "run", keep=3)
+
+    # the same data resumes and gives the same records
+    resumed = run_job(job, client, out=tmp_path / "run", progress=False)
+    assert resumed.reused == 3 and resumed.folds == first.folds
+    partial = _interrupt(tmp_path / "run", keep=3)
+
+    # other data under the same file name: refused, naming both fingerprints; nothing is averaged
+    rng = np.random.default_rng(1)
+    _write_csv(source, data.X, rng.permutation(data.y))
+    with pytest.raises(DataError, match=r"interrupted run on other data \(data fingerprint [0-9a-f]{16}, "
+                                        r"now [0-9a-f]{16}\).*remove .*\.run\.partial to start over"):
+        run_job(job, client, out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    assert len(list((partial / "folds").glob("*.json"))) == 3
+
+
+def test_fold_file_from_other_data_is_refused(client, tmp_path):
+    job = _job(cv={"n_splits": 3, "n_repeats": 1, "random_state": 0})
+    run_job(job, client, out=tmp_path / "run", progress=False)
+    partial = _interrupt(tmp_path / "run", keep=2)
+    fold = sorted((partial / "folds").glob("*.json"))[0]
+    saved = json.loads(fold.read_text())
+    fold.write_text(json.dumps(dict(saved, data_fingerprint="0" * 64)))
+    with pytest.raises(DataError, match=r"was recorded for other data"):
+        run_job(job, client, out=tmp_path / "run", progress=False)

@@ -26,14 +26,17 @@ def _existing_file(path) -> Path:
     return path
 
 
-def load_csv(path, target="class") -> Dataset:
+def load_csv(path, target="class", nominal=()) -> Dataset:
     """Read a CSV file with a header row.
 
-    A column whose non-missing values are not all numbers is nominal and is
-    one-hot encoded in sorted category order (columns named ``"x0=A"``).
-    Missing cells (empty, ``?`` or ``<null>``) become NaN in numeric columns
-    and an all-zero block in nominal ones. Labels follow the binary-minority
-    rule of :func:`~dimbsvm.datasets._labels.encode_labels`.
+    A column whose non-missing values are all numbers is numeric; one whose
+    non-missing values are all non-numeric, or that is named in ``nominal``,
+    is nominal and one-hot encoded in sorted category order (columns named
+    ``"x0=A"``). A column that is numeric except for some cells is an error
+    naming the cells: the reader does not guess whether they are typos or
+    categories. Missing cells (empty, ``?`` or ``<null>``) become NaN in
+    numeric columns and an all-zero block in nominal ones. Labels follow the
+    binary-minority rule of :func:`~dimbsvm.datasets._labels.encode_labels`.
 
     Parameters
     ----------
@@ -43,6 +46,9 @@ def load_csv(path, target="class") -> Dataset:
         Name of the label column. When left at ``"class"`` and the header has
         no such column, the last column is the label; any other name must
         exist.
+    nominal : sequence of str, default=()
+        Columns to one-hot encode even though their values are numbers (or
+        mostly numbers), e.g. numeric category codes.
 
     Returns
     -------
@@ -68,12 +74,16 @@ def load_csv(path, target="class") -> Dataset:
     else:
         raise DataError(f"{path}: no target column {target!r}; columns are {header}")
 
+    declared = [nominal] if isinstance(nominal, str) else list(nominal)
+    unknown = sorted(set(declared) - set(header))
+    if unknown:
+        raise DataError(f"{path}: nominal column(s) {unknown} are not in the header; columns are {header}")
     blocks, names, nominal = [], [], []
     for j, column_name in enumerate(header):
         if j == target_index:
             continue
         values = [row[j] for row in rows]
-        numbers = _as_numbers(values)
+        numbers = None if column_name in declared else _numeric_column(values, path, column_name, line_numbers)
         if numbers is not None:
             blocks.append(numbers[:, None])
             names.append(column_name)
@@ -137,13 +147,35 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     return header, rows, line_numbers
 
 
-def _as_numbers(values: list[str]) -> np.ndarray | None:
-    """The column as floats (missing -> NaN), or None if any value is not a number."""
-    cleaned = ["nan" if v in CSV_MISSING else v for v in values]
+def _numeric_column(values: list[str], path: Path, column: str, line_numbers: list[int]) -> np.ndarray | None:
+    """The column as floats (missing -> NaN); None when no value is a number (a nominal column).
+
+    Raises
+    ------
+    DataError
+        Some values are numbers and some are not: naming the column, the lines
+        and the values that are not numbers.
+    """
+    present = [(i, v) for i, v in enumerate(values) if v not in CSV_MISSING]
+    bad = [(i, v) for i, v in present if not _is_number(v)]
+    if not bad and present:
+        return np.array([np.nan if v in CSV_MISSING else float(v) for v in values], dtype=np.float64)
+    if len(bad) == len(present):
+        return None  # non-numeric throughout (or empty): nominal
+    shown = ", ".join(f"line {line_numbers[i]}: {v!r}" for i, v in bad[:5])
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    raise DataError(
+        f"{path}: column {column!r} holds numbers except in {len(bad)} cell(s) ({shown}{more}); fix those "
+        "cells (a missing value may be empty, '?' or '<null>'), or declare the column nominal "
+        f"(data.nominal: [{column}] in a job, nominal=[{column!r}] in load_csv)")
+
+
+def _is_number(text: str) -> bool:
     try:
-        return np.asarray(cleaned).astype(np.float64)
+        float(text)
     except ValueError:
-        return None
+        return False
+    return True
 
 
 def load_npz(path) -> Dataset:

@@ -81,7 +81,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     """
     registry = ModelRegistry(registry_dir)
     if data is None:
-        data = load_job_data(job["data"]["source"])
+        data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
     check_job_data(data, job)
     settings = job["retrain"]
     gates = settings["gates"]
@@ -93,7 +93,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     holdout_source = settings["holdout"].get("source")
     if holdout_source:
         train_data, train_rows = data, np.arange(len(data.y))
-        hold_data = load_job_data(holdout_source)
+        hold_data = load_job_data(holdout_source, nominal=job["data"].get("nominal", ()))
         if tuple(hold_data.X.shape[1:]) != tuple(data.X.shape[1:]):
             raise DataError(f"holdout {holdout_source} has {hold_data.X.shape[1:]} features per row, "
                             f"the training data {data.X.shape[1:]}")

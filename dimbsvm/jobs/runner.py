@@ -70,9 +70,16 @@ class RunResult:
     reused_members: int = 0
 
 
-def load_job_data(source: str) -> JobData:
-    """The job's data: a dimbsvm Zarr store directory, a data file or a bundled name."""
+def load_job_data(source: str, *, nominal=()) -> JobData:
+    """The job's data: a dimbsvm Zarr store directory, a data file or a bundled name.
+
+    ``nominal`` names CSV columns to one-hot encode although they hold numbers
+    (the job's ``data.nominal``); other sources reject it.
+    """
     path = Path(source)
+    if nominal and path.suffix.lower() != ".csv":
+        raise DataError(f"data.nominal applies to CSV files; {source} is not one (its reader knows its "
+                        "column types)")
     if path.suffix == ".zarr" and not path.exists():
         raise DataError(f"data source {source} does not exist")
     if path.is_dir() and (path / "zarr.json").exists():
@@ -82,7 +89,7 @@ def load_job_data(source: str) -> JobData:
                        lazy_X=stored.X)
     if not path.exists() and (os.sep in source or path.suffix):
         raise DataError(f"data source {source} does not exist")
-    dataset = load(source)
+    dataset = load(source, nominal=list(nominal)) if nominal else load(source)
     return JobData(X=dataset.X, y=dataset.y, meta=dict(dataset.meta(), fingerprint=dataset_fingerprint(dataset)))
 
 
@@ -199,12 +206,13 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     if run_dir.exists():
         raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
     if data is None:
-        data = load_job_data(job["data"]["source"])
+        data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
     check_job_data(data, job)
 
     partial = run_dir.with_name(f".{run_dir.name}.partial")
     fingerprint = job_fingerprint(job)
-    finished = _open_partial(partial, fingerprint, job_text, job)
+    data_fingerprint = data.meta.get("fingerprint") or ""
+    finished = _open_partial(partial, fingerprint, data_fingerprint, job_text, job)
 
     cv = job["cv"]
     pos_label = positive_label(data.y)
@@ -223,12 +231,12 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         # (repeat, fold, member) tasks: members of every fold run side by side
         records, reused_members = run_ensemble_folds(
             client, keys=todo, data=data, member_dir=partial / "members",
-            on_record=lambda key, record: _write_json(partial / "folds" / _fold_file(*key), record),
+            on_record=lambda key, record: _save_fold(partial, key, record, data_fingerprint),
             progress=progress, label="fold/member tasks", **_fanout_kwargs(job, common),
         )
     else:
         def save(i, record):
-            _write_json(partial / "folds" / _fold_file(*todo[i]), record)
+            _save_fold(partial, todo[i], record, data_fingerprint)
 
         records = run_tasks(
             client, evaluate_fold, [{"seed": s, "fold": f, **common} for s, f in todo],
@@ -240,7 +248,10 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     summary = summarize(all_records, job["metrics"])
 
     if job["output"]["model"]:
-        _save_final_model(client, job, data, common, partial)
+        if (partial / "model").exists():  # saved whole (atomically) by the interrupted run, same job and data
+            logger.info("reusing the final model saved by the interrupted run in %s", partial)
+        else:
+            _save_final_model(client, job, data, common, partial)
     memory = client.run(peak_memory_bytes)
     _write_json(partial / "resources.json", {
         "peak_worker_memory_bytes": memory,
@@ -266,22 +277,46 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
                      reused_members=reused_members)
 
 
-def _open_partial(partial: Path, fingerprint: str, job_text, job) -> dict:
-    """Create the partial run directory, or reopen one of the same job; return finished folds."""
+def _open_partial(partial: Path, fingerprint: str, data_fingerprint: str, job_text, job) -> dict:
+    """Create the partial run directory, or reopen one of the same job and data; return finished folds.
+
+    A partial run records the job's fingerprint and the data's (the source
+    file's digest, or the store's source fingerprint). Resuming over other
+    data would average folds of two datasets, so it is refused, and so is a
+    fold file recorded for other data.
+    """
     marker = partial / "job-fingerprint"
+    data_marker = partial / "data-fingerprint"
     if partial.exists():
         if not marker.exists() or marker.read_text() != fingerprint:
             raise JobSpecError(f"{partial} holds an interrupted run of a different job; "
                                "remove it or choose another --out")
+        recorded = data_marker.read_text() if data_marker.exists() else "(not recorded)"
+        if recorded != data_fingerprint:
+            raise DataError(
+                f"{partial} holds an interrupted run on other data (data fingerprint {recorded[:16]}, "
+                f"now {data_fingerprint[:16]}): its folds cannot be reused; remove {partial} to start "
+                "over, or choose another --out")
         finished = {}
         for path in sorted((partial / "folds").glob("*.json")):
-            record = json.loads(path.read_text())
+            saved = json.loads(path.read_text())
+            if saved.get("data_fingerprint") != data_fingerprint:
+                raise DataError(f"{path} was recorded for other data (data fingerprint "
+                                f"{str(saved.get('data_fingerprint'))[:16]}, now {data_fingerprint[:16]}); "
+                                f"remove {partial} to start over")
+            record = saved["record"]
             finished[(record["seed"], record["fold"])] = record
         return finished
     (partial / "folds").mkdir(parents=True)
     (partial / "job.yaml").write_text(job_text if job_text is not None else yaml.safe_dump(job, sort_keys=False))
-    marker.write_text(fingerprint)
+    data_marker.write_text(data_fingerprint)
+    marker.write_text(fingerprint)  # written last: the directory is a resumable run from here on
     return {}
+
+
+def _save_fold(partial: Path, key, record: dict, data_fingerprint: str) -> None:
+    """Save one fold's record with the fingerprint of the data it was computed on."""
+    _write_json(partial / "folds" / _fold_file(*key), {"data_fingerprint": data_fingerprint, "record": record})
 
 
 def _fanout_kwargs(job, common) -> dict:

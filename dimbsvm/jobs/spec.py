@@ -11,6 +11,7 @@ Example job::
     name: quickstart
     data:
       source: yeast5            # bundled name, data file, or a dimbsvm Zarr store
+      nominal: []               # CSV columns to one-hot encode although they hold numbers
     preprocessing:
       scaler: minmax            # minmax | standard | none (fitted per training fold)
       impute: none              # none | mean | median (NaN is rejected with none)
@@ -54,6 +55,7 @@ JOB_SCHEMA = {
             "required": ["source"],
             "properties": {
                 "source": {"type": "string", "minLength": 1},
+                "nominal": {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
             },
         },
         "preprocessing": {
