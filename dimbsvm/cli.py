@@ -110,8 +110,10 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts) or bundled name")
     ingest.add_argument("store", help="store directory to create")
     ingest.add_argument("--chunk-rows", type=int, help="rows per chunk (default: ~32 MiB per chunk)")
-    ingest.add_argument("--overwrite", action="store_true", help="replace a store holding other data")
-    ingest.add_argument("--verify", action="store_true", help="read back every chunk and check checksums")
+    ingest.add_argument("--overwrite", action="store_true",
+                        help="replace a store holding other data, or rebuild a damaged one")
+    ingest.add_argument("--verify", action="store_true",
+                        help="check every chunk's checksum (of a store being reused, and of the one written)")
     ingest.set_defaults(handler=_cmd_ingest)
 
     datasets = verbs.add_parser("datasets", help="list bundled and shared datasets")
@@ -264,11 +266,10 @@ def _client(args, **kwargs):
 
 
 def _cmd_ingest(args) -> int:
-    from .store import ingest, verify_store
+    from .store import ingest
 
-    stored = ingest(args.source, args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite)
-    if args.verify:
-        verify_store(stored.path)
+    stored = ingest(args.source, args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
+                    verify=args.verify)
     print(f"{stored.path}: X {tuple(stored.X.shape)} in chunks of {stored.X.chunks[0][0]} rows, "
           f"classes {stored.meta.get('class_counts')}")
     return 0

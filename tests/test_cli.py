@@ -72,3 +72,21 @@ def test_store_as_job_source(tmp_path):
     proc = _dimbsvm("run", job, "--out", tmp_path / "run", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["dataset"]["n_samples"] == 1484
+
+
+def test_ingest_refuses_then_rebuilds_a_damaged_store(tmp_path):
+    store = tmp_path / "y5.zarr"
+    assert _dimbsvm("ingest", "yeast5", store, "--chunk-rows", "500").returncode == 0
+    chunk = store / "X" / "c" / "1" / "0"
+    damaged = bytearray(chunk.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(damaged))
+    proc = _dimbsvm("ingest", "yeast5", store, "--verify")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "chunk 1 of X (rows 500..999) failed its checksum" in proc.stderr and "--overwrite" in proc.stderr
+    assert _dimbsvm("ingest", "yeast5", store, "--overwrite", "--verify").returncode == 0
+    (store / "X" / "c" / "2" / "0").unlink()  # a missing chunk is found even without --verify
+    proc = _dimbsvm("ingest", "yeast5", store)
+    assert proc.returncode == 2 and "chunk 2 of X (rows 1000..1483) is missing on disk" in proc.stderr
+    assert _dimbsvm("ingest", "yeast5", store, "--overwrite").returncode == 0
+    assert _dimbsvm("ingest", "yeast5", store, "--verify").returncode == 0

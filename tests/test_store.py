@@ -115,3 +115,92 @@ def test_stage_marker_written_last(tmp_path):
     assert stage_is_complete(path, "features/demo", "abc")
     assert not stage_is_complete(path, "features/demo", "other-fingerprint")
     assert not stage_is_complete(path, "features/missing", "abc")
+
+
+def _store_with_zero_chunks(path):
+    """60 rows in 20-row chunks whose second X chunk and first y chunk are all zeros."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(60, 3))
+    X[20:40] = 0.0
+    y = np.array([0] * 20 + [1, 0] * 20)
+    return ingest((X, y), path, chunk_rows=20), X, y
+
+
+def test_every_chunk_is_written_even_all_zero_ones(tmp_path):
+    path = tmp_path / "s.zarr"
+    _store_with_zero_chunks(path)
+    assert (path / "X" / "c" / "1" / "0").is_file() and (path / "y" / "c" / "0").is_file()
+    verify_store(path)
+
+
+def test_missing_chunk_is_an_error_not_zeros(tmp_path):
+    from dimbsvm.store import StoreRows
+
+    path = tmp_path / "s.zarr"
+    stored, X, y = _store_with_zero_chunks(path)
+    (path / "X" / "c" / "2" / "0").unlink()
+    message = r"chunk 2 of X \(rows 40..59\) is missing on disk"
+    with pytest.raises(StoreError, match=message):
+        verify_store(path)
+    with pytest.raises(StoreError, match=message):
+        open_store(path).X.compute()
+    with pytest.raises(StoreError, match=message):
+        open_store(path).to_dataset()
+    rows = StoreRows(path, stored.X.shape)
+    np.testing.assert_array_equal(rows[np.arange(0, 40)], X[:40].astype(np.float32))  # intact chunks still read
+    with pytest.raises(StoreError, match=message):
+        rows[np.array([3, 45])]
+    # re-ingesting the same source over the damaged store says so; --overwrite rebuilds it
+    with pytest.raises(StoreError, match=r"holds this source, but it is damaged: chunk 2 of X \(rows 40..59\) "
+                                         r"is missing on disk; pass overwrite=True"):
+        ingest((X, y), path, chunk_rows=20)
+    rebuilt = ingest((X, y), path, chunk_rows=20, overwrite=True)
+    np.testing.assert_array_equal(rebuilt.X.compute(), X.astype(np.float32))
+    verify_store(path)
+
+
+def test_missing_label_chunk_fails_a_job(tmp_path, client):
+    from dimbsvm.jobs import run_job, validate_job
+
+    path = tmp_path / "s.zarr"
+    ingest("yeast5", path, chunk_rows=250)
+    (path / "y" / "c" / "2").unlink()
+    job = validate_job({"data": {"source": str(path)}, "estimator": {"name": "svc_balanced"}})
+    with pytest.raises(StoreError, match=r"chunk 2 of y \(rows 500..749\) is missing on disk"):
+        run_job(job, client, out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_feature_chunk_fails_a_job(tmp_path, client):
+    from dimbsvm.jobs import run_job, validate_job
+
+    path = tmp_path / "s.zarr"
+    ingest("yeast5", path, chunk_rows=250)
+    (path / "X" / "c" / "3" / "0").unlink()
+    job = validate_job({"data": {"source": str(path)}, "estimator": {"name": "svc_balanced"},
+                        "execution": {"retries": 0}})
+    with pytest.raises(StoreError, match=r"chunk 3 of X \(rows 750..999\) is missing on disk"):
+        run_job(job, client, out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_chunking_change_needs_overwrite(tmp_path):
+    path = tmp_path / "s.zarr"
+    X, y = np.arange(40.0).reshape(20, 2), np.array([0, 1] * 10)
+    ingest((X, y), path, chunk_rows=5)
+    with pytest.raises(StoreError, match=r"chunked in 5 rows, not the 10 asked for"):
+        ingest((X, y), path, chunk_rows=10)
+    assert ingest((X, y), path, chunk_rows=10, overwrite=True).X.chunks[0][0] == 10
+
+
+def test_older_store_format_is_refused_and_rebuilt(tmp_path):
+    from dimbsvm.store.stages import ATTR
+
+    path = tmp_path / "s.zarr"
+    X, y = np.arange(40.0).reshape(20, 2), np.array([0, 1] * 10)
+    ingest((X, y), path, chunk_rows=5)
+    group = zarr.open_group(str(path), mode="r+")
+    group.attrs[ATTR] = dict(group.attrs[ATTR], store_format=1)
+    with pytest.raises(StoreError, match=r"older dimbsvm \(store format 1\).*--overwrite"):
+        open_store(path)
+    assert ingest((X, y), path, chunk_rows=5).meta["store_format"] == 2  # same source: rebuilt

@@ -48,7 +48,6 @@ from pathlib import Path
 
 import dask.array as da
 import numpy as np
-import zarr
 from sklearn import config_context
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state
@@ -63,9 +62,12 @@ from ..features.stages import (
 from ..store import (
     create_checksummed_array,
     finish_stage,
+    open_array,
     open_finished_stage,
+    open_group,
     open_stage,
     stage_is_complete,
+    writable,
 )
 from .knn import (
     EXACT_MAX_ROWS,
@@ -376,7 +378,7 @@ def _open_or_resume(store_path, stage, fingerprint, meta, *, n, d, k, chunk, n_s
     """The stage group, its shards' done flags and seeds; an unfinished build of the same fingerprint resumes."""
     path = Path(store_path) / stage
     try:
-        group = zarr.open_group(str(path), mode="r+")
+        group = open_group(path, mode="r+")
         old = dict(group.attrs.get("dimbsvm") or {})
         if old.get("fingerprint") == fingerprint and not old.get("complete") and "_shard_done" in group:
             done = group["_shard_done"][:].astype(bool)
@@ -427,9 +429,9 @@ def _shard_task(*, rows_path, stage_path, shard, start, stop, n, k, chunk, metho
     graph) are written and dropped before the first query, which prepares
     pynndescent's search structures.
     """
-    rows = zarr.open_array(rows_path, mode="r")
-    group = zarr.open_group(stage_path, mode="r+")
-    out_ind, out_dist = group["_candidate_indices"], group["_candidate_distances"]
+    rows = open_array(rows_path)
+    group = open_group(stage_path, mode="r+")
+    out_ind, out_dist = writable(group["_candidate_indices"]), writable(group["_candidate_distances"])
     tic, cpu = time.perf_counter(), time.process_time()
     index = KNNIndex(k, method=method, metric=metric, build_neighbors=build_neighbors, random_state=seed,
                      n_jobs=n_jobs, query_epsilon=query_epsilon).fit(rows[start:stop])
@@ -448,7 +450,7 @@ def _shard_task(*, rows_path, stage_path, shard, start, stop, n, k, chunk, metho
         ind, dist = index.query(rows[c0:c1], k)
         out_ind[shard, c0:c1] = ind + start
         out_dist[shard, c0:c1] = dist
-    group["_shard_done"][shard] = 1  # written last: the shard's candidates are all on disk
+    writable(group["_shard_done"])[shard] = 1  # written last: the shard's candidates are all on disk
     return dict(_task_stats(), shard=shard, rows=stop - start, build=build, build_cpu=build_cpu,
                 query=time.perf_counter() - tic, query_cpu=time.process_time() - cpu,
                 queried_rows=n - (stop - start), method=index.method_)
@@ -462,7 +464,7 @@ def _merge_task(*, stage_path, start, stop, k):
     shard only (no index appears twice), and the order - distance, then row
     number - is total, so the result is the top k of all candidates at once.
     """
-    group = zarr.open_group(stage_path, mode="r+")
+    group = open_group(stage_path, mode="r+")
     cand_ind, cand_dist = group["_candidate_indices"], group["_candidate_distances"]
     ind, dist = np.empty((stop - start, 0), dtype=np.int64), np.empty((stop - start, 0))
     for shard in range(cand_ind.shape[0]):
@@ -470,14 +472,14 @@ def _merge_task(*, stage_path, start, stop, k):
         dist = np.concatenate([dist, cand_dist[shard, start:stop]], axis=1)
         order = np.lexsort((ind, dist), axis=-1)[:, :k]  # nearest first, ties by row number
         ind, dist = np.take_along_axis(ind, order, axis=1), np.take_along_axis(dist, order, axis=1)
-    group["indices"][start:stop] = ind
-    group["distances"][start:stop] = dist
+    writable(group["indices"])[start:stop] = ind
+    writable(group["distances"])[start:stop] = dist
     return _task_stats()
 
 
 def _exact_chunk_task(*, rows_path, start, stop, sample, k, metric):
     """Task body: the exact k + 1 nearest rows of ``start:stop`` to each sampled row."""
-    block = zarr.open_array(rows_path, mode="r")[start:stop]
+    block = open_array(rows_path)[start:stop]
     with config_context(working_memory=64):  # bounds the sample-by-chunk distance slabs
         dist, ind = NearestNeighbors(n_neighbors=min(k + 1, stop - start), metric=metric,
                                      algorithm="brute").fit(block).kneighbors(sample)
@@ -486,7 +488,7 @@ def _exact_chunk_task(*, rows_path, start, stop, sample, k, metric):
 
 def _sharded_recall(rows_path, stage_path, n, k, chunk, metric, size, seed, client):
     rows = np.sort(np.random.RandomState(seed).choice(n, size=min(size, n), replace=False))
-    sample = zarr.open_array(rows_path, mode="r").get_orthogonal_selection((rows,))
+    sample = open_array(rows_path).get_orthogonal_selection((rows,))
     calls = [dict(start=c0, stop=min(c0 + chunk, n)) for c0 in range(0, n, chunk)]
     parts = _run(client, _exact_chunk_task, calls, dict(rows_path=rows_path, sample=sample, k=k, metric=metric),
                  "exact sample searches")
@@ -494,5 +496,5 @@ def _sharded_recall(rows_path, stage_path, n, k, chunk, metric, size, seed, clie
     dist = np.concatenate([p[1] for p in parts], axis=1)
     order = np.lexsort((ind, dist), axis=-1)[:, :k + 1]
     exact = drop_self(np.take_along_axis(ind, order, axis=1), np.take_along_axis(dist, order, axis=1), rows)[0]
-    found = zarr.open_group(str(stage_path), mode="r")["indices"].get_orthogonal_selection((rows, slice(None)))
+    found = open_group(stage_path, mode="r")["indices"].get_orthogonal_selection((rows, slice(None)))
     return recall_of(found, exact)

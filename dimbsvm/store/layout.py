@@ -1,4 +1,4 @@
-"""The Zarr layout every dimbsvm stage reads and writes.
+"""The Zarr layout of a dimbsvm store: ingest, open, verify.
 
 A store is a Zarr v3 group on local disk::
 
@@ -8,13 +8,15 @@ A store is a Zarr v3 group on local disk::
       y/               int32, chunked like X's rows
 
 The ``complete`` flag is written last, after every chunk is on disk, so a store
-whose ingest crashed part-way can never be opened as if it were whole. Each
-chunk carries a crc32c checksum (a Zarr codec), so a damaged chunk fails to
-decode instead of yielding wrong numbers; :func:`verify_store` reads every chunk
-once to find such damage up front.
+whose ingest crashed part-way can never be opened as if it were whole. Every
+chunk is written (all-zero ones too) and read through a store that refuses
+an absent chunk (:mod:`dimbsvm.store._zarr`), so a deleted chunk file is an
+error, never zeros. Each chunk carries a crc32c checksum (a Zarr codec), so a
+damaged chunk fails to decode instead of yielding wrong numbers;
+:func:`verify_store` checks every chunk's presence and checksum up front.
 
 The meta records the source fingerprint, so ingesting the same source into the
-same path twice reuses the finished store.
+same path twice reuses the finished store, once it is found undamaged.
 """
 
 from __future__ import annotations
@@ -29,22 +31,20 @@ from pathlib import Path
 import dask
 import dask.array as da
 import numpy as np
-import zarr
-from zarr.codecs import Crc32cCodec, ZstdCodec
 
-from .datasets import Dataset, load
-from .exceptions import StoreError
+from ..datasets import Dataset, load
+from ..exceptions import StoreError
+from ._zarr import create_checksummed_array, missing_chunks, open_group
+from .stages import ATTR as _ATTR, read_meta as _read_attrs
 
-__all__ = [
-    "StoredData", "ingest", "open_store", "verify_store", "fingerprint_file",
-    "create_checksummed_array", "open_stage", "finish_stage", "stage_is_complete", "StoreRows",
-    "dataset_fingerprint", "open_finished_stage",
-]
+__all__ = ["StoredData", "ingest", "open_store", "verify_store", "fingerprint_file", "dataset_fingerprint",
+           "find_damage"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("dimbsvm.store")
 
-STORE_FORMAT = 1
-_ATTR = "dimbsvm"
+#: 2: every chunk is on disk (format 1 skipped all-zero chunks, so a missing chunk could not be told
+#: from zeros).
+STORE_FORMAT = 2
 _DEFAULT_CHUNK_BYTES = 32 * 2**20
 
 
@@ -73,6 +73,8 @@ class StoredData:
         """Read the whole store into memory as a :class:`~dimbsvm.datasets.Dataset`."""
         try:
             X, y = dask.compute(self.X, self.y, scheduler="threads")
+        except StoreError:
+            raise
         except ValueError as exc:  # zarr raises ValueError for a failed checksum
             raise StoreError(f"store {self.path} has a damaged chunk: {exc}") from exc
         return Dataset(
@@ -86,55 +88,6 @@ class StoredData:
         )
 
 
-class StoreRows:
-    """A picklable handle on a store's features that reads only the rows asked for.
-
-    Tasks receive this instead of the data: it carries the store path, and
-    each process opens the array the first time it reads. It supports
-    ``rows[index_array]`` and ``len(rows)`` and ``shape``, which is all the
-    fold and member code needs.
-    """
-
-    def __init__(self, path, shape):
-        self.path = str(path)
-        self.shape = tuple(shape)
-        self._array = None
-
-    def __len__(self):
-        return self.shape[0]
-
-    @property
-    def block_rows(self) -> int:
-        """Rows per stored chunk: the natural amount to read at once."""
-        return int(self._open().chunks[0])
-
-    def _open(self):
-        if self._array is None:
-            self._array = zarr.open_group(self.path, mode="r")["X"]
-        return self._array
-
-    def __getitem__(self, rows):
-        self._open()
-        rows = np.asarray(rows)
-        if rows.dtype == bool:
-            rows = np.flatnonzero(rows)
-        try:
-            # zarr reads the chunks these rows touch; sorting keeps that sequential
-            order = np.argsort(rows, kind="stable")
-            block = self._array.get_orthogonal_selection((rows[order],))
-        except ValueError as exc:  # a failed checksum
-            raise StoreError(f"store {self.path} has a damaged chunk: {exc}") from exc
-        out = np.empty_like(block, dtype=np.float64)
-        out[order] = block
-        return out
-
-    def __getstate__(self):
-        return {"path": self.path, "shape": self.shape, "_array": None}
-
-    def __repr__(self):
-        return f"StoreRows({self.path!r}, shape={self.shape})"
-
-
 def fingerprint_file(path) -> str:
     """SHA-256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
@@ -144,7 +97,7 @@ def fingerprint_file(path) -> str:
     return digest.hexdigest()
 
 
-def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None) -> StoredData:
+def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=False) -> StoredData:
     """Write a dataset into a Zarr store and return it opened.
 
     Parameters
@@ -159,14 +112,26 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None) -> Stor
     chunk_rows : int, default=None
         Rows per chunk; by default about 32 MiB of float32 features per chunk.
     overwrite : bool, default=False
-        Replace an existing store with a different source. A complete store
-        of the same source is reused whatever this says.
+        Replace an existing store: one with a different source, a different
+        ``chunk_rows``, or a damaged one. An undamaged complete store of the
+        same source (and chunking) is reused whatever this says.
     name : str, default=None
         Dataset name recorded in the meta (defaults to the source's name).
+    verify : bool, default=False
+        Also read every chunk and check its checksum: of a store about to be
+        reused (a damaged one is refused, or rebuilt with ``overwrite``), and
+        of the store written. Without it a reused store is only checked for
+        missing chunk files.
 
     Returns
     -------
     StoredData
+
+    Raises
+    ------
+    StoreError
+        Without ``overwrite``: the path holds another dataset, the same one in
+        other chunks, or a damaged store (a missing chunk file).
 
     Examples
     --------
@@ -180,14 +145,19 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None) -> Stor
     X, y, meta = _resolve_source(source)
     if name is not None:
         meta["name"] = name
+    if chunk_rows is not None and (isinstance(chunk_rows, bool) or int(chunk_rows) < 1):
+        raise StoreError(f"chunk_rows must be >= 1, got {chunk_rows}")
 
     existing = _read_attrs(path)
-    if existing is not None:
-        if existing.get("complete") and existing.get("fingerprint") == meta["fingerprint"]:
-            logger.info("store %s already holds this source (fingerprint %s); reusing it",
-                        path, meta["fingerprint"][:12])
-            return open_store(path)
-        if existing.get("complete") and not overwrite:
+    if existing is not None and existing.get("complete"):
+        if existing.get("fingerprint") == meta["fingerprint"]:
+            if _reusable(path, existing, chunk_rows, overwrite, checksums=verify):  # else rebuilt below
+                logger.info("store %s already holds this source (fingerprint %s); reusing it",
+                            path, meta["fingerprint"][:12])
+                return open_store(path)
+            if chunk_rows is None and existing.get("chunk_rows"):
+                chunk_rows = int(existing["chunk_rows"])  # a rebuild keeps the store's chunking
+        elif not overwrite:
             raise StoreError(
                 f"store {path} already holds another dataset ({existing.get('name')!r}); "
                 "pass overwrite=True (CLI: --overwrite) to replace it")
@@ -198,12 +168,10 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None) -> Stor
     if chunk_rows is None:
         row_bytes = 4 * int(np.prod(X.shape[1:], dtype=np.int64))
         chunk_rows = max(1, min(n_rows, _DEFAULT_CHUNK_BYTES // max(row_bytes, 1)))
-    if int(chunk_rows) < 1:
-        raise StoreError(f"chunk_rows must be >= 1, got {chunk_rows}")
     chunk_rows = int(chunk_rows)
 
     count_classes = meta.pop("count_classes", False)
-    group = zarr.open_group(str(path), mode="w", zarr_format=3)
+    group = open_group(path, mode="w")
     meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows)
     group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
     x_arr = create_checksummed_array(group, "X", shape=X.shape, dtype="float32",
@@ -222,17 +190,43 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None) -> Stor
     meta["complete"] = True
     group.attrs[_ATTR] = meta  # the completion marker, written last
     logger.info("ingested %d rows into %s (%d-row chunks)", n_rows, path, chunk_rows)
-    return open_store(path)
+    return verify_store(path) if verify else open_store(path)
+
+
+def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checksums: bool) -> bool:
+    """Whether a complete store of the same source can be reused as it is.
+
+    False (rebuild) under ``overwrite`` when it is of an older format, damaged
+    or chunked otherwise; without ``overwrite`` the latter two are refused.
+    """
+    if existing.get("store_format", 1) < STORE_FORMAT:
+        logger.info("store %s was written by an older dimbsvm (format %s); rebuilding it",
+                    path, existing.get("store_format", 1))
+        return False
+    problems = []
+    if chunk_rows is not None and int(chunk_rows) != int(existing.get("chunk_rows", -1)):
+        problems.append(f"it is chunked in {existing.get('chunk_rows')} rows, not the {int(chunk_rows)} asked for")
+    damage = find_damage(path, checksums=checksums)
+    if damage:
+        problems.append(f"it is damaged: {damage}")
+    if not problems:
+        return True
+    if not overwrite:
+        raise StoreError(f"store {path} holds this source, but " + "; ".join(problems)
+                         + "; pass overwrite=True (CLI: --overwrite) to rebuild it")
+    logger.info("rebuilding store %s: %s", path, "; ".join(problems))
+    return False
 
 
 def open_store(path) -> StoredData:
-    """Open a complete store as Dask arrays.
+    """Open a complete store as Dask arrays (reading a missing chunk raises ``StoreError``).
 
     Raises
     ------
     StoreError
         If the path is not a dimbsvm store, its completion marker is missing
-        (an ingest that did not finish) or its arrays disagree with the meta.
+        (an ingest that did not finish), it was written by an older format,
+        or its arrays disagree with the meta.
     """
     path = Path(path)
     meta = _read_attrs(path)
@@ -242,8 +236,13 @@ def open_store(path) -> StoredData:
         raise StoreError(
             f"store {path} is incomplete: its completion marker is missing "
             "(the ingest that wrote it did not finish); ingest again")
+    if meta.get("store_format", 1) < STORE_FORMAT:
+        raise StoreError(
+            f"store {path} was written by an older dimbsvm (store format {meta.get('store_format', 1)}), which "
+            "skipped all-zero chunks, so a missing chunk cannot be told from zeros; rebuild it with "
+            "`dimbsvm ingest SOURCE STORE --overwrite`")
     try:
-        group = zarr.open_group(str(path), mode="r")
+        group = open_group(path, mode="r")
         x_arr, y_arr = group["X"], group["y"]
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise StoreError(f"store {path} is damaged: {exc}") from exc
@@ -252,100 +251,52 @@ def open_store(path) -> StoredData:
     return StoredData(X=da.from_zarr(x_arr), y=da.from_zarr(y_arr), meta=meta, path=path)
 
 
-def verify_store(path) -> StoredData:
-    """Open a store and read every chunk once, checking its crc32c checksum.
+def find_damage(path, *, checksums: bool = True) -> str | None:
+    """What is wrong with the chunks of a store's ``X`` and ``y``, or None.
 
-    Raises
-    ------
-    StoreError
-        Naming the array and the chunk that failed.
+    Every chunk must exist on disk; with ``checksums`` each is also read and
+    its crc32c checked. The answer names the array, the chunk and its rows.
     """
-    stored = open_store(path)
-    group = zarr.open_group(str(stored.path), mode="r")
+    path = Path(path)
+    for name in ("X", "y"):
+        if not (path / name / "zarr.json").is_file():
+            return f"array {name} is missing"
+        missing = missing_chunks(path / name)
+        if missing:
+            arr = open_group(path, mode="r")[name]
+            step = arr.chunks[0]
+            first = missing[0][0]
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            return (f"chunk {first} of {name} (rows {first * step}..{min((first + 1) * step, arr.shape[0]) - 1}) "
+                    f"is missing on disk{more}")
+    if not checksums:
+        return None
+    group = open_group(path, mode="r")
     for name in ("X", "y"):
         arr = group[name]
         step = arr.chunks[0]
         for start in range(0, arr.shape[0], step):
             try:
                 arr[start:start + step]
-            except ValueError as exc:
-                raise StoreError(
-                    f"store {stored.path}: chunk {start // step} of {name} "
-                    f"(rows {start}..{min(start + step, arr.shape[0]) - 1}) failed its checksum: {exc}"
-                ) from exc
-    return stored
+            except ValueError as exc:  # a failed checksum or an undecodable (truncated) chunk
+                return (f"chunk {start // step} of {name} (rows {start}..{min(start + step, arr.shape[0]) - 1}) "
+                        f"failed its checksum: {exc}")
+    return None
 
 
-def create_checksummed_array(group, name, *, shape, dtype, chunks):
-    """A new array in ``group`` whose chunks are zstd-compressed and crc32c-checksummed.
-
-    Every array dimbsvm writes goes through here, so every chunk on disk can
-    be verified.
-    """
-    return group.create_array(name, shape=shape, dtype=dtype, chunks=chunks,
-                              compressors=[ZstdCodec(level=3), Crc32cCodec()], overwrite=True)
-
-
-def stage_is_complete(store_path, stage: str, fingerprint: str) -> bool:
-    """Whether ``stage`` of the store was finished for exactly this fingerprint."""
-    meta = _read_attrs(Path(store_path) / stage)
-    return bool(meta and meta.get("complete") and meta.get("fingerprint") == fingerprint)
-
-
-def open_stage(store_path, stage: str, fingerprint: str, meta: dict | None = None):
-    """Start (or restart) a feature stage: a subgroup marked incomplete.
-
-    A stage is a Zarr group below the store (``knn``, ``similarity/<name>``,
-    ...) holding the arrays a feature step writes. Its meta records the
-    fingerprint of the inputs and parameters; the stage counts as done only
-    after :func:`finish_stage`, so a crash part-way leaves it visibly
-    incomplete and the next run recomputes it.
-
-    Returns
-    -------
-    group : zarr.Group
-    """
-    group = zarr.open_group(str(Path(store_path) / stage), mode="w", zarr_format=3)
-    group.attrs[_ATTR] = dict(meta or {}, fingerprint=fingerprint, complete=False)
-    return group
-
-
-def finish_stage(group, extra: dict | None = None) -> None:
-    """Write a stage's completion marker, last, after all its chunks are written."""
-    meta = dict(group.attrs[_ATTR])
-    meta.update(extra or {}, complete=True)
-    group.attrs[_ATTR] = meta
-
-
-def open_finished_stage(store_path, stage: str):
-    """``(group, meta)`` of a finished stage.
+def verify_store(path) -> StoredData:
+    """Open a store and check that every chunk is on disk and passes its crc32c checksum.
 
     Raises
     ------
     StoreError
-        The stage does not exist or its completion marker is missing.
+        Naming the array, the chunk and its rows.
     """
-    path = Path(store_path) / stage
-    try:
-        group = zarr.open_group(str(path), mode="r")
-    except (FileNotFoundError, ValueError) as exc:
-        raise StoreError(f"{path} is not a stage of a dimbsvm store: {exc}") from exc
-    meta = dict(group.attrs.get(_ATTR) or {})
-    if not meta.get("complete"):
-        raise StoreError(f"stage {path} is incomplete (its completion marker is missing); compute it again")
-    return group, meta
-
-
-def _read_attrs(path: Path):
-    """The dimbsvm meta of a store, or None when the path holds no dimbsvm group."""
-    if not (path / "zarr.json").exists():
-        return None
-    try:
-        group = zarr.open_group(str(path), mode="r")
-    except (ValueError, json.JSONDecodeError, FileNotFoundError) as exc:
-        raise StoreError(f"store {path} is damaged: cannot read its metadata ({exc})") from exc
-    meta = group.attrs.get(_ATTR)
-    return dict(meta) if meta is not None else None
+    stored = open_store(path)
+    damage = find_damage(stored.path, checksums=True)
+    if damage:
+        raise StoreError(f"store {stored.path}: {damage}; rebuild it with `dimbsvm ingest SOURCE STORE --overwrite`")
+    return stored
 
 
 def _resolve_source(source):

@@ -1,0 +1,134 @@
+"""Opening Zarr arrays so that a missing chunk is an error, never the fill value.
+
+Zarr reads a chunk that is not on disk as the array's fill value (zeros), and
+by default does not write a chunk whose values all equal it. So a deleted
+chunk file of a store would read as zeros, silently. dimbsvm closes both
+doors:
+
+* every array it creates writes every chunk (``write_empty_chunks``), so on a
+  complete array each chunk exists on disk;
+* read-only handles go through :class:`CheckedLocalStore`, which raises
+  :class:`~dimbsvm.exceptions.StoreError` naming the array and its rows when a
+  chunk is absent.
+
+Writable handles keep Zarr's behaviour: a task writing part of a new chunk
+must read the (not yet written) rest as the fill value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
+from zarr.storage import LocalStore
+
+from ..exceptions import StoreError
+
+__all__ = ["CheckedLocalStore", "create_checksummed_array", "expected_chunk_keys", "missing_chunks", "open_array",
+           "open_group", "writable"]
+
+#: Array config of everything dimbsvm writes: every chunk is on disk, even all-zero ones.
+WRITE_CONFIG = {"write_empty_chunks": True}
+
+_CHUNK_KEY = re.compile(r"^(?:(?P<array>.+)/)?c/(?P<coords>\d+(?:/\d+)*)$")
+
+
+class CheckedLocalStore(LocalStore):
+    """A local Zarr store on which reading an absent chunk raises ``StoreError``.
+
+    Metadata keys behave as in :class:`zarr.storage.LocalStore` (absent means
+    absent); only chunk keys (``<array>/c/<i>/<j>...``) are checked.
+    """
+
+    async def get(self, key, prototype=None, byte_range=None):
+        value = await super().get(key, prototype, byte_range)
+        if value is None:
+            match = _CHUNK_KEY.match(key)
+            if match is not None:
+                raise StoreError(_missing_message(Path(str(self.root)), match["array"] or "",
+                                                  [int(c) for c in match["coords"].split("/")]))
+        return value
+
+    async def get_partial_values(self, prototype, key_ranges):
+        key_ranges = list(key_ranges)
+        values = await super().get_partial_values(prototype, key_ranges)
+        for (key, _), value in zip(key_ranges, values):
+            match = _CHUNK_KEY.match(key) if value is None else None
+            if match is not None:
+                raise StoreError(_missing_message(Path(str(self.root)), match["array"] or "",
+                                                  [int(c) for c in match["coords"].split("/")]))
+        return values
+
+
+def open_group(path, mode: str = "r"):
+    """A Zarr group on local disk; read-only groups check for missing chunks.
+
+    Parameters
+    ----------
+    path : str or path
+    mode : {"r", "r+", "w", "a"}
+        ``"r"`` opens through :class:`CheckedLocalStore`.
+    """
+    if mode == "r":
+        return zarr.open_group(store=CheckedLocalStore(str(path), read_only=True), mode="r")
+    return zarr.open_group(str(path), mode=mode, zarr_format=3)
+
+
+def open_array(path):
+    """A read-only Zarr array on local disk whose missing chunks raise ``StoreError``."""
+    return zarr.open_array(store=CheckedLocalStore(str(path), read_only=True), mode="r")
+
+
+def writable(array):
+    """``array`` configured to write every chunk (see the module docstring)."""
+    return array.with_config(WRITE_CONFIG)
+
+
+def create_checksummed_array(group, name, *, shape, dtype, chunks):
+    """A new array in ``group`` whose chunks are zstd-compressed and crc32c-checksummed.
+
+    Every array dimbsvm writes goes through here, so every chunk on disk can
+    be verified, and every chunk is written (all-zero ones too), so a missing
+    chunk is damage.
+    """
+    return group.create_array(name, shape=shape, dtype=dtype, chunks=chunks,
+                              compressors=[ZstdCodec(level=3), Crc32cCodec()], overwrite=True,
+                              config=WRITE_CONFIG)
+
+
+def expected_chunk_keys(shape, chunks) -> list[tuple[int, ...]]:
+    """Grid coordinates of every chunk of an array of ``shape`` cut into ``chunks``."""
+    counts = [max(1, -(-int(s) // int(c))) if s else 0 for s, c in zip(shape, chunks)]
+    if not counts:
+        return [()]
+    return [tuple(int(i) for i in idx) for idx in np.ndindex(*counts)]
+
+
+def missing_chunks(array_dir) -> list[tuple[int, ...]]:
+    """Chunk coordinates of the array at ``array_dir`` that have no file on disk."""
+    array_dir = Path(array_dir)
+    shape, chunks = _array_grid(array_dir)
+    return [coords for coords in expected_chunk_keys(shape, chunks)
+            if not array_dir.joinpath("c", *[str(c) for c in coords]).is_file()]
+
+
+def _array_grid(array_dir: Path):
+    meta = json.loads((array_dir / "zarr.json").read_text())
+    return meta["shape"], meta["chunk_grid"]["configuration"]["chunk_shape"]
+
+
+def _missing_message(root: Path, array: str, coords: list[int]) -> str:
+    row_chunked = not any(coords[1:])  # dimbsvm's arrays are cut along rows only
+    where = f"chunk {coords[0] if row_chunked else tuple(coords)} of {array or 'the array'}"
+    try:
+        shape, chunks = _array_grid(root / array)
+        first = coords[0] * chunks[0]
+        where += f" (rows {first}..{min(first + chunks[0], shape[0]) - 1})"
+    except (OSError, KeyError, ValueError, IndexError):
+        pass
+    return (f"store {root}: {where} is missing on disk, so the store is damaged (it would read as zeros); "
+            "rebuild it (dimbsvm ingest SOURCE STORE --overwrite, or delete the stage to recompute it)")

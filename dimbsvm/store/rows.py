@@ -1,0 +1,62 @@
+"""A picklable handle on a store's features that reads only the rows asked for."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exceptions import StoreError
+from ._zarr import open_group
+
+__all__ = ["StoreRows"]
+
+
+class StoreRows:
+    """A picklable handle on a store's features that reads only the rows asked for.
+
+    Tasks receive this instead of the data: it carries the store path, and
+    each process opens the array the first time it reads. It supports
+    ``rows[index_array]`` and ``len(rows)`` and ``shape``, which is all the
+    fold and member code needs. Reads go through the checked store: a missing
+    chunk raises :class:`~dimbsvm.exceptions.StoreError`, never zeros.
+    """
+
+    def __init__(self, path, shape):
+        self.path = str(path)
+        self.shape = tuple(shape)
+        self._array = None
+
+    def __len__(self):
+        return self.shape[0]
+
+    @property
+    def block_rows(self) -> int:
+        """Rows per stored chunk: the natural amount to read at once."""
+        return int(self._open().chunks[0])
+
+    def _open(self):
+        if self._array is None:
+            self._array = open_group(self.path, mode="r")["X"]
+        return self._array
+
+    def __getitem__(self, rows):
+        self._open()
+        rows = np.asarray(rows)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        try:
+            # zarr reads the chunks these rows touch; sorting keeps that sequential
+            order = np.argsort(rows, kind="stable")
+            block = self._array.get_orthogonal_selection((rows[order],))
+        except StoreError:
+            raise
+        except ValueError as exc:  # a failed checksum
+            raise StoreError(f"store {self.path} has a damaged chunk: {exc}") from exc
+        out = np.empty_like(block, dtype=np.float64)
+        out[order] = block
+        return out
+
+    def __getstate__(self):
+        return {"path": self.path, "shape": self.shape, "_array": None}
+
+    def __repr__(self):
+        return f"StoreRows({self.path!r}, shape={self.shape})"
