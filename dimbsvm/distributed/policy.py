@@ -1,0 +1,138 @@
+"""How every dimbsvm task runs on a worker: thread limits, and which errors are final.
+
+Each task body is called through :func:`run_task`, which
+
+* limits the numeric libraries to the worker's own thread count: numba
+  (pynndescent's NN-descent, ``n_jobs=None`` means "numba's threads") and the
+  BLAS/OpenMP pools (threadpoolctl). A single-threaded worker that lets numba
+  start one thread per core makes 16 workers no faster than one;
+* tells the LIBLINEAR lock (:mod:`dimbsvm.svm._native_rng`) whether other
+  tasks can run in this process at the same time (only then is it needed);
+* turns an error that would happen again on a rerun (bad data, a bad
+  parameter, a damaged store: anything but an I/O hiccup) into a
+  :class:`TaskFailure` value, so that Dask does not retry it and the caller
+  re-raises the original exception, not Dask's wrapper.
+
+Work lost with a worker is recomputed by Dask regardless of this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TaskFailure", "is_transient", "raise_failure", "run_task", "task_threads", "worker_threads"]
+
+#: OSErrors that a rerun would meet again: they are the caller's to fix, not the cluster's.
+_PERMANENT_OS_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+@dataclass
+class TaskFailure:
+    """A task's deterministic error, returned as a value so that Dask does not retry it.
+
+    Attributes
+    ----------
+    error : BaseException
+        The exception the task raised (or a ``RuntimeError`` carrying its text
+        when it could not be pickled).
+    where : str
+        The task body's name, for the log.
+    traceback : str
+        The task's traceback, formatted on the worker.
+    """
+
+    error: BaseException
+    where: str
+    traceback: str
+
+
+def is_transient(error: BaseException) -> bool:
+    """True for errors worth retrying: I/O errors other than missing or forbidden paths."""
+    return isinstance(error, OSError) and not isinstance(error, _PERMANENT_OS_ERRORS)
+
+
+def worker_threads() -> int | None:
+    """Threads of the Dask worker running this code, or None outside a worker task."""
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def task_threads(n_threads: int):
+    """Limit numba and the BLAS/OpenMP pools to ``n_threads`` inside the block.
+
+    numba's thread count is a per-thread setting, so it is set in the thread
+    that runs the task (and restored); if numba is not imported yet, its pool
+    is sized by ``NUMBA_NUM_THREADS`` when it is.
+    """
+    from threadpoolctl import threadpool_limits
+
+    if "numba" not in sys.modules:
+        os.environ.setdefault("NUMBA_NUM_THREADS", str(n_threads))  # sizes the pool when numba starts
+    import numba  # (waits for an import under way in another thread)
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        with threadpool_limits(limits=n_threads):
+            yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def run_task(func, kwargs: dict):
+    """Call ``func(**kwargs)`` under the worker's execution policy (see the module docstring).
+
+    Inputs that are :class:`TaskFailure` (an upstream task failed for good)
+    are passed on without calling ``func``.
+    """
+    for value in _values(kwargs):
+        if isinstance(value, TaskFailure):
+            return value
+    from dimbsvm.svm._native_rng import concurrent_fits
+
+    n_threads = worker_threads()
+    threads = task_threads(n_threads) if n_threads is not None else contextlib.nullcontext()
+    try:
+        with threads, concurrent_fits(n_threads is None or n_threads > 1):
+            return func(**kwargs)
+    except Exception as error:  # noqa: BLE001 - sorted into final and transient right here
+        if is_transient(error):
+            raise  # Dask retries it
+        return TaskFailure(_picklable(error), getattr(func, "__qualname__", repr(func)), traceback.format_exc())
+
+
+def raise_failure(result):
+    """Return ``result``, or raise the task's own error if it is a :class:`TaskFailure`."""
+    if isinstance(result, TaskFailure):
+        logger.debug("task %s failed on a worker:\n%s", result.where, result.traceback)
+        raise result.error
+    return result
+
+
+def _values(kwargs):
+    for value in kwargs.values():
+        if isinstance(value, (list, tuple)):
+            yield from value
+        else:
+            yield value
+
+
+def _picklable(error: BaseException) -> BaseException:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:  # noqa: BLE001 - any pickling problem: keep the text
+        return RuntimeError(f"{type(error).__name__}: {error}")

@@ -1,0 +1,68 @@
+"""Progress of long work on stderr: count, elapsed time and an estimate of the time left."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """``[#####.....] 12/40 folds  0:31 elapsed, ~1:17 left`` on stderr.
+
+    On a terminal the line is redrawn in place (at most every 0.2 s); into a
+    file or pipe (a batch log) a line is written at most every 30 s and at the
+    end, so a 640-task run does not leave 640 lines.
+
+    Parameters
+    ----------
+    total : int
+    label : str
+    enabled : bool, default=True
+    stream : file, default=sys.stderr
+    """
+
+    def __init__(self, total: int, label: str, *, enabled: bool = True, stream=None):
+        self.total, self.label = int(total), label
+        self.stream = stream or sys.stderr
+        self.enabled = enabled and self.total > 0
+        self.done = 0
+        self.start = time.monotonic()
+        self._shown = 0.0
+        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._every = 0.2 if self._tty else 30.0
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and (now - self._shown >= self._every or self.done >= self.total):
+            self._shown = now
+            self._draw(now)
+
+    def close(self) -> None:
+        if self.enabled and self._tty and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
+        self.enabled = False
+
+    def line(self, now: float | None = None) -> str:
+        """The progress line as it is drawn."""
+        elapsed = (now or time.monotonic()) - self.start
+        width = 30
+        filled = int(width * self.done / self.total)
+        text = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {self.label}  {_clock(elapsed)} elapsed"
+        if 0 < self.done < self.total:
+            text += f", ~{_clock(elapsed / self.done * (self.total - self.done))} left"
+        return text
+
+    def _draw(self, now: float) -> None:
+        text = self.line(now)
+        self.stream.write(f"\r{text}" if self._tty else f"{text}\n")
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

@@ -1,0 +1,252 @@
+"""The one way dimbsvm runs tasks: in-process without a client, on the cluster with one.
+
+Two entries:
+
+* :func:`map_tasks` - independent calls of one function (kNN partitions,
+  feature blocks, chunks of an SGD epoch);
+* :class:`TaskPlan` + :func:`run_plan` - calls that depend on each other's
+  results (a fold's preprocessing, then its ensemble members, then the
+  scoring of its test rows), built by the fold engine
+  (:mod:`dimbsvm.model_selection`) and submitted here in one go, so members of
+  different folds and the final model run side by side.
+
+Without a client every call runs here, in order, in this process. With one,
+every call is a task run through :func:`dimbsvm.distributed.policy.run_task`
+(thread limits, no retries of deterministic errors); a task's own exception
+reaches the caller as itself. Large shared inputs go through :func:`share`,
+once, never inside each task's spec.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+import warnings
+from dataclasses import dataclass, field
+
+import dask
+
+from .policy import raise_failure, run_task
+from .progress import Progress
+
+__all__ = ["TaskPlan", "TaskRef", "compute", "map_tasks", "run_plan", "share"]
+
+logger = logging.getLogger(__name__)
+
+
+def map_tasks(func, calls, *, client=None, shared=None, retries=2, progress=False, label="tasks",
+              on_result=None) -> list:
+    """``func(**shared, **call)`` for every ``call`` in ``calls``, results in the order of ``calls``.
+
+    Parameters
+    ----------
+    func : callable
+        A module-level function (pickles by reference); a plain task body.
+    calls : list of dict
+        Per-task keyword arguments: seeds, row ranges, paths - not data.
+    client : distributed.Client or None, keyword-only
+        ``None`` runs the calls here, one after another.
+    shared : dict, default=None
+        Keyword arguments common to all calls (e.g. the data); on a cluster
+        each value is sent once (:func:`share`) and passed by reference.
+    retries : int, default=2
+        Retries of a task that met a transient (I/O) error. Deterministic
+        errors are raised at once; work lost with a worker is recomputed by
+        Dask regardless.
+    progress : bool, default=False
+        Show progress on stderr.
+    label : str
+        What the tasks are, for progress and the log.
+    on_result : callable, default=None
+        ``on_result(i, result)`` as each call finishes (completion order), e.g.
+        to save results so an interrupted run can resume.
+
+    Returns
+    -------
+    list
+    """
+    plan = TaskPlan()
+    refs = {key: plan.share(value) for key, value in (shared or {}).items()}
+    tasks = [plan.add(func, dict(refs, **call), watch=True, name=label) for call in calls]
+    index = {ref.id: i for i, ref in enumerate(tasks)}
+
+    def collect(ref, result):
+        if on_result is not None:
+            on_result(index[ref.id], result)
+
+    results = run_plan(plan, client=client, retries=retries, progress=progress, label=label, on_result=collect)
+    return [results[ref.id] for ref in tasks]
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A handle on the result of a task of a :class:`TaskPlan`; pass it as an argument of later tasks."""
+
+    id: int
+    name: str
+
+
+@dataclass
+class _Task:
+    func: object
+    kwargs: dict
+    watch: bool
+    name: str
+    shared: bool = False
+
+
+@dataclass
+class TaskPlan:
+    """Calls with dependencies, in the order they were added (each after its inputs).
+
+    A keyword argument may be a :class:`TaskRef` or a list of them; the task
+    receives the referenced results. Only *watched* tasks' results are
+    returned by :func:`run_plan`; the others are intermediate.
+
+    Examples
+    --------
+    >>> plan = TaskPlan()
+    >>> a = plan.add(pow, {"base": 2, "exp": 3})
+    >>> b = plan.add(sum, {"iterable": [a, a]}, watch=True)  # doctest: +SKIP
+    """
+
+    tasks: list = field(default_factory=list)
+
+    def add(self, func, kwargs: dict, *, watch: bool = False, name: str | None = None) -> TaskRef:
+        """Add ``func(**kwargs)``; return a reference to its result."""
+        ref = TaskRef(len(self.tasks), name or getattr(func, "__name__", "task"))
+        self.tasks.append(_Task(func, dict(kwargs), watch, ref.name))
+        return ref
+
+    def share(self, value) -> TaskRef:
+        """Add a value that many tasks read (the data, the labels); sent to the cluster once."""
+        ref = TaskRef(len(self.tasks), f"shared-{type(value).__name__}")
+        self.tasks.append(_Task(None, {"value": value}, False, ref.name, shared=True))
+        return ref
+
+    @property
+    def n_watched(self) -> int:
+        return sum(task.watch for task in self.tasks)
+
+
+def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="tasks", on_result=None) -> dict:
+    """Run every task of ``plan``; return ``{task id: result}`` of the watched ones.
+
+    Parameters
+    ----------
+    plan : TaskPlan
+    client : distributed.Client or None, keyword-only
+        ``None`` runs the tasks here, in order.
+    retries, progress, label
+        As :func:`map_tasks`.
+    on_result : callable, default=None
+        ``on_result(ref, result)`` as each watched task finishes.
+    """
+    if client is None:
+        return _run_here(plan, progress=progress, label=label, on_result=on_result)
+    return _run_on_cluster(plan, client, retries=retries, progress=progress, label=label, on_result=on_result)
+
+
+def _resolve(value, results):
+    if isinstance(value, TaskRef):
+        return results[value.id]
+    if isinstance(value, list) and any(isinstance(v, TaskRef) for v in value):
+        return [_resolve(v, results) for v in value]
+    return value
+
+
+def _run_here(plan, *, progress, label, on_result):
+    results, watched = {}, {}
+    bar = Progress(plan.n_watched, label, enabled=progress)
+    last_use = _last_use(plan)
+    for i, task in enumerate(plan.tasks):
+        if task.shared:
+            results[i] = task.kwargs["value"]
+            continue
+        kwargs = {key: _resolve(value, results) for key, value in task.kwargs.items()}
+        results[i] = task.func(**kwargs)
+        for j in last_use.get(i, ()):
+            if not plan.tasks[j].watch:
+                results.pop(j, None)  # an intermediate result no later task reads
+        if task.watch:
+            watched[i] = results[i]
+            if on_result is not None:
+                on_result(TaskRef(i, task.name), results[i])
+            bar.advance()
+    bar.close()
+    logger.info("%d %s finished in-process", plan.n_watched, label)
+    return watched
+
+
+def _last_use(plan):
+    """``{i: [j, ...]}``: the tasks whose result is read for the last time by task i."""
+    last = {}
+    for i, task in enumerate(plan.tasks):
+        for value in task.kwargs.values():
+            for ref in value if isinstance(value, list) else [value]:
+                if isinstance(ref, TaskRef):
+                    last[ref.id] = i
+    by_reader = {}
+    for j, i in last.items():
+        by_reader.setdefault(i, []).append(j)
+    return by_reader
+
+
+def _run_on_cluster(plan, client, *, retries, progress, label, on_result):
+    from distributed import as_completed
+
+    futures = {}
+    tag = uuid.uuid4().hex[:8]
+    for i, task in enumerate(plan.tasks):
+        if task.shared:
+            futures[i] = share(client, task.kwargs["value"])
+            continue
+        kwargs = {key: _resolve(value, futures) for key, value in task.kwargs.items()}
+        futures[i] = client.submit(run_task, task.func, kwargs, pure=False, retries=retries,
+                                   key=f"{task.name}-{tag}-{i}")
+    watched = {futures[i].key: i for i, task in enumerate(plan.tasks) if task.watch}
+    # Keep only the watched futures: an intermediate result stays on the cluster while a task
+    # that reads it is pending, and is released after.
+    futures = {i: future for i, future in futures.items() if plan.tasks[i].watch}
+    results = {}
+    bar = Progress(len(watched), label, enabled=progress)
+    try:
+        for future in as_completed([futures[i] for i in watched.values()]):
+            i = watched[future.key]
+            results[i] = raise_failure(future.result())  # a task's own error, as itself
+            if on_result is not None:
+                on_result(TaskRef(i, plan.tasks[i].name), results[i])
+            bar.advance()
+    finally:
+        bar.close()
+        for future in futures.values():
+            future.cancel()
+    logger.info("%d %s finished on the cluster", len(watched), label)
+    return results
+
+
+def share(client, value):
+    """Put ``value`` on the cluster so that losing a worker cannot lose it.
+
+    Scattered data cannot be recomputed, and Dask's active memory manager
+    drops "extra" replicas, so a worker killed while holding the only copy
+    would fail every task that needs it. Instead the value becomes the
+    result of a trivial task: the scheduler keeps the task's input, and if
+    the worker holding the result dies the task simply runs again. It is
+    sent once; tasks receive it by reference.
+    """
+    with warnings.catch_warnings():
+        # the value travels inside this one task's spec on purpose
+        warnings.filterwarnings("ignore", message="Large object", category=UserWarning)
+        return client.submit(_identity, value, pure=False, key=f"shared-{type(value).__name__}-{uuid.uuid4().hex}")
+
+
+def _identity(value):
+    return value
+
+
+def compute(*collections, client=None):
+    """``dask.compute`` of Dask collections on ``client``, else with in-process threads."""
+    if client is not None:
+        return tuple(client.compute(list(collections), sync=True))
+    return dask.compute(*collections)

@@ -1,0 +1,104 @@
+"""The task layer: map_tasks and plans run the same in-process and on a cluster; errors and threads."""
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dimbsvm.distributed.tasks import TaskPlan, map_tasks, run_plan
+from dimbsvm.exceptions import DataError
+
+
+def _square(*, x, offset=0):
+    return x * x + offset
+
+
+def _total(*, parts):
+    return sum(parts)
+
+
+def test_map_tasks_same_results_in_order(scheduler):
+    seen = []
+    out = map_tasks(_square, [{"x": i} for i in range(7)], client=scheduler, shared={"offset": 100},
+                    on_result=lambda i, r: seen.append((i, r)))
+    assert out == [i * i + 100 for i in range(7)]
+    assert sorted(seen) == list(enumerate(out))
+
+
+def test_plan_with_dependencies(scheduler):
+    plan = TaskPlan()
+    data = plan.share(np.arange(5.0))
+    parts = [plan.add(_square, {"x": i}) for i in range(4)]
+    total = plan.add(_total, {"parts": parts}, watch=True)
+    scaled = plan.add(np.multiply, {"x1": data, "x2": total}, watch=True) if False else None
+    results = run_plan(plan, client=scheduler)
+    assert results == {total.id: 0 + 1 + 4 + 9} and scaled is None
+
+
+def _count_then_fail(*, log, error):
+    with open(log, "a") as handle:
+        handle.write("x")
+    raise error
+
+
+@pytest.mark.parametrize("error, attempts", [
+    (DataError("row 3 is bad"), 1),       # deterministic: raised at once, as itself
+    (ValueError("C must be positive"), 1),
+    (FileNotFoundError("no such file"), 1),
+    (ConnectionResetError("network blip"), 3),  # transient I/O: retried (retries=2)
+])
+def test_deterministic_errors_are_not_retried(client, tmp_path, error, attempts):
+    log = tmp_path / "attempts"
+    with pytest.raises(type(error), match=str(error)):
+        map_tasks(_count_then_fail, [{"log": str(log), "error": error}], client=client, retries=2)
+    assert len(log.read_text()) == attempts
+
+
+def test_failure_upstream_reaches_the_caller_as_itself(client, tmp_path):
+    plan = TaskPlan()
+    bad = plan.add(_count_then_fail, {"log": str(tmp_path / "a"), "error": DataError("upstream broke")})
+    plan.add(_total, {"parts": [bad]}, watch=True)
+    with pytest.raises(DataError, match="upstream broke"):
+        run_plan(plan, client=client)
+
+
+def _threads_seen():
+    import numba
+    from threadpoolctl import threadpool_info
+
+    return {"numba": numba.get_num_threads(),
+            "pools": sorted({info["num_threads"] for info in threadpool_info()})}
+
+
+def test_tasks_use_the_worker_thread_count(client):
+    [seen] = map_tasks(_threads_seen, [{}], client=client)
+    assert seen["numba"] == 1
+    assert seen["pools"] in ([], [1])
+
+
+def _knn_build_cpu(*, n, seed):
+    from dimbsvm.graph.knn import KNNIndex
+
+    X = np.random.default_rng(seed).normal(size=(n, 16)).astype(np.float32)
+    KNNIndex(10, method="pynndescent", random_state=seed).fit(X)  # warm: compile outside the measurement
+    import numba
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    KNNIndex(10, method="pynndescent", random_state=seed + 1).fit(X).neighbor_graph(10)
+    return {"threads": numba.get_num_threads(), "wall": time.perf_counter() - wall,
+            "cpu": time.process_time() - cpu}
+
+
+@pytest.mark.slow
+def test_knn_build_in_a_one_thread_worker_process_uses_one_core():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        [seen] = map_tasks(_knn_build_cpu, [{"n": 20_000, "seed": 0}], client=client)
+    assert seen["threads"] == 1
+    # one thread: process CPU time is about the wall time (with numba's default pool on 2+ cores it
+    # is up to cores x wall)
+    assert seen["cpu"] <= 1.3 * seen["wall"] + 0.05, seen
