@@ -24,7 +24,8 @@ from ..distributed import run_tasks
 from ..evaluation import fit_pipeline, positive_label, score_rows
 from ..exceptions import DataError
 from .registry import ModelRegistry
-from .runner import JobData, check_job_data, load_job_data, pipeline_kwargs
+from .data import JobData, check_job_data, load_job_data
+from .runner import pipeline_kwargs
 
 __all__ = ["RetrainOutcome", "retrain", "gate_decision"]
 

@@ -22,7 +22,6 @@ same path twice reuses the finished store, once it is found undamaged.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import shutil
 from dataclasses import dataclass
