@@ -1,8 +1,6 @@
 """The task layer: map_tasks and plans run the same in-process and on a cluster; errors and threads."""
 
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +17,10 @@ def _total(*, parts):
     return sum(parts)
 
 
+def _length(*, values):
+    return len(values)
+
+
 def test_map_tasks_same_results_in_order(scheduler):
     seen = []
     out = map_tasks(_square, [{"x": i} for i in range(7)], client=scheduler, shared={"offset": 100},
@@ -32,9 +34,9 @@ def test_plan_with_dependencies(scheduler):
     data = plan.share(np.arange(5.0))
     parts = [plan.add(_square, {"x": i}) for i in range(4)]
     total = plan.add(_total, {"parts": parts}, watch=True)
-    scaled = plan.add(np.multiply, {"x1": data, "x2": total}, watch=True) if False else None
+    length = plan.add(_length, {"values": data}, watch=True)
     results = run_plan(plan, client=scheduler)
-    assert results == {total.id: 0 + 1 + 4 + 9} and scaled is None
+    assert results == {total.id: 0 + 1 + 4 + 9, length.id: 5}
 
 
 def _count_then_fail(*, log, error):
