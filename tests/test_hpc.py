@@ -391,7 +391,7 @@ class _ChunkLog:
 
 
 _LOG = _ChunkLog()
-_PIECE_JLJ, _COMPUTE = exchange_module.piece_jlj, hpc_module.compute_on_client
+_PIECE_JLJ, _COMPUTE = exchange_module.piece_jlj, hpc_module._compute
 _PARTIAL_FIT = hpc_module.SGDClassifier.partial_fit
 _PLACED, _SEND = exchange_module.placed_piece_jlj, exchange_module._send
 
@@ -446,7 +446,7 @@ def _lazy_input(X, y, chunk):
 def chunk_log(monkeypatch, client):
     """The log, with the fit's steps instrumented, on a distributed client."""
     _LOG.clear()
-    monkeypatch.setattr(hpc_module, "compute_on_client", _logged_compute)
+    monkeypatch.setattr(hpc_module, "_compute", _logged_compute)
     monkeypatch.setattr(exchange_module, "piece_jlj", _logged_piece)
     monkeypatch.setattr(hpc_module.SGDClassifier, "partial_fit", _logged_partial_fit)
     monkeypatch.setattr(exchange_module, "placed_piece_jlj", _logged_placed)

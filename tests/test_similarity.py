@@ -483,7 +483,7 @@ def test_sklearn_compatible(estimator, check):
 
 
 @pytest.mark.parametrize("module", ["distances", "modalities", "moments", "references", "kernels",
-                                    "stages", "distance_blocks", "kernel_blocks", "similarity"])
+                                    "distance_blocks", "kernel_blocks", "similarity"])
 def test_docstring_examples(module):
     # pytest's testpaths is tests/, so run the library's doctests from here too.
     mod = importlib.import_module(f"dimbsvm.features.{module}")

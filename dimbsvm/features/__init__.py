@@ -9,7 +9,7 @@
 - :mod:`~dimbsvm.features.references` - choosing the reference rows, in memory or by chunks.
 - :mod:`~dimbsvm.features.kernels` - kernel blocks K(X, S) and the Nystroem map.
 - :mod:`~dimbsvm.features.distance_blocks`, :mod:`~dimbsvm.features.kernel_blocks` - distance
-  and kernel blocks chunk by chunk into the Zarr store (:mod:`~dimbsvm.features.stages`).
+  and kernel blocks chunk by chunk into the Zarr store (:mod:`~dimbsvm.store.stages`).
 """
 
 from .distances import METRICS, pairwise_distances_to

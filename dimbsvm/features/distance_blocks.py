@@ -7,7 +7,7 @@ matrix. The moments of each reference's distances come from per-chunk
 partial moments merged with Chan's pairwise update
 (:mod:`dimbsvm.features.moments`), in the same pass that writes the blocks.
 
-Stage (see :mod:`dimbsvm.features.stages`)::
+Stage (see :mod:`dimbsvm.store.stages`)::
 
     store.zarr/similarity/<name>/   distances (n x K|S|), references, mu, sigma (K x |S|)
 """
@@ -26,8 +26,7 @@ from ..store import create_checksummed_array, finish_stage, open_stage, stage_is
 from .modalities import modality_distances, parse_modalities
 from .moments import block_moments, check_spread, fisher_vectors, mean_and_spread, merge_moments
 from ..store import open_finished_stage
-from .stages import (compute_on_client, resolve_input, row_chunked, stage_fingerprint,
-                     write_small)
+from ..store.stages import resolve_input, row_chunked, stage_fingerprint, write_small
 
 __all__ = ["DistanceBlocks", "lazy_distances", "distance_moments", "reference_moments",
            "write_distance_blocks", "open_distance_blocks", "similarity_features"]
@@ -126,7 +125,7 @@ def distance_moments(D, *, mask=None, client=None):
     n_blocks = D.numblocks[0]
     parts = da.map_blocks(block_moments, *args, chunks=((3,) * n_blocks, (D.shape[1],)),
                           dtype=np.float64, meta=np.empty((0, 0)))
-    (stacked,) = compute_on_client(parts, client=client)
+    (stacked,) = _compute(parts, client=client)
     return mean_and_spread(merge_moments(np.split(stacked, n_blocks)))
 
 
@@ -159,7 +158,7 @@ def reference_moments(X, references, modalities, *, parallel=True, client=None):
     parts = da.map_blocks(_chunk_moments, X, references=S, modalities=modalities, parallel=parallel,
                           chunks=((3,) * n_blocks, (width,)), drop_axis=list(range(2, X.ndim)) or None,
                           dtype=np.float64, meta=np.empty((0, 0)))
-    (stacked,) = compute_on_client(parts, client=client)
+    (stacked,) = _compute(parts, client=client)
     return mean_and_spread(merge_moments(np.split(stacked, n_blocks)))
 
 
@@ -188,7 +187,7 @@ def write_distance_blocks(X, references, modalities, store=None, name="default",
         about 6e-8; the moments are taken from the float64 distances either way.
     fingerprint : str, default=None
         Identity of inputs and parameters; derived when not given (see
-        :mod:`dimbsvm.features.stages`; pass one for resuming across processes).
+        :mod:`dimbsvm.store.stages`; pass one for resuming across processes).
     parallel : bool, default=True
         DTW's OpenMP threads inside each task.
     client : distributed.Client, default=None
@@ -232,7 +231,7 @@ def write_distance_blocks(X, references, modalities, store=None, name="default",
                           parallel=parallel, chunks=((3,) * n_blocks, (width,)),
                           drop_axis=list(range(2, X.ndim)) or None, dtype=np.float64,
                           meta=np.empty((0, 0)))
-    (stacked,) = compute_on_client(parts, client=client)
+    (stacked,) = _compute(parts, client=client)
     mu, sigma = mean_and_spread(merge_moments(np.split(stacked, n_blocks)))
     write_small(group, "mu", mu.reshape(len(mods), m))
     write_small(group, "sigma", sigma.reshape(len(mods), m))
@@ -304,3 +303,10 @@ def _parsed(modalities, input_shape):
             for m in modalities):
         return modalities
     return parse_modalities(modalities, input_shape)
+
+
+def _compute(*collections, client=None):
+    """Compute Dask collections where the engine says (the given or current client, else here)."""
+    from ..model_selection.engine import compute
+
+    return compute(*collections, client=client)

@@ -6,7 +6,7 @@ keeps K(S, S) and its inverse square root, so Nystroem features
 ``K(X, S) K(S, S)^{-1/2}`` (a linear stand-in for a kernel method at any n)
 need nothing but the stage.
 
-Stages (see :mod:`dimbsvm.features.stages`)::
+Stages (see :mod:`dimbsvm.store.stages`)::
 
     store.zarr/kernel/<name>/       K (n x |S|), landmarks, K_SS, normalization (|S| x |S|)
     store.zarr/nystroem/<name>/     features (n x |S|)
@@ -25,8 +25,7 @@ from ..exceptions import DataError
 from ..store import create_checksummed_array, finish_stage, open_stage, stage_is_complete
 from .kernels import KERNELS, kernel_block, nystroem_normalization, resolve_gamma
 from ..store import open_finished_stage
-from .stages import (compute_on_client, resolve_input, row_chunked, stage_fingerprint,
-                     write_small)
+from ..store.stages import resolve_input, row_chunked, stage_fingerprint, write_small
 
 __all__ = ["KernelBlocks", "write_kernel_blocks", "open_kernel_blocks", "nystroem_features",
            "write_nystroem_features"]
@@ -108,7 +107,7 @@ def write_kernel_blocks(X, landmarks, store=None, name="default", *, kernel="rbf
                                       chunks=(X.chunks[0][0], S.shape[0]))
     K = X.map_blocks(_kernel_chunk, landmarks=S, kernel=kernel, gamma=gamma,
                      chunks=(X.chunks[0], (S.shape[0],)), dtype=np.float64, meta=np.empty((0, 0)))
-    compute_on_client(da.store(K, target, lock=False, compute=False), client=client)
+    _compute(da.store(K, target, lock=False, compute=False), client=client)
     finish_stage(group)
     logger.info("wrote %d x %d %s kernel blocks to %s/%s", X.shape[0], S.shape[0], kernel,
                 store_path, stage)
@@ -153,7 +152,7 @@ def write_nystroem_features(blocks, store, name="default", *, client=None):
         group = open_stage(store, stage, fingerprint, meta={"kind": "nystroem"})
         target = create_checksummed_array(group, "features", shape=features.shape, dtype="float64",
                                           chunks=(features.chunks[0][0], features.shape[1]))
-        compute_on_client(da.store(features, target, lock=False, compute=False), client=client)
+        _compute(da.store(features, target, lock=False, compute=False), client=client)
         finish_stage(group)
     group, _ = open_finished_stage(store, stage)
     return da.from_zarr(group["features"])
@@ -165,3 +164,10 @@ def _kernel_chunk(block, *, landmarks, kernel, gamma):
 
 def _right_multiply(block, *, matrix):
     return block @ matrix
+
+
+def _compute(*collections, client=None):
+    """Compute Dask collections where the engine says (the given or current client, else here)."""
+    from ..model_selection.engine import compute
+
+    return compute(*collections, client=client)

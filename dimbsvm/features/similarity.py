@@ -29,7 +29,6 @@ from .distance_blocks import lazy_distances, reference_moments
 from .modalities import modality_distances, parse_modalities
 from .moments import block_moments, check_spread, fisher_vectors, mean_and_spread
 from .references import choose_rows, choose_rows_chunked
-from .stages import compute_on_client
 
 __all__ = ["SimilarityFeatures"]
 
@@ -307,7 +306,7 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
         if self.reference_selection == "kmeans":
             return self._kmeans_centres(X, k, seed), None
         if _is_dask(X):
-            rows = choose_rows_chunked(X.chunks[0], k, seed=seed, y=y, compute=compute_on_client)
+            rows = choose_rows_chunked(X.chunks[0], k, seed=seed, y=y, compute=_compute)
             S = np.asarray(X[rows].compute(), dtype=np.float64)
         else:
             rows = choose_rows(n, k, seed=seed, y=y)
@@ -329,7 +328,7 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
             model = KMeans(n_clusters=k, random_state=seed, n_init="auto").fit(X.reshape(len(X), -1))
             return model.cluster_centers_.reshape((k, *shape))
         # One pass over the chunks, started from k rows chosen at random, never all rows at once.
-        init_rows = choose_rows_chunked(X.chunks[0], k, seed=seed, compute=compute_on_client)
+        init_rows = choose_rows_chunked(X.chunks[0], k, seed=seed, compute=_compute)
         init = np.asarray(X[init_rows].compute(), dtype=np.float64).reshape(k, -1)
         model = MiniBatchKMeans(n_clusters=k, init=init, n_init=1, random_state=seed)
         X = X.rechunk({0: max(X.chunks[0][0], k)})  # partial_fit needs >= k rows per batch
@@ -347,3 +346,10 @@ def _is_dask(X):
 def _metric_names(distances):
     specs = distances if isinstance(distances, (list, tuple)) else [distances]
     return {s if isinstance(s, str) else s.get("metric") for s in specs if isinstance(s, (str, dict))}
+
+
+def _compute(*collections, client=None):
+    """Compute Dask collections where the engine says (the given or current client, else here)."""
+    from ..model_selection.engine import compute
+
+    return compute(*collections, client=client)

@@ -15,7 +15,7 @@ and, for a Dask array or a store, runs the sharded build of ``DESIGN.md``:
 3. a sample of rows is searched exactly, chunk by chunk, and the recall of
    the graph on it goes into the stage meta.
 
-Stage (see :mod:`dimbsvm.features.stages`)::
+Stage (see :mod:`dimbsvm.store.stages`)::
 
     store.zarr/knn/   indices (n x k, int64), distances (n x k, float64)
                       meta: fingerprint, parameters, recall, timings, peak memory
@@ -53,12 +53,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state
 
 from ..exceptions import DataError
-from ..features.stages import (
-    compute_on_client,
-    resolve_input,
-    row_chunked,
-    stage_fingerprint,
-)
+from ..store.stages import resolve_input, row_chunked, stage_fingerprint
 from ..store import (
     create_checksummed_array,
     finish_stage,
@@ -245,7 +240,7 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
         Name of the stage group below the store.
     fingerprint : str, default=None
         Identity of data and parameters; derived when not given (see
-        :mod:`dimbsvm.features.stages`).
+        :mod:`dimbsvm.store.stages`).
     query_epsilon : float, default=0.3
         Search breadth of the queries of other shards' chunks (see
         :class:`~dimbsvm.graph.KNNIndex`).
@@ -297,7 +292,7 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
     rows_path = str(Path(store_path) / "X") if from_store else str(stage_path / "_rows")
     if not from_store and not done.any():
         tic = time.perf_counter()
-        compute_on_client(da.store(X.astype(_float_dtype(X.dtype)), group["_rows"], lock=False, compute=False),
+        _compute(da.store(X.astype(_float_dtype(X.dtype)), group["_rows"], lock=False, compute=False),
                           client=client)
         timings["copy_rows"] = time.perf_counter() - tic
     if client is not None and "pynndescent" in methods:
@@ -369,7 +364,7 @@ def _shard_bounds(n, chunk, k, shard_rows):
 def _check_finite(X, client):
     bad = da.map_blocks(lambda b: ~np.isfinite(b).all(axis=1), X, drop_axis=1, dtype=bool)
     first = da.argmax(bad)
-    any_bad, row = compute_on_client(bad.any(), first, client=client)
+    any_bad, row = _compute(bad.any(), first, client=client)
     if any_bad:
         raise DataError(f"X has NaN or infinite values (first in row {int(row)}); a kNN graph needs finite rows")
 
@@ -498,3 +493,10 @@ def _sharded_recall(rows_path, stage_path, n, k, chunk, metric, size, seed, clie
     exact = drop_self(np.take_along_axis(ind, order, axis=1), np.take_along_axis(dist, order, axis=1), rows)[0]
     found = open_group(stage_path, mode="r")["indices"].get_orthogonal_selection((rows, slice(None)))
     return recall_of(found, exact)
+
+
+def _compute(*collections, client=None):
+    """Compute Dask collections where the engine says (the given or current client, else here)."""
+    from ..model_selection.engine import compute
+
+    return compute(*collections, client=client)

@@ -5,17 +5,31 @@ holding the arrays a feature step writes. Its meta records the fingerprint of
 its inputs and parameters; it counts as done only after :func:`finish_stage`,
 so a crash part-way leaves it visibly incomplete and the next run recomputes
 it, and a stage of other data or parameters is never mistaken for this one.
+
+A stage is computed from a Dask array chunked by rows (:func:`row_chunked`),
+or from a dimbsvm store, whose ``X`` is one. Each task computes the block of
+one chunk and writes the rows it owns, whole Zarr chunks aligned with the Dask
+chunks, so no process ever holds an n-row result and a rerun of a task writes
+the same bytes. The fingerprint of a store's ``X`` is the store's source
+fingerprint; for other Dask arrays it is the array's Dask name, which is
+stable for a given graph but not across processes for every source: pass
+``fingerprint=`` when a job must find its stage again after a restart.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-from ..exceptions import StoreError
-from ._zarr import open_group
+import dask.array as da
+import numpy as np
 
-__all__ = ["ATTR", "finish_stage", "open_finished_stage", "open_stage", "read_meta", "stage_is_complete"]
+from ..exceptions import DataError, StoreError
+from ._zarr import create_checksummed_array, open_group
+
+__all__ = ["ATTR", "finish_stage", "open_finished_stage", "open_stage", "read_meta", "resolve_input", "row_chunked",
+           "stage_fingerprint", "stage_is_complete", "write_small"]
 
 #: The group attribute holding dimbsvm's meta (fingerprint, completion marker, ...).
 ATTR = "dimbsvm"
@@ -78,3 +92,56 @@ def read_meta(path: Path):
         raise StoreError(f"store {path} is damaged: cannot read its metadata ({exc})") from exc
     meta = group.attrs.get(ATTR)
     return dict(meta) if meta is not None else None
+
+
+def row_chunked(X):
+    """``X`` as a Dask array chunked along rows only, in equal chunks (the last may be shorter).
+
+    Equal chunks let each task own whole Zarr chunks of the arrays written
+    from it. A path is opened as a dimbsvm store and its ``X`` returned.
+    """
+    if isinstance(X, (str, Path)):
+        from .layout import open_store
+
+        X = open_store(X).X
+    X = da.asarray(X)
+    if X.ndim not in (2, 3):
+        raise DataError(f"expected rows as a 2-D (n, n_features) or 3-D (n, channels, length) array, "
+                        f"got shape {X.shape}")
+    rows = X.chunks[0]
+    regular = all(c == rows[0] for c in rows[:-1]) and rows[-1] <= rows[0]
+    return X.rechunk({0: rows[0] if regular else max(rows), **{a: -1 for a in range(1, X.ndim)}})
+
+
+
+def resolve_input(X, store):
+    """``(store path, Dask X, source fingerprint)`` for a store path or an array plus a store."""
+    if isinstance(X, (str, Path)):
+        from .layout import open_store
+
+        stored = open_store(X)
+        return Path(store or X), stored.X, stored.meta["fingerprint"]
+    if store is None:
+        raise StoreError("store is required when X is an array (pass the store path to write to)")
+    X = da.asarray(X)
+    return Path(store), X, X.name
+
+
+
+def stage_fingerprint(kind, source, array, params):
+    """SHA-256 of the stage kind, the input's identity, a parameter array and JSON parameters."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([kind, source, params], sort_keys=True, default=str).encode())
+    array = np.ascontiguousarray(array)
+    digest.update(str((array.dtype, array.shape)).encode())
+    digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+
+def write_small(group, name, values):
+    """Write a small float64 array (references, moments) as one checksummed chunk."""
+    values = np.asarray(values, dtype=np.float64)
+    arr = create_checksummed_array(group, name, shape=values.shape, dtype="float64",
+                                   chunks=tuple(max(1, s) for s in values.shape))
+    arr[...] = values

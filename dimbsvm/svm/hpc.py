@@ -41,7 +41,6 @@ from dimbsvm.distributed.fanout import tree_sum
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block, nystroem_normalization
 from dimbsvm.features.references import choose_rows, choose_rows_chunked
-from dimbsvm.features.stages import compute_on_client
 from dimbsvm.graph.hypergraph import (
     check_n_neighbors,
     neighbors_excluding_self,
@@ -348,7 +347,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         else:
             with self._timed("transform"):
                 if isinstance(J, da.Array):  # all n transformed rows come to this process
-                    U, signs = compute_on_client(
+                    U, signs = _compute(
                         J.map_blocks(transform_rows, R=R, dtype=np.float64), signs)
                 else:
                     U = transform_rows(J, R)                                   # u_i = R^-T J_i
@@ -395,7 +394,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
             for b in rng.permutation(n_batches):
                 with self._timed("transform"):
                     if rows is None:  # one chunk of u_i reaches this process
-                        U_b, s_b = compute_on_client(U.blocks[int(b)], signs.blocks[int(b)])
+                        U_b, s_b = _compute(U.blocks[int(b)], signs.blocks[int(b)])
                     else:
                         batch = rows[b * SGD_BATCH:(b + 1) * SGD_BATCH]
                         U_b, s_b = U[batch], signs[batch]
@@ -411,7 +410,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
             return hinge_sums(J, signs, wb)
         terms = [dask.delayed(hinge_sums)(J_b, s_b, wb)
                  for J_b, s_b in zip(J.to_delayed().ravel(), signs.to_delayed().ravel())]
-        return compute_on_client(tree_sum(terms))[0]
+        return _compute(tree_sum(terms))[0]
 
     def _neighbors(self, X, neighbors):
         if neighbors is not None:
@@ -429,7 +428,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
                             f"only {n} training rows")
         if rows is None:
             rows = choose_rows(n, self.n_components, seed=self._seed)
-        S = X[rows] if not isinstance(X, da.Array) else np.asarray(compute_on_client(X[rows])[0])
+        S = X[rows] if not isinstance(X, da.Array) else np.asarray(_compute(X[rows])[0])
         self.landmarks_ = np.asarray(S, dtype=np.float64)
         self.normalization_ = nystroem_normalization(
             kernel_block(S, S, self.kernel, gamma=self.kernel_gamma_))
@@ -464,7 +463,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
             raise DataError(f"neighbors has {neighbors.shape[0]} rows for {n} samples")
         self.n_features_in_ = X.shape[1]
         with self._timed("moments"):
-            (classes, counts), finite, sigma2, variance = compute_on_client(
+            (classes, counts), finite, sigma2, variance = _compute(
                 da.unique(y, return_counts=True), da.isfinite(X).all(),
                 X.var(axis=0, ddof=1, dtype=np.float64).sum(), X.var(dtype=np.float64))  # eq. (18)
         if not finite:
@@ -483,11 +482,11 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
                     raise DataError("the exact kernel path needs data in memory; set n_components "
                                     "(Nystroem landmarks) for Dask input")
                 rows = choose_rows_chunked(X.chunks[0], self.n_components, seed=self._seed,
-                                           compute=compute_on_client)
+                                           compute=_compute)
                 F = self._nystroem_fit(X, n, rows=rows)
         with self._timed("jlj"):
             common = {"n_neighbors": self.n_neighbors, "sigma2": self.sigma2_,
-                      "gamma": self.gamma, "compute": compute_on_client}
+                      "gamma": self.gamma, "compute": _compute}
             if self.exchange_dir is not None:
                 jlj = jlj_through_disk(X, signs, None if F is X else F, neighbors,
                                        directory=self.exchange_dir, **common)
@@ -555,3 +554,9 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.sparse = False
         return tags
 
+
+def _compute(*collections, client=None):
+    """Compute Dask collections where the engine says (the given or current client, else here)."""
+    from ..model_selection.engine import compute
+
+    return compute(*collections, client=client)
