@@ -48,14 +48,25 @@ def current_client(client=None):
     """The client to use: the one given, else the active one, else ``None``.
 
     Library code calls this and runs in-process when it returns ``None``;
-    it never starts a cluster.
+    it never starts a cluster. Inside a Dask task the answer is ``None``
+    unless a client is given: a task that submits tasks and waits for them
+    can starve its worker of threads, so work nested in a task (an ensemble
+    fitted inside a fold task) runs in that task.
     """
     if client is not None:
         return client
     try:
-        from distributed import get_client
+        from distributed import get_client, get_worker
+    except ImportError:
+        return None
+    try:
+        get_worker()
+        return None  # inside a task
+    except ValueError:
+        pass
+    try:
         return get_client()
-    except (ImportError, ValueError):
+    except ValueError:
         return None
 
 

@@ -2,8 +2,9 @@
 
 :func:`fit_member` fits one member from arrays, a seed and (optionally) the
 rows it may draw from, and returns a small :class:`OTHRMember`. It is the unit
-of work: :class:`EnsembleOTHRClassifier` calls it in-process, or submits one
-Dask task per member when a ``distributed`` client is given or active. Seeds
+of work: :class:`EnsembleOTHRClassifier` hands one call per member to the
+engine, which runs them in-process or as Dask tasks when a ``distributed``
+client is given or active. Seeds
 are drawn once, up front, and each member is rebuilt from its seed alone, so
 the fitted ensemble is the same whatever runs it. Bags are drawn by
 :func:`dimbsvm.svm.bagging.draw_bag`.
@@ -328,30 +329,6 @@ def pooled_oob_margins(members, n_samples):
     return margins, counts
 
 
-def _client_for(client):
-    """The client to fan out on: ``client``, else the active one, else None.
-
-    Inside a Dask task (e.g. an ensemble fitted within a job's fold task) the
-    members are fitted in-process: submitting tasks from a task and waiting
-    for them can starve a worker of threads.
-    """
-    if client is None and _inside_dask_task():
-        return None
-    from dimbsvm.distributed.client import current_client
-
-    return current_client(client)
-
-
-def _inside_dask_task():
-    try:
-        from distributed import get_worker
-
-        get_worker()
-    except (ImportError, ValueError):
-        return False
-    return True
-
-
 class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     """EnSVM-OTHR: bagging of SVM-OTHR members.
 
@@ -393,11 +370,10 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     ``smoothing=None``, ``tolerance=0.0``, ``class_weight=None``.
 
     Members are fitted as Dask tasks when ``client`` is given or a
-    ``distributed`` client is active (:func:`dimbsvm.distributed.current_client`;
-    not from inside a Dask task): ``X`` and ``y`` are scattered once and each
-    task calls :func:`fit_member` with its seed (a failed task is retried, see
-    :func:`dimbsvm.distributed.run_tasks`). Otherwise they are fitted
-    in-process, one after the other. The pooled search runs once, after all
+    ``distributed`` client is active (not from inside a Dask task): ``X`` and
+    ``y`` are sent once and each task calls :func:`fit_member` with its seed
+    (:func:`dimbsvm.model_selection.engine.map_tasks`). Otherwise they are
+    fitted in-process, one after the other. The pooled search runs once, after all
     members, on the client. Seeds are drawn once from ``random_state``, so
     the fitted ensemble is identical either way and for any number of workers.
 
@@ -621,22 +597,20 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
         self.seeds_ = check_random_state(self.random_state).randint(
             _MAX_SEED, size=self.n_estimators
         )
-        client = _client_for(self.client)
-        if client is None:
-            members = [fit_member(X, y, int(seed), **member_params) for seed in self.seeds_]
-        else:
-            from dimbsvm.distributed.fanout import run_tasks
+        # The engine decides where members run: on the given or current client, one task each
+        # (X and y sent once), else here, one after the other.
+        from dimbsvm.model_selection.engine import map_tasks, resolve_client
 
+        client = resolve_client(self.client)
+        if client is not None:
             logger.info("fitting %d members on %s", self.n_estimators, client)
-            # X and y are scattered once; each task gets a seed and the small parameters.
-            members = run_tasks(
-                client,
-                fit_member,
-                [dict(seed=int(seed), **member_params) for seed in self.seeds_],
-                shared={"X": X, "y": y},
-                progress=False,
-                label="ensemble members",
-            )
+        members = map_tasks(
+            fit_member,
+            [dict(seed=int(seed), **member_params) for seed in self.seeds_],
+            client=client,
+            shared={"X": X, "y": y},
+            label="ensemble members",
+        )
         return self._set_members(X, positive, list(members))
 
     def plan_members(self, y):
