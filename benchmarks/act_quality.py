@@ -10,7 +10,7 @@ Protocol (the OTHR issue's): stratified 5-fold CV with shuffling, repeated
 with seeds 0 and 1; min-max scaling fitted on each training fold; base
 ``SVC(kernel="rbf", C=1, gamma="scale")``. Every (dataset, method, seed,
 fold) is one Dask task on an embedded ``LocalCluster`` (or ``--scheduler``);
-all methods see identical folds (:func:`dimbsvm.evaluation.fold_indices`).
+all methods see identical folds (:func:`dimbsvm.model_selection.splits.fold_indices`).
 ACT never sees the test fold: it stops on a validation split of the training
 fold. For ACT methods the task also records the kept round, the rounds run,
 the kernel's growth (mean diagonal of ``K~`` over that of ``K``) at the kept
@@ -53,8 +53,10 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.svm import SVC
 
 from dimbsvm.datasets import load_keel
-from dimbsvm.distributed import cluster_client, run_tasks
-from dimbsvm.evaluation import build_pipeline, fold_indices, positive_label
+from dimbsvm.distributed import cluster_client
+from dimbsvm.model_selection.engine import map_tasks
+from dimbsvm.model_selection.pipeline import build_pipeline
+from dimbsvm.model_selection.splits import fold_indices, positive_label
 from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.svm import EnsembleOTHRClassifier, OTHRClassifier
 from dimbsvm.svm.act import ACTClassifier
@@ -335,7 +337,7 @@ def main(argv=None):
     calls.sort(key=lambda c: -len(data[c["dataset"]][1]))  # big tasks first
     start, started = time.perf_counter(), utc_now()
     with cluster_client(args.scheduler, n_workers=args.workers) as client:
-        records = run_tasks(client, evaluate, calls, shared={"data": data}, label="ACT folds")
+        records = map_tasks(evaluate, calls, client=client, shared={"data": data}, progress=True, label="ACT folds")
     wall = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     keys = list(dict.fromkeys(k for r in records for k in r))

@@ -2,7 +2,7 @@
 
 Protocol (that of ``benchmarks/keel-public.yaml``): stratified 5-fold CV
 repeated with seeds 0 and 1, ``MinMaxScaler`` fitted on each training fold,
-every method on identical folds (:func:`dimbsvm.evaluation.evaluate_fold`).
+every method on identical folds (the fold engine, :mod:`dimbsvm.model_selection.folds`).
 No parameter is tuned: every SVM has ``C=1``; the RBF width is
 ``gamma="scale"`` for ``SVC`` and HPC alike; HPC keeps its defaults
 (``c1=1``, ``n_neighbors=5``, ``gamma=1``, ``eps=1e-6``). The hinge-loss
@@ -40,7 +40,9 @@ from sklearn.svm import SVC, LinearSVC
 from benchmarks.environment import machine_info, package_versions, utc_now
 from benchmarks.results import module_section
 from dimbsvm.datasets import load_keel
-from dimbsvm.evaluation import evaluate_fold, positive_label
+from dimbsvm.model_selection.splits import positive_label
+
+from .quality import evaluate_method_fold
 from dimbsvm.svm.hpc import HPCClassifier
 
 logger = logging.getLogger(__name__)
@@ -85,10 +87,10 @@ def methods():
 def _run_fold(dataset, X, y, method, estimator, seed, fold):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        record = evaluate_fold(X, y, estimator=estimator, n_splits=5, seed=seed, fold=fold,
-                               metrics=METRICS, pos_label=positive_label(y))
-    record.update(dataset=dataset, method=method,
-                  not_converged=sum(issubclass(w.category, ConvergenceWarning) for w in caught))
+        record = evaluate_method_fold(X, y, dataset=dataset, method=method, estimator=estimator, n_splits=5,
+                                      seed=seed, fold=fold, metrics=METRICS, pos_label=positive_label(y))
+    record.pop("error")
+    record.update(not_converged=sum(issubclass(w.category, ConvergenceWarning) for w in caught))
     return record
 
 

@@ -4,7 +4,7 @@ Every peer wraps (or is) ``SVC(kernel="rbf", C=1.0, gamma="scale")``, so a
 difference between two rows of a report comes from how the method treats the
 imbalance, not from the SVM underneath. The benchmark pipeline puts a
 ``MinMaxScaler`` fitted on the training fold in front of each of them
-(:func:`dimbsvm.evaluation.build_pipeline`).
+(:func:`dimbsvm.model_selection.pipeline.build_pipeline`).
 
 Peers
 -----

@@ -1,14 +1,15 @@
-"""The quality suite: every (dataset, method, repeat, fold) as one Dask task.
+"""The quality suite: every (dataset, method, repeat, fold) through the fold engine, in one plan.
 
 Usage (from the repository root)::
 
     python -m benchmarks.quality SUITE.yaml [--scheduler ADDR] [--workers N] [--out DIR] [--no-progress]
 
 The suite is validated and every dataset loaded and checked before a cluster
-starts. Each dataset is scattered to the cluster once; a task receives the
-data by reference plus (method, seed, fold) and rebuilds its fold from the
-seed (:func:`dimbsvm.evaluation.fold_indices`), so all methods see identical
-training and test rows. The results directory (see :mod:`benchmarks.report`)
+starts. Each dataset is sent to the cluster once and its labels split once
+per repeat; every fold is the fold engine's prepare / part / finish tasks
+(:mod:`dimbsvm.model_selection.folds`), the same as ``dimbsvm run``'s, so all
+methods see identical training and test rows and an ensemble's members fan
+out here too. The results directory (see :mod:`benchmarks.report`)
 is written only when every task has finished.
 
 With ``--scheduler``, the scheduler and workers need the same software as
@@ -31,16 +32,18 @@ from pathlib import Path
 
 import numpy as np
 
-from dimbsvm.distributed import cluster_client, run_tasks
-from dimbsvm.evaluation import evaluate_fold, fold_indices, positive_label, repeat_seeds
+from dimbsvm.distributed import cluster_client
+from dimbsvm.distributed.policy import TaskFailure
+from dimbsvm.distributed.tasks import TaskPlan, run_plan
+from dimbsvm.model_selection.folds import FoldSpec, add_fold
+from dimbsvm.model_selection.splits import positive_label, repeat_seeds, repeat_splits
 from dimbsvm.exceptions import DataError, DimbsvmError
 from dimbsvm.jobs import check_job_data, load_job_data
 
 from .environment import machine_info, package_versions, utc_now
 from .suite import build_method, estimator_random_state, load_suite
 
-__all__ = ["SuiteData", "load_suite_data", "suite_calls", "evaluate_method_fold", "run_suite", "run_benchmark",
-           "main"]
+__all__ = ["SuiteData", "load_suite_data", "evaluate_method_fold", "run_suite", "run_benchmark", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,55 +100,24 @@ def load_suite_data(suite: dict) -> list[SuiteData]:
     return loaded
 
 
-def suite_calls(suite: dict, data: list[SuiteData], refs: dict) -> list[dict]:
-    """Keyword arguments of every task, largest datasets first.
-
-    Parameters
-    ----------
-    suite : dict
-        A validated suite.
-    data : list of SuiteData
-    refs : dict
-        ``{dataset name: (X, y)}``, arrays or the futures of scattered arrays.
-    """
-    protocol = suite["protocol"]
-    seeds = repeat_seeds(protocol["n_repeats"], protocol["random_state"])
-    # Dask runs earlier submissions first; starting with the slow fits keeps
-    # the workers busy to the end instead of waiting on one late large task.
-    order = sorted(data, key=lambda d: -len(d.y) * d.X.shape[1])
-    calls = []
-    for item in order:
-        X, y = refs[item.name]
-        for method in suite["methods"]:
-            for seed in seeds:
-                for fold in range(protocol["n_splits"]):
-                    calls.append({
-                        "X": X, "y": y, "dataset": item.name, "method": method["name"],
-                        "estimator": build_method(method, random_state=estimator_random_state(
-                            protocol, seed=seed, fold=fold)),
-                        "n_splits": protocol["n_splits"], "seed": seed, "fold": fold,
-                        "metrics": tuple(suite["metrics"]), "scaler": protocol["scaler"],
-                        "impute": protocol["impute"], "pos_label": item.pos_label,
-                        "on_error": suite["execution"]["on_error"],
-                    })
-    return calls
-
-
-def evaluate_method_fold(X, y, *, dataset: str, method: str, on_error: str = "raise", **kwargs) -> dict:
-    """:func:`dimbsvm.evaluation.evaluate_fold` with the dataset and method named in the record.
+def evaluate_method_fold(X, y, *, dataset: str, method: str, estimator, n_splits: int, seed: int, fold: int,
+                         metrics=("g_mean", "f_measure"), scaler="minmax", impute="none", pos_label=None,
+                         on_error: str = "raise") -> dict:
+    """One (dataset, method, seed, fold) through the fold engine, in this process, named in its record.
 
     Parameters
     ----------
     X, y : arrays
     dataset, method : str
         Names for the record and for error messages.
+    estimator : estimator
+    n_splits, seed, fold : int
+        The fold (see :func:`dimbsvm.model_selection.splits.repeat_splits`).
     on_error : {"raise", "record"}, default="raise"
         A failing fit (e.g. a peer that cannot handle a fold with very few
         minority rows) either raises, naming dataset, method, seed and fold,
         or returns a record with the error message and NaN metrics, so one
         failure does not throw away a whole suite.
-    **kwargs
-        Passed to :func:`~dimbsvm.evaluation.evaluate_fold`.
 
     Returns
     -------
@@ -153,29 +125,47 @@ def evaluate_method_fold(X, y, *, dataset: str, method: str, on_error: str = "ra
         ``{"dataset", "method", "seed", "fold", "n_train", "n_test", <metric>: value, ..., "error"}``;
         ``error`` is None unless the fold failed.
     """
-    where = f"{method} on {dataset} (seed {kwargs.get('seed')}, fold {kwargs.get('fold')})"
-    try:
-        record = evaluate_fold(X, y, **kwargs)
-    except Exception as exc:
-        message = f"{type(exc).__name__}: {exc}"
+    y = np.asarray(y)
+    plan = TaskPlan()
+    X_ref, y_ref = plan.share(X), plan.share(y)
+    train, test = repeat_splits(y, n_splits=n_splits, seed=seed)[fold]
+    spec = FoldSpec((seed, fold), train, test)
+    finish, _, _ = add_fold(plan, spec, X=X_ref, y=y_ref, labels=y, estimator=estimator, scaler=scaler,
+                            impute=impute, features=(), metrics=metrics,
+                            pos_label=positive_label(y) if pos_label is None else pos_label)
+    result = run_plan(plan, client=None, errors="return")[finish.id]
+    return _fold_record(result, dataset=dataset, method=method, spec=spec, metrics=metrics, on_error=on_error)
+
+
+def _fold_record(result, *, dataset, method, spec, metrics, on_error) -> dict:
+    """The suite's record of one finished fold, or of its failure (raised when ``on_error="raise"``)."""
+    seed, fold = spec.key
+    if isinstance(result, TaskFailure):
+        message = f"{type(result.error).__name__}: {result.error}"
+        where = f"{method} on {dataset} (seed {seed}, fold {fold})"
         if on_error == "raise":
-            raise RuntimeError(f"{where} failed: {message}") from exc
+            raise RuntimeError(f"{where} failed: {message}") from result.error
         logger.warning("%s failed: %s", where, message)
-        train, test = fold_indices(y, n_splits=kwargs["n_splits"], seed=kwargs["seed"], fold=kwargs["fold"])
-        record = {"seed": int(kwargs["seed"]), "fold": int(kwargs["fold"]), "n_train": int(len(train)),
-                  "n_test": int(len(test)), **{name: float("nan") for name in kwargs.get("metrics", ())},
-                  "error": message}
+        record = {"seed": int(seed), "fold": int(fold), "n_train": int(len(spec.train)),
+                  "n_test": int(len(spec.test)), **{name: float("nan") for name in metrics}, "error": message}
+    else:
+        record = result["record"]
     return {"dataset": dataset, "method": method, "error": None, **record}
 
 
 def run_suite(suite: dict, client, *, data: list[SuiteData] | None = None, progress: bool = True) -> list[dict]:
-    """Run every (dataset, method, repeat, fold) of a validated suite on ``client``.
+    """Run every (dataset, method, repeat, fold) of a validated suite through the fold engine.
+
+    All folds of all datasets and methods are one plan: each dataset is sent
+    to the cluster once, its labels split once per repeat here, and each fold
+    is prepare / part / finish tasks (an ensemble's members are tasks of
+    their own), so all methods see identical training and test rows.
 
     Parameters
     ----------
     suite : dict
         As returned by :func:`benchmarks.suite.validate_suite`.
-    client : distributed.Client
+    client : distributed.Client or None
     data : list of SuiteData, default=None
         Already loaded datasets (default: :func:`load_suite_data`).
     progress : bool, default=True
@@ -184,20 +174,36 @@ def run_suite(suite: dict, client, *, data: list[SuiteData] | None = None, progr
     Returns
     -------
     records : list of dict
-        One per task: dataset, method, seed, fold, n_train, n_test and the
-        suite's metrics.
+        One per fold: dataset, method, seed, fold, n_train, n_test and the
+        suite's metrics (largest datasets first).
     """
     if data is None:
         data = load_suite_data(suite)
-    # Scattered once each; tasks get futures and Dask moves each array to a
-    # worker at most once, whatever the number of methods and folds.
-    refs = {item.name: (client.scatter(item.X, hash=False), client.scatter(item.y, hash=False))
-            for item in data}
-    calls = suite_calls(suite, data, refs)
-    logger.info("suite %s: %d datasets x %d methods -> %d fold tasks", suite["name"], len(data),
-                len(suite["methods"]), len(calls))
-    return run_tasks(client, evaluate_method_fold, calls, retries=suite["execution"]["retries"],
-                     progress=progress, label="folds")
+    protocol = suite["protocol"]
+    metrics = tuple(suite["metrics"])
+    seeds = repeat_seeds(protocol["n_repeats"], protocol["random_state"])
+    plan, folds = TaskPlan(), {}
+    # Dask runs earlier submissions first; starting with the slow fits keeps
+    # the workers busy to the end instead of waiting on one late large task.
+    for item in sorted(data, key=lambda d: -len(d.y) * d.X.shape[1]):
+        X_ref, y_ref = plan.share(item.X), plan.share(item.y)
+        splits = {seed: repeat_splits(item.y, n_splits=protocol["n_splits"], seed=seed) for seed in seeds}
+        for method in suite["methods"]:
+            for seed in seeds:
+                for fold, (train, test) in enumerate(splits[seed]):
+                    estimator = build_method(method, random_state=estimator_random_state(protocol, seed=seed,
+                                                                                          fold=fold))
+                    spec = FoldSpec((seed, fold), train, test)
+                    finish, _, _ = add_fold(plan, spec, X=X_ref, y=y_ref, labels=item.y, estimator=estimator,
+                                            scaler=protocol["scaler"], impute=protocol["impute"], features=(),
+                                            metrics=metrics, pos_label=item.pos_label)
+                    folds[finish.id] = (item.name, method["name"], spec)
+    logger.info("suite %s: %d datasets x %d methods -> %d folds, %d tasks", suite["name"], len(data),
+                len(suite["methods"]), len(folds), len(plan.tasks))
+    results = run_plan(plan, client=client, retries=suite["execution"]["retries"], progress=progress,
+                       label="folds", errors="return")
+    return [_fold_record(results[i], dataset=name, method=method, spec=spec, metrics=metrics,
+                         on_error=suite["execution"]["on_error"]) for i, (name, method, spec) in folds.items()]
 
 
 def run_benchmark(suite: dict, client, *, out, command: str, data: list[SuiteData] | None = None,

@@ -43,7 +43,7 @@ import numpy as np
 from sklearn.svm import LinearSVC
 
 from dimbsvm.datasets import make_imbalanced
-from dimbsvm.distributed import run_tasks
+from dimbsvm.model_selection.engine import map_tasks
 from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.store import StoreRows, ingest
 from dimbsvm.svm.ensemble import fit_member
@@ -124,8 +124,8 @@ def run_size(n, n_workers, workdir: Path, *, knn: bool) -> dict:
                                                         name="scale", dtype="float32", fingerprint=f"scale-{n}"))
 
         rows = StoreRows(store, stored.X.shape)
-        members = stage("ensemble_fit", lambda: run_tasks(
-            client, balanced_member, [{"seed": s} for s in range(N_MEMBERS)],
+        members = stage("ensemble_fit", lambda: map_tasks(
+            balanced_member, [{"seed": s} for s in range(N_MEMBERS)], client=client,
             shared={"X": rows, "y": y_all, "train_rows": train_rows, "pos_label": 1},
             progress=False, label="members"))
 

@@ -2,7 +2,7 @@
 
 Two parts, each a set of (dataset, method, repeat, fold) tasks on an embedded
 ``LocalCluster`` (2 workers by default). Folds are
-:func:`dimbsvm.evaluation.fold_indices` (stratified 5-fold, shuffled with
+:func:`dimbsvm.model_selection.splits.fold_indices` (stratified 5-fold, shuffled with
 seeds 0, 1, ...), the same folds the quality suite uses; min-max scaling is
 fitted on each training fold; every linear SVM is ``LinearSVC(C=1)`` and
 every RBF SVM ``SVC(C=1, gamma="scale")`` (no per-dataset C search, unlike
@@ -63,7 +63,7 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC, LinearSVC
 
 from dimbsvm import HIKEncoder, OTHRClassifier, StructuralFeatures
-from dimbsvm.evaluation import fold_indices, positive_label
+from dimbsvm.model_selection.splits import fold_indices, positive_label
 from dimbsvm.metrics import a_mean, f_measure, g_mean
 
 logger = logging.getLogger("benchmarks.structural_quality")
@@ -173,7 +173,8 @@ def evaluate(X, y, *, part, method, seed, fold, n_splits):
 
 
 def run(args):
-    from dimbsvm.distributed import cluster_client, run_tasks
+    from dimbsvm.distributed import cluster_client
+    from dimbsvm.model_selection.engine import map_tasks
 
     table = PAPER_METHODS if args.part == "paper" else IMBALANCED_METHODS
     methods = args.methods or list(table)
@@ -191,7 +192,7 @@ def run(args):
             calls = [dict(part=args.part, method=m, seed=s, fold=f, n_splits=args.folds)
                      for m in methods for s in seeds for f in range(args.folds)]
             start = time.perf_counter()
-            results = run_tasks(client, evaluate, calls, shared=dict(X=X, y=y), progress=False,
+            results = map_tasks(evaluate, calls, client=client, shared=dict(X=X, y=y), progress=False,
                                 label=f"{name} folds")
             for record in results:
                 record.update(dataset=name, n_samples=len(y), n_features=X.shape[1],

@@ -32,7 +32,8 @@ import jsonschema
 import yaml
 
 from dimbsvm.estimators import estimator_names, make_estimator
-from dimbsvm.evaluation import IMPUTERS, METRICS, SCALERS
+from dimbsvm.model_selection.pipeline import IMPUTERS, SCALERS
+from dimbsvm.model_selection.scoring import METRICS
 from dimbsvm.exceptions import JobSpecError
 # One wording for schema errors across jobs and suites.
 from dimbsvm.jobs.spec import describe_schema_error

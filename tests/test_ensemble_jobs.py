@@ -1,9 +1,10 @@
-"""Ensemble jobs as (repeat, fold, member) tasks, against the ensemble fitted in one process.
+"""The fold engine (prepare / part / finish tasks) against an independent sequential reference.
 
-The independent truth is :func:`dimbsvm.evaluation.evaluate_fold`: the whole
-pipeline (scaler, feature stages, ``EnsembleOTHRClassifier.fit``) fitted on
-the fold's training rows in one process. The fanned-out job must give the
-same records to the last bit: same seeds, same bags, same rows.
+The truth is ``reference_fold`` (tests/conftest.py): an explicit stratified
+split and a scikit-learn pipeline fitted in one process, scored directly. An
+ensemble fanned out as member tasks must give the same records to the last
+bit for the thresholds (same seeds, same bags, same rows), and the same
+metrics.
 """
 
 import json
@@ -13,10 +14,10 @@ import pytest
 
 from dimbsvm.datasets import make_imbalanced
 from dimbsvm.estimators import make_estimator, make_feature
-from dimbsvm.evaluation import evaluate_fold, positive_label
 from dimbsvm.jobs import JobData, run_job, validate_job
-from dimbsvm.jobs.artifacts import load_model, save_object
-from dimbsvm.jobs.ensemble_folds import fit_fold_member, prepare_fold, run_ensemble_folds
+from dimbsvm.jobs.artifacts import load_model
+from dimbsvm.model_selection.folds import FoldSpec, PartStore, run_folds
+from dimbsvm.model_selection.splits import positive_label, repeat_splits
 from dimbsvm.rows import TransformedRows, map_row_blocks, take_rows
 from dimbsvm.store import StoreRows, ingest
 
@@ -29,18 +30,25 @@ def small():
     return np.asarray(X), np.asarray(y)
 
 
-def _reference(X, y, estimator, keys, *, n_splits, features=()):
-    pos = positive_label(y)
-    return [evaluate_fold(X, y, estimator=estimator, n_splits=n_splits, seed=s, fold=f, metrics=METRICS,
-                          pos_label=pos, features=features) for s, f in keys]
-
-
 def _same_records(actual, expected):
     for a, e in zip(actual, expected, strict=True):
         assert (a["seed"], a["fold"], a["n_train"], a["n_test"]) == (e["seed"], e["fold"], e["n_train"], e["n_test"])
-        for name in METRICS + ("threshold",):
-            assert a[name] == e[name], name
-        assert a["member_thresholds"] == e["member_thresholds"]
+        for name in METRICS:
+            assert a[name] == pytest.approx(e[name], rel=1e-12, abs=1e-12), name
+        for name in ("threshold", "member_thresholds"):
+            assert a.get(name) == e.get(name), name
+
+
+def _specs(y, keys, n_splits):
+    splits = {seed: repeat_splits(y, n_splits=n_splits, seed=seed) for seed in {s for s, _ in keys}}
+    return [FoldSpec((s, f), *splits[s][f]) for s, f in keys]
+
+
+def _run(estimator, X, y, keys, *, n_splits, client, features=(), part_store=None):
+    results, reused = run_folds(estimator, X, y, _specs(y, keys, n_splits), client=client, scaler="minmax",
+                                impute="none", features=features, metrics=METRICS, pos_label=positive_label(y),
+                                retries=0, part_store=part_store)
+    return [r["record"] for r in results], reused
 
 
 def test_rows_helpers_match_numpy_indexing(tmp_path):
@@ -55,7 +63,21 @@ def test_rows_helpers_match_numpy_indexing(tmp_path):
     np.testing.assert_array_equal(scaled[rows], X[rows])
 
 
-def test_ensemble_job_equals_in_process_fit(client, small, tmp_path):
+@pytest.mark.parametrize("name, params", [
+    ("ensemble_othr", {"n_estimators": 3, "random_state": 5}),
+    ("svc_balanced", {}),
+    ("othr", {"estimator": "linear_svc"}),
+])
+def test_folds_equal_the_sequential_reference(scheduler, small, sequential_fold, name, params):
+    X, y = small
+    keys = [(1, 0), (1, 2), (2, 1)]
+    records, reused = _run(make_estimator(name, params), X, y, keys, n_splits=3, client=scheduler)
+    assert reused == 0
+    _same_records(records, [sequential_fold(X, y, make_estimator(name, params), n_splits=3, seed=s, fold=f)
+                            for s, f in keys])
+
+
+def test_ensemble_job_equals_sequential_reference(client, small, sequential_fold, tmp_path):
     X, y = small
     params = {"n_estimators": 3, "random_state": 5}
     job = validate_job({"name": "ens", "data": {"source": "unused"},
@@ -63,10 +85,11 @@ def test_ensemble_job_equals_in_process_fit(client, small, tmp_path):
                         "cv": {"n_splits": 3, "n_repeats": 2, "random_state": 1}, "metrics": list(METRICS)})
     result = run_job(job, client, out=tmp_path / "run", progress=False, data=JobData(X=X, y=y, meta={"name": "s"}))
     keys = [(s, f) for s in (1, 2) for f in range(3)]
-    _same_records(result.folds, _reference(X, y, make_estimator("ensemble_othr", params), keys, n_splits=3))
+    _same_records(result.folds, [sequential_fold(X, y, make_estimator("ensemble_othr", params), n_splits=3,
+                                                 seed=s, fold=f) for s, f in keys])
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert len(saved["folds"][0]["member_thresholds"]) == 3
-    assert not list((tmp_path / "run" / "members").glob("*.skops")), "member files are removed once a fold is done"
+    assert not list((tmp_path / "run" / "members").glob("*.skops")), "part files are removed once a fold is done"
     # the final model is the same ensemble fitted on every row
     model, _ = load_model(tmp_path / "run" / "model")
     direct = make_estimator("ensemble_othr", params)
@@ -76,57 +99,58 @@ def test_ensemble_job_equals_in_process_fit(client, small, tmp_path):
     np.testing.assert_array_equal(model.decision_function(X), direct.decision_function(scaler.transform(X)))
 
 
-def test_feature_stages_run_once_per_fold_and_match(client, small):
+def test_feature_stages_run_once_per_fold_and_match(scheduler, small, sequential_fold):
     X, y = small
-    estimator = make_estimator("ensemble_othr", {"n_estimators": 2, "random_state": 0,
-                                                 "estimator": "linear_svc"})
+    estimator = make_estimator("ensemble_othr", {"n_estimators": 2, "random_state": 0, "estimator": "linear_svc"})
     features = [make_feature("structural", {"n_neighbors": 5, "method": "exact"})]
     keys = [(0, 0), (0, 2)]
-    records, reused = run_ensemble_folds(
-        client, estimator=estimator, keys=keys, data=JobData(X=X, y=y, meta={}), n_splits=3, scaler="minmax",
-        impute="none", features=features, metrics=METRICS, pos_label=positive_label(y), retries=0,
-        member_dir=None, progress=False)
-    assert reused == 0
-    _same_records(records, _reference(X, y, estimator, keys, n_splits=3, features=features))
+    records, _ = _run(estimator, X, y, keys, n_splits=3, client=scheduler, features=features)
+    _same_records(records, [sequential_fold(X, y, estimator, n_splits=3, seed=s, fold=f, features=features)
+                            for s, f in keys])
 
 
-def test_store_rows_are_read_per_member_and_match(client, small, tmp_path):
+def test_store_rows_are_read_per_member_and_match(scheduler, small, sequential_fold, tmp_path):
     X, y = small
     store = ingest((X.astype(np.float32), y), tmp_path / "data.zarr", chunk_rows=64)
     X32 = X.astype(np.float32).astype(np.float64)  # what the store holds
-    data = JobData(X=StoreRows(store.path, store.X.shape), y=y, meta={})
     estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 1})
     keys = [(3, 1), (4, 0)]
-    records, _ = run_ensemble_folds(
-        client, estimator=estimator, keys=keys, data=data, n_splits=4, scaler="minmax", impute="none",
-        features=[], metrics=METRICS, pos_label=positive_label(y), retries=0, member_dir=None, progress=False)
-    _same_records(records, _reference(X32, y, estimator, keys, n_splits=4))
+    records, _ = _run(estimator, StoreRows(store.path, store.X.shape), y, keys, n_splits=4, client=scheduler)
+    _same_records(records, [sequential_fold(X32, y, estimator, n_splits=4, seed=s, fold=f) for s, f in keys])
 
 
-def test_saved_members_are_reused_not_refitted(client, small, tmp_path):
+def test_saved_parts_are_reused_not_refitted(client, small, sequential_fold, tmp_path):
+    from dimbsvm.model_selection.bodies import FoldRows, fit_part, parts_of, prepare_fold
+
     X, y = small
     estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 2})
-    member_dir = tmp_path / "members"
-    # an interrupted run left member 0 and 2 of fold (0, 1) behind
-    seeds, params = estimator.__sklearn_clone__().plan_members(
-        y[np.setdiff1d(np.arange(len(y)), _test_rows(y, 0, 1))])
-    prepared = prepare_fold(X, y, seed=0, fold=1, n_splits=3, scaler="minmax", impute="none", features=[])
+    store = PartStore(tmp_path / "members")
+    # an interrupted run left members 0 and 2 of fold (0, 1) behind
+    [spec] = _specs(y, [(0, 1)], 3)
+    rows = FoldRows(spec.train, spec.test)
+    parts, _ = parts_of(estimator, y[spec.train])
+    prepared = prepare_fold(X, y, rows, scaler="minmax", impute="none", features=[])
     for m in (0, 2):
-        member = fit_fold_member(X, y, prepared, seed=0, fold=1, n_splits=3, member_seed=seeds[m], params=params)
-        save_object(member, member_dir / f"seed0-fold1-member{m}.skops")
-    records, reused = run_ensemble_folds(
-        client, estimator=estimator, keys=[(0, 1)], data=JobData(X=X, y=y, meta={}), n_splits=3, scaler="minmax",
-        impute="none", features=[], metrics=METRICS, pos_label=positive_label(y), retries=0,
-        member_dir=member_dir, progress=False)
+        store.save(spec.key, m, fit_part(X, y, prepared, rows, estimator=estimator, part=parts[m]))
+    records, reused = _run(estimator, X, y, [(0, 1)], n_splits=3, client=client, part_store=store)
     assert reused == 2
-    _same_records(records, _reference(X, y, estimator, [(0, 1)], n_splits=3))
-    assert not list(member_dir.glob("*.skops"))
+    _same_records(records, [sequential_fold(X, y, estimator, n_splits=3, seed=0, fold=1)])
+    assert not list((tmp_path / "members").glob("*.skops"))
 
 
-def _test_rows(y, seed, fold):
-    from dimbsvm.evaluation import fold_indices
+def test_retrain_fans_ensemble_members_out(client, small, tmp_path):
+    from distributed import get_task_stream
 
-    return fold_indices(y, n_splits=3, seed=seed, fold=fold)[1]
+    from dimbsvm.jobs.retrain import retrain
+
+    X, y = small
+    job = validate_job({"name": "ens", "data": {"source": "unused"},
+                        "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 4, "random_state": 0}}})
+    with get_task_stream(client) as stream:
+        outcome = retrain(job, client, tmp_path / "registry", job_text="", data=JobData(X=X, y=y, meta={}))
+    keys = [task["key"] for task in stream.data]
+    assert sum(str(key).startswith("member-") for key in keys) == 4  # one task per member, on the cluster
+    assert outcome.promoted
 
 
 def test_base_estimator_is_chosen_by_registry_name_only():

@@ -10,7 +10,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC, LinearSVC
 
-from dimbsvm.evaluation import evaluate_fold
+from dimbsvm.model_selection.folds import FoldSpec, run_folds
+from dimbsvm.model_selection.splits import repeat_splits
 from dimbsvm.svm._native_rng import fit_guard, uses_liblinear
 from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
 from dimbsvm.svm.hpc import HPCClassifier
@@ -31,6 +32,14 @@ DEADLOCK_SECONDS = 120
 ])
 def test_which_estimators_use_liblinear(estimator, expected):
     assert uses_liblinear(estimator) is expected
+
+
+def evaluate_fold(X, y, *, estimator, n_splits, seed, fold, metrics=("g_mean",), client=None):
+    """One fold through the fold engine, in this thread (no client) or on ``client``."""
+    train, test = repeat_splits(y, n_splits=n_splits, seed=seed)[fold]
+    [result], _ = run_folds(estimator, X, y, [FoldSpec((seed, fold), train, test)], client=client,
+                            scaler="minmax", impute="none", features=(), metrics=metrics, pos_label=1)
+    return result["record"]
 
 
 def _fold_records(X, y, n_threads):
@@ -71,7 +80,7 @@ def test_ensemble_fold_on_an_in_process_cluster_does_not_deadlock(client):
     estimator = EnsembleOTHRClassifier(LinearSVC(), n_estimators=3, random_state=0)
     records = []
     fold = threading.Thread(target=lambda: records.append(evaluate_fold(
-        X, y, estimator=estimator, n_splits=3, seed=0, fold=0)), daemon=True)  # a daemon: a
+        X, y, estimator=estimator, n_splits=3, seed=0, fold=0, client=client)), daemon=True)  # a daemon: a
     fold.start()                                                # deadlocked one cannot block exit
     fold.join(timeout=DEADLOCK_SECONDS)
     assert not fold.is_alive(), "the fold's fit is still waiting: deadlock"

@@ -7,7 +7,9 @@ Each task body is called through :func:`run_task`, which
   BLAS/OpenMP pools (threadpoolctl). A single-threaded worker that lets numba
   start one thread per core makes 16 workers no faster than one;
 * tells the LIBLINEAR lock (:mod:`dimbsvm.svm._native_rng`) whether other
-  tasks can run in this process at the same time (only then is it needed);
+  tasks can run in this process at the same time (only then is it needed:
+  not in a one-thread worker process; always in a process shared by several
+  workers, as an in-process ``LocalCluster``);
 * turns an error that would happen again on a rerun (bad data, a bad
   parameter, a damaged store: anything but an I/O hiccup) into a
   :class:`TaskFailure` value, so that Dask does not retry it and the caller
@@ -68,26 +70,47 @@ def worker_threads() -> int | None:
         return None
 
 
+_BLAS_LIMITED = False
+
+
 @contextlib.contextmanager
 def task_threads(n_threads: int):
     """Limit numba and the BLAS/OpenMP pools to ``n_threads`` inside the block.
 
     numba's thread count is a per-thread setting, so it is set in the thread
     that runs the task (and restored); if numba is not imported yet, its pool
-    is sized by ``NUMBA_NUM_THREADS`` when it is.
+    is sized by ``NUMBA_NUM_THREADS`` when it is. The BLAS/OpenMP pools are
+    process-wide: they are limited once, and only in a process that is one
+    worker and nothing else (a worker process started by a nanny or ``dask
+    worker``). In a process shared with the client or other workers (an
+    in-process ``LocalCluster``), concurrent tasks limiting and restoring a
+    global setting would race, and would change the client's own pools.
     """
-    from threadpoolctl import threadpool_limits
-
+    global _BLAS_LIMITED
     if "numba" not in sys.modules:
         os.environ.setdefault("NUMBA_NUM_THREADS", str(n_threads))  # sizes the pool when numba starts
     import numba  # (waits for an import under way in another thread)
+
+    if not _BLAS_LIMITED and _dedicated_worker_process():
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=n_threads)  # kept for the life of the process
+        _BLAS_LIMITED = True
     before = numba.get_num_threads()
     numba.set_num_threads(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
     try:
-        with threadpool_limits(limits=n_threads):
-            yield
+        yield
     finally:
         numba.set_num_threads(before)
+
+
+def _dedicated_worker_process() -> bool:
+    """True when this process runs exactly one Dask worker and no scheduler (nor, then, a client's work)."""
+    try:
+        from distributed import Scheduler, Worker
+    except ImportError:
+        return False
+    return len(Worker._instances) == 1 and not Scheduler._instances
 
 
 def run_task(func, kwargs: dict):
@@ -104,7 +127,8 @@ def run_task(func, kwargs: dict):
     n_threads = worker_threads()
     threads = task_threads(n_threads) if n_threads is not None else contextlib.nullcontext()
     try:
-        with threads, concurrent_fits(n_threads is None or n_threads > 1):
+        # other fits can run in this process at the same time unless it is a one-thread worker's own
+        with threads, concurrent_fits(n_threads != 1 or not _dedicated_worker_process()):
             return func(**kwargs)
     except Exception as error:  # noqa: BLE001 - sorted into final and transient right here
         if is_transient(error):

@@ -9,7 +9,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ..evaluation import positive_scores
+from ..model_selection.scoring import positive_scores
 from ..exceptions import DataError
 from ..store import create_checksummed_array, finish_stage, open_stage
 

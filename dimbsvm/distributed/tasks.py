@@ -129,7 +129,8 @@ class TaskPlan:
         return sum(task.watch for task in self.tasks)
 
 
-def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="tasks", on_result=None) -> dict:
+def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="tasks", on_result=None,
+             errors="raise") -> dict:
     """Run every task of ``plan``; return ``{task id: result}`` of the watched ones.
 
     Parameters
@@ -141,10 +142,19 @@ def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="t
         As :func:`map_tasks`.
     on_result : callable, default=None
         ``on_result(ref, result)`` as each watched task finishes.
+    errors : {"raise", "return"}, default="raise"
+        ``"raise"``: the first task error is raised (as itself). ``"return"``:
+        a watched task that failed, or whose inputs did, has a
+        :class:`~dimbsvm.distributed.policy.TaskFailure` as its result and the
+        rest of the plan goes on (a benchmark records the failure of one fold
+        and keeps the others).
     """
+    if errors not in ("raise", "return"):
+        raise ValueError(f"errors must be 'raise' or 'return'; got {errors!r}")
     if client is None:
-        return _run_here(plan, progress=progress, label=label, on_result=on_result)
-    return _run_on_cluster(plan, client, retries=retries, progress=progress, label=label, on_result=on_result)
+        return _run_here(plan, progress=progress, label=label, on_result=on_result, errors=errors)
+    return _run_on_cluster(plan, client, retries=retries, progress=progress, label=label, on_result=on_result,
+                           errors=errors)
 
 
 def _resolve(value, results):
@@ -155,16 +165,17 @@ def _resolve(value, results):
     return value
 
 
-def _run_here(plan, *, progress, label, on_result):
+def _run_here(plan, *, progress, label, on_result, errors):
     results, watched = {}, {}
     bar = Progress(plan.n_watched, label, enabled=progress)
     last_use = _last_use(plan)
+    call = run_task if errors == "return" else _call
     for i, task in enumerate(plan.tasks):
         if task.shared:
             results[i] = task.kwargs["value"]
             continue
         kwargs = {key: _resolve(value, results) for key, value in task.kwargs.items()}
-        results[i] = task.func(**kwargs)
+        results[i] = call(task.func, kwargs)  # with errors="return": failures become values, as on a cluster
         for j in last_use.get(i, ()):
             if not plan.tasks[j].watch:
                 results.pop(j, None)  # an intermediate result no later task reads
@@ -176,6 +187,10 @@ def _run_here(plan, *, progress, label, on_result):
     bar.close()
     logger.info("%d %s finished in-process", plan.n_watched, label)
     return watched
+
+
+def _call(func, kwargs):
+    return func(**kwargs)
 
 
 def _last_use(plan):
@@ -192,7 +207,7 @@ def _last_use(plan):
     return by_reader
 
 
-def _run_on_cluster(plan, client, *, retries, progress, label, on_result):
+def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors):
     from distributed import as_completed
 
     futures = {}
@@ -213,7 +228,8 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result):
     try:
         for future in as_completed([futures[i] for i in watched.values()]):
             i = watched[future.key]
-            results[i] = raise_failure(future.result())  # a task's own error, as itself
+            result = future.result()
+            results[i] = raise_failure(result) if errors == "raise" else result  # a task's own error, as itself
             if on_result is not None:
                 on_result(TaskRef(i, plan.tasks[i].name), results[i])
             bar.advance()

@@ -10,7 +10,7 @@ import dask.array as da
 import numpy as np
 
 from ..datasets import load
-from ..evaluation import BINARY_METRICS
+from ..model_selection.scoring import BINARY_METRICS
 from ..exceptions import DataError
 from ..store import StoreRows, dataset_fingerprint, open_store
 

@@ -4,7 +4,8 @@ One retraining run:
 
 1. open the job's current data and split off the holdout (a stratified
    fraction with a seed, or a separate source);
-2. fit the challenger on the remaining rows (a task on the cluster);
+2. fit the challenger on the remaining rows (through the fold engine: an
+   ensemble's members are tasks of their own);
 3. load the champion (its manifest is verified: a tampered artifact stops the
    run) and score both on the same holdout rows;
 4. write the challenger as a new immutable version, then promote it when every
@@ -20,8 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from ..distributed import run_tasks
-from ..evaluation import fit_pipeline, positive_label, score_rows
+from ..distributed.tasks import map_tasks
+from ..model_selection.folds import FoldSpec, run_folds
+from ..model_selection.scoring import score_rows
+from ..model_selection.splits import positive_label
 from ..exceptions import DataError
 from .registry import ModelRegistry
 from .data import JobData, check_job_data, load_job_data
@@ -108,18 +111,22 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     champion = registry.champion()
     champion_model = registry.load(champion)[0] if champion else None  # verified before any work
 
-    [challenger] = run_tasks(
-        client, fit_pipeline, [dict(pipeline_kwargs(job), rows=train_rows)],
-        shared={"X": train_data.X, "y": train_data.y}, retries=job["execution"]["retries"],
-        progress=False, label="challenger fit")
+    steps = pipeline_kwargs(job)
+    # the challenger through the fold engine: an ensemble's members fan out as tasks
+    [fitted], _ = run_folds(
+        steps["estimator"], train_data.X, train_data.y,
+        [FoldSpec(("challenger",), train_rows, np.empty(0, dtype=np.int64))], client=client,
+        scaler=steps["scaler"], impute=steps["impute"], features=steps["features"], metrics=(),
+        pos_label=pos_label, retries=job["execution"]["retries"], label="challenger tasks")
+    challenger = fitted["model"]
     reported = set(gates) | set(_always_reported(data))
     metrics = sorted(reported)
     models = [challenger] + ([champion_model] if champion_model is not None else [])
-    scores = run_tasks(
-        client, score_rows, [{"model": m, "rows": hold_rows, "metrics": tuple(metrics), "pos_label": pos_label}
-                             for m in models],
-        shared={"X": hold_data.X, "y": hold_data.y}, retries=job["execution"]["retries"],
-        progress=False, label="holdout scores")
+    scores = map_tasks(
+        score_rows, [{"model": m, "rows": hold_rows, "metrics": tuple(metrics), "pos_label": pos_label}
+                     for m in models],
+        client=client, shared={"X": hold_data.X, "y": hold_data.y}, retries=job["execution"]["retries"],
+        label="holdout scores")
     challenger_metrics = scores[0]
     champion_metrics = scores[1] if champion_model is not None else None
 

@@ -1,7 +1,8 @@
-"""Run a validated job: load data, check it, fan out (repeat, fold) tasks, write the run directory.
+"""Run a validated job: load data, check it, fit and score every fold and the final model, write the run directory.
 
-Ensembles fan out further, as (repeat, fold, member) tasks
-(:mod:`dimbsvm.jobs.ensemble_folds`).
+The folds and the final model are one plan of the fold engine
+(:mod:`dimbsvm.model_selection.folds`): (repeat, fold) prepare / part / finish
+tasks, an ensemble's members as parts of their own, all submitted together.
 
 The run directory is assembled under a hidden ``.<name>.partial`` directory
 and renamed into place only when everything is written, so a failed run never
@@ -19,17 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..distributed import run_tasks
+import numpy as np
+
 from ..estimators import make_estimator, make_feature
-from ..evaluation import evaluate_fold, fit_pipeline, positive_label, repeat_seeds, summarize
+from ..model_selection.folds import FoldSpec, PartStore, run_folds
+from ..model_selection.scoring import summarize
+from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
 from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
-from .ensemble_folds import is_member_fanout, run_ensemble_folds
 from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown, write_json
 
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data", "pipeline_kwargs"]
 
 logger = logging.getLogger(__name__)
+
+#: The key of the final model's "fold" (all rows, no test rows) in a run's plan.
+FINAL_MODEL = ("final",)
 
 
 @dataclass
@@ -68,7 +74,8 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     ----------
     job : dict
         As returned by :func:`dimbsvm.jobs.validate_job`.
-    client : distributed.Client
+    client : distributed.Client or None
+        Where the tasks run; ``None`` runs them in this process.
     out : path, default=None
         The run directory; default ``runs/<name>-<UTC timestamp>``. It must
         not exist yet; if an interrupted run of the same job left its partial
@@ -99,43 +106,44 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
 
     cv = job["cv"]
     pos_label = positive_label(data.y)
-    common = dict(pipeline_kwargs(job), n_splits=cv["n_splits"], metrics=tuple(job["metrics"]),
-                  pos_label=pos_label)
-    keys = [(seed, fold) for seed in repeat_seeds(cv["n_repeats"], cv["random_state"])
-            for fold in range(cv["n_splits"])]
-    todo = [key for key in keys if key not in finished]
+    steps = pipeline_kwargs(job)
+    specs = []
+    for seed in repeat_seeds(cv["n_repeats"], cv["random_state"]):
+        # the labels are split once per repeat, here, not in every task
+        for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=cv["n_splits"], seed=seed)):
+            specs.append(FoldSpec((seed, fold), train, test))
+    keys = [spec.key for spec in specs]
+    todo = [spec for spec in specs if spec.key not in finished]
+    want_model = job["output"]["model"] and not (partial / "model").exists()
+    if job["output"]["model"] and not want_model:  # saved whole by the interrupted run, same job and data
+        logger.info("reusing the final model saved by the interrupted run in %s", partial)
+    if want_model:  # fitted beside the folds, in the same plan
+        todo.append(FoldSpec(FINAL_MODEL, np.arange(len(data.y)), np.empty(0, dtype=np.int64)))
     if finished:
-        logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(keys) - len(todo), len(todo))
-    logger.info("job %s: %s on %s (%d rows), %d fold tasks", job["name"], job["estimator"]["name"],
-                data.name, len(data.y), len(todo))
+        logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(keys) - len(finished),
+                    len(keys) - len(finished))
+    logger.info("job %s: %s on %s (%d rows), %d fold(s)%s", job["name"], job["estimator"]["name"],
+                data.name, len(data.y), len(keys) - len(finished), " and the final model" if want_model else "")
 
-    reused_members = 0
-    if is_member_fanout(common["estimator"]):
-        # (repeat, fold, member) tasks: members of every fold run side by side
-        records, reused_members = run_ensemble_folds(
-            client, keys=todo, data=data, member_dir=partial / "members",
-            on_record=lambda key, record: save_fold(partial, key, record, data_fingerprint),
-            progress=progress, label="fold/member tasks", **_fanout_kwargs(job, common),
-        )
-    else:
-        def save(i, record):
-            save_fold(partial, todo[i], record, data_fingerprint)
+    def save(spec, result):
+        if spec.key != FINAL_MODEL:
+            save_fold(partial, spec.key, result["record"], data_fingerprint)
 
-        records = run_tasks(
-            client, evaluate_fold, [{"seed": s, "fold": f, **common} for s, f in todo],
-            shared={"X": data.X, "y": data.y}, retries=job["execution"]["retries"],
-            progress=progress, label="folds", on_result=save,
-        )
-    by_key = dict(finished) | {key: record for key, record in zip(todo, records)}
+    results, reused_members = run_folds(
+        steps["estimator"], data.X, data.y, todo, client=client, scaler=steps["scaler"], impute=steps["impute"],
+        features=steps["features"], metrics=job["metrics"], pos_label=pos_label,
+        retries=job["execution"]["retries"], part_store=PartStore(partial / "members"), on_result=save,
+        progress=progress, label="tasks")
+    by_key = dict(finished)
+    for spec, result in zip(todo, results):
+        if spec.key == FINAL_MODEL:
+            _save_final_model(result["model"], job, data, pos_label, partial)
+        else:
+            by_key[spec.key] = result["record"]
     all_records = [by_key[key] for key in keys]
     summary = summarize(all_records, job["metrics"])
 
-    if job["output"]["model"]:
-        if (partial / "model").exists():  # saved whole (atomically) by the interrupted run, same job and data
-            logger.info("reusing the final model saved by the interrupted run in %s", partial)
-        else:
-            _save_final_model(client, job, data, common, partial)
-    memory = client.run(peak_memory_bytes)
+    memory = client.run(peak_memory_bytes) if client is not None else {"this process": peak_memory_bytes()}
     write_json(partial / "resources.json", {
         "peak_worker_memory_bytes": memory,
         "peak_worker_memory_max_bytes": max(memory.values()) if memory else None,
@@ -149,36 +157,21 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         "cv": cv,
         "summary": summary,
         "folds": all_records,
-        "reused_folds": len(keys) - len(todo),
+        "reused_folds": len(finished),
         "reused_members": reused_members,
         "dimbsvm_version": __version__,
         "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     })
     (partial / "summary.md").write_text(summary_markdown(job, data, summary, all_records))
     os.replace(partial, run_dir)  # the run directory appears only once complete
-    return RunResult(run_dir=run_dir, summary=summary, folds=all_records, reused=len(keys) - len(todo),
+    return RunResult(run_dir=run_dir, summary=summary, folds=all_records, reused=len(finished),
                      reused_members=reused_members)
 
 
-def _fanout_kwargs(job, common) -> dict:
-    return dict(estimator=common["estimator"], n_splits=job["cv"]["n_splits"], scaler=common["scaler"],
-                impute=common["impute"], features=common["features"], metrics=common["metrics"],
-                pos_label=common["pos_label"], retries=job["execution"]["retries"])
-
-
-def _save_final_model(client, job, data, common, partial):
-    if is_member_fanout(common["estimator"]):
-        [model], _ = run_ensemble_folds(client, keys=[(0, None)], data=data, member_dir=partial / "members",
-                                        progress=False, **_fanout_kwargs(job, common))
-    else:
-        fit_kwargs = {k: common[k] for k in ("estimator", "features", "scaler", "impute")}
-        [model] = run_tasks(client, fit_pipeline, [fit_kwargs], shared={"X": data.X, "y": data.y},
-                            retries=job["execution"]["retries"], progress=False, label="final model")
+def _save_final_model(model, job, data, pos_label, partial):
     save_model(model, partial / "model", meta={
         "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],
-        "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]), "class_map": data.meta.get("class_map", {}),
-        "data_fingerprint": data.meta.get("fingerprint"), "positive_label": common["pos_label"],
+        "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]),
+        "class_map": data.meta.get("class_map", {}), "data_fingerprint": data.meta.get("fingerprint"),
+        "positive_label": pos_label,
     })
-
-
-

@@ -37,7 +37,8 @@ import jsonschema
 import yaml
 
 from ..estimators import estimator_names, feature_names, make_estimator, make_feature
-from ..evaluation import IMPUTERS, METRICS, SCALERS
+from ..model_selection.pipeline import IMPUTERS, SCALERS
+from ..model_selection.scoring import METRICS
 from ..exceptions import JobSpecError
 
 __all__ = ["JOB_SCHEMA", "describe_schema_error", "load_job", "validate_job"]

@@ -1,0 +1,191 @@
+"""The plain task bodies of a fold: prepare, fit one part, finish.
+
+No Dask here (:mod:`dimbsvm.model_selection.folds` builds the tasks,
+:mod:`dimbsvm.distributed` runs them). A fold's estimator is fitted in
+*parts*: an ensemble's members (``plan_members`` / ``fit_from_members``, see
+:class:`~dimbsvm.svm.EnsembleOTHRClassifier`), or, for any other estimator,
+one part that is the whole estimator. Every body receives the data (an array
+or a row handle on a store), the labels and the fold's rows, and reads only
+the rows it needs.
+
+1. :func:`prepare_fold` fits the preprocessing and feature stages on the
+   fold's training rows, once, for all its parts;
+2. :func:`fit_part` fits one part;
+3. :func:`finish_fold` assembles the model from its parts and, when the fold
+   has test rows, predicts and scores them in one pass over those rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.pipeline import make_pipeline
+
+from ..rows import RowSubset, TransformedRows, block_rows_of, row_blocks, take_rows
+from ..svm._native_rng import fit_guard
+from .pipeline import preprocessing_steps
+from .scoring import fitted_thresholds, metrics_from_predictions, predict_and_score_rows
+
+__all__ = ["FoldRows", "Part", "PreparedFold", "finish_fold", "fit_part", "parts_of", "prepare_fold"]
+
+
+@dataclass(frozen=True)
+class FoldRows:
+    """The rows of one fold: ``train`` (fitted on) and ``test`` (scored; empty for a final model)."""
+
+    train: np.ndarray
+    test: np.ndarray
+
+
+@dataclass(frozen=True)
+class Part:
+    """One unit of fitting: ``seed`` and ``params`` of an ensemble member, or the whole estimator (``seed=None``)."""
+
+    index: int
+    seed: int | None = None
+    params: dict | None = None
+
+
+def parts_of(estimator, y_train):
+    """The parts an estimator is fitted in, and the member seeds (``None`` for a one-part estimator).
+
+    An estimator with ``plan_members`` (the ensemble) is fitted member by
+    member; any other estimator is its own single part.
+    """
+    if hasattr(estimator, "plan_members") and hasattr(estimator, "fit_from_members"):
+        seeds, params = clone(estimator).plan_members(y_train)
+        return [Part(i, int(seed), params) for i, seed in enumerate(seeds)], np.asarray(seeds)
+    return [Part(0)], None
+
+
+@dataclass
+class PreparedFold:
+    """The fitted steps before the estimator, for one fold.
+
+    Attributes
+    ----------
+    steps : list of transformers
+        Imputer, scaler and feature stages, fitted on the training rows.
+    train_features : array or None
+        With feature stages: the training rows as the stages output them at
+        fit time (``fit_transform``; e.g. structural features leave each
+        training row out of its own neighbourhood). ``None`` without feature
+        stages: parts read raw rows and apply ``steps`` themselves.
+    fit_time : float
+        Seconds spent fitting the steps.
+    """
+
+    steps: list
+    train_features: object
+    fit_time: float
+
+    def transformer(self):
+        return make_pipeline(*self.steps) if self.steps else None
+
+
+def prepare_fold(X, y, rows: FoldRows, *, scaler, impute, features) -> PreparedFold:
+    """Task body: fit the fold's preprocessing and feature stages on its training rows.
+
+    Without imputation and feature stages the scaler is fitted with
+    ``partial_fit`` a block of rows at a time (exact for min-max scaling; one
+    block, i.e. ``fit``, for in-memory data that fits in one), so a store
+    larger than memory is never held whole. Otherwise the training rows are
+    read at once.
+    """
+    start = time.perf_counter()
+    steps = preprocessing_steps(scaler=scaler, impute=impute, features=features)
+    train_features = None
+    if not features and impute == "none":
+        for step in steps:  # at most one scaler
+            for block in row_blocks(rows.train, block_rows_of(X)):
+                step.partial_fit(take_rows(X, block))
+    else:
+        Xt = take_rows(X, rows.train)
+        for step in steps:
+            Xt = step.fit_transform(Xt, y[rows.train])
+        train_features = Xt if features else None
+    return PreparedFold(steps=steps, train_features=train_features, fit_time=time.perf_counter() - start)
+
+
+def _training_data(X, y, prepared: PreparedFold, rows: FoldRows):
+    """``(X, y, rows)`` a part draws from: the stages' output, or raw rows transformed as they are read."""
+    if prepared.train_features is not None:
+        return prepared.train_features, np.asarray(y)[rows.train], None
+    return TransformedRows(X, prepared.transformer()), y, rows.train
+
+
+def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part):
+    """Task body: fit one part of the fold's estimator; return ``(fitted part, seconds)``.
+
+    An ensemble member (:func:`~dimbsvm.svm.ensemble.fit_member`) reads only
+    its bag (and its out-of-bag rows a block at a time); a whole estimator
+    reads the fold's training rows.
+    """
+    from ..svm.ensemble import fit_member
+
+    start = time.perf_counter()
+    X_train, y_train, train = _training_data(X, y, prepared, rows)
+    if part.seed is not None:
+        fitted = fit_member(X_train, y_train, int(part.seed), rows=train, **part.params)
+    else:
+        if train is not None:
+            X_train, y_train = take_rows(X_train, train), np.asarray(y_train)[train]
+        fitted = clone(estimator)
+        with fit_guard(fitted):  # threads of one process share LIBLINEAR's generator
+            fitted.fit(X_train, y_train)
+    return fitted, time.perf_counter() - start
+
+
+def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, key, metrics,
+                pos_label, keep_model=False):
+    """Task body: the fold's model from its parts, then its test rows predicted and scored in one pass.
+
+    Parameters
+    ----------
+    parts : list of (fitted part, seconds)
+        In part order.
+    seeds : ndarray or None
+        Member seeds of an ensemble (:func:`parts_of`).
+    key : tuple
+        ``(seed, fold)`` of a CV fold, written into the record.
+    keep_model : bool, default=False
+        Also return the fitted model.
+
+    Returns
+    -------
+    dict
+        ``{"record": {...}}`` for a fold with test rows (``seed``, ``fold``,
+        ``n_train``, ``n_test``, the metrics, ``fit_time`` if asked, the
+        chosen thresholds), and ``"model"`` (the fitted pipeline) when
+        ``keep_model`` or the fold has no test rows.
+    """
+    start = time.perf_counter()
+    fitted = [part for part, _ in parts]
+    if seeds is not None:
+        X_train, y_train, train = _training_data(X, y, prepared, rows)
+        if train is not None:  # raw rows: the ensemble sees the training rows in fold order
+            X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
+        final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds)
+    else:
+        [final] = fitted
+    model = make_pipeline(*prepared.steps, final)
+    fit_time = prepared.fit_time + sum(seconds for _, seconds in parts) + time.perf_counter() - start
+    out = {"model": model} if keep_model or not len(rows.test) else {}
+    if not len(rows.test):
+        return out
+    start = time.perf_counter()
+    y_pred, scores = predict_and_score_rows(model, X, rows.test, pos_label=pos_label, scores="auc" in metrics,
+                                            block_rows=getattr(X, "block_rows", None))
+    predict_time = time.perf_counter() - start
+    record = {"seed": int(key[0]), "fold": int(key[1]), "n_train": int(len(rows.train)),
+              "n_test": int(len(rows.test))}
+    record.update(metrics_from_predictions(np.asarray(y)[rows.test], y_pred, scores, metrics=metrics,
+                                           pos_label=pos_label, predict_time=predict_time))
+    if "fit_time" in metrics:
+        record["fit_time"] = fit_time
+    record.update(fitted_thresholds(final))
+    out["record"] = record
+    return out

@@ -1,0 +1,201 @@
+"""The fold engine: every fold of a job, and its final model, as one plan of tasks.
+
+For each fold (and for the final model, a "fold" whose training rows are all
+rows and which has no test rows) the engine adds to one
+:class:`~dimbsvm.distributed.tasks.TaskPlan`
+
+* the fold's rows, sent once (:meth:`TaskPlan.share`), never inside each task;
+* a *prepare* task (:func:`~dimbsvm.model_selection.bodies.prepare_fold`);
+* one *part* task per ensemble member, or one for a plain estimator
+  (:func:`~dimbsvm.model_selection.bodies.fit_part`);
+* a *finish* task (:func:`~dimbsvm.model_selection.bodies.finish_fold`).
+
+The whole plan is submitted at once, so members of every fold and of the
+final model run side by side; without a client it runs in this process, in
+order. Finished parts can be saved as they arrive and found again on resume.
+A plain estimator is the one-part case of an ensemble: ``dimbsvm run``,
+``dimbsvm retrain`` and the benchmark harness all go through here.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..distributed.tasks import TaskPlan, run_plan
+from .bodies import FoldRows, finish_fold, fit_part, parts_of, prepare_fold
+
+__all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FoldSpec:
+    """What to fit and score.
+
+    Attributes
+    ----------
+    key : tuple
+        ``(seed, fold)`` of a CV fold, or any hashable name (``("final",)``)
+        for a model fitted on ``train`` without test rows.
+    train, test : ndarray of int
+        Row numbers; ``test`` empty for a model.
+    keep_model : bool
+        Return the fitted model of a fold with test rows too.
+    """
+
+    key: tuple
+    train: np.ndarray
+    test: np.ndarray
+    keep_model: bool = False
+
+
+class PartStore:
+    """Where finished parts of multi-part folds are saved, and found again on resume.
+
+    One skops file per (fold, part) under ``directory``; a fold's files are
+    removed once its result is saved.
+    """
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+
+    def path(self, key, index) -> Path:
+        name = "-".join(str(k) for k in key)
+        return self.directory / f"{name}-part{index}.skops"
+
+    def load(self, key, index):
+        from ..jobs.artifacts import load_object
+
+        path = self.path(key, index)
+        return load_object(path) if path.exists() else None
+
+    def save(self, key, index, part) -> None:
+        from ..jobs.artifacts import save_object
+
+        save_object(part, self.path(key, index))
+
+    def forget(self, key) -> None:
+        name = "-".join(str(k) for k in key)
+        for path in self.directory.glob(f"{name}-part*.skops"):
+            path.unlink(missing_ok=True)
+
+
+def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler, impute, features, metrics,
+             pos_label, part_store: PartStore | None = None):
+    """Add one fold's prepare / part / finish tasks to ``plan``.
+
+    Parameters
+    ----------
+    plan : TaskPlan
+    spec : FoldSpec
+    X, y : TaskRef
+        The data and labels, shared once in ``plan`` (:meth:`TaskPlan.share`).
+    labels : ndarray
+        The labels in memory: an ensemble's members are planned from them here.
+    estimator, scaler, impute, features, metrics, pos_label, part_store
+        As :func:`run_folds`.
+
+    Returns
+    -------
+    finish : TaskRef
+        The fold's watched finish task.
+    saved_parts : dict
+        ``{task id: (spec key, part index)}`` of the watched part tasks whose
+        results are to be saved in ``part_store``.
+    reused : int
+        Parts loaded from ``part_store``.
+    """
+    rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
+    parts, seeds = parts_of(estimator, labels[spec.train])
+    prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute, features=features),
+                        name="prepare")
+    fitted, saved_parts, reused = [], {}, 0
+    saving = part_store is not None and len(parts) > 1
+    for part in parts:
+        found = part_store.load(spec.key, part.index) if saving else None
+        if found is not None:
+            fitted.append(found)
+            reused += 1
+            continue
+        ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part),
+                       watch=saving, name="member" if seeds is not None else "fit")
+        if saving:
+            saved_parts[ref.id] = (spec.key, part.index)
+        fitted.append(ref)
+    finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted, estimator=estimator,
+                                        seeds=seeds, key=spec.key, metrics=tuple(metrics), pos_label=pos_label,
+                                        keep_model=spec.keep_model),
+                      watch=True, name="finish")
+    return finish, saved_parts, reused
+
+
+def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metrics, pos_label, retries=2,
+              part_store: PartStore | None = None, on_result=None, progress=False, label="folds"):
+    """Fit (and score) every spec as prepare / part / finish tasks in one plan.
+
+    Parameters
+    ----------
+    estimator : estimator
+        Unfitted template (cloned in every task).
+    X : ndarray or row handle
+        The data (a :class:`~dimbsvm.store.StoreRows` reads only the rows asked for).
+    y : ndarray
+        All labels, in memory.
+    specs : list of FoldSpec
+    client : distributed.Client or None, keyword-only
+        ``None`` runs every task here.
+    scaler, impute, features
+        The preprocessing and feature stages, fitted per fold on its training rows.
+    metrics : sequence of str
+    pos_label : object
+        The positive (minority) class of the metrics.
+    retries : int, default=2
+        Retries of transient (I/O) task errors.
+    part_store : PartStore, default=None
+        Save the parts of multi-part estimators as they finish, and reuse
+        those found there instead of refitting them.
+    on_result : callable, default=None
+        ``on_result(spec, result)`` as each spec finishes.
+    progress : bool, default=False
+    label : str
+
+    Returns
+    -------
+    results : list of dict
+        In the order of ``specs``: ``{"record": ...}`` and/or ``{"model": ...}``
+        (see :func:`~dimbsvm.model_selection.bodies.finish_fold`).
+    reused_parts : int
+        Parts loaded from ``part_store`` rather than refitted.
+    """
+    y = np.asarray(y)
+    plan = TaskPlan()
+    X_ref, y_ref = plan.share(X), plan.share(y)
+    finishes, saved_parts, reused = {}, {}, 0
+    for spec in specs:
+        finish, saved, n_reused = add_fold(plan, spec, X=X_ref, y=y_ref, labels=y, estimator=estimator,
+                                           scaler=scaler, impute=impute, features=features, metrics=metrics,
+                                           pos_label=pos_label, part_store=part_store)
+        finishes[finish.id] = spec
+        saved_parts.update(saved)
+        reused += n_reused
+    if reused:
+        logger.info("reusing %d finished part(s) from %s", reused, part_store.directory)
+
+    def collect(ref, result):
+        if ref.id in saved_parts:
+            part_store.save(*saved_parts[ref.id], result)
+            return
+        spec = finishes[ref.id]
+        if on_result is not None:
+            on_result(spec, result)
+        if part_store is not None:
+            part_store.forget(spec.key)
+
+    results = run_plan(plan, client=client, retries=retries, progress=progress, label=label, on_result=collect)
+    logger.info("%d fold(s) as %d tasks finished", len(specs), plan.n_watched)
+    return [results[i] for i in finishes], reused

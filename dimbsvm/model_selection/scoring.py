@@ -1,0 +1,144 @@
+"""Scoring a fitted model: metrics from predictions and scores, and their summary over folds.
+
+Plain functions on arrays, no Dask.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from ..metrics import a_mean, f_measure, g_mean
+from ..rows import block_rows_of, is_in_memory, row_blocks, take_rows
+
+__all__ = [
+    "BINARY_METRICS", "METRICS", "fitted_thresholds", "metrics_from_predictions", "positive_scores",
+    "predict_and_score_rows", "score_model", "score_rows", "summarize",
+]
+
+#: Metrics a job or suite may ask for. ``auc`` needs a score (decision_function
+#: or predict_proba); the times are measured around fit and predict.
+METRICS = ("g_mean", "f_measure", "auc", "a_mean", "fit_time", "predict_time")
+#: Binary-only metrics.
+BINARY_METRICS = ("f_measure", "auc")
+
+
+def fitted_thresholds(estimator) -> dict:
+    """The decision-threshold shifts a fitted estimator chose, for the run record.
+
+    OTHR/THR estimators expose ``threshold_``; ensembles also the per-member
+    shifts ``thresholds_`` (after perturbation) and ``optimal_thresholds_``.
+    """
+    out = {}
+    for attr, key in (("threshold_", "threshold"), ("thresholds_", "member_thresholds"),
+                      ("optimal_thresholds_", "member_optimal_thresholds")):
+        value = getattr(estimator, attr, None)
+        if value is not None:
+            out[key] = np.asarray(value, dtype=float).tolist() if np.ndim(value) else float(value)
+    return out
+
+
+def predict_and_score_rows(model, X, rows, *, pos_label, scores=True, block_rows=None):
+    """Predictions and positive-class scores of ``X[rows]``, both from one read of each block.
+
+    For in-memory ``X`` (and ``block_rows=None``) it is one block; for a row
+    handle (a store) only one block of rows is held at a time.
+
+    Returns
+    -------
+    y_pred : ndarray of shape (n_rows,)
+    scores : ndarray of shape (n_rows,) or None
+        :func:`positive_scores`, when ``scores``.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if block_rows is None and is_in_memory(X):
+        blocks = [rows]
+    else:
+        blocks = row_blocks(rows, block_rows or block_rows_of(X))
+    predictions, values = [], []
+    for block in blocks or [rows]:
+        X_block = take_rows(X, block)
+        predictions.append(model.predict(X_block))
+        if scores:
+            values.append(positive_scores(model, X_block, pos_label))
+    y_pred = np.concatenate(predictions)
+    return y_pred, (np.concatenate(values) if scores else None)
+
+
+def score_rows(X, y, *, model, rows, metrics, pos_label) -> dict:
+    """Task body: :func:`score_model` on ``rows`` of ``X`` (read only those rows)."""
+    rows = np.asarray(rows)
+    return score_model(model, X[rows], y[rows], metrics=metrics, pos_label=pos_label)
+
+
+def score_model(model, X, y, *, metrics, pos_label) -> dict:
+    """Metrics of a fitted model on rows ``X`` with true labels ``y``.
+
+    ``fit_time`` is left to the caller (it is not a property of these rows).
+    """
+    start = time.perf_counter()
+    y_pred = model.predict(X)
+    scores = positive_scores(model, X, pos_label) if "auc" in metrics else None
+    predict_time = time.perf_counter() - start
+    return metrics_from_predictions(y, y_pred, scores, metrics=metrics, pos_label=pos_label,
+                                    predict_time=predict_time)
+
+
+def metrics_from_predictions(y, y_pred, scores, *, metrics, pos_label, predict_time=None) -> dict:
+    """The requested metrics from true labels, predictions and positive-class scores.
+
+    ``scores`` is needed only for ``auc``; ``fit_time`` is skipped (the caller's).
+    """
+    record = {}
+    for name in metrics:
+        if name == "g_mean":
+            record[name] = g_mean(y, y_pred)
+        elif name == "f_measure":
+            record[name] = f_measure(y, y_pred, pos_label=pos_label)
+        elif name == "a_mean":
+            record[name] = a_mean(y, y_pred)
+        elif name == "auc":
+            record[name] = float(roc_auc_score(np.asarray(y) == pos_label, scores))
+        elif name == "predict_time":
+            record[name] = predict_time
+        elif name != "fit_time":
+            raise ValueError(f"unknown metric {name!r}; accepted: {', '.join(METRICS)}")
+    return record
+
+
+def positive_scores(model, X, pos_label):
+    """Scores that grow with the likelihood of ``pos_label``, for ROC-AUC.
+
+    Uses ``decision_function`` (scikit-learn's convention: positive means
+    ``classes_[1]``) or, failing that, ``predict_proba``.
+    """
+    classes = list(model.classes_)
+    if hasattr(model, "decision_function"):
+        scores = np.asarray(model.decision_function(X), dtype=float)
+        if scores.ndim == 1:
+            return scores if classes.index(pos_label) == 1 else -scores
+        return scores[:, classes.index(pos_label)]
+    return np.asarray(model.predict_proba(X))[:, classes.index(pos_label)]
+
+
+def summarize(records, metrics) -> dict:
+    """Mean, standard deviation, min and max of each metric over fold records.
+
+    Examples
+    --------
+    >>> summarize([{"g_mean": 0.5}, {"g_mean": 0.7}], ["g_mean"])["g_mean"]["mean"]
+    0.6
+    """
+    summary = {}
+    for name in metrics:
+        values = np.array([r[name] for r in records], dtype=float)
+        summary[name] = {
+            "mean": round(float(values.mean()), 12),
+            "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+            "min": float(values.min()),
+            "max": float(values.max()),
+            "n": int(len(values)),
+        }
+    return summary
