@@ -24,7 +24,7 @@ def test_quickstart_job_runs_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "g_mean" in proc.stdout and "f_measure" in proc.stdout
     assert f"run directory: {out}" in proc.stdout
-    assert "10/10 folds" in proc.stderr  # progress was shown
+    assert "11/11 tasks" in proc.stderr  # progress was shown: 10 folds and the final model
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["folds"]) == 10
     assert 0.5 < metrics["summary"]["g_mean"]["mean"] <= 1.0

@@ -109,14 +109,45 @@ def test_feature_stages_run_once_per_fold_and_match(scheduler, small, sequential
                             for s, f in keys])
 
 
-def test_store_rows_are_read_per_member_and_match(scheduler, small, sequential_fold, tmp_path):
+@pytest.mark.parametrize("name, params", [("ensemble_othr", {"n_estimators": 3, "random_state": 1}),
+                                          ("svc_balanced", {})])
+def test_store_rows_are_read_per_member_and_match(scheduler, small, sequential_fold, tmp_path, name, params):
     X, y = small
     store = ingest((X.astype(np.float32), y), tmp_path / "data.zarr", chunk_rows=64)
     X32 = X.astype(np.float32).astype(np.float64)  # what the store holds
-    estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 1})
+    estimator = make_estimator(name, params)
     keys = [(3, 1), (4, 0)]
     records, _ = _run(estimator, StoreRows(store.path, store.X.shape), y, keys, n_splits=4, client=scheduler)
     _same_records(records, [sequential_fold(X32, y, estimator, n_splits=4, seed=s, fold=f) for s, f in keys])
+
+
+def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path):
+    """Scaler statistics and test scoring run as one task per stored chunk; the scaler is exact."""
+    from sklearn.preprocessing import MinMaxScaler
+
+    from dimbsvm.distributed.tasks import TaskPlan, run_plan
+    from dimbsvm.model_selection.bodies import minmax_block_range, prepare_from_ranges
+    from dimbsvm.model_selection.folds import add_fold
+
+    X, y = small
+    store = ingest((X.astype(np.float32), y), tmp_path / "data.zarr", chunk_rows=64)
+    rows = StoreRows(store.path, store.X.shape)
+    [spec] = _specs(y, [(0, 0)], 3)
+    plan = TaskPlan()
+    finish, _, _ = add_fold(plan, spec, X=plan.share(rows), y=plan.share(y), labels=y,
+                            estimator=make_estimator("svc_balanced", {}), scaler="minmax", impute="none",
+                            features=(), metrics=METRICS, pos_label=1, block_rows=64)
+    names = [task.name for task in plan.tasks]
+    n_chunks = -(-len(y) // 64)
+    assert names.count("range") == n_chunks and names.count("score") == n_chunks  # every chunk holds both
+    assert run_plan(plan)[finish.id]["record"]["n_test"] == len(spec.test)
+    # the merged scaler is the scaler fitted on all training rows at once
+    X32 = X.astype(np.float32).astype(np.float64)
+    ranges = [minmax_block_range(rows, rows=spec.train[spec.train // 64 == c]) for c in range(n_chunks)]
+    merged = prepare_from_ranges(ranges, scaler="minmax").steps[0]
+    direct = MinMaxScaler().fit(X32[spec.train])
+    for attr in ("data_min_", "data_max_", "scale_", "min_", "n_samples_seen_"):
+        np.testing.assert_array_equal(getattr(merged, attr), getattr(direct, attr))
 
 
 def test_saved_parts_are_reused_not_refitted(client, small, sequential_fold, tmp_path):

@@ -29,7 +29,8 @@ from ..svm._native_rng import fit_guard
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, predict_and_score_rows
 
-__all__ = ["FoldRows", "Part", "PreparedFold", "finish_fold", "fit_part", "parts_of", "prepare_fold"]
+__all__ = ["FoldRows", "Part", "PreparedFold", "assemble_fold", "chunk_groups", "finish_fold", "fit_part",
+           "minmax_block_range", "parts_of", "prepare_fold", "prepare_from_ranges", "record_fold", "score_block"]
 
 
 @dataclass(frozen=True)
@@ -188,4 +189,95 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         record["fit_time"] = fit_time
     record.update(fitted_thresholds(final))
     out["record"] = record
+    return out
+
+
+# --- The same steps cut into one task per stored chunk, for data in a store (row handles).
+# A fold of a large store is then not two long single tasks around its members: the
+# scaler's statistics and the scoring of the test rows run as one task per chunk.
+
+
+def chunk_groups(rows, block_rows: int) -> list[np.ndarray]:
+    """``rows`` (sorted) cut where the stored chunk changes: one group per chunk holding some of them.
+
+    Examples
+    --------
+    >>> [g.tolist() for g in chunk_groups(np.array([0, 3, 4, 9, 10]), 5)]
+    [[0, 3, 4], [9], [10]]
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size == 0:
+        return []
+    chunk = rows // int(block_rows)
+    cuts = np.flatnonzero(np.diff(chunk)) + 1
+    return np.split(rows, cuts)
+
+
+def minmax_block_range(X, *, rows):
+    """Task body: per-feature minimum and maximum of ``X[rows]`` (NaN ignored, as ``MinMaxScaler`` does)."""
+    block = take_rows(X, rows)
+    return np.nanmin(block, axis=0), np.nanmax(block, axis=0), int(len(rows))
+
+
+def prepare_from_ranges(ranges, *, scaler) -> PreparedFold:
+    """Task body: the fold's ``MinMaxScaler`` from per-chunk ranges (exactly as fitted on all rows).
+
+    The minimum and maximum of the union are the minimum of the minima and the
+    maximum of the maxima, and a min-max scaler is a function of them alone.
+    """
+    from sklearn.preprocessing import MinMaxScaler
+
+    if scaler != "minmax":
+        raise ValueError(f"only a min-max scaler is merged from chunk ranges, not {scaler!r}")
+    start = time.perf_counter()
+    low = np.min(np.stack([r[0] for r in ranges]), axis=0)
+    high = np.max(np.stack([r[1] for r in ranges]), axis=0)
+    fitted = MinMaxScaler().partial_fit(np.stack([low, high]))
+    fitted.n_samples_seen_ = int(sum(r[2] for r in ranges))
+    return PreparedFold(steps=[fitted], train_features=None, fit_time=time.perf_counter() - start)
+
+
+def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds):
+    """Task body: the fold's fitted model from its parts (:func:`finish_fold` without the scoring).
+
+    Returns
+    -------
+    dict
+        ``{"model", "fit_time", "thresholds"}``.
+    """
+    start = time.perf_counter()
+    fitted = [part for part, _ in parts]
+    if seeds is not None:
+        X_train, y_train, train = _training_data(X, y, prepared, rows)
+        if train is not None:
+            X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
+        final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds)
+    else:
+        [final] = fitted
+    fit_time = prepared.fit_time + sum(seconds for _, seconds in parts) + time.perf_counter() - start
+    return {"model": make_pipeline(*prepared.steps, final), "fit_time": fit_time,
+            "thresholds": fitted_thresholds(final)}
+
+
+def score_block(X, assembled, *, rows, pos_label, scores):
+    """Task body: predictions (and positive-class scores) of one chunk's test rows, read once."""
+    start = time.perf_counter()
+    y_pred, values = predict_and_score_rows(assembled["model"], X, rows, pos_label=pos_label, scores=scores)
+    return y_pred, values, time.perf_counter() - start
+
+
+def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label, keep_model=False):
+    """Task body: the fold's record from its scored chunks (in test-row order)."""
+    y_pred = np.concatenate([part[0] for part in scored])
+    values = np.concatenate([part[1] for part in scored]) if "auc" in metrics else None
+    record = {"seed": int(key[0]), "fold": int(key[1]), "n_train": int(len(rows.train)),
+              "n_test": int(len(rows.test))}
+    record.update(metrics_from_predictions(np.asarray(y)[rows.test], y_pred, values, metrics=metrics,
+                                           pos_label=pos_label, predict_time=sum(part[2] for part in scored)))
+    if "fit_time" in metrics:
+        record["fit_time"] = assembled["fit_time"]
+    record.update(assembled["thresholds"])
+    out = {"record": record}
+    if keep_model:
+        out["model"] = assembled["model"]
     return out

@@ -26,7 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from ..distributed.tasks import TaskPlan, run_plan
-from .bodies import FoldRows, finish_fold, fit_part, parts_of, prepare_fold
+from ..rows import block_rows_of, is_in_memory
+from .bodies import (FoldRows, assemble_fold, chunk_groups, finish_fold, fit_part, minmax_block_range, parts_of,
+                     prepare_fold, prepare_from_ranges, record_fold, score_block)
 
 __all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
 
@@ -86,7 +88,7 @@ class PartStore:
 
 
 def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler, impute, features, metrics,
-             pos_label, part_store: PartStore | None = None):
+             pos_label, part_store: PartStore | None = None, block_rows: int | None = None):
     """Add one fold's prepare / part / finish tasks to ``plan``.
 
     Parameters
@@ -99,6 +101,10 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         The labels in memory: an ensemble's members are planned from them here.
     estimator, scaler, impute, features, metrics, pos_label, part_store
         As :func:`run_folds`.
+    block_rows : int, default=None
+        Rows per stored chunk when the data is a row handle on a store: the
+        min-max scaler's statistics and the scoring of the test rows then run
+        as one task per chunk. ``None`` (in-memory data): one task each.
 
     Returns
     -------
@@ -112,8 +118,14 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     """
     rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
     parts, seeds = parts_of(estimator, labels[spec.train])
-    prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute, features=features),
-                        name="prepare")
+    train_chunks = chunk_groups(spec.train, block_rows) if block_rows else []
+    if len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features:
+        # the scaler's statistics as one task per stored chunk, merged exactly
+        ranges = [plan.add(minmax_block_range, dict(X=X, rows=group), name="range") for group in train_chunks]
+        prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler), name="prepare")
+    else:
+        prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
+                                                features=features), name="prepare")
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
     for part in parts:
@@ -127,9 +139,20 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         if saving:
             saved_parts[ref.id] = (spec.key, part.index)
         fitted.append(ref)
-    finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted, estimator=estimator,
-                                        seeds=seeds, key=spec.key, metrics=tuple(metrics), pos_label=pos_label,
-                                        keep_model=spec.keep_model),
+    test_chunks = chunk_groups(spec.test, block_rows) if block_rows else []
+    if len(test_chunks) <= 1:
+        finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
+                                            estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
+                                            pos_label=pos_label, keep_model=spec.keep_model),
+                          watch=True, name="finish")
+        return finish, saved_parts, reused
+    # the test rows of a store scored as one task per stored chunk, after the model is assembled
+    assembled = plan.add(assemble_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
+                                             estimator=estimator, seeds=seeds), name="assemble")
+    scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=group, pos_label=pos_label,
+                                         scores="auc" in metrics), name="score") for group in test_chunks]
+    finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
+                                        metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model),
                       watch=True, name="finish")
     return finish, saved_parts, reused
 
@@ -179,7 +202,8 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
     for spec in specs:
         finish, saved, n_reused = add_fold(plan, spec, X=X_ref, y=y_ref, labels=y, estimator=estimator,
                                            scaler=scaler, impute=impute, features=features, metrics=metrics,
-                                           pos_label=pos_label, part_store=part_store)
+                                           pos_label=pos_label, part_store=part_store,
+                                           block_rows=None if is_in_memory(X) else block_rows_of(X))
         finishes[finish.id] = spec
         saved_parts.update(saved)
         reused += n_reused

@@ -1,0 +1,228 @@
+"""Strong scaling: the same job on the same data with 1, 2, 4, ... worker processes.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.strong_scaling --sizes 1000000 --workers 1 2 --out benchmarks/results/strong
+    python -m benchmarks.strong_scaling --sizes 10000000 --workers 1 2 4 8 16 --chunks 128 --out DIR
+
+For every n the data is generated once (``make_imbalanced``: 32 features,
+1 % minority) into a Zarr store cut into ``--chunks`` equal chunks - the same
+chunking for every worker count, so every configuration does the same work.
+Then, for every worker count, on a fresh embedded cluster of single-threaded
+worker processes (cluster start not timed):
+
+- ``features``: similarity features, distances of every row to 64 references
+  written to the store (``write_distance_blocks``);
+- ``ensemble``: ``EnsembleOTHRClassifier(LinearSVC, 16 members, balanced bags
+  of 20,000 rows)`` on the first 80 % of rows through the fold engine
+  (prepare / 16 member tasks / finish: pooled out-of-bag threshold and the
+  last 20 % of rows scored); the member phase is timed from the task stream;
+- ``job``: the job a user runs, 2-fold CV and the final model of the same
+  ensemble submitted together (:func:`dimbsvm.jobs.run_job`), with the
+  cluster's utilisation: busy task seconds / (wall seconds x workers).
+
+Per stage: wall seconds, CPU seconds (worker processes and this one),
+speed-up and parallel efficiency against one worker, peak worker memory
+(``ru_maxrss``). A summary JSON is written to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .environment import machine_info, package_versions, utc_now
+
+logger = logging.getLogger("benchmarks.strong_scaling")
+
+N_FEATURES = 32
+MINORITY = 0.01
+N_MEMBERS = 16
+BAG = 20_000
+
+
+def _cpu_seconds(dask_worker=None) -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _peak_rss(dask_worker=None) -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _ensemble():
+    from sklearn.svm import LinearSVC
+
+    from dimbsvm.svm import EnsembleOTHRClassifier
+
+    return EnsembleOTHRClassifier(LinearSVC(C=1.0, dual=False), n_estimators=N_MEMBERS, bootstrap="balanced",
+                                  max_samples=BAG, random_state=0)
+
+
+def make_store(n: int, chunks: int, workdir: Path) -> Path:
+    """Generate the data once into a store of ``chunks`` equal chunks."""
+    from dimbsvm.datasets import make_imbalanced
+    from dimbsvm.store import ingest
+
+    chunk_rows = -(-n // chunks)
+    X, y = make_imbalanced(n, n_features=N_FEATURES, minority_fraction=MINORITY, chunks=chunk_rows, random_state=0)
+    path = workdir / f"syn-{n}.zarr"
+    ingest((X, y), path, chunk_rows=chunk_rows)
+    return path
+
+
+def _task_phases(stream) -> dict:
+    """Per task kind (key prefix): busy seconds, first start, last stop."""
+    phases = {}
+    for task in stream:
+        kind = str(task["key"]).split("-")[0]
+        for part in task["startstops"]:
+            if part["action"] != "compute":
+                continue
+            phase = phases.setdefault(kind, {"busy": 0.0, "start": np.inf, "stop": -np.inf, "tasks": 0})
+            phase["busy"] += part["stop"] - part["start"]
+            phase["start"] = min(phase["start"], part["start"])
+            phase["stop"] = max(phase["stop"], part["stop"])
+            phase["tasks"] += 1
+    return {k: dict(v, wall=v["stop"] - v["start"]) for k, v in phases.items()}
+
+
+def run_config(store: Path, n_workers: int, stages, memory_limit: str) -> dict:
+    """Every stage on a fresh cluster of ``n_workers`` single-threaded worker processes."""
+    from distributed import Client, LocalCluster, get_task_stream
+
+    from dimbsvm.features import write_distance_blocks
+    from dimbsvm.model_selection.folds import FoldSpec, run_folds
+    from dimbsvm.store import StoreRows, open_store
+
+    stored = open_store(store)
+    n = int(stored.X.shape[0])
+    y = np.asarray(stored.y.compute())
+    rows = StoreRows(store, stored.X.shape)
+    out = {"n": n, "workers": n_workers, "stages": {}}
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit=memory_limit) as cluster, Client(cluster) as client:
+        client.run(lambda: None)  # workers up before any timing
+
+        def measured(name, func):
+            cpu_workers = sum(client.run(_cpu_seconds).values())
+            cpu_here = _cpu_seconds()
+            start = time.perf_counter()
+            with get_task_stream(client) as stream:
+                result = func()
+            wall = time.perf_counter() - start
+            stage = {"wall": wall, "cpu_workers": sum(client.run(_cpu_seconds).values()) - cpu_workers,
+                     "cpu_client": _cpu_seconds() - cpu_here, "phases": _task_phases(stream.data)}
+            busy = sum(p["busy"] for p in stage["phases"].values())
+            stage["utilisation"] = busy / (wall * n_workers) if wall > 0 else None
+            out["stages"][name] = stage
+            logger.info("n=%d workers=%d %s: %.1f s wall, utilisation %.2f", n, n_workers, name, wall,
+                        stage["utilisation"] or 0)
+            return result
+
+        if "features" in stages:
+            rng = np.random.default_rng(0)
+            references = stored.X[np.sort(rng.choice(n, 64, replace=False))].compute().astype(np.float64)
+            measured("features", lambda: write_distance_blocks(
+                store, references, "euclidean", store=store, name=f"strong-{n_workers}", dtype="float32",
+                fingerprint=f"strong-{n}-{n_workers}", client=client))
+        if "ensemble" in stages:
+            n_train = int(0.8 * n)
+            spec = FoldSpec(("holdout", 0), np.arange(n_train), np.arange(n_train, n))
+            [result], _ = measured("ensemble", lambda: run_folds(
+                _ensemble(), rows, y, [spec], client=client, scaler="minmax", impute="none", features=(),
+                metrics=("g_mean", "f_measure"), pos_label=1, retries=0))
+            out["quality"] = {k: result["record"][k] for k in ("g_mean", "f_measure")}
+        if "job" in stages:
+            from dimbsvm.jobs import JobData, run_job, validate_job
+
+            job = validate_job({"name": "strong", "data": {"source": str(store)},
+                                "estimator": {"name": "ensemble_othr", "params": {
+                                    "estimator": "linear_svc", "n_estimators": N_MEMBERS, "bootstrap": "balanced",
+                                    "max_samples": BAG, "random_state": 0}},
+                                "cv": {"n_splits": 2, "n_repeats": 1, "random_state": 0},
+                                "metrics": ["g_mean", "f_measure"]})
+            data = JobData(X=rows, y=y, meta=dict(stored.meta, source=str(store)), lazy_X=stored.X)
+            run_dir = store.parent / f"run-{n}-{n_workers}"
+            shutil.rmtree(run_dir, ignore_errors=True)
+            measured("job", lambda: run_job(job, client, out=run_dir, progress=False, data=data))
+            shutil.rmtree(run_dir, ignore_errors=True)
+        out["peak_worker_rss_bytes"] = max(client.run(_peak_rss).values())
+    return out
+
+
+def with_speedups(runs: list[dict]) -> list[dict]:
+    """Speed-up and efficiency of every stage against the one-worker run of the same n."""
+    base = {(r["n"], name): s["wall"] for r in runs if r["workers"] == 1 for name, s in r["stages"].items()}
+    for r in runs:
+        for name, s in r["stages"].items():
+            one = base.get((r["n"], name))
+            if one:
+                s["speedup"] = one / s["wall"]
+                s["efficiency"] = s["speedup"] / r["workers"]
+    return runs
+
+
+def render_markdown(summary: dict) -> str:
+    """The strong-scaling table, as RESULTS.md shows it."""
+    lines = ["| n | workers | stage | wall s | CPU s (workers) | speed-up | efficiency | utilisation "
+             "| member phase s | peak worker GiB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in summary["runs"]:
+        for name, s in r["stages"].items():
+            member = s["phases"].get("member", {}).get("wall")
+            lines.append(
+                f"| {r['n']:,} | {r['workers']} | {name} | {s['wall']:.1f} | {s['cpu_workers']:.1f} | "
+                f"{s.get('speedup', float('nan')):.2f} | {s.get('efficiency', float('nan')):.2f} | "
+                f"{(s['utilisation'] or 0):.2f} | {'' if member is None else f'{member:.1f}'} | "
+                f"{r['peak_worker_rss_bytes'] / 2**30:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.strong_scaling",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--chunks", type=int, default=64, help="equal chunks of the store (same for every run)")
+    parser.add_argument("--stages", nargs="+", default=["features", "ensemble", "job"],
+                        choices=["features", "ensemble", "job"])
+    parser.add_argument("--memory-limit", default="6GiB", help="per worker")
+    parser.add_argument("--workdir", help="where the stores go (default: a temporary directory)")
+    parser.add_argument("--out", default="benchmarks/results/strong_scaling")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="dimbsvm-strong-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    summary = {"kind": "strong_scaling", "command": "python -m benchmarks.strong_scaling " + " ".join(
+        sys.argv[1:] if argv is None else argv), "date": utc_now(), "machine": machine_info(),
+        "packages": package_versions(), "runs": []}
+    try:
+        for n in args.sizes:
+            start = time.perf_counter()
+            store = make_store(n, args.chunks, workdir)
+            summary.setdefault("ingest_seconds", {})[str(n)] = time.perf_counter() - start
+            for workers in args.workers:
+                summary["runs"].append(run_config(store, workers, args.stages, args.memory_limit))
+                with_speedups(summary["runs"])
+                (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(render_markdown(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
