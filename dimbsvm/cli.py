@@ -293,7 +293,9 @@ def _resume_command(args, run_dir) -> str:
 def _cmd_validate(args) -> int:
     from .jobs.checks import check_job, describe
 
-    checked = check_job(args.job, out=args.out, resume=args.resume, fresh=False, registry=args.registry,
+    run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
+    checked = check_job(args.job, run_dir=run_dir, out=args.out, resume=args.resume, fresh=False,
+                        registry=args.registry,
                         scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=_tls(args))
     if args.fresh and checked.run is not None and checked.run.resuming:
         checked.run.resuming = False  # --fresh would start over (validate discards nothing)
@@ -317,7 +319,7 @@ def _cmd_predict(args) -> int:
     out = Path(args.out)
     if out.exists() or out.is_symlink():
         raise DimbsvmError(f"prediction output {out} already exists; choose a new --out")
-    check_writable(out.parent, "predict --out")
+    check_writable(out, "predict --out")
     model, meta = load_model(args.model)  # checked before a cluster starts
     data = Path(args.data)
     if data.is_dir() and (data / "zarr.json").exists():

@@ -133,7 +133,7 @@ def describe(checked: CheckedJob) -> list[str]:
     labels, counts = np.unique(data.y, return_counts=True)
     cv = job["cv"]
     lines = [
-        f"data: {job['data']['source']} ({len(data.y)} rows, {tuple(data.X.shape[1:])} features per row, "
+        f"data: {job['data']['source']} ({len(data.y)} rows, {_features(data.X.shape)}, "
         f"class counts {dict(zip(labels.tolist(), counts.tolist()))})",
         f"estimator: {job['estimator']['name']} {job['estimator']['params'] or ''}".rstrip(),
         f"protocol: {cv['n_splits']}-fold CV x {cv['n_repeats']} = {cv['n_splits'] * cv['n_repeats']} fold tasks; "
@@ -148,3 +148,7 @@ def describe(checked: CheckedJob) -> list[str]:
         else:
             lines.append(f"run directory: {run.run_dir} (new)")
     return lines
+
+
+def _features(shape) -> str:
+    return f"{shape[1]} features" if len(shape) == 2 else f"rows shaped {tuple(shape[1:])}"

@@ -188,7 +188,7 @@ def check_out_path(out) -> None:
     """
     run_dir = Path(out)
     _check_out_entry(run_dir)
-    check_writable(run_dir.parent, "--out")
+    check_writable(run_dir, "--out")
 
 
 def _check_out_entry(run_dir: Path) -> None:
