@@ -155,7 +155,7 @@ def load_csv_features(path, *, n_features: int, feature_names=None, target: str 
     --------
     >>> import tempfile, pathlib
     >>> tmp = pathlib.Path(tempfile.mkdtemp()) / "new.csv"
-    >>> _ = tmp.write_text("x0,x1\n1.5,2\n0,1\n")
+    >>> _ = tmp.write_text("x0,x1\\n1.5,2\\n0,1\\n")
     >>> load_csv_features(tmp, n_features=2).tolist()
     [[1.5, 2.0], [0.0, 1.0]]
     """

@@ -153,8 +153,8 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
     >>> stored = ingest("yeast5", os.path.join(d, "yeast5.zarr"))
-    >>> stored.X.shape, stored.X.dtype, stored.meta["class_map"]["positive"]
-    ((1484, 8), dtype('float64'), 1)
+    >>> stored.X.shape, stored.X.dtype.name, stored.meta["class_map"]["positive"]
+    ((1484, 8), 'float64', 1)
     """
     path = Path(path)
     X, y, meta = _resolve_source(source)
