@@ -15,7 +15,8 @@ Verbs::
     dimbsvm estimators
 
 Errors a user can fix (bad data, bad job, bad paths, a damaged store, an
-unusable scheduler address, a missing optional package) print one line
+unusable scheduler address, a missing optional package, an estimator's
+``ValueError`` for a parameter combination it refuses) print one line
 ``dimbsvm: error: ...`` on stderr and exit with status 2; ``-v`` adds the
 traceback. Everything ``run`` can check is checked before a cluster starts
 (``validate`` runs exactly those checks). An interrupted ``run`` (SIGINT or
@@ -67,7 +68,9 @@ def main(argv=None) -> int:
         what = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
         print(f"dimbsvm: {what}", file=sys.stderr)
         return 130
-    except (DimbsvmError, OSError) as exc:
+    except (DimbsvmError, OSError, ValueError) as exc:
+        # ValueError: scikit-learn's (and numpy's) way of rejecting an input or a parameter combination,
+        # e.g. raised inside a task; it reaches here as itself
         if args.verbose:
             traceback.print_exc()
         print(f"dimbsvm: error: {_describe(exc)}", file=sys.stderr)

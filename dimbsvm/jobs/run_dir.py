@@ -216,14 +216,14 @@ def _check_partial(partial: Path, fingerprint: str, data_fingerprint: str) -> No
     """Refuse a partial directory of another job or other data (what :func:`open_partial` would refuse)."""
     marker = partial / _JOB_MARKER
     if not marker.is_file() or marker.read_text() != fingerprint:
-        raise JobSpecError(f"{partial} holds an interrupted run of a different job; pass --fresh to discard it "
-                           "and start over, or choose another --out")
+        raise JobSpecError(f"{partial} holds an interrupted run of a different job; start over with --fresh "
+                           f"(or remove {partial}), or choose another --out")
     data_marker = partial / _DATA_MARKER
     recorded = data_marker.read_text() if data_marker.is_file() else "(not recorded)"
     if recorded != data_fingerprint:
         raise DataError(
             f"{partial} holds an interrupted run on other data (data fingerprint {recorded[:16]}, now "
-            f"{data_fingerprint[:16]}): its folds cannot be reused; pass --fresh to discard it and start over, "
+            f"{data_fingerprint[:16]}): its folds cannot be reused; start over with --fresh (or remove {partial}), "
             "or choose another --out")
 
 
@@ -268,7 +268,7 @@ def open_partial(partial: Path, fingerprint: str, data_fingerprint: str, job_tex
             if saved.get("data_fingerprint") != data_fingerprint:
                 raise DataError(f"{path} was recorded for other data (data fingerprint "
                                 f"{str(saved.get('data_fingerprint'))[:16]}, now {data_fingerprint[:16]}); "
-                                "pass --fresh to discard the interrupted run and start over")
+                                f"start over with --fresh (or remove {partial})")
             record = saved["record"]
             finished[(record["seed"], record["fold"])] = record
         return finished
