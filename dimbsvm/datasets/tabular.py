@@ -291,6 +291,8 @@ def load_npz(path) -> Dataset:
     ([1, 0, 0], {'7': 0, '5': 1})
     """
     path = _existing_file(path)
+    if not zipfile.is_zipfile(path):  # else numpy tries it as a pickle and suggests loading it unsafely
+        raise DataError(f"{path}: not a .npz archive (not a zip file); write one with numpy.savez(path, X=..., y=...)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in archive.files}

@@ -97,7 +97,8 @@ def check_job_data(data: JobData, job: dict) -> None:
     key = job_fingerprint(job)
     if getattr(data, "_checked_for", None) == key:
         return
-    X, y, name = data.X, data.y, data.name
+    X, y = data.X, data.y
+    name = job["data"]["source"]  # as the job names it
     shape = tuple(X.shape)
     if len(shape) == 3 and job["features"] and job["preprocessing"]["scaler"] == "none":
         pass  # time series: the first feature stage (e.g. similarity with dtw) reads them
@@ -107,7 +108,7 @@ def check_job_data(data: JobData, job: dict) -> None:
             "a feature stage such as similarity (with preprocessing.scaler: none)")
     if shape[0] != y.shape[0]:
         raise DataError(f"{name}: X has {shape[0]} rows but y has {y.shape[0]} labels")
-    _check_finite(data, impute=job["preprocessing"]["impute"] != "none")
+    _check_finite(data, impute=job["preprocessing"]["impute"] != "none", name=name)
     labels, counts = np.unique(y, return_counts=True)
     if len(labels) < 2:
         raise DataError(f"{name}: only one class ({labels[0] if len(labels) else 'none'}) in the labels; "
@@ -176,7 +177,7 @@ def _damaged(path, exc: BaseException) -> StoreError:
     return StoreError(f"store {path}: {detail}; rebuild it with `dimbsvm ingest SOURCE {path} --overwrite`")
 
 
-def _check_finite(data: JobData, *, impute: bool) -> None:
+def _check_finite(data: JobData, *, impute: bool, name: str) -> None:
     X = data.lazy_X if data.lazy_X is not None else np.asarray(data.X)
     xp = da if isinstance(X, da.Array) else np
     per_row = tuple(range(1, X.ndim))
@@ -194,13 +195,13 @@ def _check_finite(data: JobData, *, impute: bool) -> None:
     if bad_inf.any():
         row = int(np.flatnonzero(bad_inf)[0])
         col = int(np.flatnonzero(np.isinf(np.asarray(X[row]).reshape(-1)))[0])
-        raise DataError(f"{data.name}: infinite value in row {row}, column {_column_name(data, col)}; "
+        raise DataError(f"{name}: infinite value in row {row}, column {_column_name(data, col)}; "
                         "remove or clip it")
     if bad_nan.any() and not impute:
         row = int(np.flatnonzero(bad_nan)[0])
         col = int(np.flatnonzero(np.isnan(np.asarray(X[row])))[0])
         raise DataError(
-            f"{data.name}: {int(bad_nan.sum())} row(s) with missing values (NaN), first in row {row}, column "
+            f"{name}: {int(bad_nan.sum())} row(s) with missing values (NaN), first in row {row}, column "
             f"{_column_name(data, col)}; set preprocessing.impute to mean or median to impute them")
 
 
