@@ -281,11 +281,18 @@ _WORKER_SETUP = "dimbsvm.distributed._worker_setup"
 def _close_embedded(client, cluster, timeout: float = 30) -> None:
     """Shut an embedded cluster down in the order that keeps it quiet.
 
-    Workers first, while the scheduler still answers their last heartbeats and
-    their goodbyes, then the client, then the scheduler. Closing the
-    scheduler while workers were still running is what made a finished run end
-    with "Failed to communicate with scheduler during heartbeat" tracebacks.
+    1. Each worker stops its heartbeats and waits for one in flight to be
+       answered. A worker closing closes its connections to the scheduler,
+       and a heartbeat still waiting on one of them failed with "Failed to
+       communicate with scheduler during heartbeat" and a traceback (more
+       often under load, when heartbeats are slow).
+    2. The workers close, while the scheduler still answers their goodbyes.
+    3. The client, then the scheduler.
     """
+    try:
+        client.run(_stop_heartbeats)
+    except Exception:  # noqa: BLE001 - a worker already gone has nothing to stop
+        logger.debug("could not stop the workers' heartbeats before shutdown", exc_info=True)
     try:
         cluster.scale(0)
         deadline = time.monotonic() + timeout
@@ -301,6 +308,19 @@ def _close_embedded(client, cluster, timeout: float = 30) -> None:
             client.close()
         finally:
             cluster.close()
+
+
+async def _stop_heartbeats(dask_worker=None, timeout: float = 5.0) -> None:
+    """On a worker: stop the heartbeat and wait until no call to the scheduler is in flight."""
+    import asyncio
+
+    heartbeat = dask_worker.periodic_callbacks.get("heartbeat")
+    if heartbeat is not None:
+        heartbeat.stop()
+    address = dask_worker.scheduler.address
+    deadline = time.monotonic() + timeout
+    while dask_worker.rpc.occupied.get(address) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
 
 
 @contextlib.contextmanager
