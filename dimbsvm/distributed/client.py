@@ -66,7 +66,14 @@ class TLSSettings:
 
 
 def check_tls_support() -> None:
-    """Raise :class:`ClusterConnectionError` when TLS cannot work here (``cryptography`` missing)."""
+    """Raise when TLS cannot work here.
+
+    Raises
+    ------
+    ClusterConnectionError
+        ``cryptography`` (what Dask's TLS and temporary certificates use)
+        cannot be imported; the message says how to install it.
+    """
     try:
         import cryptography.x509  # noqa: F401 - what distributed's TLS and temporary certificates use
     except ImportError as exc:

@@ -60,13 +60,31 @@ class RunDirPlan:
 
 
 def partial_dir(run_dir) -> Path:
-    """The hidden directory a run is assembled in: ``.<name>.partial`` beside ``run_dir``."""
+    """The hidden directory a run is assembled in.
+
+    Returns
+    -------
+    pathlib.Path
+        ``.<name>.partial`` beside ``run_dir``.
+
+    Examples
+    --------
+    >>> str(partial_dir("runs/quickstart-20250101-120000"))
+    'runs/.quickstart-20250101-120000.partial'
+    """
     run_dir = Path(run_dir)
     return run_dir.with_name(f".{run_dir.name}.partial")
 
 
 def saved_progress(partial) -> tuple[int, int]:
-    """``(folds, ensemble members)`` saved in a partial run directory so far."""
+    """What an interrupted run saved so far.
+
+    Returns
+    -------
+    folds, members : int
+        Fold records and finished ensemble members in the partial directory
+        (0, 0 when it does not exist).
+    """
     partial = Path(partial)
     folds = len(list((partial / "folds").glob("*.json"))) if (partial / "folds").is_dir() else 0
     members = len(list((partial / "members").glob("*.skops"))) if (partial / "members").is_dir() else 0
