@@ -137,7 +137,7 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str) -> dict:
                 fingerprint=f"strong-{n}-{n_workers}", client=client))
         if "ensemble" in stages:
             n_train = int(0.8 * n)
-            spec = FoldSpec(("holdout", 0), np.arange(n_train), np.arange(n_train, n))
+            spec = FoldSpec((0, 0), np.arange(n_train), np.arange(n_train, n))  # a holdout fold
             [result], _ = measured("ensemble", lambda: run_folds(
                 _ensemble(), rows, y, [spec], client=client, scaler="minmax", impute="none", features=(),
                 metrics=("g_mean", "f_measure"), pos_label=1, retries=0))

@@ -2,19 +2,27 @@
 
 Verbs::
 
-    dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N]
+    dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N] [--resume | --fresh]
+    dimbsvm validate JOB.yaml [--out DIR] [--registry DIR] [--scheduler ADDRESS]
     dimbsvm predict MODEL DATA --out PRED.zarr [--scheduler ADDRESS]
     dimbsvm retrain JOB.yaml --registry DIR [--scheduler ADDRESS]
     dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR
     dimbsvm models DIR
     dimbsvm promote DIR VERSION --reason TEXT
     dimbsvm rollback DIR --reason TEXT
-    dimbsvm ingest SOURCE STORE [--chunk-rows N] [--overwrite] [--verify]
+    dimbsvm ingest SOURCE STORE [--chunk-rows N] [--dtype float64|float32] [--overwrite] [--verify]
     dimbsvm datasets
     dimbsvm estimators
 
-Errors a user can fix (bad data, bad job, damaged store) print one line
-``dimbsvm: error: ...`` and exit with status 2.
+Errors a user can fix (bad data, bad job, bad paths, a damaged store, an
+unusable scheduler address, a missing optional package, an estimator's
+``ValueError`` for a parameter combination it refuses) print one line
+``dimbsvm: error: ...`` on stderr and exit with status 2; ``-v`` adds the
+traceback. Everything ``run`` can check is checked before a cluster starts
+(``validate`` runs exactly those checks). An interrupted ``run`` (SIGINT or
+SIGTERM) exits with status 130 and one line saying what was saved and the
+command that resumes. An unexpected error (a bug) prints one line too, and
+exits with status 1.
 """
 
 from __future__ import annotations
@@ -23,7 +31,11 @@ import argparse
 import json
 import logging
 import os
+import shlex
+import signal
 import sys
+import threading
+import traceback
 from pathlib import Path
 
 from .exceptions import DimbsvmError
@@ -31,32 +43,102 @@ from .exceptions import DimbsvmError
 logger = logging.getLogger("dimbsvm")
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT/SIGTERM; the message says what was saved and how to resume."""
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that everything unwinds in order."""
+
+
 def main(argv=None) -> int:
     """Entry point of the ``dimbsvm`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     args = parser.parse_args(argv)
+    args.argv = argv
     _configure_logging(args.verbose)
+    restore = _terminate_as_interrupt() if args.verb != "schedule" else None  # schedule stops on its own
     try:
         return args.handler(args)
-    except (DimbsvmError, FileNotFoundError, FileExistsError) as exc:
-        print(f"dimbsvm: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("dimbsvm: interrupted", file=sys.stderr)
+    except RunInterrupted as exc:
+        print(f"dimbsvm: {_one_line(exc)}", file=sys.stderr)
         return 130
+    except KeyboardInterrupt as exc:
+        what = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
+        print(f"dimbsvm: {what}", file=sys.stderr)
+        return 130
+    except (DimbsvmError, OSError, ValueError) as exc:
+        # ValueError: scikit-learn's (and numpy's) way of rejecting an input or a parameter combination,
+        # e.g. raised inside a task; it reaches here as itself
+        if args.verbose:
+            traceback.print_exc()
+        print(f"dimbsvm: error: {_describe(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug: still one line, traceback with -v
+        if args.verbose:
+            traceback.print_exc()
+        print(f"dimbsvm: error: unexpected {type(exc).__name__}: {_one_line(exc)} (this is probably a bug in "
+              "dimbsvm; rerun with -v for the traceback and report it)", file=sys.stderr)
+        return 1
+    finally:
+        if restore is not None:
+            restore()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for a user-caused error; OSErrors name the path and the reason."""
+    if isinstance(exc, OSError) and not isinstance(exc, DimbsvmError) and exc.strerror:
+        paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+        return f"{paths}: {exc.strerror}" if paths else exc.strerror
+    return _one_line(exc)
+
+
+def _terminate_as_interrupt():
+    """Make SIGTERM unwind like Ctrl-C (cluster shut down, message printed); return the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def on_term(signum, frame):
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: give at least 1")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors as one line like every other error (``-h`` shows the usage)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} -h`)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dimbsvm", description="SVMs for class-imbalanced data on Dask.")
+    parser = _Parser(prog="dimbsvm", description="SVMs for class-imbalanced data on Dask.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
     verbs = parser.add_subparsers(dest="verb", required=True)
 
-    cluster = argparse.ArgumentParser(add_help=False)
+    cluster = _Parser(add_help=False)
     group = cluster.add_argument_group("cluster")
     group.add_argument("--scheduler", help="scheduler address, tcp:// or tls:// (default: "
                                            "$DASK_SCHEDULER_ADDRESS, else an embedded LocalCluster)")
     group.add_argument("--scheduler-file", help="file written by `dask scheduler --scheduler-file`")
-    group.add_argument("--workers", type=int, help="workers of the embedded cluster (default: one per core)")
+    group.add_argument("--workers", type=_positive_int, metavar="N",
+                       help="workers of the embedded cluster, at least 1 (default: one per core)")
     group.add_argument("--tls-ca-file", help="CA certificate (PEM) for a tls:// scheduler")
     group.add_argument("--tls-cert", help="client certificate (PEM)")
     group.add_argument("--tls-key", help="client private key (PEM)")
@@ -68,13 +150,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("job", help="job spec file (YAML)")
     run.add_argument("--out", help="run directory to create (default: runs/<job name>-<timestamp>); "
                                    "an interrupted run with the same --out resumes")
+    _resume_flags(run)
     run.set_defaults(handler=_cmd_run)
+
+    validate = verbs.add_parser("validate", parents=[cluster],
+                                help="run every check of `dimbsvm run` (job, data, folds, paths, scheduler "
+                                     "address, TLS files) without starting anything")
+    validate.add_argument("job", help="job spec file (YAML)")
+    validate.add_argument("--out", help="the --out the run will be given")
+    validate.add_argument("--registry", help="the --registry a retrain will be given")
+    _resume_flags(validate)
+    validate.set_defaults(handler=_cmd_validate)
 
     predict = verbs.add_parser("predict", parents=[cluster], help="score data with a model, chunk by chunk")
     predict.add_argument("model", help="model directory (the run directory's model/)")
     predict.add_argument("data", help="Zarr store or data file to score")
     predict.add_argument("--out", required=True, help="Zarr store to create with y_pred and decision")
-    predict.add_argument("--chunk-rows", type=int, default=100_000, help="rows per task for file input")
+    predict.add_argument("--chunk-rows", type=_positive_int, default=100_000, help="rows per task for file input")
     predict.set_defaults(handler=_cmd_predict)
 
     retrain = verbs.add_parser("retrain", parents=[cluster],
@@ -88,7 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     schedule.add_argument("--registry", required=True, help="model registry directory")
     schedule.add_argument("--cron", required=True, help='cron expression in UTC, e.g. "0 3 * * *" '
                                                         "(a sixth field gives seconds)")
-    schedule.add_argument("--max-runs", type=int, help="stop after this many runs")
+    schedule.add_argument("--max-runs", type=_positive_int, help="stop after this many runs")
     schedule.set_defaults(handler=_cmd_schedule)
 
     models = verbs.add_parser("models", help="list a registry's versions and its champion")
@@ -109,7 +201,10 @@ def _parser() -> argparse.ArgumentParser:
     ingest = verbs.add_parser("ingest", help="write a data file into a Zarr store")
     ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts) or bundled name")
     ingest.add_argument("store", help="store directory to create")
-    ingest.add_argument("--chunk-rows", type=int, help="rows per chunk (default: ~32 MiB per chunk)")
+    ingest.add_argument("--chunk-rows", type=_positive_int, help="rows per chunk (default: ~32 MiB per chunk)")
+    ingest.add_argument("--dtype", choices=("float64", "float32"),
+                        help="feature precision in the store (default: float64 for files; float32 halves the "
+                             "size and keeps about 7 significant digits)")
     ingest.add_argument("--overwrite", action="store_true",
                         help="replace a store holding other data, or rebuild a damaged one")
     ingest.add_argument("--verify", action="store_true",
@@ -124,15 +219,36 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_run(args) -> int:
-    from .jobs import load_job, load_job_data, run_job
+def _resume_flags(parser) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--resume", action="store_true",
+                       help="resume an interrupted run (with --out: its run; without: the newest of this job and "
+                            "data under runs/), and fail if there is none; the default resumes when it can")
+    which.add_argument("--fresh", action="store_true",
+                       help="start over: discard the interrupted run of --out, or use a new runs/ directory")
 
-    job = load_job(args.job)  # the job and its data are checked before a cluster starts
-    job_text = Path(args.job).read_text()
-    data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
+
+def _cmd_run(args) -> int:
+    from .jobs import run_job
+    from .jobs.checks import check_job
+
+    tls = _tls(args)
+    # everything that can be checked is checked before a cluster starts
+    checked = check_job(args.job, out=args.out, resume=args.resume, fresh=args.fresh, scheduler=args.scheduler,
+                        scheduler_file=args.scheduler_file, tls=tls)
+    job, plan = checked.job, checked.run
+    total = job["cv"]["n_splits"] * job["cv"]["n_repeats"]
+    if plan.resuming:
+        print(f"dimbsvm: resuming the interrupted run in {plan.partial} ({plan.saved_folds} of {total} folds saved)",
+              file=sys.stderr)
     n_workers = args.workers or job["execution"].get("n_workers")
-    with _client(args, n_workers=n_workers, require_encryption=job["execution"]["require_encryption"]) as client:
-        result = run_job(job, client, out=args.out, progress=not args.no_progress, job_text=job_text, data=data)
+    try:
+        with _client(args, tls=tls, n_workers=n_workers,
+                     require_encryption=job["execution"]["require_encryption"]) as client:
+            result = run_job(job, client, out=plan.run_dir, progress=not args.no_progress,
+                             job_text=checked.job_text, data=checked.data)
+    except KeyboardInterrupt as exc:
+        raise RunInterrupted(_interrupted(args, plan, total, exc)) from None
     print(f"job {job['name']}: {job['estimator']['name']} on {job['data']['source']}")
     if result.reused:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
@@ -144,24 +260,82 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _interrupted(args, plan, total: int, exc: BaseException) -> str:
+    """The one line an interrupted run ends with: what was saved, and the command that resumes."""
+    from .jobs.run_dir import saved_progress
+
+    how = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
+    if plan.run_dir.exists():  # interrupted after the last step: the run is complete
+        return f"{how} after the run finished; its run directory is {plan.run_dir}"
+    folds, members = saved_progress(plan.partial)
+    saved = f"{folds} of {total} folds"
+    if members:
+        saved += f" and {members} ensemble member(s)"
+    where = f"saved in {plan.partial}" if plan.partial.exists() else "saved (nothing was written yet)"
+    return f"{how}: {saved} {where}; resume with: {_resume_command(args, plan.run_dir)}"
+
+
+def _resume_command(args, run_dir) -> str:
+    """The command line of this run with ``--out RUN_DIR`` (and without ``--fresh``)."""
+    argv, skip = [], False
+    for arg in args.argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--fresh", "--resume"):
+            continue
+        if arg == "--out":
+            skip = True
+            continue
+        if arg.startswith("--out="):
+            continue
+        argv.append(arg)
+    return shlex.join(["dimbsvm", *argv, "--out", str(run_dir)])
+
+
+def _cmd_validate(args) -> int:
+    from .jobs.checks import check_job, describe
+
+    run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
+    checked = check_job(args.job, run_dir=run_dir, out=args.out, resume=args.resume, fresh=False,
+                        registry=args.registry,
+                        scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=_tls(args))
+    if args.fresh and checked.run is not None and checked.run.resuming:
+        checked.run.resuming = False  # --fresh would start over (validate discards nothing)
+    print(f"{args.job}: ok, every check before a run passed")
+    for line in describe(checked):
+        print(f"  {line}")
+    return 0
+
+
 def _cmd_predict(args) -> int:
     import dask.array as da
 
-    from .datasets import load
-    from .distributed import write_predictions
+    from .datasets import load, load_csv_features
+    from .distributed import check_cluster_options, write_predictions
     from .jobs import load_model
+    from .jobs.run_dir import check_writable
     from .store import open_store
 
+    tls = _tls(args)
+    check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
+    out = Path(args.out)
+    if out.exists() or out.is_symlink():
+        raise DimbsvmError(f"prediction output {out} already exists; choose a new --out")
+    check_writable(out, "predict --out")
     model, meta = load_model(args.model)  # checked before a cluster starts
     data = Path(args.data)
     if data.is_dir() and (data / "zarr.json").exists():
         X = open_store(data).X
+    elif data.suffix.lower() == ".csv":  # labelled or not: the model says which columns are its features
+        X = da.from_array(load_csv_features(data, n_features=meta["n_features"],
+                                            feature_names=meta.get("feature_names")), chunks=(args.chunk_rows, -1))
     else:
         X = da.from_array(load(args.data).X, chunks=(args.chunk_rows, -1))
     if X.ndim != 2 or X.shape[1] != meta["n_features"]:
         raise DimbsvmError(f"{args.data} has {X.shape[1:]} features per row; the model was trained on "
                            f"{meta['n_features']}")
-    with _client(args):  # dask computes on the active client
+    with _client(args, tls=tls):  # dask computes on the active client
         out = write_predictions(model, X, args.out, pos_label=meta["positive_label"],
                                 meta={"model": str(args.model), "data": str(args.data),
                                       "data_fingerprint": meta.get("data_fingerprint") or ""})
@@ -170,13 +344,15 @@ def _cmd_predict(args) -> int:
 
 
 def _cmd_retrain(args) -> int:
-    from .jobs import load_job, load_job_data
+    from .jobs.checks import check_job
     from .jobs.retrain import retrain
 
-    job = load_job(args.job)
-    data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
-    with _client(args, require_encryption=job["execution"]["require_encryption"]) as client:
-        outcome = retrain(job, client, args.registry, job_text=Path(args.job).read_text(), data=data)
+    tls = _tls(args)
+    checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
+                        scheduler_file=args.scheduler_file, tls=tls)
+    job = checked.job
+    with _client(args, tls=tls, require_encryption=job["execution"]["require_encryption"]) as client:
+        outcome = retrain(job, client, args.registry, job_text=checked.job_text, data=checked.data)
     _print_outcome(outcome)
     return 0
 
@@ -195,10 +371,17 @@ def _cmd_schedule(args) -> int:
     from .jobs.retrain import retrain
     from .jobs.schedule import parse_cron, run_schedule
 
+    from .distributed import check_cluster_options
+    from .jobs.checks import check_registry
+
     job = load_job(args.job)
     parse_cron(args.cron)  # a bad expression fails before a cluster starts
+    tls = _tls(args)
+    check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls,
+                          require_encryption=job["execution"]["require_encryption"])
+    check_registry(args.registry)
     job_text = Path(args.job).read_text()
-    with _client(args, require_encryption=job["execution"]["require_encryption"]) as client:
+    with _client(args, tls=tls, require_encryption=job["execution"]["require_encryption"]) as client:
         def run_once():
             outcome = retrain(job, client, args.registry, job_text=job_text)
             _print_outcome(outcome)
@@ -242,35 +425,46 @@ def _cmd_rollback(args) -> int:
     return 0
 
 
-def _client(args, **kwargs):
-    """The cluster the CLI's flags name, or an embedded one; prints the dashboard address."""
+def _tls(args):
+    """The TLS files the flags name, or None (their existence is checked with the other cluster options)."""
+    from .distributed import TLSSettings
+
+    if not (args.tls_ca_file or args.tls_cert or args.tls_key):
+        return None
+    if not (args.tls_ca_file and args.tls_cert):
+        raise DimbsvmError("TLS needs at least --tls-ca-file and --tls-cert")
+    return TLSSettings(args.tls_ca_file, args.tls_cert, args.tls_key)
+
+
+def _client(args, *, tls=None, **kwargs):
+    """The cluster the CLI's flags name, or an embedded one; prints the dashboard address (stdout)."""
     import contextlib
 
-    from .distributed import TLSSettings, cluster_client
+    from .distributed import cluster_client
 
-    tls = None
-    if args.tls_ca_file or args.tls_cert or args.tls_key:
-        if not (args.tls_ca_file and args.tls_cert):
-            raise DimbsvmError("TLS needs at least --tls-ca-file and --tls-cert")
-        tls = TLSSettings(args.tls_ca_file, args.tls_cert, args.tls_key)
     kwargs.setdefault("n_workers", args.workers)
     kwargs.setdefault("timeout", args.connect_timeout)
 
     @contextlib.contextmanager
     def opened():
         with cluster_client(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, **kwargs) as client:
-            print(f"dimbsvm: dashboard {client.dashboard_link}", file=sys.stderr)
+            print(f"dashboard: {client.dashboard_link}", flush=True)
             yield client
 
     return opened()
 
 
 def _cmd_ingest(args) -> int:
+    from .jobs.run_dir import check_writable
     from .store import ingest
 
+    store = Path(args.store)
+    if store.exists() and not store.is_dir():
+        raise DimbsvmError(f"store {store} is an existing file, not a store directory")
+    check_writable(store, "store")  # before the source is read
     stored = ingest(args.source, args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
-                    verify=args.verify)
-    print(f"{stored.path}: X {tuple(stored.X.shape)} in chunks of {stored.X.chunks[0][0]} rows, "
+                    verify=args.verify, dtype=args.dtype)
+    print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows, "
           f"classes {stored.meta.get('class_counts')}")
     return 0
 
@@ -297,19 +491,32 @@ def _cmd_estimators(args) -> int:
     return 0
 
 
+#: Levels of Dask's and the event loop's loggers per verbosity (0: default, 1: -v, 2: -vv).
+_DASK_LEVELS = ("CRITICAL", "WARNING", "INFO")
+#: The loggers distributed configures when it is imported (distributed.config), and asyncio's.
+_DASK_LOGGERS = ("distributed", "distributed.client", "distributed.gc", "tornado", "tornado.application", "bokeh",
+                 "asyncio")
+
+
 def _configure_logging(verbose: int) -> None:
+    """dimbsvm's own warnings always; Dask's logs only with -v.
+
+    At the default verbosity the scheduler's and workers' logs (every start
+    and stop, the chatter of a shutdown, heartbeats that raced it, the
+    "Compute Failed" of a task whose error the CLI reports itself) are
+    silenced, here and in worker processes, which read the level from the
+    environment: an error reaches the user once, as the CLI's one line.
+    ``DASK_LOGGING__DISTRIBUTED`` set by the user wins at the default verbosity.
+    """
     level = logging.DEBUG if verbose > 1 else logging.INFO
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logger.setLevel(level if verbose else logging.WARNING)
-    # The scheduler and workers log every start and stop at INFO; distributed
-    # reads its log level from Dask's config when it is first imported (also
-    # in worker processes, which inherit the environment).
-    if verbose < 2:
-        import dask
-
-        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # for worker processes
-        dask.config.set({"logging.distributed": "warning"})  # Dask read the environment at import
-        logging.getLogger("distributed").setLevel(logging.WARNING)  # in case it is already imported
+    if verbose or "DASK_LOGGING__DISTRIBUTED" not in os.environ:
+        os.environ["DASK_LOGGING__DISTRIBUTED"] = _DASK_LEVELS[min(verbose, 2)].lower()  # for worker processes
+    dask_level = os.environ["DASK_LOGGING__DISTRIBUTED"].upper()
+    # distributed configured its loggers when dimbsvm imported it: set them here
+    for name in _DASK_LOGGERS:
+        logging.getLogger(name).setLevel(dask_level)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,7 +37,7 @@ def test_bad_job_exits_nonzero_before_work(tmp_path):
     proc = _dimbsvm("run", job, "--out", tmp_path / "run")
     assert proc.returncode == 2
     assert "'cv.n_splits' is 0; it must be at least 2" in proc.stderr
-    assert "dashboard" not in proc.stderr  # no cluster was started
+    assert "dashboard" not in proc.stdout + proc.stderr  # no cluster was started
     assert not (tmp_path / "run").exists()
 
 
@@ -59,7 +59,7 @@ def test_bad_data_exits_nonzero(tmp_path):
 def test_ingest_and_datasets(tmp_path):
     proc = _dimbsvm("ingest", "yeast5", tmp_path / "y.zarr", "--chunk-rows", "500", "--verify")
     assert proc.returncode == 0, proc.stderr
-    assert "X (1484, 8) in chunks of 500 rows" in proc.stdout
+    assert "X (1484, 8) float64 in chunks of 500 rows" in proc.stdout
     proc = _dimbsvm("datasets")
     assert proc.returncode == 0 and "yeast5" in proc.stdout
 
@@ -90,3 +90,51 @@ def test_ingest_refuses_then_rebuilds_a_damaged_store(tmp_path):
     assert proc.returncode == 2 and "chunk 2 of X (rows 1000..1483) is missing on disk" in proc.stderr
     assert _dimbsvm("ingest", "yeast5", store, "--overwrite").returncode == 0
     assert _dimbsvm("ingest", "yeast5", store, "--verify").returncode == 0
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_embedded_cluster_shutdown_leaves_no_heartbeat_in_flight(ordered):
+    """Issue 17, case 17: a heartbeat in flight while a worker closes failed with a traceback.
+
+    The scheduler here answers heartbeats after 2 s, so one is always in flight
+    at shutdown: closing the plain way logs the failure (the test of the test),
+    the embedded cluster's ordered shutdown waits for it and logs nothing.
+    """
+    import asyncio
+    import logging
+    import time
+
+    from distributed import Client, LocalCluster
+
+    from dimbsvm.distributed.client import _close_embedded
+
+    messages = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    handler = Collect(level=logging.ERROR)
+    worker_log = logging.getLogger("distributed.worker")
+    worker_log.addHandler(handler)
+    try:
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://",
+                               dashboard_address=None)
+        client = Client(cluster)
+        answer = cluster.scheduler.handlers["heartbeat_worker"]
+
+        async def slow_heartbeat(*args, **kwargs):
+            await asyncio.sleep(2.0)
+            return answer(*args, **kwargs)
+
+        cluster.scheduler.handlers["heartbeat_worker"] = slow_heartbeat
+        time.sleep(1.5)  # every worker's next heartbeat is now waiting for its answer
+        if ordered:
+            _close_embedded(client, cluster)
+        else:
+            client.close()
+            cluster.close()
+    finally:
+        worker_log.removeHandler(handler)
+    failed = [m for m in messages if "during heartbeat" in m]
+    assert bool(failed) is not ordered, messages

@@ -256,7 +256,7 @@ def test_failures_before_any_task(tmp_path, synthetic_store):
     missing = _write_job(tmp_path / "missing.yaml", tmp_path / "nowhere.zarr")
     proc = _dimbsvm("run", missing, "--out", tmp_path / "r2", "--workers", "1")
     assert proc.returncode == 2 and "does not exist" in proc.stderr, proc.stderr
-    assert "dashboard" not in proc.stderr
+    assert "dashboard" not in proc.stdout + proc.stderr
     bad = _write_job(tmp_path / "bad.yaml", synthetic_store, execution="{retries: many}")
     proc = _dimbsvm("run", bad, "--out", tmp_path / "r3")
     assert proc.returncode == 2 and "'execution.retries' must be of type integer" in proc.stderr

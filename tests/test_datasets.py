@@ -520,3 +520,42 @@ def test_make_imbalanced_learnable_but_overlapping():
 def test_make_imbalanced_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_imbalanced(**kwargs)
+
+
+def test_continuous_target_is_not_a_class_label(tmp_path):
+    from dimbsvm.datasets import load_csv
+
+    path = tmp_path / "regression.csv"
+    path.write_text("x0,price\n" + "".join(f"{i},{i * 0.37:.2f}\n" for i in range(40)))
+    with pytest.raises(DataError, match=r"target column 'price': the target is continuous \(40 distinct numbers, "
+                                        r"39 of them not whole, e\.g\. 0\.37, 0\.74, 1\.11\), not a class label"):
+        load_csv(path)
+    whole = tmp_path / "whole.csv"  # whole numbers are class codes, as before
+    whole.write_text("x0,class\n" + "".join(f"{i},{i % 3}.0\n" for i in range(12)))
+    assert load_csv(whole).class_map == {"0": 0, "1": 1, "2": 2}
+
+
+def test_csv_features_for_prediction_with_and_without_a_label(tmp_path):
+    from dimbsvm.datasets import load_csv_features
+
+    unlabelled = tmp_path / "new.csv"
+    unlabelled.write_text("a,b,c\n1,2,3\n4,5,6\n")
+    np.testing.assert_array_equal(load_csv_features(unlabelled, n_features=3), [[1, 2, 3], [4, 5, 6]])
+    labelled = tmp_path / "labelled.csv"
+    labelled.write_text("a,class,b,c\n1,x,2,3\n4,y,5,6\n")
+    np.testing.assert_array_equal(load_csv_features(labelled, n_features=3), [[1, 2, 3], [4, 5, 6]])
+    # by name, in the model's order, nominal indicators rebuilt, extra columns ignored
+    named = tmp_path / "named.csv"
+    named.write_text("colour,b,a,extra\nred,2,1,z\nblue,5,4,z\n")
+    X = load_csv_features(named, n_features=4, feature_names=["a", "b", "colour=blue", "colour=red"])
+    np.testing.assert_array_equal(X, [[1, 2, 0, 1], [4, 5, 1, 0]])
+    with pytest.raises(DataError, match=r"has 2 columns; the model needs 3 feature columns"):
+        load_csv_features(_two_columns(tmp_path), n_features=3)
+    with pytest.raises(DataError, match=r"feature column\(s\) \['d'\] the model was trained on are not in the header"):
+        load_csv_features(named, n_features=3, feature_names=["a", "b", "d"])
+
+
+def _two_columns(tmp_path):
+    path = tmp_path / "two.csv"
+    path.write_text("a,b\n1,2\n")
+    return path

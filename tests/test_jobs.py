@@ -144,7 +144,7 @@ def test_resume_over_replaced_data_is_refused(client, tmp_path):
     rng = np.random.default_rng(1)
     _write_csv(source, data.X, rng.permutation(data.y))
     with pytest.raises(DataError, match=r"interrupted run on other data \(data fingerprint [0-9a-f]{16}, "
-                                        r"now [0-9a-f]{16}\).*remove .*\.run\.partial to start over"):
+                                        r"now [0-9a-f]{16}\).*start over with --fresh \(or remove .*\.run\.partial\)"):
         run_job(job, client, out=tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
     assert len(list((partial / "folds").glob("*.json"))) == 3
@@ -159,3 +159,98 @@ def test_fold_file_from_other_data_is_refused(client, tmp_path):
     fold.write_text(json.dumps(dict(saved, data_fingerprint="0" * 64)))
     with pytest.raises(DataError, match=r"was recorded for other data"):
         run_job(job, client, out=tmp_path / "run", progress=False)
+
+
+# checks before any task starts (issue 17)
+
+def test_binary_only_estimator_on_three_classes_is_refused_before_any_task():
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    y3 = np.array([0] * 10 + [1] * 10 + [2] * 10)
+    for name in ("othr", "thr", "ensemble_othr", "hpc", "act"):
+        with pytest.raises(DataError, match=rf"3 classes, but estimator '{name}' \(\w+\) is binary-only"):
+            check_job_data(_dataset(X, y3), _job(estimator={"name": name}, metrics=["g_mean"]))
+    check_job_data(_dataset(X, y3), _job(estimator={"name": "svc"}, metrics=["g_mean"]))  # multi-class: fine
+
+
+def test_identifier_like_target_is_not_a_class_label():
+    X = np.random.default_rng(0).normal(size=(80, 2))
+    y = np.arange(80) % 75  # 75 "classes", 70 of them on one row
+    with pytest.raises(DataError, match=r"75 distinct values, 70 of them on a single row: it is not a class label"):
+        check_job_data(_dataset(X, y), _job(metrics=["g_mean"]))
+
+
+@pytest.mark.parametrize("features, estimator, message", [
+    ([{"name": "similarity"}], {"name": "svc"},
+     r"features.0 \(similarity\) asks for references=100 rows, but the smallest training fold \(5-fold CV of 100 "
+     r"rows\) has 80 rows; set features.0.params.references to at most 80"),
+    ([{"name": "structural", "params": {"n_neighbors": 80}}], {"name": "svc"},
+     r"features.0 \(structural\) asks for n_neighbors=80, but .* has 80 rows"),
+    ([], {"name": "hpc", "params": {"n_neighbors": 90}}, r"estimator 'hpc' asks for n_neighbors=90"),
+])
+def test_stage_sizes_must_fit_every_training_fold(features, estimator, message):
+    X = np.random.default_rng(0).normal(size=(100, 3))
+    y = np.array([0] * 80 + [1] * 20)
+    with pytest.raises(DataError, match=message):
+        check_job_data(_dataset(X, y), _job(features=features, estimator=estimator))
+    check_job_data(_dataset(X, y), _job(features=[{"name": "similarity", "params": {"references": 80}}]))
+
+
+def test_checks_run_once_per_job():
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    data = _dataset(X, np.array([0] * 24 + [1] * 6))
+    check_job_data(data, _job())
+    data.X[0, 0] = np.nan  # a second call for the same job is free (the runner calls it after the CLI)
+    check_job_data(data, _job())
+    with pytest.raises(DataError, match="NaN"):
+        check_job_data(data, _job(cv={"n_splits": 3}))  # another job is checked again
+
+
+def test_plan_run_dir_refuses_each_unusable_out(tmp_path):
+    from dimbsvm.exceptions import DimbsvmError
+    from dimbsvm.jobs.run_dir import plan_run_dir
+
+    job = _job()
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    (tmp_path / "done").mkdir()
+    for name in ("metrics.json", "job.yaml"):
+        (tmp_path / "done" / name).write_text("{}")
+    for out, message in [("file", "is an existing file, not a directory"),
+                         ("empty", "is an existing empty directory.*rmdir"),
+                         ("other", "is an existing directory that is not a dimbsvm run \\(it holds notes.txt\\)"),
+                         ("done", "already exists and is complete"),
+                         ("file/run", "is a file, not a directory")]:
+        with pytest.raises(DimbsvmError, match=message):
+            plan_run_dir(job, "d" * 64, out=tmp_path / out)
+    with pytest.raises(DimbsvmError, match="--resume: there is no interrupted run"):
+        plan_run_dir(job, "d" * 64, out=tmp_path / "new", resume=True)
+    plan = plan_run_dir(job, "d" * 64, out=tmp_path / "new")
+    assert plan.run_dir == tmp_path / "new" and not plan.resuming
+
+
+def test_default_out_resumes_the_newest_partial_run_of_the_same_job_and_data(tmp_path):
+    import datetime as dt
+
+    from dimbsvm.exceptions import DimbsvmError
+    from dimbsvm.jobs.run_dir import open_partial, plan_run_dir
+
+    job, other = _job(), _job(cv={"n_splits": 3})
+    runs = tmp_path / "runs"
+    day = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    with pytest.raises(DimbsvmError, match="--resume: no interrupted run of job 'job' on this data"):
+        plan_run_dir(job, "a" * 64, runs_root=runs, resume=True)
+    made = {}
+    for i, (j, data_fp) in enumerate([(job, "a" * 64), (job, "a" * 64), (job, "b" * 64), (other, "a" * 64)]):
+        plan = plan_run_dir(j, data_fp, runs_root=runs, fresh=True, now=day + dt.timedelta(minutes=i))
+        from dimbsvm.jobs.run_dir import job_fingerprint
+        open_partial(plan.partial, job_fingerprint(j), data_fp, "", j)
+        made[i] = plan
+    (made[1].partial / "folds" / "seed0-fold0.json").write_text("{}")
+    plan = plan_run_dir(job, "a" * 64, runs_root=runs)  # the newest of this job and data: #1, not #2 or #3
+    assert plan.resuming and plan.run_dir == made[1].run_dir and plan.saved_folds == 1
+    assert plan_run_dir(job, "a" * 64, runs_root=runs, resume=True).run_dir == made[1].run_dir
+    fresh = plan_run_dir(job, "a" * 64, runs_root=runs, fresh=True, now=day + dt.timedelta(hours=1))
+    assert not fresh.resuming and fresh.run_dir == runs / "job-20250102-040405"
+    assert plan_run_dir(job, "c" * 64, runs_root=runs, now=day).resuming is False  # other data: a new run

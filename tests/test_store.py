@@ -17,8 +17,8 @@ def test_numpy_round_trip(tmp_path):
     X = rng.normal(size=(103, 4))
     y = (rng.random(103) < 0.2).astype(int)
     stored = ingest((X, y), tmp_path / "s.zarr", chunk_rows=25)
-    assert stored.X.dtype == np.float32 and stored.X.chunks[0][:4] == (25, 25, 25, 25)
-    np.testing.assert_array_equal(stored.X.compute(), X.astype(np.float32))
+    assert stored.X.dtype == np.float64 and stored.X.chunks[0][:4] == (25, 25, 25, 25)  # an array keeps its dtype
+    np.testing.assert_array_equal(stored.X.compute(), X)
     np.testing.assert_array_equal(stored.y.compute(), y)
     assert stored.meta["complete"] is True
     assert stored.meta["class_counts"] == {"0": int((y == 0).sum()), "1": int(y.sum())}
@@ -30,7 +30,8 @@ def test_numpy_round_trip(tmp_path):
 def test_dask_ingest_streams_chunks_and_counts_classes(tmp_path):
     X, y = make_imbalanced(5_000, n_features=6, minority_fraction=0.05, chunks=1_000, random_state=3)
     stored = ingest((X, y), tmp_path / "syn.zarr", chunk_rows=700)
-    np.testing.assert_array_equal(stored.X.compute(), X.compute().astype(np.float32))
+    assert stored.X.dtype == np.float32  # make_imbalanced's float32 stays float32
+    np.testing.assert_array_equal(stored.X.compute(), X.compute())
     counts = np.bincount(y.compute())
     assert stored.meta["class_counts"] == {"0": int(counts[0]), "1": int(counts[1])}
     assert stored.X.chunks[0][0] == 700
@@ -42,7 +43,7 @@ def test_file_source_keeps_metadata_and_is_reused(tmp_path, caplog):
     expected = load_keel("yeast5")
     assert stored.meta["class_map"] == {"positive": 1, "negative": 0}
     assert stored.meta["feature_names"] == expected.feature_names
-    np.testing.assert_allclose(stored.to_dataset().X, expected.X.astype(np.float32))
+    np.testing.assert_array_equal(stored.to_dataset().X, expected.X)  # a file is stored as float64
     first_chunk = path / "X" / "c" / "0" / "0"
     mtime = first_chunk.stat().st_mtime_ns
     with caplog.at_level(logging.INFO, logger="dimbsvm.store"):
@@ -147,7 +148,7 @@ def test_missing_chunk_is_an_error_not_zeros(tmp_path):
     with pytest.raises(StoreError, match=message):
         open_store(path).to_dataset()
     rows = StoreRows(path, stored.X.shape)
-    np.testing.assert_array_equal(rows[np.arange(0, 40)], X[:40].astype(np.float32))  # intact chunks still read
+    np.testing.assert_array_equal(rows[np.arange(0, 40)], X[:40])  # intact chunks still read
     with pytest.raises(StoreError, match=message):
         rows[np.array([3, 45])]
     # re-ingesting the same source over the damaged store says so; --overwrite rebuilds it
@@ -155,7 +156,7 @@ def test_missing_chunk_is_an_error_not_zeros(tmp_path):
                                          r"is missing on disk; pass overwrite=True"):
         ingest((X, y), path, chunk_rows=20)
     rebuilt = ingest((X, y), path, chunk_rows=20, overwrite=True)
-    np.testing.assert_array_equal(rebuilt.X.compute(), X.astype(np.float32))
+    np.testing.assert_array_equal(rebuilt.X.compute(), X)
     verify_store(path)
 
 
@@ -204,3 +205,21 @@ def test_older_store_format_is_refused_and_rebuilt(tmp_path):
     with pytest.raises(StoreError, match=r"older dimbsvm \(store format 1\).*--overwrite"):
         open_store(path)
     assert ingest((X, y), path, chunk_rows=5).meta["store_format"] == 2  # same source: rebuilt
+
+
+def test_file_precision_is_kept_unless_float32_is_asked_for(tmp_path):
+    """A CSV value needing more than float32's ~7 digits reads back exactly; float32 is opt-in and recorded."""
+    src = tmp_path / "precise.csv"
+    src.write_text("x0,x1,class\n" + "".join(f"{123456789.123 + i},{i},{'a' if i % 4 else 'b'}\n" for i in range(12)))
+    stored = ingest(src, tmp_path / "p64.zarr")
+    assert stored.meta["dtype"] == "float64" and stored.X.dtype == np.float64
+    assert stored.X[0, 0].compute() == 123456789.123
+    small = ingest(src, tmp_path / "p32.zarr", dtype="float32")
+    assert small.meta["dtype"] == "float32" and small.X[0, 0].compute() == np.float32(123456792.0)
+    # reused as it is without a dtype; another dtype is refused, then rebuilt with overwrite
+    assert ingest(src, tmp_path / "p32.zarr").X.dtype == np.float32
+    with pytest.raises(StoreError, match="holds float32 features, not the float64 asked for.*overwrite"):
+        ingest(src, tmp_path / "p32.zarr", dtype="float64")
+    assert ingest(src, tmp_path / "p32.zarr", dtype="float64", overwrite=True).X[0, 0].compute() == 123456789.123
+    with pytest.raises(StoreError, match="dtype must be one of float64, float32"):
+        ingest(src, tmp_path / "p16.zarr", dtype="float16")

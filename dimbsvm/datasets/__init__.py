@@ -9,13 +9,14 @@ from ._base import Dataset
 from .keel import load_keel
 from .registry import bundled_names, list_available, load, shared_datasets_dir
 from .synthetic import make_imbalanced
-from .tabular import load_agnostic, load_csv, load_npz, load_svmlight
+from .tabular import load_agnostic, load_csv, load_csv_features, load_npz, load_svmlight
 from .timeseries import load_ts
 
 __all__ = [
     "Dataset",
     "load_keel",
     "load_csv",
+    "load_csv_features",
     "load_npz",
     "load_svmlight",
     "load_agnostic",

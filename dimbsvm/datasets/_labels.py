@@ -8,7 +8,9 @@ whatever file it came from:
   not the smaller class (``ecoli-0_vs_1`` is such a file);
 * any other two classes: the minority (by count) -> 1; on a tie the second
   class in order (declared order, else sorted order) -> 1;
-* more than two classes: declared order, else sorted order -> 0..k-1.
+* more than two classes: declared order, else sorted order -> 0..k-1;
+* numbers that are not all whole (``0.25``, ``3.7``) are a continuous
+  target, not class labels, and are refused (unless the classes are declared).
 
 Sorted order is numeric when every label is a number (so ``"10"`` follows
 ``"9"``), otherwise lexicographic.
@@ -96,6 +98,10 @@ def encode_labels(
     ([1, 0, 0, 0], {'b': 0, 'a': 1})
     >>> encode_labels([-1.0, 1.0, -1.0], source="demo")[1]
     {'-1': 0, '1': 1}
+    >>> encode_labels([0.5, 1.25, 3.0], source="demo")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.DataError: demo: the target is continuous (3 distinct numbers, 2 of them not whole, e.g. 0.5, 1.25), not a class label; dimbsvm classifies, so choose a column of class labels as the target, or bin the values into classes
     """
     source_labels = np.asarray(labels, dtype=object).ravel()
     keys = np.asarray([label_key(v) for v in source_labels], dtype=object)
@@ -112,6 +118,7 @@ def encode_labels(
                 f"{source}: class label(s) {unknown} not among the declared classes {order}"
             )
     else:
+        _check_not_continuous(list(count_of), source)
         order = _sorted_classes(list(count_of))
 
     if binary_minority and len(order) == 2:
@@ -121,6 +128,23 @@ def encode_labels(
 
     y = np.fromiter((class_map[k] for k in keys), dtype=np.int64, count=keys.size)
     return y, class_map
+
+
+def _check_not_continuous(keys: list[str], source: str) -> None:
+    """Refuse labels that are numbers and not all whole: a regression target, not classes."""
+    values = []
+    for key in keys:
+        try:
+            values.append(float(key))
+        except ValueError:
+            return  # a text label: categories
+    fractional = sorted(v for v in values if np.isfinite(v) and not float(v).is_integer())
+    if fractional:
+        shown = ", ".join(f"{v:g}" for v in fractional[:3])
+        raise DataError(
+            f"{source}: the target is continuous ({len(keys)} distinct numbers, {len(fractional)} of them not "
+            f"whole, e.g. {shown}), not a class label; dimbsvm classifies, so choose a column of class labels "
+            "as the target, or bin the values into classes")
 
 
 def _binary_map(order: list[str], count_of: dict[str, int], source: str) -> dict[str, int]:

@@ -12,7 +12,7 @@ from ..exceptions import DataError
 from ._base import Dataset
 from ._labels import encode_labels
 
-__all__ = ["load_csv", "load_npz", "load_svmlight", "load_agnostic"]
+__all__ = ["load_csv", "load_csv_features", "load_npz", "load_svmlight", "load_agnostic"]
 
 # Cell values read as "missing" in CSV files: NaN in numeric columns,
 # an all-zero block in nominal ones.
@@ -104,7 +104,7 @@ def load_csv(path, target="class", nominal=()) -> Dataset:
             raise DataError(
                 f"{path}, line {line_numbers[i]}: missing label in column {header[target_index]!r}"
             )
-    y, class_map = encode_labels(labels, source=str(path))
+    y, class_map = encode_labels(labels, source=f"{path}, target column {header[target_index]!r}")
     X = np.hstack(blocks) if blocks else np.empty((len(rows), 0), dtype=np.float64)
     return Dataset(
         X=np.ascontiguousarray(X, dtype=np.float64),
@@ -115,6 +115,93 @@ def load_csv(path, target="class", nominal=()) -> Dataset:
         name=path.stem,
         source=str(path),
     )
+
+
+def load_csv_features(path, *, n_features: int, feature_names=None, target: str = "class") -> np.ndarray:
+    """The feature columns of a CSV file to score with a model, with or without a label column.
+
+    Data to predict on usually has no label. The columns are chosen by what
+    the model was trained on:
+
+    * with ``feature_names`` (the training columns after encoding): those
+      columns by name, in that order; a name ``"col=A"`` of a one-hot encoded
+      nominal column is the indicator of ``col == "A"``; other columns (the
+      label) are ignored;
+    * without: a header of ``n_features`` columns is all features; one of
+      ``n_features + 1`` has a label column, ``target`` if present, else the
+      last one, which is dropped.
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int
+        Features per row the model expects.
+    feature_names : sequence of str, default=None
+        The training data's feature names, when known.
+    target : str, default="class"
+        The label column's name, if there is one.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), float64
+
+    Raises
+    ------
+    DataError
+        A named column is missing, the column count fits neither case, or a
+        feature column is not numeric (naming the cells).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> tmp = pathlib.Path(tempfile.mkdtemp()) / "new.csv"
+    >>> _ = tmp.write_text("x0,x1\\n1.5,2\\n0,1\\n")
+    >>> load_csv_features(tmp, n_features=2).tolist()
+    [[1.5, 2.0], [0.0, 1.0]]
+    """
+    path = _existing_file(path)
+    header, rows, line_numbers = _read_csv_rows(path)
+    n_features = int(n_features)
+    if feature_names:
+        names = [str(n) for n in feature_names]
+        if len(names) != n_features:
+            raise DataError(f"the model lists {len(names)} feature names for {n_features} features")
+        columns = []
+        missing = []
+        for name in names:
+            if name in header:
+                j = header.index(name)
+                numbers = _numeric_column([row[j] for row in rows], path, name, line_numbers)
+                if numbers is None:
+                    raise DataError(f"{path}: column {name!r} holds no numbers; the model was trained on it as a "
+                                    "numeric feature")
+                columns.append(numbers)
+            elif "=" in name and name.split("=", 1)[0] in header:
+                source, category = name.split("=", 1)
+                j = header.index(source)
+                columns.append(np.array([1.0 if row[j] == category else 0.0 for row in rows]))
+            else:
+                missing.append(name)
+        if missing:
+            raise DataError(f"{path}: feature column(s) {missing[:5]}{' and more' if len(missing) > 5 else ''} "
+                            f"the model was trained on are not in the header; columns are {header}")
+        return np.ascontiguousarray(np.column_stack(columns), dtype=np.float64)
+    if len(header) == n_features:
+        keep = list(range(len(header)))
+    elif len(header) == n_features + 1:
+        label = header.index(target) if target in header else len(header) - 1
+        keep = [j for j in range(len(header)) if j != label]
+    else:
+        raise DataError(f"{path} has {len(header)} columns; the model needs {n_features} feature columns "
+                        f"(plus, optionally, one label column)")
+    columns = []
+    for j in keep:
+        numbers = _numeric_column([row[j] for row in rows], path, header[j], line_numbers)
+        if numbers is None:
+            raise DataError(f"{path}: column {header[j]!r} holds no numbers; the model needs numeric features "
+                            "(a model trained on nominal columns needs their names: retrain with this dimbsvm)")
+        columns.append(numbers)
+    return np.ascontiguousarray(np.column_stack(columns), dtype=np.float64)
 
 
 def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
@@ -204,6 +291,8 @@ def load_npz(path) -> Dataset:
     ([1, 0, 0], {'7': 0, '5': 1})
     """
     path = _existing_file(path)
+    if not zipfile.is_zipfile(path):  # else numpy tries it as a pickle and suggests loading it unsafely
+        raise DataError(f"{path}: not a .npz archive (not a zip file); write one with numpy.savez(path, X=..., y=...)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in archive.files}

@@ -5,9 +5,10 @@ when there is one; only :func:`cluster_client` (used by the CLI and the job
 runner) may start an embedded ``LocalCluster``.
 """
 
-from .client import ClusterConnectionError, TLSSettings, cluster_client, current_client
+from .client import (ClusterConnectionError, TLSSettings, check_cluster_options, check_scheduler_address,
+                     cluster_client, current_client)
 from .fanout import run_tasks
 from .predict import predict_chunks, write_predictions
 
-__all__ = ["ClusterConnectionError", "TLSSettings", "cluster_client", "current_client", "predict_chunks",
+__all__ = ["ClusterConnectionError", "TLSSettings", "check_cluster_options", "check_scheduler_address", "cluster_client", "current_client", "predict_chunks",
            "run_tasks", "write_predictions"]

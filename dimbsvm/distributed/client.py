@@ -5,13 +5,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
+import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from ..exceptions import DimbsvmError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TLSSettings", "cluster_client", "current_client", "ClusterConnectionError"]
+__all__ = ["TLSSettings", "check_cluster_options", "check_scheduler_address", "cluster_client", "current_client",
+           "ClusterConnectionError"]
+
+#: Address schemes a user may give; Dask's ``inproc://`` only works inside one process (tests).
+SCHEMES = ("tcp", "tls")
 
 
 class ClusterConnectionError(DimbsvmError):
@@ -34,14 +42,141 @@ class TLSSettings:
     cert: str
     key: str | None = None
 
+    def check(self) -> None:
+        """Raise :class:`ClusterConnectionError` unless every file exists and TLS can be used.
+
+        Raises
+        ------
+        ClusterConnectionError
+            A file is missing (naming the flag and the path), or the
+            ``cryptography`` package is not installed.
+        """
+        for flag, path in (("--tls-ca-file", self.ca_file), ("--tls-cert", self.cert), ("--tls-key", self.key)):
+            if path is not None and not os.path.isfile(path):
+                raise ClusterConnectionError(f"TLS file {path} ({flag}) does not exist")
+        check_tls_support()
+
     def security(self):
+        """The ``distributed.security.Security`` for these files (checked first)."""
         from distributed.security import Security
 
-        for what, path in (("CA file", self.ca_file), ("certificate", self.cert), ("key", self.key)):
-            if path is not None and not os.path.isfile(path):
-                raise ClusterConnectionError(f"TLS {what} {path} does not exist")
+        self.check()
         return Security(tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key,
                         require_encryption=True)
+
+
+def check_tls_support() -> None:
+    """Raise when TLS cannot work here.
+
+    Raises
+    ------
+    ClusterConnectionError
+        ``cryptography`` (what Dask's TLS and temporary certificates use)
+        cannot be imported; the message says how to install it.
+    """
+    try:
+        import cryptography.x509  # noqa: F401 - what distributed's TLS and temporary certificates use
+    except ImportError as exc:
+        raise ClusterConnectionError(
+            f"TLS needs the 'cryptography' package, which cannot be imported ({exc}); "
+            "install it with `pip install cryptography`") from None
+
+
+def check_scheduler_address(address: str) -> str:
+    """Check the syntax of a scheduler address (nothing is contacted); return it.
+
+    Accepted: ``tcp://HOST:PORT``, ``tls://HOST:PORT`` and ``HOST:PORT``
+    (tcp). The port may be left out (Dask's default, 8786).
+
+    Raises
+    ------
+    ClusterConnectionError
+        Naming the address and what is wrong with it.
+
+    Examples
+    --------
+    >>> check_scheduler_address("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    >>> check_scheduler_address("foo://bar")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.distributed.client.ClusterConnectionError: scheduler address 'foo://bar': unknown scheme 'foo://'; accepted: tcp://HOST:PORT or tls://HOST:PORT
+    """
+    accepted = "tcp://HOST:PORT or tls://HOST:PORT"
+    text = str(address).strip()
+    if not text:
+        raise ClusterConnectionError(f"the scheduler address is empty; accepted: {accepted}")
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    scheme = scheme.lower()
+    if scheme == "inproc":
+        raise ClusterConnectionError(f"scheduler address {text!r}: inproc:// connects only inside one Python "
+                                     f"process (Dask's tests); accepted: {accepted}")
+    if scheme not in SCHEMES:
+        raise ClusterConnectionError(f"scheduler address {text!r}: unknown scheme '{scheme}://'; accepted: {accepted}")
+    try:
+        parts = urlsplit(f"{scheme}://{rest}")
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:  # a port that is not a number, or out of range
+        raise ClusterConnectionError(f"scheduler address {text!r}: {exc}; accepted: {accepted}") from None
+    if not host or parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        raise ClusterConnectionError(f"scheduler address {text!r} is not of the form {accepted}")
+    del port
+    return text
+
+
+def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str | None = None,
+                          tls: TLSSettings | None = None, require_encryption: bool = False) -> str:
+    """Check everything about where a job will run that can be checked without contacting anything.
+
+    The address (given, or ``DASK_SCHEDULER_ADDRESS``) must be well formed, a
+    scheduler file must exist, TLS files must exist, and a job that requires
+    encryption must not name a ``tcp://`` scheduler. This is what
+    :func:`cluster_client` checks first; the CLI calls it before any cluster
+    starts (``dimbsvm validate`` runs it too).
+
+    Returns
+    -------
+    str
+        Where the job would run, for messages: the address, the scheduler
+        file, or ``"embedded LocalCluster"``.
+
+    Raises
+    ------
+    ClusterConnectionError
+    """
+    env = os.environ.get("DASK_SCHEDULER_ADDRESS")
+    address = scheduler or (None if scheduler_file else env)
+    if address:
+        where = "" if scheduler else " (from DASK_SCHEDULER_ADDRESS)"
+        try:
+            check_scheduler_address(address)
+        except ClusterConnectionError as exc:
+            raise ClusterConnectionError(f"{exc}{where}") from None
+    if scheduler_file and not os.path.isfile(scheduler_file):
+        raise ClusterConnectionError(f"scheduler file {scheduler_file} (--scheduler-file) does not exist")
+    encrypted = bool(address) and address.strip().lower().startswith("tls://")
+    if tls is not None:
+        if not (address or scheduler_file):
+            raise ClusterConnectionError("TLS files were given but no scheduler (--scheduler tls://HOST:PORT or "
+                                         "--scheduler-file); the embedded cluster makes its own certificates when "
+                                         "a job requires encryption")
+        if address and not encrypted:
+            raise ClusterConnectionError(f"TLS files were given but the scheduler address {address} is not tls://; "
+                                         "use tls://HOST:PORT")
+        tls.check()
+    if require_encryption:
+        if address and not encrypted:
+            raise ClusterConnectionError(
+                f"the job requires encryption (execution.require_encryption) but the scheduler address "
+                f"{address} is not tls://")
+        check_tls_support()  # an embedded cluster then uses temporary certificates
+    elif encrypted:
+        check_tls_support()
+    if address:
+        return address
+    return f"scheduler file {scheduler_file}" if scheduler_file else "embedded LocalCluster"
 
 
 def current_client(client=None):
@@ -111,32 +246,117 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
     """
     from distributed import Client, LocalCluster
 
+    check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls, require_encryption=require_encryption)
     address = scheduler or (None if scheduler_file else os.environ.get("DASK_SCHEDULER_ADDRESS"))
     security = tls.security() if tls is not None else None
     if address or scheduler_file:
         target = address or f"scheduler file {scheduler_file}"
-        if require_encryption and address and not address.startswith("tls://"):
-            raise ClusterConnectionError(
-                f"the job requires encryption but the scheduler address {address} is not tls://")
-        if scheduler_file and not os.path.isfile(scheduler_file):
-            raise ClusterConnectionError(f"scheduler file {scheduler_file} does not exist")
         logger.info("connecting to %s", target)
         try:
             client = Client(address, scheduler_file=scheduler_file, security=security, timeout=timeout)
-        except (OSError, TimeoutError, RuntimeError) as exc:
-            # RuntimeError: distributed refuses tcp:// when a Dask config requires encryption
-            raise ClusterConnectionError(f"cannot connect to the scheduler at {target}: {exc}") from exc
-        with client:
+        except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
+            # RuntimeError: distributed refuses tcp:// when a Dask config requires encryption;
+            # ValueError: an address Dask cannot parse after all
+            raise ClusterConnectionError(f"cannot connect to the scheduler at {target} (waited up to {timeout:g} s): "
+                                         f"{_reason(exc)}") from exc
+        try:
             if require_encryption and not client.scheduler.address.startswith("tls://"):
                 raise ClusterConnectionError(
                     f"the job requires encryption but {client.scheduler.address} is not tls://")
             yield client
+        finally:
+            with _signals_held():
+                client.close()
         return
     n_workers = n_workers or os.cpu_count() or 1
     logger.info("starting an embedded LocalCluster with %d worker(s)", n_workers)
     local_security = True if require_encryption else None  # temporary certificates
-    with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                      dashboard_address=":0", security=local_security,
-                      protocol="tls://" if require_encryption else None) as cluster, \
-            Client(cluster) as client:
+    try:
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
+                               dashboard_address=":0", security=local_security,
+                               protocol="tls://" if require_encryption else None,
+                               preload=[_WORKER_SETUP] if processes else None)
+    except ImportError as exc:  # cryptography missing after all
+        raise ClusterConnectionError(f"cannot start an encrypted embedded cluster: {exc}; "
+                                     "install it with `pip install cryptography`") from exc
+    try:
+        client = Client(cluster)
+    except BaseException:
+        with _signals_held():
+            cluster.close()
+        raise
+    try:
         yield client
+    finally:
+        with _signals_held():
+            _close_embedded(client, cluster)
+
+
+#: Run in every embedded worker process as it starts (see :mod:`dimbsvm.distributed._worker_setup`).
+_WORKER_SETUP = "dimbsvm.distributed._worker_setup"
+
+
+def _close_embedded(client, cluster, timeout: float = 30) -> None:
+    """Shut an embedded cluster down in the order that keeps it quiet.
+
+    1. Each worker stops its heartbeats and waits for one in flight to be
+       answered. A worker closing closes its connections to the scheduler,
+       and a heartbeat still waiting on one of them failed with "Failed to
+       communicate with scheduler during heartbeat" and a traceback (more
+       often under load, when heartbeats are slow).
+    2. The workers close, while the scheduler still answers their goodbyes.
+    3. The client, then the scheduler.
+    """
+    try:
+        client.run(_stop_heartbeats)
+    except Exception:  # noqa: BLE001 - a worker already gone has nothing to stop
+        logger.debug("could not stop the workers' heartbeats before shutdown", exc_info=True)
+    try:
+        cluster.scale(0)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if not client.scheduler_info(n_workers=-1).get("workers"):
+                    break
+            except Exception:  # noqa: BLE001 - the scheduler is going away: nothing left to wait for
+                break
+            time.sleep(0.1)
+    finally:
+        try:
+            client.close()
+        finally:
+            cluster.close()
+
+
+async def _stop_heartbeats(dask_worker=None, timeout: float = 5.0) -> None:
+    """On a worker: stop the heartbeat and wait until no call to the scheduler is in flight."""
+    import asyncio
+
+    heartbeat = dask_worker.periodic_callbacks.get("heartbeat")
+    if heartbeat is not None:
+        heartbeat.stop()
+    address = dask_worker.scheduler.address
+    deadline = time.monotonic() + timeout
+    while dask_worker.rpc.occupied.get(address) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Ignore SIGINT/SIGTERM while a cluster shuts down (a second Ctrl-C would leave it half closed)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in saved:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())

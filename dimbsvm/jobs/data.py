@@ -8,11 +8,13 @@ from pathlib import Path
 
 import dask.array as da
 import numpy as np
+from sklearn.utils import get_tags
 
 from ..datasets import load
+from ..estimators import make_estimator
+from ..exceptions import DataError, StoreError
 from ..model_selection.scoring import BINARY_METRICS
-from ..exceptions import DataError
-from ..store import StoreRows, dataset_fingerprint, open_store
+from ..store import StoreRows, dataset_fingerprint, find_damage, open_store
 
 __all__ = ["JobData", "check_job_data", "load_job_data"]
 
@@ -51,7 +53,12 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
         raise DataError(f"data source {source} does not exist")
     if path.is_dir() and (path / "zarr.json").exists():
         stored = open_store(path)
-        y = np.asarray(stored.y.compute())
+        try:
+            y = np.asarray(stored.y.compute(scheduler="threads"))
+        except StoreError:
+            raise
+        except ValueError as exc:  # a chunk that fails its checksum or does not decode (truncated)
+            raise _damaged(stored.path, exc) from exc
         return JobData(X=StoreRows(stored.path, stored.X.shape), y=y, meta=dict(stored.meta, source=str(path)),
                        lazy_X=stored.X)
     if not path.exists() and (os.sep in source or path.suffix):
@@ -60,20 +67,38 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
     return JobData(X=dataset.X, y=dataset.y, meta=dict(dataset.meta(), fingerprint=dataset_fingerprint(dataset)))
 
 
+#: More distinct labels than this, most of them on a single row, is not a class label.
+MAX_CLASSES = 50
+
+
 def check_job_data(data: JobData, job: dict) -> None:
     """Reject data the job cannot use, before any task starts.
 
-    For a store, the NaN/inf scan is a chunked Dask reduction (it runs on the
-    current client's workers when there is one).
+    Checks the shape, NaN/inf (for a store, a chunked Dask reduction that
+    also finds damaged chunks), the labels (at least two classes, a class
+    label rather than a continuous or identifier column, two classes where
+    the estimator or a metric needs two), and that every fold is feasible:
+    each class has at least ``cv.n_splits`` rows, and each training fold has
+    more rows than a feature stage's ``references``/``n_neighbors`` or the
+    estimator's ``n_neighbors`` ask for.
+
+    The checks run once per (data, job): calling this again for the same job
+    (the runner does, after the CLI) costs nothing.
 
     Raises
     ------
     DataError
-        NaN/inf without imputation, fewer than two classes, binary-only
-        metrics on multi-class labels, or a class smaller than the number of
-        folds.
+        Naming the data, the key or parameter, the numbers and the remedy.
+    StoreError
+        A chunk of the store is missing or damaged.
     """
-    X, y, name = data.X, data.y, data.name
+    from .run_dir import job_fingerprint
+
+    key = job_fingerprint(job)
+    if getattr(data, "_checked_for", None) == key:
+        return
+    X, y = data.X, data.y
+    name = job["data"]["source"]  # as the job names it
     shape = tuple(X.shape)
     if len(shape) == 3 and job["features"] and job["preprocessing"]["scaler"] == "none":
         pass  # time series: the first feature stage (e.g. similarity with dtw) reads them
@@ -83,23 +108,76 @@ def check_job_data(data: JobData, job: dict) -> None:
             "a feature stage such as similarity (with preprocessing.scaler: none)")
     if shape[0] != y.shape[0]:
         raise DataError(f"{name}: X has {shape[0]} rows but y has {y.shape[0]} labels")
-    _check_finite(data, impute=job["preprocessing"]["impute"] != "none")
+    _check_finite(data, impute=job["preprocessing"]["impute"] != "none", name=name)
     labels, counts = np.unique(y, return_counts=True)
     if len(labels) < 2:
         raise DataError(f"{name}: only one class ({labels[0] if len(labels) else 'none'}) in the labels; "
                         "classification needs at least two")
-    binary_only = sorted(set(job["metrics"]) & set(BINARY_METRICS))
-    if len(labels) > 2 and binary_only:
-        raise DataError(f"{name}: {len(labels)} classes, but metric(s) {', '.join(binary_only)} "
-                        "need two; drop them from 'metrics'")
+    singletons = int((counts == 1).sum())
+    if len(labels) > MAX_CLASSES and singletons > len(labels) / 2:
+        raise DataError(
+            f"{name}: the target has {len(labels)} distinct values, {singletons} of them on a single row: "
+            "it is not a class label (a continuous or identifier column?); dimbsvm classifies, so choose a "
+            "column of class labels as the target, or bin the values into classes")
+    if len(labels) > 2:
+        estimator = make_estimator(job["estimator"]["name"], job["estimator"]["params"])
+        if not get_tags(estimator).classifier_tags.multi_class:
+            raise DataError(
+                f"{name}: {len(labels)} classes, but estimator {job['estimator']['name']!r} "
+                f"({type(estimator).__name__}) is binary-only; choose a multi-class estimator (svc, svc_balanced, "
+                "linear_svc) or data with two classes")
+        binary_only = sorted(set(job["metrics"]) & set(BINARY_METRICS))
+        if binary_only:
+            raise DataError(f"{name}: {len(labels)} classes, but metric(s) {', '.join(binary_only)} "
+                            "need two; drop them from 'metrics'")
     n_splits = job["cv"]["n_splits"]
     if counts.min() < n_splits:
         small = labels[np.argmin(counts)]
         raise DataError(f"{name}: class {small} has {counts.min()} rows, fewer than cv.n_splits={n_splits}; "
                         "lower cv.n_splits or add data")
+    _check_fold_sizes(job, name, counts)
+    data._checked_for = key
 
 
-def _check_finite(data: JobData, *, impute: bool) -> None:
+def _check_fold_sizes(job: dict, name: str, counts) -> None:
+    """Stage and estimator sizes that every training fold must accommodate."""
+    n_splits = job["cv"]["n_splits"]
+    # stratified k-fold gives each class's rows to the folds as evenly as possible: the largest
+    # test fold takes ceil(count / k) of every class, so the smallest training fold has this many rows
+    train_rows = int(sum(c - -(-c // n_splits) for c in counts))
+    where = f"the smallest training fold ({n_splits}-fold CV of {int(sum(counts))} rows) has {train_rows} rows"
+    for i, stage in enumerate(job["features"]):
+        params = stage.get("params") or {}
+        if stage["name"] == "similarity":
+            refs = params.get("references", 100)
+            if isinstance(refs, (int, np.integer)) and not isinstance(refs, bool) and refs > train_rows:
+                raise DataError(
+                    f"{name}: features.{i} (similarity) asks for references={refs} rows, but {where}; set "
+                    f"features.{i}.params.references to at most {train_rows}, or to a fraction such as 0.5")
+        if stage["name"] == "structural":
+            k = params.get("n_neighbors", 10)
+            if isinstance(k, (int, np.integer)) and k >= train_rows:
+                raise DataError(
+                    f"{name}: features.{i} (structural) asks for n_neighbors={k}, but {where}; set "
+                    f"features.{i}.params.n_neighbors below {train_rows}")
+    estimator = make_estimator(job["estimator"]["name"], job["estimator"]["params"])
+    k = estimator.get_params().get("n_neighbors") if "n_neighbors" in estimator.get_params() else None
+    if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= train_rows:
+        raise DataError(f"{name}: estimator {job['estimator']['name']!r} asks for n_neighbors={k}, but {where}; "
+                        f"set estimator.params.n_neighbors below {train_rows}")
+
+
+def _damaged(path, exc: BaseException) -> StoreError:
+    """A ``StoreError`` naming the damaged chunk (found by re-reading the store) for a failed read."""
+    try:
+        damage = find_damage(path, checksums=True)
+    except Exception:  # noqa: BLE001 - the original error is still reported
+        damage = None
+    detail = damage or f"a chunk failed to decode ({' '.join(str(exc).split())})"
+    return StoreError(f"store {path}: {detail}; rebuild it with `dimbsvm ingest SOURCE {path} --overwrite`")
+
+
+def _check_finite(data: JobData, *, impute: bool, name: str) -> None:
     X = data.lazy_X if data.lazy_X is not None else np.asarray(data.X)
     xp = da if isinstance(X, da.Array) else np
     per_row = tuple(range(1, X.ndim))
@@ -108,17 +186,22 @@ def _check_finite(data: JobData, *, impute: bool) -> None:
     if X.ndim == 3:
         impute = True  # NaN right-pads series of unequal length; the feature stage handles it
     if isinstance(X, da.Array):
-        bad_inf, bad_nan = da.compute(bad_inf, bad_nan)
+        try:
+            bad_inf, bad_nan = da.compute(bad_inf, bad_nan)
+        except StoreError:
+            raise
+        except ValueError as exc:  # a chunk that fails its checksum or does not decode
+            raise _damaged(data.meta.get("source", data.name), exc) from exc
     if bad_inf.any():
         row = int(np.flatnonzero(bad_inf)[0])
         col = int(np.flatnonzero(np.isinf(np.asarray(X[row]).reshape(-1)))[0])
-        raise DataError(f"{data.name}: infinite value in row {row}, column {_column_name(data, col)}; "
+        raise DataError(f"{name}: infinite value in row {row}, column {_column_name(data, col)}; "
                         "remove or clip it")
     if bad_nan.any() and not impute:
         row = int(np.flatnonzero(bad_nan)[0])
         col = int(np.flatnonzero(np.isnan(np.asarray(X[row])))[0])
         raise DataError(
-            f"{data.name}: {int(bad_nan.sum())} row(s) with missing values (NaN), first in row {row}, column "
+            f"{name}: {int(bad_nan.sum())} row(s) with missing values (NaN), first in row {row}, column "
             f"{_column_name(data, col)}; set preprocessing.impute to mean or median to impute them")
 
 

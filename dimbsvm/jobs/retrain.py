@@ -137,6 +137,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
               "n_train": int(len(train_rows)), "n_holdout": int(len(hold_rows)),
               "holdout_metrics": challenger_metrics},
         model_meta={"job": job["name"], "estimator": job["estimator"], "n_features": int(data.X.shape[1]),
+                    "feature_names": data.meta.get("feature_names"),
                     "class_map": data.meta.get("class_map", {}), "positive_label": pos_label,
                     "data_fingerprint": data.meta.get("fingerprint")})
     event = {"data_fingerprint": data.meta.get("fingerprint"), "challenger_metrics": challenger_metrics,

@@ -173,5 +173,5 @@ def _save_final_model(model, job, data, pos_label, partial):
         "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],
         "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]),
         "class_map": data.meta.get("class_map", {}), "data_fingerprint": data.meta.get("fingerprint"),
-        "positive_label": pos_label,
+        "positive_label": pos_label, "feature_names": data.meta.get("feature_names"),
     })

@@ -4,7 +4,7 @@ A store is a Zarr v3 group on local disk::
 
     store.zarr/
       zarr.json        group attributes: {"dimbsvm": {...meta, "complete": bool}}
-      X/               float32, chunked by rows, crc32c-checksummed chunks
+      X/               float64 (float32 if asked for), chunked by rows, crc32c-checksummed chunks
       y/               int32, chunked like X's rows
 
 The ``complete`` flag is written last, after every chunk is on disk, so a store
@@ -17,6 +17,12 @@ damaged chunk fails to decode instead of yielding wrong numbers;
 
 The meta records the source fingerprint, so ingesting the same source into the
 same path twice reuses the finished store, once it is found undamaged.
+
+Precision: files are read as float64 and stored as float64 unless float32 is
+asked for (``dtype="float32"``, CLI ``--dtype float32``: half the disk and
+memory, about 7 significant digits, so ``123456789.123`` reads back as
+``123456792.0``). Arrays keep their float dtype (a float32 Dask array stays
+float32); integer arrays become float64.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ class StoredData:
     Attributes
     ----------
     X : dask.array.Array
-        Features, float32, chunked as stored.
+        Features, float64 or float32 as ingested, chunked as stored.
     y : dask.array.Array
         Integer labels.
     meta : dict
@@ -96,7 +102,11 @@ def fingerprint_file(path) -> str:
     return digest.hexdigest()
 
 
-def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=False) -> StoredData:
+#: Feature dtypes a store may hold.
+DTYPES = ("float64", "float32")
+
+
+def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=False, dtype=None) -> StoredData:
     """Write a dataset into a Zarr store and return it opened.
 
     Parameters
@@ -109,11 +119,12 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     path : str or path
         Directory of the store (created).
     chunk_rows : int, default=None
-        Rows per chunk; by default about 32 MiB of float32 features per chunk.
+        Rows per chunk; by default about 32 MiB of features per chunk.
     overwrite : bool, default=False
         Replace an existing store: one with a different source, a different
-        ``chunk_rows``, or a damaged one. An undamaged complete store of the
-        same source (and chunking) is reused whatever this says.
+        ``chunk_rows`` or ``dtype``, or a damaged one. An undamaged complete
+        store of the same source (chunking and dtype) is reused whatever this
+        says.
     name : str, default=None
         Dataset name recorded in the meta (defaults to the source's name).
     verify : bool, default=False
@@ -121,6 +132,11 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         reused (a damaged one is refused, or rebuilt with ``overwrite``), and
         of the store written. Without it a reused store is only checked for
         missing chunk files.
+    dtype : {"float64", "float32"}, default=None
+        How the features are stored. By default float64 for files, Datasets
+        and integer arrays, and the array's own dtype for float arrays (numpy
+        or Dask). ``"float32"`` halves the size and keeps about 7 significant
+        digits; the store's meta records the dtype.
 
     Returns
     -------
@@ -137,8 +153,8 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
     >>> stored = ingest("yeast5", os.path.join(d, "yeast5.zarr"))
-    >>> stored.X.shape, stored.meta["class_map"]["positive"]
-    ((1484, 8), 1)
+    >>> stored.X.shape, stored.X.dtype.name, stored.meta["class_map"]["positive"]
+    ((1484, 8), 'float64', 1)
     """
     path = Path(path)
     X, y, meta = _resolve_source(source)
@@ -146,16 +162,22 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         meta["name"] = name
     if chunk_rows is not None and (isinstance(chunk_rows, bool) or int(chunk_rows) < 1):
         raise StoreError(f"chunk_rows must be >= 1, got {chunk_rows}")
+    asked_dtype = None if dtype is None else _dtype_name(dtype)
+    if asked_dtype is not None and asked_dtype not in DTYPES:
+        raise StoreError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
 
     existing = _read_attrs(path)
     if existing is not None and existing.get("complete"):
         if existing.get("fingerprint") == meta["fingerprint"]:
-            if _reusable(path, existing, chunk_rows, overwrite, checksums=verify):  # else rebuilt below
+            if _reusable(path, existing, chunk_rows, overwrite, checksums=verify,
+                         dtype=asked_dtype):  # else rebuilt below
                 logger.info("store %s already holds this source (fingerprint %s); reusing it",
                             path, meta["fingerprint"][:12])
                 return open_store(path)
             if chunk_rows is None and existing.get("chunk_rows"):
                 chunk_rows = int(existing["chunk_rows"])  # a rebuild keeps the store's chunking
+            if asked_dtype is None and existing.get("dtype") in DTYPES:
+                asked_dtype = existing["dtype"]  # and its dtype
         elif not overwrite:
             raise StoreError(
                 f"store {path} already holds another dataset ({existing.get('name')!r}); "
@@ -164,20 +186,21 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         shutil.rmtree(path)
 
     n_rows = int(X.shape[0])
+    store_dtype = np.dtype(asked_dtype or _default_dtype(X))
     if chunk_rows is None:
-        row_bytes = 4 * int(np.prod(X.shape[1:], dtype=np.int64))
+        row_bytes = store_dtype.itemsize * int(np.prod(X.shape[1:], dtype=np.int64))
         chunk_rows = max(1, min(n_rows, _DEFAULT_CHUNK_BYTES // max(row_bytes, 1)))
     chunk_rows = int(chunk_rows)
 
     count_classes = meta.pop("count_classes", False)
     group = open_group(path, mode="w")
-    meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows)
+    meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows, dtype=store_dtype.name)
     group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
-    x_arr = create_checksummed_array(group, "X", shape=X.shape, dtype="float32",
+    x_arr = create_checksummed_array(group, "X", shape=X.shape, dtype=store_dtype.name,
                                      chunks=(chunk_rows, *X.shape[1:]))
     y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,))
 
-    X_dask = da.asarray(X).astype(np.float32).rechunk((chunk_rows, *X.shape[1:]))
+    X_dask = da.asarray(X).astype(store_dtype).rechunk((chunk_rows, *X.shape[1:]))
     y_dask = da.asarray(y).astype(np.int32).rechunk((chunk_rows,))
     writes = da.store([X_dask, y_dask], [x_arr, y_arr], lock=False, compute=False)
     if count_classes:
@@ -188,15 +211,16 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         dask.compute(writes)
     meta["complete"] = True
     group.attrs[_ATTR] = meta  # the completion marker, written last
-    logger.info("ingested %d rows into %s (%d-row chunks)", n_rows, path, chunk_rows)
+    logger.info("ingested %d rows into %s (%d-row chunks, %s)", n_rows, path, chunk_rows, store_dtype.name)
     return verify_store(path) if verify else open_store(path)
 
 
-def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checksums: bool) -> bool:
+def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checksums: bool, dtype=None) -> bool:
     """Whether a complete store of the same source can be reused as it is.
 
-    False (rebuild) under ``overwrite`` when it is of an older format, damaged
-    or chunked otherwise; without ``overwrite`` the latter two are refused.
+    False (rebuild) under ``overwrite`` when it is of an older format, damaged,
+    chunked otherwise or of another dtype than asked for; without
+    ``overwrite`` the latter three are refused.
     """
     if existing.get("store_format", 1) < STORE_FORMAT:
         logger.info("store %s was written by an older dimbsvm (format %s); rebuilding it",
@@ -205,6 +229,9 @@ def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checks
     problems = []
     if chunk_rows is not None and int(chunk_rows) != int(existing.get("chunk_rows", -1)):
         problems.append(f"it is chunked in {existing.get('chunk_rows')} rows, not the {int(chunk_rows)} asked for")
+    stored_dtype = existing.get("dtype") or _array_dtype(path)
+    if dtype is not None and stored_dtype != dtype:
+        problems.append(f"it holds {stored_dtype} features, not the {dtype} asked for")
     damage = find_damage(path, checksums=checksums)
     if damage:
         problems.append(f"it is damaged: {damage}")
@@ -296,6 +323,26 @@ def verify_store(path) -> StoredData:
     if damage:
         raise StoreError(f"store {stored.path}: {damage}; rebuild it with `dimbsvm ingest SOURCE STORE --overwrite`")
     return stored
+
+
+def _dtype_name(value) -> str:
+    try:
+        return np.dtype(value).name
+    except TypeError:
+        return str(value)
+
+
+def _default_dtype(X) -> np.dtype:
+    """float64, or the float dtype an array already has (a float32 array stays float32)."""
+    dtype = np.dtype(getattr(X, "dtype", np.float64))
+    return dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float64)
+
+
+def _array_dtype(path: Path) -> str | None:
+    try:
+        return str(open_group(path, mode="r")["X"].dtype)
+    except Exception:  # noqa: BLE001 - a damaged store: found by find_damage
+        return None
 
 
 def _resolve_source(source):
