@@ -40,3 +40,22 @@ def test_saved_members_keep_their_old_type_name(name):
     asked = sio.get_untrusted_types(file=SAVED / name / "model.skops")
     assert "dimbsvm.svm.ensemble.OTHRMember" in asked
     assert set(asked) <= set(TRUSTED_TYPES)
+
+
+def test_a_model_saved_now_names_the_members_module_and_loads(tmp_path):
+    from sklearn.svm import LinearSVC
+
+    from dimbsvm.jobs.artifacts import save_model
+    from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
+
+    X_test = EXPECTED["X_test"]
+    old, _ = load_model(SAVED / "ensemble-pooled")
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(60, 4))
+    y = (X[:, 0] + 0.3 * rng.normal(size=60) > 1.0).astype(int)
+    model = EnsembleOTHRClassifier(LinearSVC(), n_estimators=2, random_state=0).fit(X, y)
+    save_model(model, tmp_path / "m", meta={})
+    assert "dimbsvm.svm.members.OTHRMember" in sio.get_untrusted_types(file=tmp_path / "m" / "model.skops")
+    loaded, _ = load_model(tmp_path / "m")
+    np.testing.assert_array_equal(loaded.decision_function(X_test), model.decision_function(X_test))
+    assert type(loaded.members_[0]) is type(old.members_[0])  # one class under both names
