@@ -20,7 +20,7 @@ from dimbsvm.graph.hypergraph import (
     total_variance,
     validate_neighbors,
 )
-from dimbsvm.svm import _hpc_exchange as exchange_module
+from dimbsvm.svm import _hpc_chunked as chunked_module
 from dimbsvm.svm import hpc as hpc_module
 from dimbsvm.svm._hpc_kernels import (
     accumulate_jlj,
@@ -255,7 +255,7 @@ def test_nystroem_with_every_row_a_landmark_approaches_exact():
 @pytest.mark.parametrize("kernel, n_components", [("linear", None), ("rbf", 15)])
 def test_dask_fit_equals_in_memory(kernel, n_components, shared_memory, monkeypatch):
     # both ways of cutting the hyperedges' rows: in the piece (threads) or by small tasks
-    monkeypatch.setattr(exchange_module, "current_client", lambda: None if shared_memory else "client")
+    monkeypatch.setattr(chunked_module, "current_client", lambda: None if shared_memory else "client")
     X, y = make_classification(n_samples=300, n_features=5, weights=[0.8], random_state=1)
     nbrs = _brute_neighbors(X, 5)
     params = dict(kernel=kernel, n_components=n_components, **TIGHT)
@@ -391,9 +391,9 @@ class _ChunkLog:
 
 
 _LOG = _ChunkLog()
-_PIECE_JLJ, _COMPUTE = exchange_module.piece_jlj, hpc_module._compute
+_PIECE_JLJ, _COMPUTE = chunked_module.piece_jlj, hpc_module._compute
 _PARTIAL_FIT = hpc_module.SGDClassifier.partial_fit
-_PLACED, _SEND = exchange_module.placed_piece_jlj, exchange_module._send
+_PLACED, _SEND = chunked_module.placed_piece_jlj, chunked_module._send
 
 
 def _logged_placed(gathered, *args, **kwargs):
@@ -447,10 +447,10 @@ def chunk_log(monkeypatch, client):
     """The log, with the fit's steps instrumented, on a distributed client."""
     _LOG.clear()
     monkeypatch.setattr(hpc_module, "_compute", _logged_compute)
-    monkeypatch.setattr(exchange_module, "piece_jlj", _logged_piece)
+    monkeypatch.setattr(chunked_module, "piece_jlj", _logged_piece)
     monkeypatch.setattr(hpc_module.SGDClassifier, "partial_fit", _logged_partial_fit)
-    monkeypatch.setattr(exchange_module, "placed_piece_jlj", _logged_placed)
-    monkeypatch.setattr(exchange_module, "_send", _logged_send)
+    monkeypatch.setattr(chunked_module, "placed_piece_jlj", _logged_placed)
+    monkeypatch.setattr(chunked_module, "_send", _logged_send)
     return _LOG
 
 

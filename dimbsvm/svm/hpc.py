@@ -48,7 +48,7 @@ from dimbsvm.graph.hypergraph import (
     validate_neighbors,
 )
 from dimbsvm.graph.knn import KNN_METHODS, nearest_neighbors
-from dimbsvm.svm._hpc_exchange import jlj_in_memory, jlj_through_disk
+from dimbsvm.svm._hpc_chunked import jlj_in_memory, jlj_through_disk
 from dimbsvm.svm._hpc_kernels import (
     accumulate_jlj,
     augment,
@@ -127,7 +127,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         together. ``None``: between tasks in memory (fast; the rows in flight
         reach up to ``k`` times the data over the workers). A directory: through
         scratch files written there and deleted after the pass
-        (:mod:`dimbsvm.svm._hpc_exchange`), so no task holds more than about one
+        (:mod:`dimbsvm.svm._hpc_chunked`), so no task holds more than about one
         chunk of rows and the neighbour array is read one chunk at a time; it
         writes and reads ``(k + 1) n`` rows, and must be on a file system every
         worker sees.
@@ -207,7 +207,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
 
     With ``exchange_dir`` set, the rows go through scratch files on disk in
     three passes of one task per chunk (plan, send, receive; see
-    :mod:`dimbsvm.svm._hpc_exchange`); the neighbour array may then be a Dask
+    :mod:`dimbsvm.svm._hpc_chunked`); the neighbour array may then be a Dask
     array (e.g. of the Zarr store :mod:`dimbsvm.graph` wrote), read a chunk at
     a time by the tasks, and only a ``pieces x chunks`` table of counts
     reaches the calling process. With ``solver="sgd"`` as well, no process
