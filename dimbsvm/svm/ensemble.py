@@ -21,6 +21,7 @@ from sklearn.base import _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 
+from dimbsvm._client_param import ClientParamMixin
 from dimbsvm.graph.knn import KNN_METHODS
 from dimbsvm.rows import map_row_blocks, take_rows
 from dimbsvm.svm._base import (
@@ -75,7 +76,7 @@ PAPER_PARAMS = {
 _MAX_SEED = np.iinfo(np.int32).max
 
 
-class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
+class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
     """EnSVM-OTHR: bagging of SVM-OTHR members.
 
     Each member draws a bag and fits the base classifier on it. Then either
@@ -543,19 +544,3 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
             return self._label(margins.mean(axis=0) > 0)
         votes = (margins > 0).sum(axis=0)
         return self._label(2 * votes >= len(self.members_))
-
-    def __getstate__(self):
-        # A client holds sockets and an event loop: never pickle it.
-        state = dict(super().__getstate__())
-        state["client"] = None
-        return state
-
-    def __sklearn_clone__(self):
-        if self.client is None:
-            return super().__sklearn_clone__()
-        # clone() would deep-copy the client (it cannot be copied): share it instead.
-        params = self.get_params(deep=False)
-        client = params.pop("client")
-        new = type(self)(**{name: clone(value, safe=False) for name, value in params.items()})
-        new.client = client
-        return new
