@@ -23,7 +23,7 @@ import logging
 
 import numpy as np
 
-from dimbsvm.graph.knn import nearest_neighbors
+from dimbsvm.graph.knn import KNNIndex, nearest_neighbors
 
 __all__ = [
     "CANDIDATES",
@@ -80,10 +80,11 @@ def farther_majority_neighbours(
     For every minority row with a negative margin (misclassified), the nearest
     majority row (in input space) among those with a *smaller* margin;
     among equally near rows (equal computed distances), the lowest row number.
-    The search asks :func:`~dimbsvm.graph.knn.nearest_neighbors` for
-    ``n_neighbors`` majority neighbours, keeps the nearest that satisfies the
-    constraint, and doubles ``k`` only for the rows still without one (or
-    whose answer may tie with rows beyond the k-th), up to all majority rows.
+    One :class:`~dimbsvm.graph.knn.KNNIndex` is built over the majority rows;
+    the search asks it for ``n_neighbors`` neighbours, keeps the nearest that
+    satisfies the constraint, and doubles ``k`` only for the rows still
+    without one (or whose answer may tie with rows beyond the k-th), up to
+    all majority rows. Each widening round queries the same index.
 
     Parameters
     ----------
@@ -96,8 +97,19 @@ def farther_majority_neighbours(
         Neighbours asked for in the first round; clipped to ``n_majority``.
         It changes the work done, not the answer (for an exact search).
     metric, method, random_state
-        Passed to :func:`~dimbsvm.graph.knn.nearest_neighbors`. The last round,
-        over all majority rows, is always exact.
+        Of the index, as in :func:`~dimbsvm.graph.knn.nearest_neighbors`
+        (an NN-descent index is built ``max(n_neighbors, 15)`` wide and
+        searched with ``epsilon=0.1``). The last round, over all majority
+        rows, is always exact.
+
+    Notes
+    -----
+    With ``method="pynndescent"`` (or ``"auto"`` above
+    :data:`~dimbsvm.graph.knn.EXACT_MAX_ROWS` majority rows) the rounds before
+    the last query one NN-descent graph of the first round's width with a
+    growing ``k``, where dimbsvm 0.1.0 built a wider graph in every round; an
+    approximate answer can therefore differ slightly from 0.1.0's. An exact
+    search gives the same answers as before, at the cost of one index.
 
     Returns
     -------
@@ -124,15 +136,9 @@ def farther_majority_neighbours(
     # drop it before searching, so that no row forces a search over all rows in vain.
     todo = np.flatnonzero((margins_minority < 0) & (margins_minority > margins_majority.min()))
     k = min(int(n_neighbors), n_majority)
+    search = _MajoritySearch(X_majority, k, metric=metric, method=method, random_state=random_state)
     while todo.size:
-        indices, distances = nearest_neighbors(
-            X_majority,
-            X_minority[todo],
-            k,
-            metric=metric,
-            method="exact" if k == n_majority else method,
-            random_state=random_state,
-        )
+        indices, distances = search.query(X_minority[todo], k)
         farther = margins_majority[indices] < margins_minority[todo, None]
         nearest = np.where(farther, distances, np.inf).min(axis=1)
         # Equally near majority rows: the lowest row number wins, so the answer does
@@ -148,6 +154,42 @@ def farther_majority_neighbours(
         logger.debug("%d minority rows without a farther neighbour in %d; widening", todo.size, k)
         k = min(2 * k, n_majority)
     return neighbour
+
+
+class _MajoritySearch:
+    """The majority rows' neighbour index, built once per search and queried with any ``k``.
+
+    The widening rounds of :func:`farther_majority_neighbours` query one index
+    (built on first use, as :func:`~dimbsvm.graph.knn.nearest_neighbors` builds
+    its index for ``first_k``); the round over all majority rows queries an
+    exact one, the same index when it is exact.
+    """
+
+    def __init__(self, X, first_k, *, metric, method, random_state):
+        self.X, self.first_k = X, first_k
+        self.metric, self.method, self.random_state = metric, method, random_state
+        self.index = self.exact = None
+
+    def query(self, X_query, k):
+        n = self.X.shape[0]
+        if n == 1:  # no index of one row: nearest_neighbors answers it
+            return nearest_neighbors(self.X, X_query, 1, metric=self.metric, method="exact")
+        if k < n:
+            if self.index is None:
+                self.index = self._build(self.method)
+            return self.index.query(X_query, k)
+        # the round over all majority rows is exact: the index itself when it is exact
+        if self.index is not None and self.index.method_ == "exact":
+            return self.index.query(X_query, k)
+        if self.exact is None:
+            self.exact = self._build("exact")
+        return self.exact.query(X_query, k)
+
+    def _build(self, method):
+        n, k = self.X.shape[0], self.first_k
+        return KNNIndex(k, method=method, metric=self.metric, random_state=self.random_state,
+                        build_neighbors=max(2, min(max(k, 15), n - 1)),
+                        query_epsilon=0.1).fit(self.X)
 
 
 def othr_candidates(margins_minority, margins_majority, neighbour):
