@@ -198,7 +198,11 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
     if keep_oob or margins == "oob":
         # int32 halves what a member returns when folds hold millions of rows
         index_type = np.int32 if positive.size < np.iinfo(np.int32).max else np.int64
-        oob_rows = np.setdiff1d(np.arange(positive.size), bag).astype(index_type)
+        # a mask, not np.setdiff1d: the same sorted rows without sorting all n (it was 3/4 of
+        # a default member's CPU at 10^6 rows)
+        in_bag = np.zeros(positive.size, dtype=bool)
+        in_bag[bag] = True
+        oob_rows = np.flatnonzero(~in_bag).astype(index_type)
         oob_margins = (
             map_row_blocks(lambda block: signed_margins(fitted, block, sign), X, rows[oob_rows])
             if oob_rows.size
