@@ -267,6 +267,7 @@ def test_dask_fit_equals_in_memory(kernel, n_components, shared_memory, monkeypa
     np.testing.assert_allclose(chunked.intercept_, memory.intercept_, rtol=1e-7, atol=1e-9)
     lazy = chunked.decision_function(da.from_array(X, chunks=70))
     np.testing.assert_allclose(lazy.compute(), memory.decision_function(X), rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(chunked.predict(da.from_array(X, chunks=70)), chunked.predict(X))
 
 
 def test_dask_fit_on_a_distributed_client(client):
@@ -301,6 +302,9 @@ def test_the_given_client_is_resolved_once_and_runs_every_pass(client, exchange,
             neighbors=da.from_array(nbrs, chunks=100))
     assert resolved == [client]
     assert len(seen) > 5 and all(c is client for c in seen)
+    labels = clf.predict(da.from_array(X, chunks=100))  # the lazy scores computed on the client too
+    assert seen[-1] is client and resolved == [client, client]
+    np.testing.assert_array_equal(labels, clf.predict(X))
     memory = HPCClassifier(kernel="rbf", n_components=10, random_state=0).fit(X, y, neighbors=nbrs)
     np.testing.assert_allclose(clf.jlj_, memory.jlj_, rtol=1e-11, atol=1e-9)
 

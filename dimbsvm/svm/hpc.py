@@ -485,7 +485,7 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         return F @ self.coef_[0] + self.intercept_[0]
 
     def _compute_scores(self, scores):
-        return chunked.compute(scores, client=chunked.resolve_client(self.client))[0]
+        return chunked.compute_scores(scores, client=self.client)
 
     @contextlib.contextmanager
     def _timed(self, stage):
