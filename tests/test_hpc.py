@@ -20,7 +20,7 @@ from dimbsvm.graph.hypergraph import (
     total_variance,
     validate_neighbors,
 )
-from dimbsvm.svm import _hpc_exchange as exchange_module
+from dimbsvm.svm import _hpc_chunked as chunked_module
 from dimbsvm.svm import hpc as hpc_module
 from dimbsvm.svm._hpc_kernels import (
     accumulate_jlj,
@@ -255,7 +255,7 @@ def test_nystroem_with_every_row_a_landmark_approaches_exact():
 @pytest.mark.parametrize("kernel, n_components", [("linear", None), ("rbf", 15)])
 def test_dask_fit_equals_in_memory(kernel, n_components, shared_memory, monkeypatch):
     # both ways of cutting the hyperedges' rows: in the piece (threads) or by small tasks
-    monkeypatch.setattr(exchange_module, "current_client", lambda: None if shared_memory else "client")
+    monkeypatch.setattr(chunked_module, "_shares_memory", lambda client: shared_memory)
     X, y = make_classification(n_samples=300, n_features=5, weights=[0.8], random_state=1)
     nbrs = _brute_neighbors(X, 5)
     params = dict(kernel=kernel, n_components=n_components, **TIGHT)
@@ -267,6 +267,7 @@ def test_dask_fit_equals_in_memory(kernel, n_components, shared_memory, monkeypa
     np.testing.assert_allclose(chunked.intercept_, memory.intercept_, rtol=1e-7, atol=1e-9)
     lazy = chunked.decision_function(da.from_array(X, chunks=70))
     np.testing.assert_allclose(lazy.compute(), memory.decision_function(X), rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(chunked.predict(da.from_array(X, chunks=70)), chunked.predict(X))
 
 
 def test_dask_fit_on_a_distributed_client(client):
@@ -275,6 +276,50 @@ def test_dask_fit_on_a_distributed_client(client):
     memory = HPCClassifier(**TIGHT).fit(X, y, neighbors=nbrs)
     chunked = HPCClassifier(**TIGHT).fit(da.from_array(X, chunks=64), y, neighbors=nbrs)
     np.testing.assert_allclose(chunked.jlj_, memory.jlj_, rtol=1e-11, atol=1e-9)
+
+
+@pytest.mark.parametrize("exchange", [False, True])
+def test_the_given_client_is_resolved_once_and_runs_every_pass(client, exchange, monkeypatch,
+                                                               tmp_path):
+    X, y = make_classification(n_samples=300, n_features=4, random_state=3)
+    nbrs = _brute_neighbors(X, 5)
+    resolved, seen = [], []
+    resolve, compute = chunked_module.resolve_client, chunked_module._compute
+
+    def counted(given=None):
+        resolved.append(given)
+        return resolve(given)
+
+    def recording(*collections, client=None):
+        seen.append(client)
+        return compute(*collections, client=client)
+
+    monkeypatch.setattr(chunked_module, "resolve_client", counted)
+    monkeypatch.setattr(chunked_module, "_compute", recording)
+    clf = HPCClassifier(solver="sgd", n_epochs=2, kernel="rbf", n_components=10, random_state=0,
+                        exchange_dir=tmp_path if exchange else None, client=client)
+    clf.fit(da.from_array(X, chunks=100), da.from_array(y, chunks=100),
+            neighbors=da.from_array(nbrs, chunks=100))
+    assert resolved == [client]
+    assert len(seen) > 5 and all(c is client for c in seen)
+    labels = clf.predict(da.from_array(X, chunks=100))  # the lazy scores computed on the client too
+    assert seen[-1] is client and resolved == [client, client]
+    np.testing.assert_array_equal(labels, clf.predict(X))
+    memory = HPCClassifier(kernel="rbf", n_components=10, random_state=0).fit(X, y, neighbors=nbrs)
+    np.testing.assert_allclose(clf.jlj_, memory.jlj_, rtol=1e-11, atol=1e-9)
+
+
+def test_client_is_dropped_by_pickle_and_shared_by_clone():
+    import pickle
+    import threading
+
+    from sklearn.base import clone
+
+    unpicklable = threading.Lock()  # stands for a client: sockets and an event loop
+    clf = HPCClassifier(c1=0.5, client=unpicklable)
+    assert clone(clf).client is unpicklable and clone(clf).c1 == 0.5
+    again = pickle.loads(pickle.dumps(clf))
+    assert again.client is None and again.c1 == 0.5
 
 
 @pytest.mark.parametrize("rows_order", ["random", "sorted"])
@@ -391,9 +436,9 @@ class _ChunkLog:
 
 
 _LOG = _ChunkLog()
-_PIECE_JLJ, _COMPUTE = exchange_module.piece_jlj, hpc_module._compute
+_PIECE_JLJ, _COMPUTE = chunked_module.piece_jlj, chunked_module._compute
 _PARTIAL_FIT = hpc_module.SGDClassifier.partial_fit
-_PLACED, _SEND = exchange_module.placed_piece_jlj, exchange_module._send
+_PLACED, _SEND = chunked_module.placed_piece_jlj, chunked_module._send
 
 
 def _logged_placed(gathered, *args, **kwargs):
@@ -446,11 +491,11 @@ def _lazy_input(X, y, chunk):
 def chunk_log(monkeypatch, client):
     """The log, with the fit's steps instrumented, on a distributed client."""
     _LOG.clear()
-    monkeypatch.setattr(hpc_module, "_compute", _logged_compute)
-    monkeypatch.setattr(exchange_module, "piece_jlj", _logged_piece)
+    monkeypatch.setattr(chunked_module, "_compute", _logged_compute)
+    monkeypatch.setattr(chunked_module, "piece_jlj", _logged_piece)
     monkeypatch.setattr(hpc_module.SGDClassifier, "partial_fit", _logged_partial_fit)
-    monkeypatch.setattr(exchange_module, "placed_piece_jlj", _logged_placed)
-    monkeypatch.setattr(exchange_module, "_send", _logged_send)
+    monkeypatch.setattr(chunked_module, "placed_piece_jlj", _logged_placed)
+    monkeypatch.setattr(chunked_module, "_send", _logged_send)
     return _LOG
 
 

@@ -182,6 +182,118 @@ def test_neighbour_ties_go_to_the_lowest_row(n_neighbors):
     np.testing.assert_array_equal(found, expected)
 
 
+def _farther_majority_neighbours_0_1_0(X_min, h_min, X_maj, h_maj, *, n_neighbors=10,
+                                       method="auto", random_state=None):
+    """dimbsvm 0.1.0's search, which rebuilt a neighbour index in every widening round."""
+    from dimbsvm.graph.knn import nearest_neighbors
+
+    h_min, h_maj = np.asarray(h_min, dtype=np.float64), np.asarray(h_maj, dtype=np.float64)
+    n_maj = h_maj.shape[0]
+    neighbour = np.full(h_min.shape[0], -1, dtype=np.int64)
+    todo = np.flatnonzero((h_min < 0) & (h_min > h_maj.min()))
+    k = min(int(n_neighbors), n_maj)
+    while todo.size:
+        indices, distances = nearest_neighbors(X_maj, X_min[todo], k, method="exact" if k == n_maj else method,
+                                               random_state=random_state)
+        farther = h_maj[indices] < h_min[todo, None]
+        nearest = np.where(farther, distances, np.inf).min(axis=1)
+        tied = farther & (distances == nearest[:, None])
+        choice = np.where(tied, indices, n_maj).min(axis=1)
+        resolved = np.isfinite(nearest) & ((distances[:, -1] > nearest) | (k == n_maj))
+        neighbour[todo[resolved]] = choice[resolved]
+        todo = todo[~resolved]
+        if k == n_maj:
+            break
+        k = min(2 * k, n_maj)
+    return neighbour
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("n_neighbors", [1, 2, 5, 10])
+@pytest.mark.parametrize("grid", [False, True])
+def test_one_index_per_search_answers_as_the_index_per_round(seed, n_neighbors, grid):
+    # Exact search: building the majority index once and widening k gives 0.1.0's answers,
+    # also where many distances tie (integer grid with duplicated rows).
+    rng = np.random.RandomState(seed)
+    n_min, n_maj = rng.randint(1, 40), rng.randint(1, 120)
+    if grid:
+        X_min = rng.randint(0, 3, size=(n_min, 2)).astype(float)
+        X_maj = rng.randint(0, 3, size=(n_maj, 2)).astype(float)
+    else:
+        X_min, X_maj = rng.normal(size=(n_min, 4)), rng.normal(size=(n_maj, 4))
+    h_min, h_maj = rng.uniform(-1, 0.3, size=n_min), rng.uniform(-1.2, 0.5, size=n_maj)
+    expected = _farther_majority_neighbours_0_1_0(X_min, h_min, X_maj, h_maj, n_neighbors=n_neighbors,
+                                                  method="exact")
+    for method in ("exact", "auto"):
+        found = farther_majority_neighbours(X_min, h_min, X_maj, h_maj, n_neighbors=n_neighbors,
+                                            method=method)
+        np.testing.assert_array_equal(found, expected)
+
+
+def test_neighbour_search_builds_one_index(monkeypatch):
+    from dimbsvm.graph import knn
+
+    fits = []
+    fit = knn.KNNIndex.fit
+
+    def counted(self, X):
+        fits.append((self.method, X.shape[0]))
+        return fit(self, X)
+
+    monkeypatch.setattr(knn.KNNIndex, "fit", counted)
+    rng = np.random.RandomState(0)
+    X_min, X_maj = rng.normal(size=(50, 3)), rng.normal(size=(400, 3))
+    h_min, h_maj = rng.uniform(-1, 0.2, size=50), rng.normal(size=400)
+    farther_majority_neighbours(X_min, h_min, X_maj, h_maj, n_neighbors=1, method="exact")
+    assert fits == [("exact", 400)]  # several widening rounds, one index
+    fits.clear()
+    approximate = farther_majority_neighbours(X_min, h_min, X_maj, h_maj, n_neighbors=1,
+                                              method="pynndescent", random_state=0)
+    assert [method for method, _ in fits] in (["pynndescent"], ["pynndescent", "exact"])
+    exact = farther_majority_neighbours(X_min, h_min, X_maj, h_maj, n_neighbors=1, method="exact")
+    assert np.mean(approximate == exact) >= 0.9  # approximate: may differ slightly
+
+
+def test_default_member_searches_no_neighbours(monkeypatch):
+    # threshold="pooled_oob" (the default) hands members margins="none": no neighbour search
+    # anywhere in a member; the shared midpoint search needs none either.
+    from dimbsvm.graph import knn
+
+    def refuse(self, X):
+        raise AssertionError("a neighbour index was built")
+
+    monkeypatch.setattr(knn.KNNIndex, "fit", refuse)
+    monkeypatch.setattr(knn, "NearestNeighbors", None)
+    X, y = _imbalanced(3, n_samples=200)
+    ensemble = EnsembleOTHRClassifier(LogisticRegression(), n_estimators=4, random_state=0).fit(X, y)
+    assert {member.margins for member in ensemble.members_} == {"pooled_oob"}
+
+
+def test_paper_member_searches_its_own_bag_only(monkeypatch):
+    from dimbsvm.graph import knn
+    from dimbsvm.svm.members import fit_member
+
+    fits = []
+    fit = knn.KNNIndex.fit
+
+    def recorded(self, X):
+        fits.append(np.asarray(X).copy())
+        return fit(self, X)
+
+    monkeypatch.setattr(knn.KNNIndex, "fit", recorded)
+    X, y = _imbalanced(4, n_samples=600, weight=0.9)
+    rows = np.arange(100, 600)  # e.g. a fold's training rows
+    member = fit_member(X, y, 11, pos_label=1, rows=rows, estimator=LogisticRegression(),
+                        bootstrap="balanced", max_samples=60, margins="train", candidates="othr",
+                        keep_oob=False)
+    assert member.margins == "train" and len(fits) <= 2
+    # what was indexed are the bag's majority rows: 30 rows drawn from rows, none from outside
+    bag_rows = {tuple(r) for r in X[rows][y[rows] == 0]}
+    for indexed in fits:
+        assert indexed.shape[0] == 30
+        assert {tuple(r) for r in indexed} <= bag_rows
+
+
 def test_theta_zero_when_separable():
     rng = np.random.RandomState(0)
     X = np.vstack([rng.normal(0, 0.3, size=(40, 2)), rng.normal(5, 0.3, size=(8, 2))])

@@ -422,6 +422,52 @@ def test_distance_blocks_on_a_distributed_client(stored, client, tmp_path):
     np.testing.assert_allclose(sim.sigma_, memory.sigma_, rtol=1e-12)
 
 
+@pytest.mark.parametrize("selection", ["stratified", "kmeans"])
+def test_the_given_client_is_resolved_once_and_runs_every_pass(client, selection, monkeypatch):
+    import dimbsvm.features.distance_blocks as blocks_module
+    import dimbsvm.features.similarity as similarity_module
+
+    X = _table(n=160, seed=4)
+    y = (X[:, 0] > 0.5).astype(int)
+    resolved, seen = [], []
+    resolve, compute, blocks_compute = (similarity_module._resolve_client, similarity_module._compute,
+                                        blocks_module._compute)
+
+    def counted(given):
+        resolved.append(given)
+        return resolve(given)
+
+    def recording(target):
+        def record(*collections, client=None):
+            seen.append(client)
+            return target(*collections, client=client)
+        return record
+
+    monkeypatch.setattr(similarity_module, "_resolve_client", counted)
+    monkeypatch.setattr(similarity_module, "_compute", recording(compute))
+    monkeypatch.setattr(blocks_module, "_compute", recording(blocks_compute))
+    sim = SimilarityFeatures(references=5, reference_selection=selection, random_state=0, client=client)
+    sim.fit(da.from_array(X, chunks=(40, X.shape[1])), da.from_array(y, chunks=40))
+    assert resolved == [client]
+    assert seen and all(c is client for c in seen)
+    memory = SimilarityFeatures(references=5, reference_selection=selection, random_state=0).fit(X, y)
+    if selection == "stratified":  # k-means takes other steps on chunks than on the whole table
+        np.testing.assert_allclose(sim.sigma_, memory.sigma_, rtol=1e-12)
+
+
+def test_client_is_dropped_by_pickle_and_shared_by_clone():
+    import pickle
+    import threading
+
+    from sklearn.base import clone
+
+    unpicklable = threading.Lock()  # stands for a client: sockets and an event loop
+    sim = SimilarityFeatures(references=3, client=unpicklable)
+    assert clone(sim).client is unpicklable
+    assert pickle.loads(pickle.dumps(sim)).client is None
+    assert pickle.loads(pickle.dumps(sim)).get_params()["references"] == 3
+
+
 # ---------------------------------------------------------------------------------------------
 # kernel blocks and Nystroem
 

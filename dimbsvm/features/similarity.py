@@ -12,6 +12,7 @@ with the Fisher information approximated by its diagonal (eq. (9)).
 
 from __future__ import annotations
 
+import functools
 import logging
 import numbers
 from numbers import Integral
@@ -23,6 +24,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
+from .._client_param import ClientParamMixin
 from ..exceptions import DataError
 from .distances import METRICS
 from .distance_blocks import lazy_distances, reference_moments
@@ -35,7 +37,7 @@ __all__ = ["SimilarityFeatures"]
 logger = logging.getLogger(__name__)
 
 
-class SimilarityFeatures(TransformerMixin, BaseEstimator):
+class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
     """Normalised distances to a reference set: the similarity (Fisher) kernel features.
 
     ``fit`` chooses the reference set S and estimates, for every reference
@@ -75,6 +77,11 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
         Dask array and the same rows in memory get the same references.
     random_state : int, RandomState instance or None, default=None
         Seed of the reference choice.
+    client : distributed.Client or None, default=None
+        Dask input only: the client ``fit``'s passes over the chunks run on;
+        ``None`` uses the active client if any, else Dask's threads in this
+        process. Resolved once at the start of ``fit``; dropped when the
+        transformer is pickled. ``transform`` of a Dask array stays lazy.
 
     Attributes
     ----------
@@ -132,14 +139,16 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
         "distances": [StrOptions(set(METRICS)), dict, list],
         "reference_selection": [StrOptions({"random", "stratified", "kmeans"})],
         "random_state": ["random_state"],
+        "client": "no_validation",
     }
 
     def __init__(self, references=100, distances="euclidean", reference_selection="random",
-                 random_state=None):
+                 random_state=None, client=None):
         self.references = references
         self.distances = distances
         self.reference_selection = reference_selection
         self.random_state = random_state
+        self.client = client
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -218,15 +227,18 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
         """Fit; return the training distances when they were computed in memory."""
         X = self._check_X(X, reset=True)
         lazy = _is_dask(X)
+        # where the passes over Dask chunks run: resolved once, passed down
+        client = _resolve_client(self.client) if lazy else None
+        compute = functools.partial(_compute, client=client)
         n = X.shape[0]
         self.modalities_ = parse_modalities(self.distances, X.shape[1:])
         y = self._check_y(y, n)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        self.references_, self.reference_indices_ = self._choose_references(X, y, seed)
+        self.references_, self.reference_indices_ = self._choose_references(X, y, seed, compute)
         shape = (len(self.modalities_), self.references_.shape[0])
         if lazy:
             D = None
-            mu, sigma = reference_moments(X, self.references_, self.modalities_)
+            mu, sigma = reference_moments(X, self.references_, self.modalities_, client=client)
         else:
             D = modality_distances(X, self.references_, self.modalities_)
             mu, sigma = mean_and_spread(block_moments(D))
@@ -288,7 +300,7 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
             raise DataError(f"y must have one label per row of X ({n}), got shape {y.shape}")
         return y
 
-    def _choose_references(self, X, y, seed):
+    def _choose_references(self, X, y, seed, compute):
         n = X.shape[0]
         if not isinstance(self.references, numbers.Real):  # an explicit array
             S = np.asarray(self.references, dtype=np.float64)
@@ -304,16 +316,16 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
             raise DataError(f"references={self.references!r} asks for {k} reference rows but the "
                             f"training data has only {n}; use a smaller count or a fraction in (0, 1]")
         if self.reference_selection == "kmeans":
-            return self._kmeans_centres(X, k, seed), None
+            return self._kmeans_centres(X, k, seed, compute), None
         if _is_dask(X):
-            rows = choose_rows_chunked(X.chunks[0], k, seed=seed, y=y, compute=_compute)
-            S = np.asarray(X[rows].compute(), dtype=np.float64)
+            rows = choose_rows_chunked(X.chunks[0], k, seed=seed, y=y, compute=compute)
+            S = np.asarray(compute(X[rows])[0], dtype=np.float64)
         else:
             rows = choose_rows(n, k, seed=seed, y=y)
             S = X[rows]
         return S, rows
 
-    def _kmeans_centres(self, X, k, seed):
+    def _kmeans_centres(self, X, k, seed, compute):
         from sklearn.cluster import KMeans, MiniBatchKMeans
 
         if any(m["metric"] == "hamming" for m in self.modalities_):
@@ -328,12 +340,12 @@ class SimilarityFeatures(TransformerMixin, BaseEstimator):
             model = KMeans(n_clusters=k, random_state=seed, n_init="auto").fit(X.reshape(len(X), -1))
             return model.cluster_centers_.reshape((k, *shape))
         # One pass over the chunks, started from k rows chosen at random, never all rows at once.
-        init_rows = choose_rows_chunked(X.chunks[0], k, seed=seed, compute=_compute)
-        init = np.asarray(X[init_rows].compute(), dtype=np.float64).reshape(k, -1)
+        init_rows = choose_rows_chunked(X.chunks[0], k, seed=seed, compute=compute)
+        init = np.asarray(compute(X[init_rows])[0], dtype=np.float64).reshape(k, -1)
         model = MiniBatchKMeans(n_clusters=k, init=init, n_init=1, random_state=seed)
         X = X.rechunk({0: max(X.chunks[0][0], k)})  # partial_fit needs >= k rows per batch
         for block in X.blocks:
-            rows = np.asarray(block.compute(), dtype=np.float64).reshape(block.shape[0], -1)
+            rows = np.asarray(compute(block)[0], dtype=np.float64).reshape(block.shape[0], -1)
             if len(rows) >= k:
                 model.partial_fit(rows)
         return model.cluster_centers_.reshape((k, *shape))
@@ -348,8 +360,15 @@ def _metric_names(distances):
     return {s if isinstance(s, str) else s.get("metric") for s in specs if isinstance(s, (str, dict))}
 
 
-def _compute(*collections, client=None):
-    """Compute Dask collections where the engine says (the given or current client, else here)."""
+def _resolve_client(client):
+    """The client to run on: the one given, else the current one, else ``None`` (this process)."""
+    from ..model_selection.engine import resolve_client
+
+    return resolve_client(client)
+
+
+def _compute(*collections, client):
+    """Compute Dask collections on ``client`` (``None``: Dask's threads in this process)."""
     from ..model_selection.engine import compute
 
     return compute(*collections, client=client)

@@ -36,7 +36,8 @@ TRUSTED_TYPES: list[str] = [
     "dimbsvm.svm.othr.OTHRClassifier",
     "dimbsvm.svm.othr.THRClassifier",
     "dimbsvm.svm.ensemble.EnsembleOTHRClassifier",
-    "dimbsvm.svm.ensemble.OTHRMember",
+    "dimbsvm.svm.members.OTHRMember",
+    "dimbsvm.svm.ensemble.OTHRMember",  # its name in models saved by dimbsvm 0.1.0 (re-exported there)
     "dimbsvm.features.similarity.SimilarityFeatures",
     "dimbsvm.svm.act.ACTClassifier",
     "dimbsvm.svm.hpc.HPCClassifier",

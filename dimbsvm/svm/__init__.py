@@ -6,7 +6,12 @@
 * :class:`ACTClassifier` -- adaptive conformal transformation of the SVM kernel.
 * :class:`HPCClassifier` -- HPC-SVM, hinge SVM regularised by hypergraph pairwise constraints.
 
-The numeric kernels of the threshold search are in :mod:`dimbsvm.svm.threshold`.
+Where the rest lives: threshold shifts as plain functions on arrays in
+:mod:`dimbsvm.svm.candidates` (candidate shifts) and :mod:`dimbsvm.svm.threshold`
+(scoring and choice); one ensemble member in :mod:`dimbsvm.svm.members`; what the
+classifiers share in :mod:`dimbsvm.svm._base`; HPC-SVM's numeric kernels in
+:mod:`dimbsvm.svm._hpc_kernels` and its path over Dask chunks in
+:mod:`dimbsvm.svm._hpc_chunked`.
 """
 
 from dimbsvm.svm.act import ACTClassifier

@@ -17,7 +17,7 @@ from collections import namedtuple
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
@@ -29,7 +29,7 @@ from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block
 from dimbsvm.metrics import g_mean
 from dimbsvm.svm import _conformal as cf
-from dimbsvm.svm.othr import binary_classes, positive_label
+from dimbsvm.svm._base import _SignedScoreClassifier, binary_classes, positive_label
 
 __all__ = ["ACT_VARIANTS", "CONFORMAL_SCALES", "ACTClassifier"]
 
@@ -43,7 +43,7 @@ ACT_VARIANTS = ("act", "act_input", "ct")
 CONFORMAL_SCALES = ("sum", "mean", "trace")
 
 
-class ACTClassifier(ClassifierMixin, BaseEstimator):
+class ACTClassifier(_SignedScoreClassifier):
     """SVM with an adaptive conformal transformation of its kernel (ACT).
 
     Follows Fig. 6 of the ACT paper. Round 0 is an SVC on the base kernel
@@ -415,26 +415,6 @@ class ACTClassifier(ClassifierMixin, BaseEstimator):
         K = self._base_kernel(X, self.support_vectors_)
         K_tilde = cf.conformal_kernel(K, self._factor(X), self.support_factor_)
         return K_tilde @ self.dual_coef_[0] + self.intercept_[0]
-
-    def predict(self, X):
-        """Class labels: ``classes_[1]`` where the decision function is positive.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)  # checks that the model is fitted
-        return self.classes_[(scores > 0).astype(int)]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        tags.input_tags.sparse = False
-        return tags
 
 
 #: What one round leaves: its record, model, rows, conformal factors and transforms.

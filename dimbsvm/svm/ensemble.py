@@ -1,42 +1,41 @@
 """EnSVM-OTHR: bagged SVM-OTHR members, with one shared or per-member perturbed shifts.
 
-:func:`fit_member` fits one member from arrays, a seed and (optionally) the
-rows it may draw from, and returns a small :class:`OTHRMember`. It is the unit
-of work: :class:`EnsembleOTHRClassifier` hands one call per member to the
-engine, which runs them in-process or as Dask tasks when a ``distributed``
-client is given or active. Seeds
-are drawn once, up front, and each member is rebuilt from its seed alone, so
-the fitted ensemble is the same whatever runs it. Bags are drawn by
-:func:`dimbsvm.svm.bagging.draw_bag`.
+:class:`EnsembleOTHRClassifier` draws one seed per member up front, hands one
+:func:`~dimbsvm.svm.members.fit_member` call per member to the engine (in
+this process, or as Dask tasks when a ``distributed`` client is given or
+active), and combines the members: one shift shared by all, searched on their
+pooled out-of-bag margins, or the paper's perturbed shift per member and a
+majority vote. Each member is rebuilt from its seed alone, so the fitted
+ensemble is the same whatever runs it. Member fitting lives in
+:mod:`dimbsvm.svm.members`; its names are re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context, clone
-from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 
+from dimbsvm._client_param import ClientParamMixin
 from dimbsvm.graph.knn import KNN_METHODS
 from dimbsvm.rows import map_row_blocks, take_rows
-from dimbsvm.svm._native_rng import liblinear_guard
-from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag, set_random_states
-from dimbsvm.svm.othr import (
-    SEARCH_CONSTRAINTS,
+from dimbsvm.svm._base import (
     _ShiftedMarginClassifier,
     binary_classes,
     default_estimator,
-    margin_sign,
     positive_label,
-    out_of_fold_margins,
     signed_margins,
 )
+from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag
+# Re-exported: models saved by dimbsvm 0.1.0 name ``dimbsvm.svm.ensemble.OTHRMember``
+# (skops stores the module path), and code imported fit_member from here.
+from dimbsvm.svm.members import MEMBER_MARGINS, OTHRMember, fit_member, pooled_oob_margins
+from dimbsvm.svm.othr import SEARCH_CONSTRAINTS
 from dimbsvm.svm.threshold import othr_threshold
 
 __all__ = [
@@ -48,13 +47,10 @@ __all__ = [
     "OTHRMember",
     "draw_bag",
     "fit_member",
+    "pooled_oob_margins",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Where a member's threshold is searched: ``"train"`` (the paper), ``"oob"``,
-#: ``"cv"``; ``"none"``: no search (``theta = 0``, the ensemble sets it).
-MEMBER_MARGINS = ("train", "oob", "cv", "none")
 
 #: How the ensemble thresholds: one shift per member and a majority vote (the
 #: paper), or one shift shared by all, searched on pooled out-of-bag margins.
@@ -80,256 +76,7 @@ PAPER_PARAMS = {
 _MAX_SEED = np.iinfo(np.int32).max
 
 
-@dataclass(frozen=True)
-class OTHRMember:
-    """One fitted member of an :class:`EnsembleOTHRClassifier`.
-
-    Attributes
-    ----------
-    estimator : estimator object
-        The base classifier fitted on the member's bag.
-    margin_sign : float
-        +1 or -1: the sign that makes ``estimator.decision_function`` positive
-        on the minority side.
-    threshold : float
-        The shift the member applies: its perturbed shift
-        ``theta' = theta_opt * (1 + perturbation * u)`` (eq. 25), or the
-        ensemble's shared shift.
-    optimal_threshold : float
-        ``theta_opt``, the shift before perturbation.
-    n_draws : int
-        Bags drawn until one held both classes (1 = no redraw).
-    margins : str
-        The margins the shift was searched on: ``"train"``, ``"oob"``,
-        ``"cv"`` (``"train"`` when the requested margins were not possible),
-        ``"none"`` (no member search), or ``"pooled_oob"`` / ``"pooled_train"``
-        (the ensemble's shared search).
-    oob_rows, oob_margins : ndarray or None
-        With ``fit_member(..., keep_oob=True)``: the out-of-bag rows and the
-        member's signed margins on them (the ensemble pools them, then drops them).
-    """
-
-    estimator: object
-    margin_sign: float
-    threshold: float
-    optimal_threshold: float
-    n_draws: int
-    margins: str
-    oob_rows: object = None
-    oob_margins: object = None
-
-    def shifted_margin(self, X):
-        """``h(x) + theta'``, positive on the minority side."""
-        return signed_margins(self.estimator, X, self.margin_sign) + self.threshold
-
-
-def fit_member(
-    X,
-    y,
-    seed,
-    *,
-    pos_label,
-    rows=None,
-    estimator=None,
-    bootstrap="plain",
-    max_samples=None,
-    margins="train",
-    cv=5,
-    objective="g_mean",
-    candidates="othr",
-    smoothing=None,
-    tolerance=0.0,
-    min_precision=0.0,
-    perturbation=0.1,
-    n_neighbors=10,
-    knn_method="auto",
-    max_bag_draws=20,
-    keep_oob=False,
-):
-    """Fit one EnSVM-OTHR member from arrays and a seed.
-
-    Draws a bag (:func:`~dimbsvm.svm.bagging.draw_bag`) of ``rows``, fits a
-    clone of ``estimator`` on it, searches the OTHR shift ``theta_opt`` on the
-    chosen margins and perturbs it: ``theta' = theta_opt * (1 + perturbation * u)``,
-    ``u ~ U[-1, 1]`` (eq. 25). Everything random comes from ``seed``, so the
-    same arguments give the same member wherever the function runs. The
-    defaults are the paper's member.
-
-    Parameters
-    ----------
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-        Validated training data (possibly more rows than the member may use).
-    y : ndarray of shape (n_samples,)
-        Labels, two classes.
-    seed : int
-        The member's seed.
-    pos_label : object
-        The minority (positive) class.
-    rows : ndarray of int, default=None
-        Rows of ``X`` the member draws from (e.g. a CV fold's training rows);
-        ``None`` means all.
-    estimator : estimator object, default=None
-        Base classifier template, cloned; every ``random_state`` parameter of
-        the clone is set to ``seed``. ``None``: :func:`default_estimator`.
-    bootstrap, max_samples
-        See :func:`~dimbsvm.svm.bagging.draw_bag`.
-    margins : {"train", "oob", "cv", "none"}, default="train"
-        ``"train"``: the bag's own margins (the paper). ``"oob"``: the margins
-        of the rows not in the bag. ``"cv"``: out-of-fold margins of the bag
-        (``cv`` stratified folds, copies of a row kept in one fold). Falls back
-        to ``"train"`` when the out-of-bag rows miss a class or the bag has
-        fewer than 2 distinct minority rows. ``"none"``: no search,
-        ``theta_opt = 0`` (the ensemble's pooled search sets the shift).
-    cv : int, default=5
-        Folds for ``margins="cv"``.
-    objective, candidates, smoothing, tolerance, min_precision
-        See :func:`dimbsvm.svm.threshold.othr_threshold`.
-    perturbation : float, default=0.1
-        The paper's perturbation size (0 disables it).
-    n_neighbors, knn_method
-        See :func:`dimbsvm.svm.threshold.farther_majority_neighbours`.
-    max_bag_draws : int, default=20
-        See ``max_draws`` of :func:`~dimbsvm.svm.bagging.draw_bag`.
-    keep_oob : bool, default=False
-        Return the out-of-bag rows (numbered within ``rows``) and the
-        member's signed margins on them as ``oob_rows`` and ``oob_margins``.
-
-    Returns
-    -------
-    member : OTHRMember
-
-    Examples
-    --------
-    >>> from sklearn.datasets import make_classification
-    >>> X, y = make_classification(n_samples=100, weights=[0.8], random_state=0)
-    >>> member = fit_member(X, y, 7, pos_label=1)
-    >>> member.n_draws, member.margins
-    (1, 'train')
-    """
-    with liblinear_guard(estimator):
-        return _fit_member(
-            X, y, seed, pos_label=pos_label, rows=rows, estimator=estimator, bootstrap=bootstrap,
-            max_samples=max_samples, margins=margins, cv=cv, objective=objective, candidates=candidates,
-            smoothing=smoothing, tolerance=tolerance, min_precision=min_precision,
-            perturbation=perturbation, n_neighbors=n_neighbors, knn_method=knn_method,
-            max_bag_draws=max_bag_draws, keep_oob=keep_oob,
-        )
-
-
-def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_samples, margins, cv, objective,
-                candidates, smoothing, tolerance, min_precision, perturbation, n_neighbors, knn_method,
-                max_bag_draws, keep_oob):
-    random_state = np.random.RandomState(seed)
-    # The bag is drawn from the labels alone, so a handle on a store is asked
-    # only for the bag's rows (and the out-of-bag rows a block at a time).
-    rows = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
-    y = np.asarray(y)[rows]
-    positive = np.asarray(y == pos_label)
-    bag, n_draws = draw_bag(
-        positive,
-        random_state,
-        bootstrap=bootstrap,
-        max_samples=max_samples,
-        max_draws=max_bag_draws,
-    )
-    u = random_state.uniform(-1.0, 1.0)
-    template = clone(default_estimator() if estimator is None else estimator)
-    set_random_states(template, seed)
-    X_bag, y_bag, positive_bag = take_rows(X, rows[bag]), y[bag], positive[bag]
-    fitted = clone(template).fit(X_bag, y_bag)
-    sign = margin_sign(fitted, pos_label, np.unique(y_bag))
-
-    oob_rows = oob_margins = None
-    if keep_oob or margins == "oob":
-        # int32 halves what a member returns when folds hold millions of rows
-        index_type = np.int32 if positive.size < np.iinfo(np.int32).max else np.int64
-        oob_rows = np.setdiff1d(np.arange(positive.size), bag).astype(index_type)
-        oob_margins = (
-            map_row_blocks(lambda block: signed_margins(fitted, block, sign), X, rows[oob_rows])
-            if oob_rows.size
-            else np.empty(0)
-        )
-
-    theta_opt, used = 0.0, margins
-    if margins != "none":
-        used, X_eval, positive_eval, margins_eval = "train", X_bag, positive_bag, None
-        if margins == "oob":
-            n_oob_positive = int(positive[oob_rows].sum())
-            if 0 < n_oob_positive < oob_rows.size:
-                used, positive_eval = "oob", positive[oob_rows]
-                X_eval = take_rows(X, rows[oob_rows]) if candidates == "othr" else None
-                margins_eval = oob_margins
-        elif margins == "cv":
-            n_distinct = np.unique(bag[positive_bag]).size
-            if n_distinct >= 2:
-                folds = StratifiedGroupKFold(
-                    n_splits=min(cv, n_distinct), shuffle=True, random_state=seed
-                )
-                splits = list(folds.split(X_bag, y_bag, groups=bag))
-                if all(0 < positive_bag[train].sum() < train.size for train, _ in splits):
-                    used = "cv"
-                    margins_eval = out_of_fold_margins(
-                        template, X_bag, y_bag, pos_label, np.unique(y_bag), splits
-                    )
-        if margins_eval is None:
-            margins_eval = signed_margins(fitted, X_bag, sign)
-        if used != margins:
-            logger.debug(
-                "member %d: no %s margins possible; searched on train margins", seed, margins
-            )
-        theta_opt, _ = othr_threshold(
-            X_eval,
-            positive_eval,
-            margins_eval,
-            objective=objective,
-            candidates=candidates,
-            smoothing=smoothing,
-            tolerance=tolerance,
-            min_precision=min_precision,
-            n_neighbors=n_neighbors,
-            method=knn_method,
-            random_state=seed,
-        )
-    theta = theta_opt * (1.0 + perturbation * u)  # eq. 25
-    return OTHRMember(
-        estimator=fitted,
-        margin_sign=sign,
-        threshold=float(theta),
-        optimal_threshold=float(theta_opt),
-        n_draws=n_draws,
-        margins=used,
-        oob_rows=oob_rows if keep_oob else None,
-        oob_margins=oob_margins if keep_oob else None,
-    )
-
-
-def pooled_oob_margins(members, n_samples):
-    """Mean signed margin of every row over the members it is out of bag for.
-
-    Parameters
-    ----------
-    members : sequence of OTHRMember
-        Fitted with ``keep_oob=True``.
-    n_samples : int
-
-    Returns
-    -------
-    margins : ndarray of shape (n_samples,)
-        NaN for rows that every member had in its bag.
-    counts : ndarray of shape (n_samples,), dtype int64
-        How many members each row was out of bag for.
-    """
-    total = np.zeros(n_samples)
-    counts = np.zeros(n_samples, dtype=np.int64)
-    for member in members:  # in member order: the same sums on any number of workers
-        total[member.oob_rows] += member.oob_margins
-        counts[member.oob_rows] += 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        margins = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
-    return margins, counts
-
-
-class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
+class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
     """EnSVM-OTHR: bagging of SVM-OTHR members.
 
     Each member draws a bag and fits the base classifier on it. Then either
@@ -351,18 +98,9 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
     **Defaults.** Stratified bootstrap bags (every bag keeps the class
     counts), one shift on the pooled out-of-bag margins, chosen on every cut
     between two margins by a kernel-smoothed G-mean (Silverman bandwidth),
-    taking the smallest ``|theta|`` within 0.5 % of the best. On the 20
-    public KEEL datasets of ``benchmarks/othr-public.yaml`` (5-fold CV
-    repeated twice, base ``SVC(C=1, gamma="scale")``; numbers and every
-    variant tried in ``benchmarks/othr_study.md``) this gives a mean
-    G-mean / F-measure / ROC-AUC of 85.2 / 65.0 / 91.6, against
-    80.8 / 61.6 / 91.4 for the paper's algorithm and 85.9 / 63.3 / 91.9 for
-    the best peer, SMOTE + SVC: the F-measure is higher than every peer's
-    on 15 of 20 datasets or more (Wilcoxon p <= 0.04), the G-mean is not
-    distinguishable from theirs (p >= 0.39). ``tolerance=0`` trades F for
-    G: 86.1 / 63.0. No configuration tried reached the issue's target
-    (G-mean >= 86.9 with F-measure >= 63.3); the study reports the
-    trade-off and what limits it.
+    taking the smallest ``|theta|`` within 0.5 % of the best. Why these, with
+    the measurements against the paper's algorithm and the peers, is in
+    ``benchmarks/othr_study.md``.
 
     **The paper's exact algorithm** is ``EnsembleOTHRClassifier(**PAPER_PARAMS)``:
     ``bootstrap="plain"``, ``threshold="member"``, ``member_margins="train"``,
@@ -806,19 +544,3 @@ class EnsembleOTHRClassifier(_ShiftedMarginClassifier):
             return self._label(margins.mean(axis=0) > 0)
         votes = (margins > 0).sum(axis=0)
         return self._label(2 * votes >= len(self.members_))
-
-    def __getstate__(self):
-        # A client holds sockets and an event loop: never pickle it.
-        state = dict(super().__getstate__())
-        state["client"] = None
-        return state
-
-    def __sklearn_clone__(self):
-        if self.client is None:
-            return super().__sklearn_clone__()
-        # clone() would deep-copy the client (it cannot be copied): share it instead.
-        params = self.get_params(deep=False)
-        client = params.pop("client")
-        new = type(self)(**{name: clone(value, safe=False) for name, value in params.items()})
-        new.client = client
-        return new

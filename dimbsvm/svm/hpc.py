@@ -8,7 +8,8 @@ dual (34)/(40) through the Cholesky reduction of
 :mod:`dimbsvm.svm._hpc_kernels`: ``A = R^T R``, a bias-free hinge-loss
 ``LinearSVC`` on ``u_i = R^-T [f_i; 1]`` (or, with ``solver="sgd"``, a
 stochastic-gradient solve of the same problem that streams the rows chunk by
-chunk), then ``[w; b] = R^-1 v``.
+chunk), then ``[w; b] = R^-1 v``. Dask input takes the path of
+:mod:`dimbsvm.svm._hpc_chunked`, which hands its work to the engine.
 
 - ``kernel="linear"``: ``f_i = x_i``; ``A`` is ``(d+1) x (d+1)`` and ``J^T L' J``
   one pass of hyperedge sums (chunk by chunk for Dask input).
@@ -27,20 +28,19 @@ import os
 import time
 from numbers import Integral, Real
 
-import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.base import _fit_context
 from sklearn.linear_model import SGDClassifier
 from sklearn.svm import LinearSVC
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dimbsvm.distributed.fanout import tree_sum
+from dimbsvm._client_param import ClientParamMixin
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block, nystroem_normalization
-from dimbsvm.features.references import choose_rows, choose_rows_chunked
+from dimbsvm.features.references import choose_rows
 from dimbsvm.graph.hypergraph import (
     check_n_neighbors,
     neighbors_excluding_self,
@@ -48,7 +48,8 @@ from dimbsvm.graph.hypergraph import (
     validate_neighbors,
 )
 from dimbsvm.graph.knn import KNN_METHODS, nearest_neighbors
-from dimbsvm.svm._hpc_exchange import jlj_in_memory, jlj_through_disk
+from dimbsvm.svm import _hpc_chunked as chunked
+from dimbsvm.svm._base import _SignedScoreClassifier, binary_classes
 from dimbsvm.svm._hpc_kernels import (
     accumulate_jlj,
     augment,
@@ -63,7 +64,6 @@ from dimbsvm.svm._hpc_kernels import (
     signed_class_weight,
     transform_rows,
 )
-from dimbsvm.svm.othr import binary_classes
 
 __all__ = ["HPCClassifier"]
 
@@ -73,7 +73,7 @@ logger = logging.getLogger(__name__)
 SGD_BATCH = 65_536
 
 
-class HPCClassifier(ClassifierMixin, BaseEstimator):
+class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
     """SVM with hypergraph-based pairwise constraints (HPC-SVM), binary.
 
     Solves ``min 1/2 [w; b]^T (H + c1 J^T L' J + eps I) [w; b] + C sum_i
@@ -127,7 +127,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         together. ``None``: between tasks in memory (fast; the rows in flight
         reach up to ``k`` times the data over the workers). A directory: through
         scratch files written there and deleted after the pass
-        (:mod:`dimbsvm.svm._hpc_exchange`), so no task holds more than about one
+        (:mod:`dimbsvm.svm._hpc_chunked`), so no task holds more than about one
         chunk of rows and the neighbour array is read one chunk at a time; it
         writes and reads ``(k + 1) n`` rows, and must be on a file system every
         worker sees.
@@ -138,6 +138,11 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds LIBLINEAR's coordinate order, the row order of ``solver="sgd"``,
         the landmarks and an approximate neighbour search.
+    client : distributed.Client or None, default=None
+        Dask input only: the client the passes over the chunks run on;
+        ``None`` uses the active client if any, else Dask's threads in this
+        process. Resolved once at the start of ``fit``; dropped when the model
+        is pickled.
 
     Attributes
     ----------
@@ -207,7 +212,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
 
     With ``exchange_dir`` set, the rows go through scratch files on disk in
     three passes of one task per chunk (plan, send, receive; see
-    :mod:`dimbsvm.svm._hpc_exchange`); the neighbour array may then be a Dask
+    :mod:`dimbsvm.svm._hpc_chunked`); the neighbour array may then be a Dask
     array (e.g. of the Zarr store :mod:`dimbsvm.graph` wrote), read a chunk at
     a time by the tasks, and only a ``pieces x chunks`` table of counts
     reaches the calling process. With ``solver="sgd"`` as well, no process
@@ -245,12 +250,13 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
+        "client": "no_validation",
     }
 
     def __init__(self, C=1.0, c1=1.0, n_neighbors=5, gamma=1.0, kernel="linear", *,
                  kernel_gamma="scale", eps=1e-6, n_components=None, max_kernel_size=5000,
                  class_weight=None, knn_method="auto", solver="liblinear", n_epochs=5,
-                 exchange_dir=None, tol=1e-4, max_iter=1000, random_state=None):
+                 exchange_dir=None, tol=1e-4, max_iter=1000, random_state=None, client=None):
         self.C = C
         self.c1 = c1
         self.n_neighbors = n_neighbors
@@ -268,6 +274,7 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
+        self.client = client
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, neighbors=None):
@@ -289,8 +296,9 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         self.timings_ = {}
         random_state = check_random_state(self.random_state)
         self._seed = int(random_state.randint(np.iinfo(np.int32).max))
-        if isinstance(X, da.Array):
-            return self._fit_dask(X, y, neighbors)
+        if isinstance(X, da.Array):  # the client is resolved here, once, and passed down
+            return chunked.fit_chunked(self, X, y, neighbors,
+                                       client=chunked.resolve_client(self.client))
         X, y = validate_data(self, X, y, dtype=np.float64)
         self.classes_, self._class_counts = binary_classes(y, type(self).__name__)
         signs = np.where(y == self.classes_[1], 1.0, -1.0)
@@ -328,27 +336,32 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         self.X_fit_, self.expansion_coef_, self.intercept_ = X, ub[:-1], ub[-1:]
         return self
 
-    def _solve_linear(self, jlj, J, signs):
+    def _solve_linear(self, jlj, J, signs, *, client=None):
         self.jlj_ = jlj
-        wb = self._reduce_and_solve(jlj, J, signs, H=None)                    # eq. (33)
+        wb = self._reduce_and_solve(jlj, J, signs, H=None, client=client)    # eq. (33)
         self.coef_, self.intercept_ = wb[None, :-1], wb[-1:]
         return self
 
-    def _reduce_and_solve(self, jlj, J, signs, *, H):
-        """Factor ``A``, solve the hinge SVM on ``u_i = R^-T J_i``, return ``[w; b] = R^-1 v``."""
+    def _reduce_and_solve(self, jlj, J, signs, *, H, client=None):
+        """Factor ``A``, solve the hinge SVM on ``u_i = R^-T J_i``, return ``[w; b] = R^-1 v``.
+
+        ``J`` and ``signs`` may be Dask arrays (then ``client`` is where their
+        chunks are computed, see :mod:`dimbsvm.svm._hpc_chunked`).
+        """
         with self._timed("factor"):
             R = cholesky_factor(hpc_matrix(jlj, c1=self.c1, eps=self.eps, H=H))  # A = R^T R
         weights = class_weight_values(self.class_weight, self.classes_, self._class_counts)
+        lazy = isinstance(J, da.Array)
         if self.solver == "sgd":
-            v = self._solve_sgd(J, signs, R, weights)
+            v = self._solve_sgd(J, signs, R, weights, client=client)
             wb = recover_weights(R, v)
             with self._timed("objective"):
-                hinge = self._hinge_sums(J, signs, wb)
+                hinge = (chunked.hinge_sums(J, signs, wb, client=client) if lazy
+                         else hinge_sums(J, signs, wb))
         else:
             with self._timed("transform"):
-                if isinstance(J, da.Array):  # all n transformed rows come to this process
-                    U, signs = _compute(
-                        J.map_blocks(transform_rows, R=R, dtype=np.float64), signs)
+                if lazy:  # all n transformed rows come to this process
+                    U, signs = chunked.transformed_rows(J, signs, R, client=client)
                 else:
                     U = transform_rows(J, R)                                   # u_i = R^-T J_i
             with self._timed("solve"):
@@ -367,14 +380,15 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
                      {k: round(t, 3) for k, t in self.timings_.items()})
         return wb
 
-    def _solve_sgd(self, J, signs, R, weights):
+    def _solve_sgd(self, J, signs, R, weights, *, client=None):
         """``v`` of the hinge SVM on ``u_i``, by SGD over one chunk of ``u_i`` at a time.
 
         ``SGDClassifier`` minimises ``alpha/2 |v|^2 + 1/n sum_i c_i hinge_i``,
         which with ``alpha = 1 / (C n)`` is LIBLINEAR's ``1/2 |v|^2 + C sum_i
-        c_i hinge_i`` divided by ``C n``. Each epoch visits the chunks (Dask)
-        or batches of ``SGD_BATCH`` rows in a seeded random order, and the
-        rows of each in a seeded random order.
+        c_i hinge_i`` divided by ``C n``. Each epoch visits the chunks (Dask,
+        :func:`dimbsvm.svm._hpc_chunked.epoch_chunks`) or batches of
+        ``SGD_BATCH`` rows in a seeded random order, and the rows of each in a
+        seeded random order.
         """
         n = int(np.sum(self._class_counts))
         svm = SGDClassifier(loss="hinge", penalty="l2", alpha=1.0 / (self.C * n),
@@ -383,34 +397,30 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
                             random_state=self._seed)
         if isinstance(J, da.Array):
             U = J.map_blocks(transform_rows, R=R, dtype=np.float64)
-            n_batches = U.numblocks[0]
+
+            def batches(rng):
+                return chunked.epoch_chunks(U, signs, rng, client=client)
         else:
             with self._timed("transform"):
                 U = transform_rows(J, R)
-            n_batches = -(-n // SGD_BATCH)
+
+            def batches(rng):
+                return _epoch_batches(U, signs, rng)
         for epoch in range(self.n_epochs):
             rng = np.random.default_rng([self._seed, epoch])
-            rows = None if isinstance(U, da.Array) else rng.permutation(n)
-            for b in rng.permutation(n_batches):
+            epoch_batches = batches(rng)
+            while True:
                 with self._timed("transform"):
-                    if rows is None:  # one chunk of u_i reaches this process
-                        U_b, s_b = _compute(U.blocks[int(b)], signs.blocks[int(b)])
-                    else:
-                        batch = rows[b * SGD_BATCH:(b + 1) * SGD_BATCH]
-                        U_b, s_b = U[batch], signs[batch]
+                    batch = next(epoch_batches, None)
+                if batch is None:
+                    break
+                U_b, s_b = batch
                 with self._timed("solve"):
                     order = rng.permutation(U_b.shape[0])
                     svm.partial_fit(U_b[order], np.asarray(s_b, dtype=np.float64)[order],
                                     classes=np.array([-1.0, 1.0]))
         self.n_iter_ = self.n_epochs
         return svm.coef_.ravel().astype(np.float64)
-
-    def _hinge_sums(self, J, signs, wb):
-        if not isinstance(J, da.Array):
-            return hinge_sums(J, signs, wb)
-        terms = [dask.delayed(hinge_sums)(J_b, s_b, wb)
-                 for J_b, s_b in zip(J.to_delayed().ravel(), signs.to_delayed().ravel())]
-        return _compute(tree_sum(terms))[0]
 
     def _neighbors(self, X, neighbors):
         if neighbors is not None:
@@ -422,78 +432,26 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
                                      random_state=self._seed)
         return neighbors_excluding_self(found)
 
-    def _nystroem_fit(self, X, n, rows=None):
+    def _nystroem_fit(self, X, n):
+        """Nystroem features of in-memory rows, ``n_components`` landmarks drawn from them."""
+        self._check_components(n)
+        self._set_landmarks(X[choose_rows(n, self.n_components, seed=self._seed)])
+        return self._feature_block(X)
+
+    def _check_components(self, n):
         if self.n_components > n:
             raise DataError(f"n_components={self.n_components} landmarks asked for but there are "
                             f"only {n} training rows")
-        if rows is None:
-            rows = choose_rows(n, self.n_components, seed=self._seed)
-        S = X[rows] if not isinstance(X, da.Array) else np.asarray(_compute(X[rows])[0])
+
+    def _set_landmarks(self, S):
+        """Keep the landmarks ``S`` and ``K(S, S)^-1/2``."""
         self.landmarks_ = np.asarray(S, dtype=np.float64)
         self.normalization_ = nystroem_normalization(
             kernel_block(S, S, self.kernel, gamma=self.kernel_gamma_))
-        if isinstance(X, da.Array):
-            return X.map_blocks(self._feature_block, chunks=(X.chunks[0], (S.shape[0],)),
-                                dtype=np.float64, meta=np.empty((0, 0)))
-        return self._feature_block(X)
 
     def _feature_block(self, X):
         return kernel_block(X, self.landmarks_, self.kernel, gamma=self.kernel_gamma_) \
             @ self.normalization_
-
-    # -- Dask input ------------------------------------------------------------------------
-
-    def _fit_dask(self, X, y, neighbors):
-        if X.ndim != 2 or not np.issubdtype(X.dtype, np.number):
-            raise DataError(f"X must be a 2-D numeric array, got shape {X.shape} and dtype {X.dtype}")
-        if self.exchange_dir is not None and not os.path.isdir(self.exchange_dir):
-            raise DataError(f"exchange_dir={str(self.exchange_dir)!r} is not an existing directory")
-        if neighbors is None:
-            raise DataError(
-                "Dask input needs neighbors=: an (n_samples, n_neighbors) integer array of each "
-                "sample's nearest other samples (build it once with dimbsvm.graph and reuse it)")
-        n = X.shape[0]
-        y = da.asarray(y) if isinstance(y, da.Array) else da.from_array(column_or_1d(y))
-        if y.shape != (n,):
-            raise DataError(f"y must have one label per row of X ({n}), got shape {y.shape}")
-        X = X.rechunk({1: -1})  # kept in its dtype: the tasks compute in float64
-        y = y.rechunk((X.chunks[0],))
-        check_n_neighbors(self.n_neighbors, n)
-        if neighbors.shape[0] != n:
-            raise DataError(f"neighbors has {neighbors.shape[0]} rows for {n} samples")
-        self.n_features_in_ = X.shape[1]
-        with self._timed("moments"):
-            (classes, counts), finite, sigma2, variance = _compute(
-                da.unique(y, return_counts=True), da.isfinite(X).all(),
-                X.var(axis=0, ddof=1, dtype=np.float64).sum(), X.var(dtype=np.float64))  # eq. (18)
-        if not finite:
-            raise DataError("X holds NaN or inf; HPCClassifier needs finite values")
-        self.classes_, _ = binary_classes(np.asarray(classes), type(self).__name__)
-        self._class_counts = np.asarray(counts)
-        self.sigma2_ = float(sigma2)
-        self.kernel_gamma_ = kernel_width(self.kernel, self.kernel_gamma, X.shape[1],
-                                          float(variance))
-        signs = (y == self.classes_[1]).astype(np.int8) * 2 - 1  # {-1, +1}, one byte a row
-        with self._timed("features"):
-            if self.kernel == "linear":
-                F = X
-            else:
-                if self.n_components is None:
-                    raise DataError("the exact kernel path needs data in memory; set n_components "
-                                    "(Nystroem landmarks) for Dask input")
-                rows = choose_rows_chunked(X.chunks[0], self.n_components, seed=self._seed,
-                                           compute=_compute)
-                F = self._nystroem_fit(X, n, rows=rows)
-        with self._timed("jlj"):
-            common = {"n_neighbors": self.n_neighbors, "sigma2": self.sigma2_,
-                      "gamma": self.gamma, "compute": _compute}
-            if self.exchange_dir is not None:
-                jlj = jlj_through_disk(X, signs, None if F is X else F, neighbors,
-                                       directory=self.exchange_dir, **common)
-            else:
-                jlj = jlj_in_memory(X, signs, None if F is X else F, neighbors, **common)
-        J = F.map_blocks(augment, chunks=(F.chunks[0], (F.shape[1] + 1,)), dtype=np.float64)
-        return self._solve_linear(jlj, J, signs)
 
     # -- prediction ------------------------------------------------------------------------
 
@@ -526,21 +484,8 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         F = X if self.kernel == "linear" else self._feature_block(X)
         return F @ self.coef_[0] + self.intercept_[0]
 
-    def predict(self, X):
-        """Class labels: ``classes_[1]`` where the decision function is positive.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)
-        if isinstance(scores, da.Array):
-            scores = scores.compute()
-        return self.classes_[(scores > 0).astype(int)]
+    def _compute_scores(self, scores):
+        return chunked.compute_scores(scores, client=self.client)
 
     @contextlib.contextmanager
     def _timed(self, stage):
@@ -548,15 +493,11 @@ class HPCClassifier(ClassifierMixin, BaseEstimator):
         yield
         self.timings_[stage] = self.timings_.get(stage, 0.0) + time.perf_counter() - start
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        tags.input_tags.sparse = False
-        return tags
 
-
-def _compute(*collections, client=None):
-    """Compute Dask collections where the engine says (the given or current client, else here)."""
-    from ..model_selection.engine import compute
-
-    return compute(*collections, client=client)
+def _epoch_batches(U, signs, rng):
+    """One epoch of in-memory rows: batches of ``SGD_BATCH`` seeded-random rows, in a seeded order."""
+    n = U.shape[0]
+    rows = rng.permutation(n)
+    for b in rng.permutation(-(-n // SGD_BATCH)):
+        batch = rows[b * SGD_BATCH:(b + 1) * SGD_BATCH]
+        yield U[batch], signs[batch]

@@ -5,12 +5,13 @@ Both wrap a classifier with a ``decision_function`` (by default an RBF
 
 * :class:`OTHRClassifier` searches the shift that maximises the training
   G-mean among the paper's candidates (Fig. 3, eq. 23); by default on
-  out-of-fold margins with a small tolerance (see its docstring for the
-  measurements), and :data:`PAPER_PARAMS` gives the paper's exact search.
+  out-of-fold margins with a small tolerance (measured in
+  ``benchmarks/othr_study.md``), and :data:`PAPER_PARAMS` gives the paper's exact search.
 * :class:`THRClassifier` uses Lin & Chen's closed form (eq. 16).
 
-The helpers at the bottom (binary target checks, signed margins,
-out-of-fold margins) are shared with :mod:`dimbsvm.svm.ensemble`.
+The base class and the helpers they share with the other classifiers
+(binary target checks, signed margins, out-of-fold margins) are in
+:mod:`dimbsvm.svm._base`.
 """
 
 from __future__ import annotations
@@ -18,16 +19,21 @@ from __future__ import annotations
 import logging
 from numbers import Integral, Real
 
-import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context, clone
-from sklearn.model_selection import StratifiedKFold
-from sklearn.svm import SVC
-from sklearn.utils import check_random_state, get_tags
+from sklearn.base import _fit_context
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dimbsvm.graph.knn import KNN_METHODS
+from dimbsvm.svm._base import (
+    _ShiftedMarginClassifier,
+    default_estimator,
+    fit_base_estimator,
+    margin_sign,
+    out_of_fold_margins,
+    signed_margins,
+    stratified_folds,
+)
+from dimbsvm.svm._base import binary_classes, positive_label  # noqa: F401 - were imported from here
 from dimbsvm.svm.threshold import (
     CANDIDATES,
     OBJECTIVES,
@@ -60,86 +66,6 @@ SEARCH_CONSTRAINTS = {
     "tolerance": [Interval(Real, 0, 1, closed="left")],
     "min_precision": [Interval(Real, 0, 1, closed="both")],
 }
-
-
-def default_estimator():
-    """The base SVM of the paper and of dimbsvm's benchmarks.
-
-    Returns
-    -------
-    estimator : SVC
-        ``SVC(kernel="rbf", C=1.0, gamma="scale")``, unfitted.
-    """
-    return SVC(kernel="rbf", C=1.0, gamma="scale")
-
-
-class _ShiftedMarginClassifier(ClassifierMixin, BaseEstimator):
-    """Shared validation, prediction and tags of the threshold-moving classifiers.
-
-    Subclasses set ``classes_``, ``pos_label_`` (via
-    :meth:`_validate_training_data`) and implement :meth:`_shifted_margin`,
-    the margin after the shift, positive on the minority side.
-    """
-
-    def _validate_training_data(self, X, y):
-        X, y = validate_data(self, X, y, accept_sparse="csr")
-        classes, counts = binary_classes(y, type(self).__name__)
-        self.classes_ = classes
-        self.pos_label_ = positive_label(classes, counts, self.pos_label)
-        return X, y, y == self.pos_label_
-
-    def _validate_X(self, X):
-        check_is_fitted(self)
-        return validate_data(self, X, accept_sparse="csr", reset=False)
-
-    def _shifted_margin(self, X):
-        raise NotImplementedError
-
-    def decision_function(self, X):
-        """Shifted margin, oriented as scikit-learn expects.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,)
-            Positive values mean ``classes_[1]``, as for every scikit-learn
-            binary classifier (so ``roc_auc`` scorers work). When the minority
-            class is ``classes_[1]`` -- the usual case, e.g. labels {0, 1} with
-            1 the minority -- this is ``h(x) + theta`` of the paper; otherwise
-            it is its negation.
-        """
-        scores = self._shifted_margin(self._validate_X(X))
-        return scores if self.pos_label_ == self.classes_[1] else -scores
-
-    def predict(self, X):
-        """Predict class labels: ``pos_label_`` where the shifted margin is > 0.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-            Labels from ``classes_``.
-        """
-        return self._label(self._shifted_margin(self._validate_X(X)) > 0)
-
-    def _label(self, is_positive):
-        pos_index = int(np.flatnonzero(self.classes_ == self.pos_label_)[0])
-        return self.classes_[np.where(is_positive, pos_index, 1 - pos_index)]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        estimator = getattr(self, "estimator", None)
-        tags.input_tags.sparse = (
-            True if estimator is None else get_tags(estimator).input_tags.sparse
-        )
-        return tags
 
 
 class THRClassifier(_ShiftedMarginClassifier):
@@ -241,11 +167,8 @@ class OTHRClassifier(_ShiftedMarginClassifier):
     5 stratified folds; the final classifier is still fitted on all samples),
     and the smallest ``|theta|`` whose G-mean is within 1 % of the best wins
     (``tolerance=0.01``), which keeps the shift from moving far for a
-    negligible training gain. On the 20-dataset public KEEL suite
-    (``benchmarks/othr-public.yaml``: 5-fold CV repeated twice, base
-    ``SVC(C=1, gamma="scale")``; ``benchmarks/othr_study.md``) the mean
-    G-mean / F-measure are 84.9 / 63.9 with the defaults and 83.6 / 62.7
-    with the paper's search.
+    negligible training gain. The measurements behind these defaults are in
+    ``benchmarks/othr_study.md``.
 
     **The paper's exact algorithm** is ``OTHRClassifier(**PAPER_PARAMS)``:
     ``margins="train"``, ``objective="g_mean"``, ``candidates="othr"``,
@@ -442,119 +365,3 @@ class OTHRClassifier(_ShiftedMarginClassifier):
 
     def _shifted_margin(self, X):
         return signed_margins(self.estimator_, X, self._margin_sign) + self.threshold_  # eq. 24
-
-
-# --- helpers shared with dimbsvm.svm.ensemble -------------------------------------------
-
-
-def binary_classes(y, name):
-    """The two classes of ``y`` and their counts, or a clear error.
-
-    Parameters
-    ----------
-    y : ndarray of shape (n_samples,)
-    name : str
-        The estimator named in error messages.
-
-    Returns
-    -------
-    classes, counts : ndarray of shape (2,)
-
-    Raises
-    ------
-    ValueError
-        If ``y`` is continuous, has one class, or more than two.
-    """
-    check_classification_targets(y)
-    classes, counts = np.unique(y, return_counts=True)
-    if classes.size > 2:
-        raise ValueError(
-            f"Only binary classification is supported. {name} got {classes.size} classes "
-            f"(the type of the target is 'multiclass'); wrap it in "
-            f"sklearn.multiclass.OneVsRestClassifier for multi-class problems."
-        )
-    if classes.size < 2:
-        raise ValueError(
-            f"{name} needs samples of 2 classes; got 1 class ({classes[0]!r})."
-        )
-    return classes, counts
-
-
-def positive_label(classes, counts, pos_label):
-    """The minority (positive) class: ``pos_label`` or the least frequent class.
-
-    On a tie the positive class is ``classes[1]``, scikit-learn's usual positive class.
-    """
-    if pos_label is None:
-        return classes[0] if counts[0] < counts[1] else classes[1]
-    matches = [label for label in classes if label == pos_label]
-    if not matches:
-        raise ValueError(
-            f"pos_label={pos_label!r} is not one of the training classes {classes.tolist()}."
-        )
-    return matches[0]
-
-
-def stratified_folds(n_splits, random_state_param, random_state):
-    """``StratifiedKFold``: shuffled by ``random_state`` unless the parameter was ``None``.
-
-    With ``random_state=None`` the folds follow row order, as scikit-learn's
-    ``cv=5`` does, so a default estimator is deterministic.
-    """
-    if random_state_param is None:
-        return StratifiedKFold(n_splits=n_splits)
-    return StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
-
-
-def fit_base_estimator(estimator, X, y):
-    """Clone ``estimator`` (``None``: :func:`default_estimator`) and fit it."""
-    base = default_estimator() if estimator is None else clone(estimator)
-    return base.fit(X, y)
-
-
-def margin_sign(estimator, pos_label, classes):
-    """+1 if ``estimator.decision_function`` is positive towards ``pos_label``, else -1.
-
-    A binary ``decision_function`` is positive towards ``estimator.classes_[1]``;
-    without ``classes_`` the sorted training ``classes`` are assumed.
-    """
-    estimator_classes = getattr(estimator, "classes_", classes)
-    return 1.0 if estimator_classes[1] == pos_label else -1.0
-
-
-def signed_margins(estimator, X, sign):
-    """``sign * estimator.decision_function(X)`` as a 1-D float array."""
-    margins = np.asarray(estimator.decision_function(X), dtype=np.float64)
-    if margins.ndim == 2 and margins.shape[1] == 1:
-        margins = margins[:, 0]
-    if margins.ndim != 1:
-        raise ValueError(
-            f"The base estimator's decision_function returned shape {margins.shape}; "
-            "a binary classifier must return one margin per sample."
-        )
-    return sign * margins
-
-
-def out_of_fold_margins(estimator, X, y, pos_label, classes, splits):
-    """Signed margins of every sample from a clone fitted without it.
-
-    Parameters
-    ----------
-    estimator : estimator object
-        Template, cloned once per fold.
-    X, y : training data
-    pos_label, classes
-        As in :func:`margin_sign`.
-    splits : iterable of (train, test) index arrays
-        Every sample must be in exactly one ``test``; every ``train`` must hold
-        both classes.
-
-    Returns
-    -------
-    margins : ndarray of shape (n_samples,)
-    """
-    margins = np.full(X.shape[0], np.nan)
-    for train, test in splits:
-        fold = clone(estimator).fit(X[train], y[train])
-        margins[test] = signed_margins(fold, X[test], margin_sign(fold, pos_label, classes))
-    return margins

@@ -1,16 +1,10 @@
-"""Threshold shifts of SVM-THR and SVM-OTHR as plain functions on arrays.
+"""Scoring threshold shifts of SVM-OTHR and choosing one, as plain functions on arrays.
 
 Margins are *signed* so that the positive (minority) class lies on the positive
 side: a sample is predicted positive when ``margin + theta > 0``
-(the paper's eqs. 17 and 24, ``h'(x) = h(x) + theta``).
+(the paper's eqs. 17 and 24, ``h'(x) = h(x) + theta``). The candidate shifts
+come from :mod:`dimbsvm.svm.candidates` (whose names are re-exported here).
 
-* :func:`thr_shift` -- Lin & Chen's SVM-THR shift (eq. 16).
-* :func:`farther_majority_neighbours` -- for each misclassified minority
-  sample x_i, its nearest majority neighbour nx_i among the majority samples
-  farther on the majority side, ``h(nx_i) < h(x_i)`` (DESIGN.md, "OTHR candidates").
-* :func:`othr_candidates` -- the candidate shifts, eq. 23, plus ``theta = 0``.
-* :func:`midpoint_candidates` -- every cut between two distinct margins, plus
-  ``theta = 0`` (a refinement: the paper's candidates are a subset of these cuts).
 * :func:`best_threshold` -- TPR, TNR, precision, G-mean and F-measure of every
   candidate in one sort, and the best one (ties go to the smallest ``|theta|``).
   Refinements, all off by default there: another objective, a kernel-smoothed
@@ -24,11 +18,16 @@ No Dask, no I/O and no estimators here: callers validate their input.
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
-from dimbsvm.graph.knn import nearest_neighbors
+from dimbsvm.svm.candidates import (
+    CANDIDATES,
+    farther_majority_neighbours,
+    midpoint_candidates,
+    othr_candidates,
+    thin_candidates,
+    thr_shift,
+)
 
 __all__ = [
     "CANDIDATES",
@@ -41,18 +40,13 @@ __all__ = [
     "othr_candidates",
     "othr_threshold",
     "smoothing_bandwidth",
+    "thin_candidates",
     "thr_shift",
 ]
-
-logger = logging.getLogger(__name__)
 
 #: The training criteria a threshold can maximise: G-mean (the paper), the
 #: F-measure of the positive class, or their geometric mean ``sqrt(G * F)``.
 OBJECTIVES = ("g_mean", "f_measure", "g_f_mean")
-
-#: Where candidate shifts come from: the paper's eq. 23 midpoints, or every cut
-#: between two distinct margins.
-CANDIDATES = ("othr", "midpoints")
 
 #: Named bandwidth rules of the smoothed objective (a positive float is a bandwidth).
 SMOOTHINGS = ("silverman",)
@@ -65,193 +59,6 @@ _BLOCK = 1 << 21
 #: the ``O(n c)`` cost of smoothing: the smoothed objective varies on the scale of the
 #: bandwidth, far coarser than the gaps between thousands of candidates.
 MAX_SMOOTHED_CANDIDATES = 8192
-
-
-def thr_shift(n_pos, n_neg):
-    """SVM-THR's threshold shift of Lin & Chen, eq. 16.
-
-    Parameters
-    ----------
-    n_pos : int
-        Number of positive (minority) training samples, N+.
-    n_neg : int
-        Number of negative (majority) training samples, N-.
-
-    Returns
-    -------
-    theta : float
-        ``(N- - N+) / (N+ + N- + 2)``, added to the margin (eq. 17).
-
-    Examples
-    --------
-    >>> thr_shift(10, 90)
-    0.7843137254901961
-    """
-    return (n_neg - n_pos) / (n_pos + n_neg + 2)  # eq. 16
-
-
-def farther_majority_neighbours(
-    X_minority,
-    margins_minority,
-    X_majority,
-    margins_majority,
-    *,
-    n_neighbors=10,
-    metric="euclidean",
-    method="auto",
-    random_state=None,
-):
-    """Nearest majority neighbour farther on the majority side, per minority row.
-
-    For every minority row with a negative margin (misclassified), the nearest
-    majority row (in input space) among those with a *smaller* margin;
-    among equally near rows (equal computed distances), the lowest row number.
-    The search asks :func:`~dimbsvm.graph.knn.nearest_neighbors` for
-    ``n_neighbors`` majority neighbours, keeps the nearest that satisfies the
-    constraint, and doubles ``k`` only for the rows still without one (or
-    whose answer may tie with rows beyond the k-th), up to all majority rows.
-
-    Parameters
-    ----------
-    X_minority : {ndarray, sparse matrix} of shape (n_minority, n_features)
-    margins_minority : ndarray of shape (n_minority,)
-        Signed margins (positive = minority side).
-    X_majority : {ndarray, sparse matrix} of shape (n_majority, n_features)
-    margins_majority : ndarray of shape (n_majority,)
-    n_neighbors : int, default=10
-        Neighbours asked for in the first round; clipped to ``n_majority``.
-        It changes the work done, not the answer (for an exact search).
-    metric, method, random_state
-        Passed to :func:`~dimbsvm.graph.knn.nearest_neighbors`. The last round,
-        over all majority rows, is always exact.
-
-    Returns
-    -------
-    neighbour : ndarray of shape (n_minority,), dtype int64
-        Row number in ``X_majority`` of nx_i, or -1 where there is none: the
-        row is correctly classified (margin >= 0) or no majority row has a
-        smaller margin than it.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X_min, h_min = np.array([[0.0], [5.0]]), np.array([-0.5, 1.0])
-    >>> X_maj, h_maj = np.array([[0.1], [0.3], [2.0]]), np.array([0.2, -1.0, -2.0])
-    >>> farther_majority_neighbours(X_min, h_min, X_maj, h_maj)
-    array([ 1, -1])
-    """
-    margins_minority = np.asarray(margins_minority, dtype=np.float64)
-    margins_majority = np.asarray(margins_majority, dtype=np.float64)
-    n_majority = margins_majority.shape[0]
-    neighbour = np.full(margins_minority.shape[0], -1, dtype=np.int64)
-    if n_majority == 0:
-        return neighbour
-    # A row at or below the lowest majority margin has no candidate anywhere:
-    # drop it before searching, so that no row forces a search over all rows in vain.
-    todo = np.flatnonzero((margins_minority < 0) & (margins_minority > margins_majority.min()))
-    k = min(int(n_neighbors), n_majority)
-    while todo.size:
-        indices, distances = nearest_neighbors(
-            X_majority,
-            X_minority[todo],
-            k,
-            metric=metric,
-            method="exact" if k == n_majority else method,
-            random_state=random_state,
-        )
-        farther = margins_majority[indices] < margins_minority[todo, None]
-        nearest = np.where(farther, distances, np.inf).min(axis=1)
-        # Equally near majority rows: the lowest row number wins, so the answer does
-        # not depend on how the search orders ties. A tie at the k-th neighbour may
-        # continue beyond it: such rows are searched again with a larger k.
-        tied = farther & (distances == nearest[:, None])
-        choice = np.where(tied, indices, n_majority).min(axis=1)
-        resolved = np.isfinite(nearest) & ((distances[:, -1] > nearest) | (k == n_majority))
-        neighbour[todo[resolved]] = choice[resolved]
-        todo = todo[~resolved]
-        if k == n_majority:  # unreachable: the pre-filter guarantees a hit
-            break
-        logger.debug("%d minority rows without a farther neighbour in %d; widening", todo.size, k)
-        k = min(2 * k, n_majority)
-    return neighbour
-
-
-def othr_candidates(margins_minority, margins_majority, neighbour):
-    """Candidate threshold shifts of SVM-OTHR: ``theta = 0`` and eq. 23.
-
-    Parameters
-    ----------
-    margins_minority : ndarray of shape (n_minority,)
-    margins_majority : ndarray of shape (n_majority,)
-    neighbour : ndarray of shape (n_minority,)
-        From :func:`farther_majority_neighbours` (-1: no candidate).
-
-    Returns
-    -------
-    theta : ndarray of shape (n_candidates,)
-        ``0`` first, then ``-(h(x_i) + h(nx_i)) / 2`` for every minority row
-        with a neighbour, in row order. Each moves x_i to the midpoint between
-        x_i and nx_i on the margin scale, so x_i becomes positive and nx_i stays negative.
-    minority_row, majority_row : ndarray of shape (n_candidates,), dtype int64
-        The rows x_i and nx_i a candidate comes from (-1 for ``theta = 0``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> othr_candidates(np.array([-0.5, 1.0]), np.array([0.2, -1.0]), np.array([1, -1]))[0]
-    array([0.  , 0.75])
-    """
-    margins_minority = np.asarray(margins_minority, dtype=np.float64)
-    margins_majority = np.asarray(margins_majority, dtype=np.float64)
-    rows = np.flatnonzero(np.asarray(neighbour) >= 0)
-    partners = np.asarray(neighbour)[rows]
-    theta = -(margins_minority[rows] + margins_majority[partners]) / 2  # eq. 23
-    minus_one = np.array([-1], dtype=np.int64)
-    return (
-        np.concatenate([[0.0], theta]),
-        np.concatenate([minus_one, rows.astype(np.int64)]),
-        np.concatenate([minus_one, partners.astype(np.int64)]),
-    )
-
-
-def midpoint_candidates(margins):
-    """Every cut between two distinct margins, and ``theta = 0``.
-
-    A shift between two consecutive distinct margins ``s_k < s_(k+1)`` puts the
-    rows at ``s_(k+1)`` and above on the positive side and the others on the
-    negative side; the midpoint ``theta = -(s_k + s_(k+1)) / 2`` is the cut
-    with the widest gap on both sides, as eq. 23 chooses for its pairs. Every
-    classification that a shift can make of these rows is one of the cuts
-    (or ``theta = 0``, all rows on one side excepted).
-
-    Parameters
-    ----------
-    margins : array-like of shape (n_samples,)
-
-    Returns
-    -------
-    theta : ndarray of shape (n_candidates,)
-        ``0`` first, then the cuts from the highest margins down (increasing ``theta``).
-    upper_row, lower_row : ndarray of shape (n_candidates,), dtype int64
-        For each cut, the first row at ``s_(k+1)`` (it becomes positive) and
-        the first row at ``s_k`` (it stays negative); -1 for ``theta = 0``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> midpoint_candidates(np.array([0.5, -1.0, 0.5, 0.0]))[0]
-    array([ 0.  , -0.25,  0.5 ])
-    """
-    margins = np.asarray(margins, dtype=np.float64)
-    values, first = np.unique(margins, return_index=True)
-    values, first = values[::-1], first[::-1]  # highest margin first: increasing theta
-    theta = -(values[1:] + values[:-1]) / 2
-    minus_one = np.array([-1], dtype=np.int64)
-    return (
-        np.concatenate([[0.0], theta]),
-        np.concatenate([minus_one, first[:-1].astype(np.int64)]),
-        np.concatenate([minus_one, first[1:].astype(np.int64)]),
-    )
 
 
 def smoothing_bandwidth(margins_positive, margins=None):
@@ -482,36 +289,6 @@ def _bandwidth(smoothing, pos_sorted, margins):
     if not smoothing > 0:
         raise ValueError(f"a smoothing bandwidth must be positive; got {smoothing!r}.")
     return float(smoothing)
-
-
-def thin_candidates(theta, max_candidates):
-    """Which candidates to score when there are too many: ``theta = 0`` and evenly spaced ranks.
-
-    Parameters
-    ----------
-    theta : ndarray of shape (n_candidates,)
-    max_candidates : int or None
-        ``None`` (or at least ``n_candidates``) keeps all.
-
-    Returns
-    -------
-    keep : slice or ndarray of int
-        Positions into ``theta``, in their original order.
-
-    Examples
-    --------
-    >>> theta = np.array([0.0, -0.4, 0.3, -0.1, 0.1, 0.2, -0.3])
-    >>> theta[thin_candidates(theta, 4)].tolist()
-    [0.0, -0.4, 0.3]
-    """
-    theta = np.asarray(theta)
-    if max_candidates is None or theta.size <= max_candidates:
-        return slice(None)
-    zero = np.flatnonzero(theta == 0.0)[:1]
-    order = np.argsort(theta, kind="stable")
-    n_spaced = max(int(max_candidates) - zero.size, 1)
-    ranks = np.unique(np.linspace(0, theta.size - 1, n_spaced).round().astype(np.int64))
-    return np.unique(np.concatenate([zero, order[ranks]]))
 
 
 def othr_threshold(

@@ -1,5 +1,21 @@
-"""HPC-SVM's ``J^T L' J`` over Dask chunks: bringing each hyperedge's rows together.
+"""HPC-SVM over Dask chunks: the passes of a fit that never holds all rows, and their exchanges.
 
+:func:`fit_chunked` is :meth:`HPCClassifier.fit <dimbsvm.svm.hpc.HPCClassifier.fit>`
+on Dask arrays. It builds lazy work (Dask arrays, ``dask.delayed`` terms summed
+as a tree by :func:`tree_sum`) and hands every computation to the engine
+(:func:`dimbsvm.model_selection.engine.compute`, imported where it is used),
+on the client the estimator resolved once at the start of ``fit``. The numeric
+work of each task is in :mod:`dimbsvm.svm._hpc_kernels`. The passes:
+
+1. moments (``sigma^2``, class counts, finiteness), reduced to scalars
+   (:func:`moments`);
+2. ``J^T L' J``, :func:`jlj_in_memory` or :func:`jlj_through_disk`;
+3. the solve: all transformed rows gathered for LIBLINEAR
+   (:func:`transformed_rows`), or one chunk at a time for SGD
+   (:func:`epoch_chunks`);
+4. the hinge sums of the objective (:func:`hinge_sums`).
+
+**Bringing each hyperedge's rows together.**
 Each hyperedge is a centre row and its ``k`` nearest other rows, which on
 data in random order lie in every chunk: summing ``J^T L' J`` chunk by chunk
 is an all-to-all exchange of rows. Both functions cut the hyperedges centred
@@ -41,8 +57,10 @@ long at 10^6 rows in 50 chunks (median of 2, one thread; 82 s against 21 s).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,22 +68,198 @@ from pathlib import Path
 import dask
 import dask.array as da
 import numpy as np
+from sklearn.utils.validation import column_or_1d
 
-from dimbsvm.distributed.client import current_client
-from dimbsvm.distributed.fanout import tree_sum
-from dimbsvm.graph.hypergraph import validate_neighbors
+from dimbsvm.exceptions import DataError
+from dimbsvm.features.references import choose_rows_chunked
+from dimbsvm.graph.hypergraph import check_n_neighbors, validate_neighbors
+from dimbsvm.svm._base import binary_classes
 from dimbsvm.svm._hpc_kernels import (
+    augment,
     gather_piece_jlj,
     group_by_chunk,
+    hinge_sums as hinge_sums_of,
     hyperedge_members,
+    kernel_width,
     piece_jlj,
     placed_piece_jlj,
     take_rows,
+    transform_rows,
 )
 
-__all__ = ["jlj_in_memory", "jlj_through_disk", "pieces_of"]
+__all__ = [
+    "compute_scores",
+    "epoch_chunks",
+    "fit_chunked",
+    "hinge_sums",
+    "jlj_in_memory",
+    "jlj_through_disk",
+    "moments",
+    "pieces_of",
+    "resolve_client",
+    "transformed_rows",
+    "tree_sum",
+]
 
 logger = logging.getLogger(__name__)
+
+
+# -- where the work runs: the engine -----------------------------------------------------------
+
+
+def resolve_client(client=None):
+    """The client a fit runs on: the one given, else the current one, else ``None`` (this process)."""
+    from dimbsvm.model_selection.engine import resolve_client as engine_resolve_client
+
+    return engine_resolve_client(client)
+
+
+def _compute(*collections, client):
+    """Compute Dask collections on ``client`` (``None``: Dask's threads in this process)."""
+    from dimbsvm.model_selection.engine import compute
+
+    return compute(*collections, client=client)
+
+
+def _shares_memory(client):
+    """Whether the tasks run as threads of this process (no client): they can share chunks."""
+    return client is None
+
+
+def compute_scores(scores, *, client=None):
+    """The values of a lazy score array, computed on ``client`` or the current client."""
+    return _compute(scores, client=resolve_client(client))[0]
+
+
+def tree_sum(terms):
+    """One delayed sum of delayed terms, added pairwise as a tree.
+
+    A flat sum would make one task hold every term; the tree holds two.
+
+    Parameters
+    ----------
+    terms : list of dask.delayed.Delayed
+        At least one.
+
+    Returns
+    -------
+    total : dask.delayed.Delayed
+    """
+    while len(terms) > 1:
+        terms = [dask.delayed(_add)(*terms[i:i + 2]) if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def _add(a, b):
+    return a + b
+
+
+# -- the fit ---------------------------------------------------------------------------------
+
+
+def fit_chunked(estimator, X, y, neighbors, *, client):
+    """Fit an :class:`~dimbsvm.svm.hpc.HPCClassifier` on Dask arrays.
+
+    Parameters
+    ----------
+    estimator : HPCClassifier
+        Its parameters are read and its fitted attributes set; ``_seed`` and
+        ``timings_`` are set by its ``fit``.
+    X : dask.array.Array of shape (n_samples, n_features)
+    y : array-like or dask.array.Array of shape (n_samples,)
+    neighbors : ndarray or dask.array.Array of shape (n_samples, >= n_neighbors)
+    client : distributed.Client or None, keyword-only
+        Where the passes run (resolved by the caller); ``None``: Dask's threads here.
+
+    Returns
+    -------
+    estimator : HPCClassifier
+    """
+    est = estimator
+    if X.ndim != 2 or not np.issubdtype(X.dtype, np.number):
+        raise DataError(f"X must be a 2-D numeric array, got shape {X.shape} and dtype {X.dtype}")
+    if est.exchange_dir is not None and not os.path.isdir(est.exchange_dir):
+        raise DataError(f"exchange_dir={str(est.exchange_dir)!r} is not an existing directory")
+    if neighbors is None:
+        raise DataError(
+            "Dask input needs neighbors=: an (n_samples, n_neighbors) integer array of each "
+            "sample's nearest other samples (build it once with dimbsvm.graph and reuse it)")
+    n = X.shape[0]
+    y = da.asarray(y) if isinstance(y, da.Array) else da.from_array(column_or_1d(y))
+    if y.shape != (n,):
+        raise DataError(f"y must have one label per row of X ({n}), got shape {y.shape}")
+    X = X.rechunk({1: -1})  # kept in its dtype: the tasks compute in float64
+    y = y.rechunk((X.chunks[0],))
+    check_n_neighbors(est.n_neighbors, n)
+    if neighbors.shape[0] != n:
+        raise DataError(f"neighbors has {neighbors.shape[0]} rows for {n} samples")
+    est.n_features_in_ = X.shape[1]
+    with est._timed("moments"):
+        (classes, counts), finite, sigma2, variance = moments(X, y, client=client)
+    if not finite:
+        raise DataError("X holds NaN or inf; HPCClassifier needs finite values")
+    est.classes_, _ = binary_classes(np.asarray(classes), type(est).__name__)
+    est._class_counts = np.asarray(counts)
+    est.sigma2_ = float(sigma2)
+    est.kernel_gamma_ = kernel_width(est.kernel, est.kernel_gamma, X.shape[1], float(variance))
+    signs = (y == est.classes_[1]).astype(np.int8) * 2 - 1  # {-1, +1}, one byte a row
+    with est._timed("features"):
+        if est.kernel == "linear":
+            F = X
+        else:
+            if est.n_components is None:
+                raise DataError("the exact kernel path needs data in memory; set n_components "
+                                "(Nystroem landmarks) for Dask input")
+            rows = choose_rows_chunked(X.chunks[0], est.n_components, seed=est._seed,
+                                       compute=functools.partial(_compute, client=client))
+            est._check_components(n)
+            est._set_landmarks(_compute(X[rows], client=client)[0])
+            F = X.map_blocks(est._feature_block, chunks=(X.chunks[0], (est.n_components,)),
+                             dtype=np.float64, meta=np.empty((0, 0)))
+    with est._timed("jlj"):
+        common = {"n_neighbors": est.n_neighbors, "sigma2": est.sigma2_, "gamma": est.gamma,
+                  "client": client}
+        if est.exchange_dir is not None:
+            jlj = jlj_through_disk(X, signs, None if F is X else F, neighbors,
+                                   directory=est.exchange_dir, **common)
+        else:
+            jlj = jlj_in_memory(X, signs, None if F is X else F, neighbors, **common)
+    J = F.map_blocks(augment, chunks=(F.chunks[0], (F.shape[1] + 1,)), dtype=np.float64)
+    return est._solve_linear(jlj, J, signs, client=client)
+
+
+def moments(X, y, *, client):
+    """``((classes, counts), all finite, sigma^2 of eq. (18), X.var())``, one pass over the chunks."""
+    return _compute(da.unique(y, return_counts=True), da.isfinite(X).all(),
+                    X.var(axis=0, ddof=1, dtype=np.float64).sum(), X.var(dtype=np.float64),
+                    client=client)  # eq. (18)
+
+
+def transformed_rows(J, signs, R, *, client):
+    """All transformed rows ``u_i = R^-T J_i`` and their signs, gathered in this process."""
+    return _compute(J.map_blocks(transform_rows, R=R, dtype=np.float64), signs, client=client)
+
+
+def epoch_chunks(U, signs, rng, *, client):
+    """One SGD epoch: ``(U_b, signs_b)`` of every chunk, computed one at a time in a seeded order.
+
+    Nothing holds more than one chunk of transformed rows: each is computed
+    when the solver asks for it.
+    """
+    for b in rng.permutation(U.numblocks[0]):
+        yield _compute(U.blocks[int(b)], signs.blocks[int(b)], client=client)
+
+
+def hinge_sums(J, signs, wb, *, client):
+    """:func:`dimbsvm.svm._hpc_kernels.hinge_sums` of Dask rows: one term a chunk, summed as a tree."""
+    terms = [dask.delayed(hinge_sums_of)(J_b, s_b, wb)
+             for J_b, s_b in zip(J.to_delayed().ravel(), signs.to_delayed().ravel())]
+    return _compute(tree_sum(terms), client=client)[0]
+
+
+# -- J^T L' J: bringing each hyperedge's rows together -------------------------------------------
+
 
 def pieces_of(n_rows, step):
     """``(lo, hi)`` row ranges of ``step`` hyperedges that cut a chunk of ``n_rows``."""
@@ -79,7 +273,7 @@ def _row_blocks(X, signs, F):
                     F.to_delayed().ravel() if F is not None else [None] * n_chunks))
 
 
-def jlj_in_memory(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, compute):
+def jlj_in_memory(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, client):
     """``J^T L' J`` of Dask rows, with the hyperedges' rows moved between tasks in memory.
 
     Each source chunk is computed once (one key per block). On a
@@ -101,15 +295,16 @@ def jlj_in_memory(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, compute
     step = max(1, X.chunks[0][0] // k)
     # the graph carries these indices (about 2 n k of them): int32 where they fit
     index = np.int32 if max(X.chunks[0]) * (k + 1) < np.iinfo(np.int32).max else np.int64
-    shared_memory = current_client() is None  # threads of this process, no transfers
+    shared_memory = _shares_memory(client)  # threads of this process, no transfers
     row_index = np.int32 if n < np.iinfo(np.int32).max else np.int64
     blocks = _row_blocks(X, signs, F)
     every_block = dask.delayed(list)(blocks) if shared_memory else None  # references only
     terms = []
     for a, (start, stop) in enumerate(itertools.pairwise(starts)):
         block = neighbors[start:stop]
-        block = validate_neighbors(block.compute() if isinstance(block, da.Array) else block,
-                                   n, rows=np.arange(start, stop), n_neighbors=k)
+        if isinstance(block, da.Array):
+            block, = _compute(block, client=client)
+        block = validate_neighbors(block, n, rows=np.arange(start, stop), n_neighbors=k)
         for lo, hi in pieces_of(stop - start, step):
             touched, local = np.unique(block[lo:hi], return_inverse=True)
             local = local.reshape(hi - lo, k).astype(index, copy=False)
@@ -125,11 +320,11 @@ def jlj_in_memory(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, compute
                 for b in np.flatnonzero(np.diff(cuts))]
             terms.append(dask.delayed(piece_jlj)(blocks[a], lo, hi, local, parts,
                                                  sigma2=sigma2, gamma=gamma))
-    jlj, = compute(tree_sum(terms))
+    jlj, = _compute(tree_sum(terms), client=client)
     return jlj
 
 
-def jlj_through_disk(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, directory, compute):
+def jlj_through_disk(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, directory, client):
     """``J^T L' J`` of Dask rows, with the hyperedges' rows exchanged through files on disk.
 
     Parameters
@@ -149,8 +344,8 @@ def jlj_through_disk(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, dire
     gamma : float
     directory : str or path-like
         Where the scratch files are written (in a new subdirectory, removed after).
-    compute : callable
-        ``compute(*delayed) -> tuple of results`` (the client's or Dask's).
+    client : distributed.Client or None
+        Where the tasks run (``None``: Dask's threads in this process).
 
     Returns
     -------
@@ -179,19 +374,19 @@ def jlj_through_disk(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, dire
         path = str(scratch)
         # the two passes that write run to the end even when a task fails, so that nothing
         # writes into the directory after it is removed; the receive pass only reads
-        counts = _settled_results(compute(*(
+        counts = _settled_results(_compute(*(
             dask.delayed(_settled)(_plan, neighbor_blocks[a], a, starts, path, n_neighbors=k,
                                    step=step)
-            for a in range(n_chunks))))
+            for a in range(n_chunks)), client=client))
         asked = np.stack([c.sum(axis=0) for c in counts])  # asked[a, b]: rows a needs from b
-        _settled_results(compute(*(
+        _settled_results(_compute(*(
             dask.delayed(_settled)(_send, row_blocks[b], b, asked[:, b], path, dtype=dtype)
-            for b in range(n_chunks))))
+            for b in range(n_chunks)), client=client))
         terms = [dask.delayed(_receive)(neighbor_blocks[a], a, counts[a], starts, path,
                                         n_neighbors=k, step=step, n_features=d,
                                         sigma2=sigma2, gamma=gamma)
                  for a in range(n_chunks)]
-        jlj, = compute(tree_sum(terms))
+        jlj, = _compute(tree_sum(terms), client=client)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return jlj
