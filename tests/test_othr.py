@@ -871,3 +871,26 @@ def test_pooled_threshold_with_thinned_candidates_stays_close():
     # every kept candidate scores exactly as in the full table
     common = np.isin(full.candidates_["theta"], thin.candidates_["theta"])
     np.testing.assert_allclose(np.sort(full.candidates_["score"][common]), np.sort(thin.candidates_["score"]))
+
+
+def test_binned_smoothed_counts_match_the_margin_by_margin_sums(monkeypatch):
+    """Above the work budget the smoothed counts come from binned margins: within 1e-5 of the exact sums."""
+    from dimbsvm.svm import threshold as T
+
+    rng = np.random.default_rng(1)
+    n = 60_000
+    y = rng.random(n) < 0.03
+    margins = rng.normal(size=n) * 0.7 + np.where(y, -0.2, -1.3)
+    margins[:5] = [-40.0, -25.0, 12.0, 30.0, 55.0]  # far outliers: counted 0 or 1 beyond the kernel's reach
+    negatives = np.sort(margins[~y])
+    bandwidth = T.smoothing_bandwidth(np.sort(margins[y]))
+    theta = np.sort(rng.uniform(-3, 3, size=4096))
+    binned = T._binned_smoothed_count(negatives, theta, bandwidth)
+    monkeypatch.setattr(T, "MAX_EXACT_SMOOTHING", 1 << 62)
+    exact = T._smoothed_count(negatives, theta, bandwidth)
+    np.testing.assert_allclose(binned, exact, rtol=1e-5, atol=1e-3)
+    chosen_exact = T.othr_threshold(None, y, margins, candidates="midpoints", smoothing="silverman",
+                                    tolerance=0.005)[0]
+    monkeypatch.setattr(T, "MAX_EXACT_SMOOTHING", 1 << 20)  # every search here is over the budget
+    assert T.othr_threshold(None, y, margins, candidates="midpoints", smoothing="silverman",
+                            tolerance=0.005)[0] == chosen_exact

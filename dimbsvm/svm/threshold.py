@@ -60,6 +60,17 @@ _BLOCK = 1 << 21
 #: bandwidth, far coarser than the gaps between thousands of candidates.
 MAX_SMOOTHED_CANDIDATES = 8192
 
+#: Above this many kernel evaluations (margins x scored candidates) the smoothed counts are
+#: computed from the margins binned on a grid of 1/64 bandwidth (:func:`_binned_smoothed_count`)
+#: instead of margin by margin: 160,000 margins took 42 s margin by margin, and 8 million
+#: would take over half an hour. Below it (every KEEL-sized problem) nothing changes.
+MAX_EXACT_SMOOTHING = 1 << 27
+
+#: Bins per bandwidth of the binned smoothed counts.
+_BINS_PER_BANDWIDTH = 64
+#: Beyond this many bandwidths from the shift a margin counts 0 or 1 (Phi(-9) = 1e-19).
+_KERNEL_REACH = 9.0
+
 
 def smoothing_bandwidth(margins_positive, margins=None):
     """Silverman's rule-of-thumb bandwidth of the positive (minority) margins.
@@ -103,9 +114,15 @@ def smoothing_bandwidth(margins_positive, margins=None):
 
 
 def _smoothed_count(sorted_margins, theta, bandwidth):
-    """``sum_i Phi((m_i + theta) / bandwidth)`` per theta: a smoothed count of ``m + theta > 0``."""
+    """``sum_i Phi((m_i + theta) / bandwidth)`` per theta: a smoothed count of ``m + theta > 0``.
+
+    Margin by margin up to :data:`MAX_EXACT_SMOOTHING` kernel evaluations;
+    above, from binned margins (:func:`_binned_smoothed_count`).
+    """
     from scipy.special import ndtr
 
+    if sorted_margins.size * theta.size > MAX_EXACT_SMOOTHING:
+        return _binned_smoothed_count(sorted_margins, theta, bandwidth)
     total = np.empty(theta.size)
     step = max(1, _BLOCK // max(1, sorted_margins.size))
     for start in range(0, theta.size, step):
@@ -113,6 +130,40 @@ def _smoothed_count(sorted_margins, theta, bandwidth):
         total[start : start + step] = ndtr(
             (sorted_margins[None, :] + block[:, None]) / bandwidth
         ).sum(axis=1)
+    return total
+
+
+def _binned_smoothed_count(sorted_margins, theta, bandwidth):
+    """:func:`_smoothed_count` from margins binned on a grid of ``bandwidth / 64``.
+
+    Each margin is split between its two neighbouring grid points in
+    proportion to its distance from them (linear binning), so the count is
+    exact for a kernel linear across a bin; Phi's curvature leaves at most
+    ``Phi'' * delta^2 / 8 <= 7.4e-6`` per margin (``delta = bandwidth / 64``),
+    and far less where margins are not at the steepest bend. Grid points more
+    than 9 bandwidths below ``-theta`` count 0 and above it count 1 (a suffix
+    sum), so the work per candidate is ~1,150 kernel evaluations, whatever the
+    number of margins.
+    """
+    from scipy.special import ndtr
+
+    delta = bandwidth / _BINS_PER_BANDWIDTH
+    low = sorted_margins[0]
+    position = (sorted_margins - low) / delta
+    left = np.floor(position).astype(np.int64)
+    frac = position - left
+    n_grid = int(left[-1]) + 2
+    weights = (np.bincount(left, weights=1.0 - frac, minlength=n_grid)
+               + np.bincount(left + 1, weights=frac, minlength=n_grid))
+    grid = low + delta * np.arange(n_grid)
+    at_or_above = np.append(np.cumsum(weights[::-1])[::-1], 0.0)  # at_or_above[k] = sum of weights[k:]
+    reach = _KERNEL_REACH * bandwidth
+    first = np.clip(np.ceil((-theta - reach - low) / delta), 0, n_grid).astype(np.int64)
+    stop = np.clip(np.floor((-theta + reach - low) / delta) + 1, 0, n_grid).astype(np.int64)
+    total = at_or_above[stop].copy()  # grid points past the kernel's reach: Phi = 1
+    for i, (a, b) in enumerate(zip(first, stop)):
+        if b > a:
+            total[i] += weights[a:b] @ ndtr((grid[a:b] + theta[i]) / bandwidth)
     return total
 
 
