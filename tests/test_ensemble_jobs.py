@@ -121,8 +121,10 @@ def test_store_rows_are_read_per_member_and_match(scheduler, small, sequential_f
     _same_records(records, [sequential_fold(X32, y, estimator, n_splits=4, seed=s, fold=f) for s, f in keys])
 
 
-def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path):
-    """Scaler statistics and test scoring run as one task per stored chunk; the scaler is exact."""
+@pytest.mark.parametrize("name, params, oob_tasks", [("svc_balanced", {}, False),
+                                                     ("ensemble_othr", {"n_estimators": 3}, True)])
+def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob_tasks):
+    """Scaler statistics, out-of-bag pooling and test scoring run as one task per stored chunk; the scaler is exact."""
     from sklearn.preprocessing import MinMaxScaler
 
     from dimbsvm.distributed.tasks import TaskPlan, run_plan
@@ -135,11 +137,12 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path):
     [spec] = _specs(y, [(0, 0)], 3)
     plan = TaskPlan()
     finish, _, _ = add_fold(plan, spec, X=plan.share(rows), y=plan.share(y), labels=y,
-                            estimator=make_estimator("svc_balanced", {}), scaler="minmax", impute="none",
+                            estimator=make_estimator(name, params), scaler="minmax", impute="none",
                             features=(), metrics=METRICS, pos_label=1, block_rows=64)
     names = [task.name for task in plan.tasks]
     n_chunks = -(-len(y) // 64)
     assert names.count("range") == n_chunks and names.count("score") == n_chunks  # every chunk holds both
+    assert names.count("oob") == (n_chunks if oob_tasks else 0)
     assert run_plan(plan)[finish.id]["record"]["n_test"] == len(spec.test)
     # the merged scaler is the scaler fitted on all training rows at once
     X32 = X.astype(np.float32).astype(np.float64)

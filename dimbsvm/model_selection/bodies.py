@@ -30,7 +30,8 @@ from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, predict_and_score_rows
 
 __all__ = ["FoldRows", "Part", "PreparedFold", "assemble_fold", "chunk_groups", "finish_fold", "fit_part",
-           "minmax_block_range", "parts_of", "prepare_fold", "prepare_from_ranges", "record_fold", "score_block"]
+           "minmax_block_range", "model_of", "parts_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges", "record_fold",
+           "score_block"]
 
 
 @dataclass(frozen=True)
@@ -237,8 +238,53 @@ def prepare_from_ranges(ranges, *, scaler) -> PreparedFold:
     return PreparedFold(steps=[fitted], train_features=None, fit_time=time.perf_counter() - start)
 
 
-def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds):
+def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, positions):
+    """Task body: the summed out-of-bag margins of one chunk's training rows over an ensemble's members.
+
+    The members were fitted with ``keep_oob="bag"`` and carry their bag's
+    rows (``in_bag``, numbered within the fold's training rows); each row of
+    the chunk adds the margin of every member whose bag does not hold it, in
+    member order, as :func:`~dimbsvm.svm.members.pooled_oob_margins` does.
+    The chunk is read once for all members.
+
+    Parameters
+    ----------
+    positions : ndarray of int
+        Positions in ``rows.train`` of this chunk's training rows (sorted).
+
+    Returns
+    -------
+    positions, total, counts : ndarray
+    """
+    from ..svm._base import signed_margins
+
+    block = TransformedRows(X, prepared.transformer())[rows.train[positions]]
+    total = np.zeros(positions.size)
+    counts = np.zeros(positions.size, dtype=np.int64)
+    for member, _ in parts:
+        # (a member saved by an interrupted run before members kept their bags lists its out-of-bag rows)
+        out = (~_contains(member.in_bag, positions) if member.in_bag is not None
+               else _contains(member.oob_rows, positions))
+        if out.any():
+            total[out] += signed_margins(member.estimator, block[out], member.margin_sign)
+            counts[out] += 1
+    return positions, total, counts
+
+
+def _contains(sorted_values, queries):
+    """Whether each of ``queries`` is in the sorted array ``sorted_values``."""
+    where = np.searchsorted(sorted_values, queries)
+    inside = where < sorted_values.size
+    found = np.zeros(queries.size, dtype=bool)
+    found[inside] = sorted_values[where[inside]] == queries[inside]
+    return found
+
+
+def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, pooled=None):
     """Task body: the fold's fitted model from its parts (:func:`finish_fold` without the scoring).
+
+    ``pooled`` are the :func:`pooled_oob_block` results of every chunk of the
+    training rows, for an ensemble whose members kept only their bags.
 
     Returns
     -------
@@ -251,7 +297,15 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
         X_train, y_train, train = _training_data(X, y, prepared, rows)
         if train is not None:
             X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
-        final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds)
+        pooled_margins = None
+        if pooled is not None:
+            total = np.zeros(len(rows.train))
+            counts = np.zeros(len(rows.train), dtype=np.int64)
+            for positions, block_total, block_counts in pooled:
+                total[positions], counts[positions] = block_total, block_counts
+            with np.errstate(invalid="ignore", divide="ignore"):
+                pooled_margins = (np.where(counts > 0, total / np.maximum(counts, 1), np.nan), counts)
+        final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds, pooled_margins=pooled_margins)
     else:
         [final] = fitted
     fit_time = prepared.fit_time + sum(seconds for _, seconds in parts) + time.perf_counter() - start
@@ -264,6 +318,11 @@ def score_block(X, assembled, *, rows, pos_label, scores):
     start = time.perf_counter()
     y_pred, values = predict_and_score_rows(assembled["model"], X, rows, pos_label=pos_label, scores=scores)
     return y_pred, values, time.perf_counter() - start
+
+
+def model_of(assembled):
+    """Task body: the result of a fold without test rows (a final model): ``{"model": ...}``."""
+    return {"model": assembled["model"]}
 
 
 def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label, keep_model=False):

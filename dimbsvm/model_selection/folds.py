@@ -20,7 +20,7 @@ A plain estimator is the one-part case of an ensemble: ``dimbsvm run``,
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ import numpy as np
 from ..distributed.tasks import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bodies import (FoldRows, assemble_fold, chunk_groups, finish_fold, fit_part, minmax_block_range, parts_of,
-                     prepare_fold, prepare_from_ranges, record_fold, score_block)
+                     model_of, pooled_oob_block, prepare_fold, prepare_from_ranges, record_fold, score_block)
 
 __all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
 
@@ -119,6 +119,13 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
     parts, seeds = parts_of(estimator, labels[spec.train])
     train_chunks = chunk_groups(spec.train, block_rows) if block_rows else []
+    # An ensemble pooling out-of-bag margins over a store: members keep only their bags, and the
+    # margins of every training row are computed one chunk at a time for all members at once
+    # (instead of each member scoring every other row and sending those margins to one task).
+    pool_by_chunk = (seeds is not None and len(train_chunks) > 1 and not features
+                     and getattr(estimator, "pools_out_of_bag", lambda: False)())
+    if pool_by_chunk:
+        parts = [replace(part, params=dict(part.params, keep_oob="bag")) for part in parts]
     if len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features:
         # the scaler's statistics as one task per stored chunk, merged exactly
         ranges = [plan.add(minmax_block_range, dict(X=X, rows=group), name="range") for group in train_chunks]
@@ -140,7 +147,13 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
             saved_parts[ref.id] = (spec.key, part.index)
         fitted.append(ref)
     test_chunks = chunk_groups(spec.test, block_rows) if block_rows else []
-    if len(test_chunks) <= 1:
+    pooled = None
+    if pool_by_chunk:
+        train = np.asarray(spec.train)
+        pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, rows=rows, parts=fitted,
+                                                  positions=np.searchsorted(train, group)), name="oob")
+                  for group in train_chunks]
+    if len(test_chunks) <= 1 and pooled is None:
         finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                             estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
                                             pos_label=pos_label, keep_model=spec.keep_model),
@@ -148,7 +161,9 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         return finish, saved_parts, reused
     # the test rows of a store scored as one task per stored chunk, after the model is assembled
     assembled = plan.add(assemble_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
-                                             estimator=estimator, seeds=seeds), name="assemble")
+                                             estimator=estimator, seeds=seeds, pooled=pooled), name="assemble")
+    if not len(spec.test):
+        return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=group, pos_label=pos_label,
                                          scores="auc" in metrics), name="score") for group in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,

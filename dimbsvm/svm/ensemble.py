@@ -376,7 +376,11 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
         return seeds, self._member_params()
 
-    def fit_from_members(self, X, y, members, seeds):
+    def pools_out_of_bag(self) -> bool:
+        """Whether the shared shift is searched on pooled out-of-bag margins (``threshold="pooled_oob"``)."""
+        return self.threshold == "pooled_oob"
+
+    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None):
         """Finish fitting from members fitted by :func:`fit_member` (see :meth:`plan_members`).
 
         Parameters
@@ -390,6 +394,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             In seed order.
         seeds : ndarray of int
             The seeds the members were fitted with.
+        pooled_margins : tuple of ndarray, default=None
+            ``(margins, counts)`` as :func:`pooled_oob_margins` returns them,
+            computed by the caller (members fitted with ``keep_oob="bag"``);
+            by default they are pooled from the members' ``oob_margins``.
 
         Returns
         -------
@@ -398,7 +406,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         positive = self._set_classes(y)
         self.n_features_in_ = int(X.shape[1])
         self.seeds_ = np.asarray(seeds)
-        return self._set_members(X, positive, list(members))
+        return self._set_members(X, positive, list(members), pooled_margins)
 
     def _set_classes(self, y):
         y = np.asarray(y)
@@ -442,13 +450,14 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             **self._threshold_search(),
         )
 
-    def _set_members(self, X, positive, members):
+    def _set_members(self, X, positive, members, pooled_margins=None):
         """Finish fitting from fitted members: the shared shift (if pooled) and the attributes."""
         for stale in ("threshold_", "candidates_", "threshold_margins_"):
             self.__dict__.pop(stale, None)
         self._pooled = self.threshold == "pooled_oob"
         if self._pooled:
-            members = self._fit_shared_threshold(X, positive, members, self._threshold_search())
+            members = self._fit_shared_threshold(X, positive, members, self._threshold_search(),
+                                                 pooled_margins)
         self.members_ = members
         self.estimators_ = [member.estimator for member in self.members_]
         self.thresholds_ = np.array([member.threshold for member in self.members_])
@@ -457,9 +466,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         )
         return self
 
-    def _fit_shared_threshold(self, X, positive, members, search):
+    def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None):
         """Search one shift on the pooled out-of-bag margins; set it in every member."""
-        margins, counts = pooled_oob_margins(members, positive.size)
+        margins, counts = pooled_margins if pooled_margins is not None else pooled_oob_margins(
+            members, positive.size)
         rows = np.flatnonzero(counts > 0)
         n_positive = int(positive[rows].sum())
         if 0 < n_positive < rows.size:
@@ -513,6 +523,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
                 margins=label,
                 oob_rows=None,
                 oob_margins=None,
+                in_bag=None,
             )
             for member in members
         ]

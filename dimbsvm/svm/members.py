@@ -62,6 +62,11 @@ class OTHRMember:
     oob_rows, oob_margins : ndarray or None
         With ``fit_member(..., keep_oob=True)``: the out-of-bag rows and the
         member's signed margins on them (the ensemble pools them, then drops them).
+    in_bag : ndarray or None
+        With ``fit_member(..., keep_oob="bag")``: the distinct rows of the bag
+        (numbered within ``rows``, sorted), so that the out-of-bag margins can
+        be computed elsewhere, a chunk of rows for all members at once
+        (:func:`dimbsvm.model_selection.bodies.pooled_oob_block`).
     """
 
     estimator: object
@@ -72,6 +77,7 @@ class OTHRMember:
     margins: str
     oob_rows: object = None
     oob_margins: object = None
+    in_bag: object = None
 
     def shifted_margin(self, X):
         """``h(x) + theta'``, positive on the minority side."""
@@ -145,9 +151,12 @@ def fit_member(
         See :func:`dimbsvm.svm.threshold.farther_majority_neighbours`.
     max_bag_draws : int, default=20
         See ``max_draws`` of :func:`~dimbsvm.svm.bagging.draw_bag`.
-    keep_oob : bool, default=False
-        Return the out-of-bag rows (numbered within ``rows``) and the
-        member's signed margins on them as ``oob_rows`` and ``oob_margins``.
+    keep_oob : bool or "bag", default=False
+        ``True``: return the out-of-bag rows (numbered within ``rows``) and
+        the member's signed margins on them as ``oob_rows`` and
+        ``oob_margins``. ``"bag"``: return only the bag's distinct rows as
+        ``in_bag`` (a few kilobytes instead of the margins of every other
+        row), for a caller that computes the out-of-bag margins itself.
 
     Returns
     -------
@@ -195,7 +204,7 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
     sign = margin_sign(fitted, pos_label, np.unique(y_bag))
 
     oob_rows = oob_margins = None
-    if keep_oob or margins == "oob":
+    if keep_oob is True or margins == "oob":
         # int32 halves what a member returns when folds hold millions of rows
         index_type = np.int32 if positive.size < np.iinfo(np.int32).max else np.int64
         # a mask, not np.setdiff1d: the same sorted rows without sorting all n (it was 3/4 of
@@ -257,8 +266,10 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
         optimal_threshold=float(theta_opt),
         n_draws=n_draws,
         margins=used,
-        oob_rows=oob_rows if keep_oob else None,
-        oob_margins=oob_margins if keep_oob else None,
+        oob_rows=oob_rows if keep_oob is True else None,
+        oob_margins=oob_margins if keep_oob is True else None,
+        in_bag=np.unique(bag).astype(np.int32 if positive.size < np.iinfo(np.int32).max else np.int64)
+        if keep_oob == "bag" else None,
     )
 
 
