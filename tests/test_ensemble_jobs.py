@@ -128,7 +128,7 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     from sklearn.preprocessing import MinMaxScaler
 
     from dimbsvm.distributed.tasks import TaskPlan, run_plan
-    from dimbsvm.model_selection.bodies import minmax_block_range, prepare_from_ranges
+    from dimbsvm.model_selection.bodies import FoldRows, minmax_block_range, prepare_from_ranges
     from dimbsvm.model_selection.folds import add_fold
 
     X, y = small
@@ -146,7 +146,8 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     assert run_plan(plan)[finish.id]["record"]["n_test"] == len(spec.test)
     # the merged scaler is the scaler fitted on all training rows at once
     X32 = X.astype(np.float32).astype(np.float64)
-    ranges = [minmax_block_range(rows, rows=spec.train[spec.train // 64 == c]) for c in range(n_chunks)]
+    fold = FoldRows(spec.train, spec.test)
+    ranges = [minmax_block_range(rows, rows=fold, span=(64 * c, 64 * (c + 1))) for c in range(n_chunks)]
     merged = prepare_from_ranges(ranges, scaler="minmax").steps[0]
     direct = MinMaxScaler().fit(X32[spec.train])
     for attr in ("data_min_", "data_max_", "scale_", "min_", "n_samples_seen_"):
@@ -195,3 +196,33 @@ def test_base_estimator_is_chosen_by_registry_name_only():
     with pytest.raises(JobSpecError, match="has no base estimator"):
         make_estimator("svc", {"estimator": "svc"})
     assert make_estimator("othr", {"estimator": "linear_svc", "estimator__C": 0.5}).estimator.C == 0.5
+
+
+def test_a_store_job_sends_no_row_arrays_in_the_graph(tmp_path):
+    """Over a store, labels and fold rows reach the tasks as a handle and as tasks, never as arrays."""
+    from dimbsvm.distributed.tasks import TaskPlan
+    from dimbsvm.model_selection.folds import add_fold
+
+    X, y = make_imbalanced(n_samples=5000, n_features=4, minority_fraction=0.1, random_state=0)
+    X, y = np.asarray(X), np.asarray(y)
+    store = ingest((X, y), tmp_path / "data.zarr", chunk_rows=500)
+    rows = StoreRows(store.path, store.X.shape)
+    plan = TaskPlan()
+    X_ref, y_ref = plan.share(rows), plan.share(rows.labels())
+    for fold, (train, test) in enumerate(repeat_splits(y, n_splits=2, seed=0)):
+        add_fold(plan, FoldSpec((0, fold), train, test, split={"n_splits": 2, "seed": 0, "fold": fold}), X=X_ref,
+                 y=y_ref, labels=y, estimator=make_estimator("ensemble_othr", {"n_estimators": 2}), scaler="minmax",
+                 impute="none", features=(), metrics=METRICS, pos_label=1, block_rows=500)
+
+    def arrays(value):
+        if isinstance(value, np.ndarray):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                yield from arrays(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from arrays(item)
+
+    sizes = [a.size for task in plan.tasks for value in task.kwargs.values() for a in arrays(value)]
+    assert max(sizes, default=0) < 100  # seeds and spans only; 5,000 labels and 2,500-row folds stay out

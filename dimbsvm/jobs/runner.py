@@ -19,13 +19,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
 import numpy as np
 
+from .. import __version__
 from ..estimators import make_estimator, make_feature
 from ..model_selection.folds import FoldSpec, PartStore, run_folds
 from ..model_selection.scoring import summarize
 from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
+from ..store import StoreRows
 from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
 from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown, write_json
@@ -111,14 +112,16 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     for seed in repeat_seeds(cv["n_repeats"], cv["random_state"]):
         # the labels are split once per repeat, here, not in every task
         for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=cv["n_splits"], seed=seed)):
-            specs.append(FoldSpec((seed, fold), train, test))
+            specs.append(FoldSpec((seed, fold), train, test,
+                                  split={"n_splits": cv["n_splits"], "seed": seed, "fold": fold}))
     keys = [spec.key for spec in specs]
     todo = [spec for spec in specs if spec.key not in finished]
     want_model = job["output"]["model"] and not (partial / "model").exists()
     if job["output"]["model"] and not want_model:  # saved whole by the interrupted run, same job and data
         logger.info("reusing the final model saved by the interrupted run in %s", partial)
     if want_model:  # fitted beside the folds, in the same plan
-        todo.append(FoldSpec(FINAL_MODEL, np.arange(len(data.y)), np.empty(0, dtype=np.int64)))
+        todo.append(FoldSpec(FINAL_MODEL, np.arange(len(data.y)), np.empty(0, dtype=np.int64),
+                             split={"n_splits": cv["n_splits"], "seed": None, "fold": None}))
     if finished:
         logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(keys) - len(finished),
                     len(keys) - len(finished))
@@ -133,7 +136,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         steps["estimator"], data.X, data.y, todo, client=client, scaler=steps["scaler"], impute=steps["impute"],
         features=steps["features"], metrics=job["metrics"], pos_label=pos_label,
         retries=job["execution"]["retries"], part_store=PartStore(partial / "members"), on_result=save,
-        progress=progress, label="tasks")
+        progress=progress, label="tasks", task_labels=data.X.labels() if isinstance(data.X, StoreRows) else None)
     by_key = dict(finished)
     for spec, result in zip(todo, results):
         if spec.key == FINAL_MODEL:

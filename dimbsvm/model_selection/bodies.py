@@ -29,7 +29,7 @@ from ..svm._native_rng import fit_guard
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, predict_and_score_rows
 
-__all__ = ["FoldRows", "Part", "PreparedFold", "assemble_fold", "chunk_groups", "finish_fold", "fit_part",
+__all__ = ["FoldRows", "Part", "PreparedFold", "assemble_fold", "chunk_spans", "fold_rows", "finish_fold", "fit_part",
            "minmax_block_range", "model_of", "parts_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges", "record_fold",
            "score_block"]
 
@@ -49,6 +49,20 @@ class Part:
     index: int
     seed: int | None = None
     params: dict | None = None
+
+
+def fold_rows(y, *, n_splits, seed, fold) -> FoldRows:
+    """Task body: the rows of CV fold ``(seed, fold)`` (``fold=None``: every row, for training).
+
+    Computed where the tasks run, from the labels (a store's labels handle
+    reads them there), so a fold's index arrays never travel in the task
+    graph; the split is deterministic, the same as the client's.
+    """
+    from .splits import repeat_splits
+
+    if fold is None:
+        return FoldRows(np.arange(len(y)), np.empty(0, dtype=np.int64))
+    return FoldRows(*repeat_splits(np.asarray(y), n_splits=n_splits, seed=seed)[fold])
 
 
 def parts_of(estimator, y_train):
@@ -198,26 +212,31 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
 # scaler's statistics and the scoring of the test rows run as one task per chunk.
 
 
-def chunk_groups(rows, block_rows: int) -> list[np.ndarray]:
-    """``rows`` (sorted) cut where the stored chunk changes: one group per chunk holding some of them.
+def chunk_spans(rows, block_rows: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` of the stored chunks that hold some of ``rows``.
+
+    A task gets a span and takes its rows from the fold's shared rows
+    (:func:`rows_within`), so no index array travels in the task graph.
 
     Examples
     --------
-    >>> [g.tolist() for g in chunk_groups(np.array([0, 3, 4, 9, 10]), 5)]
-    [[0, 3, 4], [9], [10]]
+    >>> chunk_spans(np.array([0, 3, 4, 9, 10]), 5)
+    [(0, 5), (5, 10), (10, 15)]
     """
-    rows = np.asarray(rows, dtype=np.int64)
-    if rows.size == 0:
-        return []
-    chunk = rows // int(block_rows)
-    cuts = np.flatnonzero(np.diff(chunk)) + 1
-    return np.split(rows, cuts)
+    chunks = np.unique(np.asarray(rows, dtype=np.int64) // int(block_rows))
+    return [(int(c) * int(block_rows), (int(c) + 1) * int(block_rows)) for c in chunks]
 
 
-def minmax_block_range(X, *, rows):
-    """Task body: per-feature minimum and maximum of ``X[rows]`` (NaN ignored, as ``MinMaxScaler`` does)."""
-    block = take_rows(X, rows)
-    return np.nanmin(block, axis=0), np.nanmax(block, axis=0), int(len(rows))
+def rows_within(rows, span):
+    """``(first, stop)`` positions of the sorted ``rows`` that lie in ``span = (start, stop)``."""
+    return int(np.searchsorted(rows, span[0])), int(np.searchsorted(rows, span[1]))
+
+
+def minmax_block_range(X, *, rows: FoldRows, span):
+    """Task body: per-feature minimum and maximum of the fold's training rows in one chunk (NaN ignored)."""
+    first, stop = rows_within(rows.train, span)
+    block = take_rows(X, rows.train[first:stop])
+    return np.nanmin(block, axis=0), np.nanmax(block, axis=0), stop - first
 
 
 def prepare_from_ranges(ranges, *, scaler) -> PreparedFold:
@@ -238,7 +257,7 @@ def prepare_from_ranges(ranges, *, scaler) -> PreparedFold:
     return PreparedFold(steps=[fitted], train_features=None, fit_time=time.perf_counter() - start)
 
 
-def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, positions):
+def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span):
     """Task body: the summed out-of-bag margins of one chunk's training rows over an ensemble's members.
 
     The members were fitted with ``keep_oob="bag"`` and carry their bag's
@@ -249,15 +268,17 @@ def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, positi
 
     Parameters
     ----------
-    positions : ndarray of int
-        Positions in ``rows.train`` of this chunk's training rows (sorted).
+    span : (int, int)
+        The chunk's rows ``start:stop``.
 
     Returns
     -------
     positions, total, counts : ndarray
+        Positions in ``rows.train`` of the chunk's training rows, and their sums.
     """
     from ..svm._base import signed_margins
 
+    positions = np.arange(*rows_within(rows.train, span))
     block = TransformedRows(X, prepared.transformer())[rows.train[positions]]
     total = np.zeros(positions.size)
     counts = np.zeros(positions.size, dtype=np.int64)
@@ -313,10 +334,12 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
             "thresholds": fitted_thresholds(final)}
 
 
-def score_block(X, assembled, *, rows, pos_label, scores):
+def score_block(X, assembled, *, rows: FoldRows, span, pos_label, scores):
     """Task body: predictions (and positive-class scores) of one chunk's test rows, read once."""
     start = time.perf_counter()
-    y_pred, values = predict_and_score_rows(assembled["model"], X, rows, pos_label=pos_label, scores=scores)
+    first, stop = rows_within(rows.test, span)
+    y_pred, values = predict_and_score_rows(assembled["model"], X, rows.test[first:stop], pos_label=pos_label,
+                                            scores=scores)
     return y_pred, values, time.perf_counter() - start
 
 

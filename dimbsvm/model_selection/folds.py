@@ -27,8 +27,9 @@ import numpy as np
 
 from ..distributed.tasks import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
-from .bodies import (FoldRows, assemble_fold, chunk_groups, finish_fold, fit_part, minmax_block_range, parts_of,
-                     model_of, pooled_oob_block, prepare_fold, prepare_from_ranges, record_fold, score_block)
+from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, minmax_block_range,
+                     model_of, parts_of, pooled_oob_block, prepare_fold, prepare_from_ranges, record_fold,
+                     score_block)
 
 __all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
 
@@ -48,12 +49,18 @@ class FoldSpec:
         Row numbers; ``test`` empty for a model.
     keep_model : bool
         Return the fitted model of a fold with test rows too.
+    split : dict or None
+        ``{"n_splits", "seed", "fold"}`` when the rows are a CV fold (``fold``
+        None: every row), so that tasks over a store can compute them from the
+        labels where they run (:func:`~dimbsvm.model_selection.bodies.fold_rows`)
+        instead of receiving the index arrays.
     """
 
     key: tuple
     train: np.ndarray
     test: np.ndarray
     keep_model: bool = False
+    split: dict | None = None
 
 
 class PartStore:
@@ -116,9 +123,15 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     reused : int
         Parts loaded from ``part_store``.
     """
-    rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
+    if spec.split is not None and block_rows:
+        # a store's fold: its rows are computed where the tasks run, not sent in the graph
+        rows = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
+    else:
+        rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
     parts, seeds = parts_of(estimator, labels[spec.train])
-    train_chunks = chunk_groups(spec.train, block_rows) if block_rows else []
+    # one task per stored chunk needs the rows in order (a fold's are; a shuffled holdout's are not)
+    in_order = all(np.all(np.diff(r) > 0) for r in (spec.train, spec.test))
+    train_chunks = chunk_spans(spec.train, block_rows) if block_rows and in_order else []
     # An ensemble pooling out-of-bag margins over a store: members keep only their bags, and the
     # margins of every training row are computed one chunk at a time for all members at once
     # (instead of each member scoring every other row and sending those margins to one task).
@@ -128,7 +141,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         parts = [replace(part, params=dict(part.params, keep_oob="bag")) for part in parts]
     if len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features:
         # the scaler's statistics as one task per stored chunk, merged exactly
-        ranges = [plan.add(minmax_block_range, dict(X=X, rows=group), name="range") for group in train_chunks]
+        ranges = [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range")
+                  for span in train_chunks]
         prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler), name="prepare")
     else:
         prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
@@ -146,13 +160,11 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         if saving:
             saved_parts[ref.id] = (spec.key, part.index)
         fitted.append(ref)
-    test_chunks = chunk_groups(spec.test, block_rows) if block_rows else []
+    test_chunks = chunk_spans(spec.test, block_rows) if block_rows and in_order else []
     pooled = None
     if pool_by_chunk:
-        train = np.asarray(spec.train)
-        pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, rows=rows, parts=fitted,
-                                                  positions=np.searchsorted(train, group)), name="oob")
-                  for group in train_chunks]
+        pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, rows=rows, parts=fitted, span=span),
+                           name="oob") for span in train_chunks]
     if len(test_chunks) <= 1 and pooled is None:
         finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                             estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
@@ -164,8 +176,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
                                              estimator=estimator, seeds=seeds, pooled=pooled), name="assemble")
     if not len(spec.test):
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
-    scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=group, pos_label=pos_label,
-                                         scores="auc" in metrics), name="score") for group in test_chunks]
+    scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
+                                         scores="auc" in metrics), name="score") for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
                                         metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model),
                       watch=True, name="finish")
@@ -173,7 +185,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
 
 
 def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metrics, pos_label, retries=2,
-              part_store: PartStore | None = None, on_result=None, progress=False, label="folds"):
+              part_store: PartStore | None = None, on_result=None, progress=False, label="folds",
+              task_labels=None):
     """Fit (and score) every spec as prepare / part / finish tasks in one plan.
 
     Parameters
@@ -201,6 +214,10 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
         ``on_result(spec, result)`` as each spec finishes.
     progress : bool, default=False
     label : str
+    task_labels : array-like, default=None
+        The labels as tasks read them, e.g. a
+        :class:`~dimbsvm.store.StoreLabels` handle, so that the task graph
+        carries a path rather than the labels; default ``y``.
 
     Returns
     -------
@@ -212,7 +229,7 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
     """
     y = np.asarray(y)
     plan = TaskPlan()
-    X_ref, y_ref = plan.share(X), plan.share(y)
+    X_ref, y_ref = plan.share(X), plan.share(y if task_labels is None else task_labels)
     finishes, saved_parts, reused = {}, {}, 0
     for spec in specs:
         finish, saved, n_reused = add_fold(plan, spec, X=X_ref, y=y_ref, labels=y, estimator=estimator,

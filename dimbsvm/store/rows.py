@@ -7,7 +7,10 @@ import numpy as np
 from ..exceptions import StoreError
 from ._zarr import open_group
 
-__all__ = ["StoreRows"]
+__all__ = ["StoreLabels", "StoreRows"]
+
+# Labels each process has read, by store path and fingerprint: every task on a worker shares one copy.
+_LABELS: dict = {}
 
 
 class StoreRows:
@@ -55,8 +58,60 @@ class StoreRows:
         out[order] = block
         return out
 
+    def labels(self) -> "StoreLabels":
+        """A handle on the same store's labels."""
+        from .stages import read_meta
+
+        return StoreLabels(self.path, self.shape[0], (read_meta(self.path) or {}).get("fingerprint", ""))
+
     def __getstate__(self):
         return {"path": self.path, "shape": self.shape, "_array": None}
 
     def __repr__(self):
         return f"StoreRows({self.path!r}, shape={self.shape})"
+
+
+class StoreLabels:
+    """A picklable handle on a store's labels: a task graph carries the path, not the labels.
+
+    The first use in a process reads ``y`` (checked: a missing chunk raises)
+    and keeps it for every later task of that process. It behaves as the
+    label array: ``len``, ``shape``, indexing and ``np.asarray``.
+
+    Parameters
+    ----------
+    path : str or path
+        The store.
+    n_rows : int
+    fingerprint : str
+        The store's source fingerprint: a rebuilt store is read again.
+    """
+
+    def __init__(self, path, n_rows, fingerprint=""):
+        self.path = str(path)
+        self.shape = (int(n_rows),)
+        self.fingerprint = str(fingerprint)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def values(self) -> np.ndarray:
+        key = (self.path, self.fingerprint)
+        if key not in _LABELS:
+            try:
+                _LABELS[key] = np.asarray(open_group(self.path, mode="r")["y"][:])
+            except StoreError:
+                raise
+            except ValueError as exc:  # a failed checksum
+                raise StoreError(f"store {self.path}: the labels have a damaged chunk: {exc}") from exc
+        return _LABELS[key]
+
+    def __array__(self, dtype=None, copy=None):
+        values = self.values()
+        return values if dtype is None else values.astype(dtype)
+
+    def __getitem__(self, rows):
+        return self.values()[rows]
+
+    def __repr__(self):
+        return f"StoreLabels({self.path!r}, n_rows={self.shape[0]})"
