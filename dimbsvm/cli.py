@@ -201,7 +201,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest = verbs.add_parser("ingest", help="write a data file into a Zarr store")
     ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts) or bundled name")
     ingest.add_argument("store", help="store directory to create")
-    ingest.add_argument("--chunk-rows", type=_positive_int, help="rows per chunk (default: ~32 MiB per chunk)")
+    ingest.add_argument("--chunk-rows", type=_positive_int, help="rows per chunk (default: ~128 chunks of 2 to 32 MiB)")
     ingest.add_argument("--dtype", choices=("float64", "float32"),
                         help="feature precision in the store (default: float64 for files; float32 halves the "
                              "size and keeps about 7 significant digits)")

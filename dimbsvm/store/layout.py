@@ -42,7 +42,7 @@ from ..exceptions import StoreError
 from ._zarr import create_checksummed_array, missing_chunks, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
 
-__all__ = ["StoredData", "ingest", "open_store", "verify_store", "fingerprint_file", "dataset_fingerprint",
+__all__ = ["StoredData", "default_chunk_rows", "ingest", "open_store", "verify_store", "fingerprint_file", "dataset_fingerprint",
            "find_damage"]
 
 logger = logging.getLogger("dimbsvm.store")
@@ -50,7 +50,28 @@ logger = logging.getLogger("dimbsvm.store")
 #: 2: every chunk is on disk (format 1 skipped all-zero chunks, so a missing chunk could not be told
 #: from zeros).
 STORE_FORMAT = 2
-_DEFAULT_CHUNK_BYTES = 32 * 2**20
+#: Default chunking: about this many chunks, each between the two sizes below. A chunk is the
+#: unit of every per-chunk task (scaler statistics, out-of-bag margins, scoring, feature blocks),
+#: so a store needs many more chunks than a cluster has workers; below 2 MiB a task's Dask
+#: overhead (milliseconds) is no longer small against its work.
+DEFAULT_CHUNKS = 128
+MIN_CHUNK_BYTES = 2 * 2**20
+MAX_CHUNK_BYTES = 32 * 2**20
+
+
+def default_chunk_rows(n_rows: int, row_bytes: int) -> int:
+    """Rows per chunk: ~:data:`DEFAULT_CHUNKS` chunks of 2 to 32 MiB (fewer, larger ones for small data).
+
+    Examples
+    --------
+    >>> default_chunk_rows(10_000_000, 128)  # 1.2 GiB of float32 rows: 128 chunks of 10 MB
+    78125
+    >>> default_chunk_rows(1_484, 64)  # small data: one chunk
+    1484
+    """
+    target = -(-int(n_rows) * int(row_bytes) // DEFAULT_CHUNKS)
+    chunk_bytes = min(max(target, MIN_CHUNK_BYTES), MAX_CHUNK_BYTES)
+    return max(1, min(int(n_rows), chunk_bytes // max(int(row_bytes), 1)))
 
 
 @dataclass
@@ -119,7 +140,8 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     path : str or path
         Directory of the store (created).
     chunk_rows : int, default=None
-        Rows per chunk; by default about 32 MiB of features per chunk.
+        Rows per chunk; by default :func:`default_chunk_rows` (about 128
+        chunks of 2 to 32 MiB of features: many more tasks than workers).
     overwrite : bool, default=False
         Replace an existing store: one with a different source, a different
         ``chunk_rows`` or ``dtype``, or a damaged one. An undamaged complete
@@ -189,7 +211,7 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     store_dtype = np.dtype(asked_dtype or _default_dtype(X))
     if chunk_rows is None:
         row_bytes = store_dtype.itemsize * int(np.prod(X.shape[1:], dtype=np.int64))
-        chunk_rows = max(1, min(n_rows, _DEFAULT_CHUNK_BYTES // max(row_bytes, 1)))
+        chunk_rows = default_chunk_rows(n_rows, row_bytes)
     chunk_rows = int(chunk_rows)
 
     count_classes = meta.pop("count_classes", False)
