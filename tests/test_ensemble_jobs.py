@@ -226,3 +226,61 @@ def test_a_store_job_sends_no_row_arrays_in_the_graph(tmp_path):
 
     sizes = [a.size for task in plan.tasks for value in task.kwargs.values() for a in arrays(value)]
     assert max(sizes, default=0) < 100  # seeds and spans only; 5,000 labels and 2,500-row folds stay out
+
+
+def _write_graph_stage(store_path, indices, stage="stages/test-graph"):
+    from dimbsvm.store import create_checksummed_array, finish_stage, open_stage
+
+    group = open_stage(store_path, stage, "test-fingerprint")
+    create_checksummed_array(group, "indices", shape=indices.shape, dtype="int64", chunks=(64, indices.shape[1]))[:] \
+        = indices
+    finish_stage(group)
+    return str(store_path / stage)
+
+
+@pytest.mark.parametrize("name, params", [("linear_svc", {}),
+                                          ("ensemble_othr", {"estimator": "linear_svc", "n_estimators": 3,
+                                                             "random_state": 0})])
+def test_stored_structural_stage_equals_exact_per_fold_graph(scheduler, tmp_path, name, params):
+    """With every other row stored, the fold's filtered neighbours are exactly its kNN graph, and the fold's
+    record equals a sequential fit on [fold-scaled x, n(x)] built from exact per-fold neighbours."""
+    import scipy.sparse as sp
+    from sklearn.base import clone
+    from sklearn.neighbors import NearestNeighbors
+    from sklearn.preprocessing import MinMaxScaler
+
+    from sklearn.metrics import roc_auc_score
+
+    from dimbsvm.metrics import g_mean
+    from dimbsvm.model_selection.stages import StoredStructural
+
+    X, y = make_imbalanced(n_samples=300, n_features=4, minority_fraction=0.1, random_state=4)
+    X, y = np.asarray(X), np.asarray(y)
+    store = ingest((X, y), tmp_path / "data.zarr", chunk_rows=64)
+    global_scaled = MinMaxScaler().fit_transform(X)
+    all_neighbours = NearestNeighbors(n_neighbors=len(X)).fit(global_scaled).kneighbors(
+        global_scaled, return_distance=False)[:, 1:]  # every other row, nearest first (no exact ties here)
+    stage = StoredStructural(_write_graph_stage(tmp_path / "data.zarr", all_neighbours), n_neighbors=5,
+                             weight=1.0, base="linear", levels=100, normalize="none")
+    keys = [(0, 0), (0, 2)]
+    specs = _specs(y, keys, 3)
+    results, _ = run_folds(make_estimator(name, params), StoreRows(store.path, store.X.shape), y, specs,
+                           client=scheduler, scaler="minmax", impute="none", features=(),
+                           metrics=("g_mean", "auc"), pos_label=1, retries=0, stage=stage)
+    for spec, result in zip(specs, results):
+        train, test = spec.train, spec.test
+        index = NearestNeighbors(n_neighbors=6).fit(global_scaled[train])
+        train_nb = index.kneighbors(global_scaled[train], return_distance=False)[:, 1:]  # self excluded
+        test_nb = index.kneighbors(global_scaled[test], n_neighbors=5, return_distance=False)
+        scaler = MinMaxScaler().fit(X[train])
+
+        def features(rows, neighbours):
+            indicator = sp.csr_matrix((np.ones(neighbours.size), neighbours.ravel(),
+                                       np.arange(0, neighbours.size + 1, 5)), shape=(len(rows), len(train)))
+            return sp.hstack([sp.csr_matrix(scaler.transform(X[rows])), indicator], format="csr")
+
+        model = clone(make_estimator(name, params)).fit(features(train, train_nb), y[train])
+        X_test = features(test, test_nb)
+        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[test], model.predict(X_test)), rel=1e-12)
+        assert result["record"]["auc"] == pytest.approx(
+            roc_auc_score(y[test] == 1, model.decision_function(X_test)), rel=1e-12)

@@ -29,7 +29,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..graph.knn import KNN_METHODS, KNNIndex
 from .hik import encode
 
-__all__ = ["NORMALIZATIONS", "StructuralFeatures", "neighborhood_matrix"]
+__all__ = ["NORMALIZATIONS", "StructuralFeatures", "neighborhood_matrix", "neighbors_among",
+           "structural_rows"]
 
 #: Accepted values of ``normalize``.
 NORMALIZATIONS = ("none", "l2", "degree")
@@ -67,6 +68,69 @@ def neighborhood_matrix(indices, n_columns, *, weight=1.0, column_scale=None):
     matrix = sp.csr_matrix((values, indices.ravel(), np.arange(0, n_rows * k + 1, k)), shape=(n_rows, n_columns))
     matrix.sort_indices()
     return matrix
+
+
+def neighbors_among(stored, train_rows, k):
+    """The first ``k`` neighbours of each row that are training rows, numbered within ``train_rows``.
+
+    A stored kNN graph lists each row's ``k_store`` nearest rows of the whole
+    dataset (itself excluded), nearest first. For one cross-validation fold
+    the structural features need each row's k nearest *training* rows of that
+    fold: keep the listed rows that are training rows, in order. With
+    ``k_store`` = every other row this is exactly the fold's kNN graph; with a
+    smaller ``k_store`` a row may keep fewer than ``k`` (counted in the second
+    return value).
+
+    Parameters
+    ----------
+    stored : ndarray of shape (n_rows, k_store), int
+        Row numbers in the dataset (``-1``: none).
+    train_rows : ndarray of int, sorted
+        The fold's training rows.
+    k : int
+
+    Returns
+    -------
+    positions : ndarray of shape (n_rows, k), int64
+        Positions in ``train_rows``, ``-1`` where fewer than ``k`` were listed.
+    found : ndarray of shape (n_rows,), int64
+
+    Examples
+    --------
+    >>> stored = np.array([[4, 2, 7], [0, 3, 4], [2, 3, 7]])
+    >>> positions, found = neighbors_among(stored, np.array([0, 4, 7]), 2)
+    >>> positions.tolist(), found.tolist()
+    ([[1, 2], [0, 1], [2, -1]], [2, 2, 1])
+    """
+    stored = np.asarray(stored, dtype=np.int64)
+    train_rows = np.asarray(train_rows, dtype=np.int64)
+    where = np.searchsorted(train_rows, stored)
+    inside = (stored >= 0) & (where < train_rows.size)
+    is_train = np.zeros(stored.shape, dtype=bool)
+    is_train[inside] = train_rows[where[inside]] == stored[inside]
+    # the first k training rows of each list, in list order: rank the kept entries per row
+    rank = np.cumsum(is_train, axis=1) - 1
+    keep = is_train & (rank < k)
+    positions = np.full((stored.shape[0], k), -1, dtype=np.int64)
+    row_index = np.nonzero(keep)[0]
+    positions[row_index, rank[keep]] = where[keep]
+    return positions, keep.sum(axis=1)
+
+
+def structural_rows(X_part, positions, n_train, *, weight=1.0):
+    """``[x, weight * n(x)]`` as CSR from each row's neighbour positions (``-1`` entries are skipped).
+
+    ``X_part`` is the x part as it enters the SVM (the scaled rows, or their HIK code).
+    """
+    positions = np.asarray(positions, dtype=np.int64)
+    n_rows = positions.shape[0]
+    valid = positions >= 0
+    indptr = np.concatenate([[0], np.cumsum(valid.sum(axis=1))])
+    neighbours = sp.csr_matrix((np.full(int(valid.sum()), float(weight)), positions[valid], indptr),
+                               shape=(n_rows, int(n_train)))
+    neighbours.sort_indices()
+    base = X_part if sp.issparse(X_part) else sp.csr_matrix(np.asarray(X_part, dtype=np.float64))
+    return sp.hstack([base, neighbours], format="csr")
 
 
 def _digest(X):

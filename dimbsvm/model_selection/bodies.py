@@ -92,17 +92,21 @@ class PreparedFold:
         stages: parts read raw rows and apply ``steps`` themselves.
     fit_time : float
         Seconds spent fitting the steps.
+    stage : StoredStructural or None
+        A stored feature stage (:mod:`dimbsvm.model_selection.stages`): the
+        estimator sees ``steps`` then the stage, looked up by row number.
     """
 
     steps: list
     train_features: object
     fit_time: float
+    stage: object = None
 
     def transformer(self):
         return make_pipeline(*self.steps) if self.steps else None
 
 
-def prepare_fold(X, y, rows: FoldRows, *, scaler, impute, features) -> PreparedFold:
+def prepare_fold(X, y, rows: FoldRows, *, scaler, impute, features, stage=None) -> PreparedFold:
     """Task body: fit the fold's preprocessing and feature stages on its training rows.
 
     Without imputation and feature stages the scaler is fitted with
@@ -123,14 +127,37 @@ def prepare_fold(X, y, rows: FoldRows, *, scaler, impute, features) -> PreparedF
         for step in steps:
             Xt = step.fit_transform(Xt, y[rows.train])
         train_features = Xt if features else None
-    return PreparedFold(steps=steps, train_features=train_features, fit_time=time.perf_counter() - start)
+    return PreparedFold(steps=steps, train_features=train_features, fit_time=time.perf_counter() - start,
+                        stage=stage)
+
+
+def _row_view(X, prepared: PreparedFold, rows: FoldRows):
+    """The data as the fold's estimator sees it, read by row number: steps applied (and a stored stage)."""
+    if prepared.stage is not None:
+        from .stages import FoldStageRows
+
+        return FoldStageRows(X, prepared.steps, prepared.stage, rows.train)
+    return TransformedRows(X, prepared.transformer())
 
 
 def _training_data(X, y, prepared: PreparedFold, rows: FoldRows):
     """``(X, y, rows)`` a part draws from: the stages' output, or raw rows transformed as they are read."""
     if prepared.train_features is not None:
         return prepared.train_features, np.asarray(y)[rows.train], None
-    return TransformedRows(X, prepared.transformer()), y, rows.train
+    return _row_view(X, prepared, rows), y, rows.train
+
+
+def _pipeline(prepared: PreparedFold, final):
+    """The fold's fitted pipeline; ``None`` with a stored stage (it reads rows by number, not new rows)."""
+    return make_pipeline(*prepared.steps, final) if prepared.stage is None else None
+
+
+def _scoring(X, prepared: PreparedFold, rows: FoldRows, final, model):
+    """``(predictor, data)`` that scores rows of the data: the fitted pipeline on raw rows, or, with a
+    stored stage (which looks rows up by number), the final estimator on the fold's row view."""
+    if prepared.stage is not None:
+        return final, _row_view(X, prepared, rows)
+    return model, X
 
 
 def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part):
@@ -187,14 +214,15 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds)
     else:
         [final] = fitted
-    model = make_pipeline(*prepared.steps, final)
+    model = _pipeline(prepared, final)
     fit_time = prepared.fit_time + sum(seconds for _, seconds in parts) + time.perf_counter() - start
     out = {"model": model} if keep_model or not len(rows.test) else {}
     if not len(rows.test):
         return out
     start = time.perf_counter()
-    y_pred, scores = predict_and_score_rows(model, X, rows.test, pos_label=pos_label, scores="auc" in metrics,
-                                            block_rows=getattr(X, "block_rows", None))
+    predictor, data = _scoring(X, prepared, rows, final, model)
+    y_pred, scores = predict_and_score_rows(predictor, data, rows.test, pos_label=pos_label,
+                                            scores="auc" in metrics, block_rows=getattr(X, "block_rows", None))
     predict_time = time.perf_counter() - start
     record = {"seed": int(key[0]), "fold": int(key[1]), "n_train": int(len(rows.train)),
               "n_test": int(len(rows.test))}
@@ -239,7 +267,7 @@ def minmax_block_range(X, *, rows: FoldRows, span):
     return np.nanmin(block, axis=0), np.nanmax(block, axis=0), stop - first
 
 
-def prepare_from_ranges(ranges, *, scaler) -> PreparedFold:
+def prepare_from_ranges(ranges, *, scaler, stage=None) -> PreparedFold:
     """Task body: the fold's ``MinMaxScaler`` from per-chunk ranges (exactly as fitted on all rows).
 
     The minimum and maximum of the union are the minimum of the minima and the
@@ -254,7 +282,7 @@ def prepare_from_ranges(ranges, *, scaler) -> PreparedFold:
     high = np.max(np.stack([r[1] for r in ranges]), axis=0)
     fitted = MinMaxScaler().partial_fit(np.stack([low, high]))
     fitted.n_samples_seen_ = int(sum(r[2] for r in ranges))
-    return PreparedFold(steps=[fitted], train_features=None, fit_time=time.perf_counter() - start)
+    return PreparedFold(steps=[fitted], train_features=None, fit_time=time.perf_counter() - start, stage=stage)
 
 
 def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span):
@@ -279,7 +307,7 @@ def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span):
     from ..svm._base import signed_margins
 
     positions = np.arange(*rows_within(rows.train, span))
-    block = TransformedRows(X, prepared.transformer())[rows.train[positions]]
+    block = _row_view(X, prepared, rows)[rows.train[positions]]
     total = np.zeros(positions.size)
     counts = np.zeros(positions.size, dtype=np.int64)
     for member, _ in parts:
@@ -310,7 +338,7 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
     Returns
     -------
     dict
-        ``{"model", "fit_time", "thresholds"}``.
+        ``{"model", "final", "prepared", "fit_time", "thresholds"}``.
     """
     start = time.perf_counter()
     fitted = [part for part, _ in parts]
@@ -330,7 +358,7 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
     else:
         [final] = fitted
     fit_time = prepared.fit_time + sum(seconds for _, seconds in parts) + time.perf_counter() - start
-    return {"model": make_pipeline(*prepared.steps, final), "fit_time": fit_time,
+    return {"model": _pipeline(prepared, final), "final": final, "prepared": prepared, "fit_time": fit_time,
             "thresholds": fitted_thresholds(final)}
 
 
@@ -338,7 +366,8 @@ def score_block(X, assembled, *, rows: FoldRows, span, pos_label, scores):
     """Task body: predictions (and positive-class scores) of one chunk's test rows, read once."""
     start = time.perf_counter()
     first, stop = rows_within(rows.test, span)
-    y_pred, values = predict_and_score_rows(assembled["model"], X, rows.test[first:stop], pos_label=pos_label,
+    predictor, data = _scoring(X, assembled["prepared"], rows, assembled["final"], assembled["model"])
+    y_pred, values = predict_and_score_rows(predictor, data, rows.test[first:stop], pos_label=pos_label,
                                             scores=scores)
     return y_pred, values, time.perf_counter() - start
 

@@ -95,7 +95,7 @@ class PartStore:
 
 
 def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler, impute, features, metrics,
-             pos_label, part_store: PartStore | None = None, block_rows: int | None = None):
+             pos_label, part_store: PartStore | None = None, block_rows: int | None = None, stage=None):
     """Add one fold's prepare / part / finish tasks to ``plan``.
 
     Parameters
@@ -112,6 +112,9 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         Rows per stored chunk when the data is a row handle on a store: the
         min-max scaler's statistics and the scoring of the test rows then run
         as one task per chunk. ``None`` (in-memory data): one task each.
+    stage : StoredStructural, default=None
+        A stored feature stage (:mod:`dimbsvm.model_selection.stages`), after
+        ``features``.
 
     Returns
     -------
@@ -143,10 +146,10 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         # the scaler's statistics as one task per stored chunk, merged exactly
         ranges = [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range")
                   for span in train_chunks]
-        prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler), name="prepare")
+        prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, stage=stage), name="prepare")
     else:
         prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
-                                                features=features), name="prepare")
+                                                features=features, stage=stage), name="prepare")
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
     for part in parts:
@@ -186,7 +189,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
 
 def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metrics, pos_label, retries=2,
               part_store: PartStore | None = None, on_result=None, progress=False, label="folds",
-              task_labels=None):
+              task_labels=None, stage=None):
     """Fit (and score) every spec as prepare / part / finish tasks in one plan.
 
     Parameters
@@ -218,6 +221,8 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
         The labels as tasks read them, e.g. a
         :class:`~dimbsvm.store.StoreLabels` handle, so that the task graph
         carries a path rather than the labels; default ``y``.
+    stage : StoredStructural, default=None
+        A stored feature stage read by row number (see :func:`add_fold`).
 
     Returns
     -------
@@ -235,7 +240,7 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
         finish, saved, n_reused = add_fold(plan, spec, X=X_ref, y=y_ref, labels=y, estimator=estimator,
                                            scaler=scaler, impute=impute, features=features, metrics=metrics,
                                            pos_label=pos_label, part_store=part_store,
-                                           block_rows=None if is_in_memory(X) else block_rows_of(X))
+                                           block_rows=None if is_in_memory(X) else block_rows_of(X), stage=stage)
         finishes[finish.id] = spec
         saved_parts.update(saved)
         reused += n_reused

@@ -1,0 +1,175 @@
+"""Stored feature stages of a job: the expensive part computed once per dataset, kept in the store.
+
+A job's structural stage (``features: [{name: structural, stored: true}]``)
+needs every row's k nearest rows. Refitting it per fold searches the fold's
+whole training set in one task. A *stored* stage instead builds one kNN graph
+of all rows, ``k_store`` neighbours each, into the store (by fingerprint:
+the data's and the stage's parameters; a second run finds it and reuses it),
+and each fold keeps, of every row's stored neighbours, the first k that are
+training rows of that fold (:func:`~dimbsvm.features.structural.neighbors_among`).
+Nothing about a test row's label is used; test rows' *features* are, as a
+transductive graph over all rows needs.
+
+The graph is built on the rows min-max scaled with the ranges of all rows
+(no labels), so that every fold shares it; the x part of a row is scaled with
+the fold's own scaler, as without a stored stage. With ``k_store`` at least
+the number of other rows the fold's neighbours are exactly its kNN graph
+(tested); with fewer, a row may keep fewer than k training neighbours, which
+costs recall (``benchmarks/stored_stage_recall.py`` measures it).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import JobSpecError
+from ..rows import block_rows_of, take_rows
+from ..store.stages import stage_fingerprint
+
+__all__ = ["FoldStageRows", "StoredStructural", "build_stored_stage", "stored_stage_of"]
+
+logger = logging.getLogger(__name__)
+
+#: ``k_store`` when a job does not give it: three times ``n_neighbors``. With 80 % of the rows in a
+#: fold's training set, a row's first 3k stored neighbours hold k training rows unless more than
+#: 2k of them fall in the test fold.
+K_STORE_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class StoredStructural:
+    """A structural stage read from a kNN graph stored in the job's store.
+
+    Attributes
+    ----------
+    graph_path : str
+        The stage group (its ``indices`` array: ``k_store`` neighbours of every row).
+    n_neighbors, weight, base, levels, normalize
+        As :class:`~dimbsvm.features.StructuralFeatures` (``normalize`` "none" or "l2").
+    """
+
+    graph_path: str
+    n_neighbors: int
+    weight: float
+    base: str
+    levels: int
+    normalize: str
+
+    def features(self, X_scaled, rows, train_rows):
+        """``[x, lambda * n(x)]`` of ``rows`` (dataset row numbers) for the fold with ``train_rows``."""
+        from ..features.hik import encode
+        from ..features.structural import neighbors_among, structural_rows
+        from ..store import open_group
+
+        rows = np.asarray(rows, dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        stored = np.empty((rows.size, 0), dtype=np.int64)
+        if rows.size:
+            indices = open_group(self.graph_path, mode="r")["indices"]
+            stored = np.empty((rows.size, indices.shape[1]), dtype=np.int64)
+            stored[order] = indices.get_orthogonal_selection((rows[order], slice(None)))
+        positions, _ = neighbors_among(stored, train_rows, self.n_neighbors)
+        weight = self.weight / np.sqrt(self.n_neighbors) if self.normalize == "l2" else self.weight
+        x_part = encode(X_scaled, self.levels) if self.base == "hik" else X_scaled
+        return structural_rows(x_part, positions, len(train_rows), weight=weight)
+
+
+class FoldStageRows:
+    """A fold's rows as the estimator sees them with a stored stage: the fold's scaler, then the stage.
+
+    ``rows[ids]`` reads those rows of the data (a store is read a chunk at a
+    time by the caller's blocks), scales them with the fold's fitted steps and
+    appends the stage's features, which look the rows up by number.
+    """
+
+    def __init__(self, X, steps, stage: StoredStructural, train_rows):
+        self.X, self.steps, self.stage = X, list(steps), stage
+        self.train_rows = np.asarray(train_rows, dtype=np.int64)
+        width = int(X.shape[1]) * (stage.levels if stage.base == "hik" else 1)
+        self.shape = (int(X.shape[0]), width + self.train_rows.size)
+        self.block_rows = block_rows_of(X)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, rows):
+        rows = np.asarray(rows, dtype=np.int64)
+        block = take_rows(self.X, rows)
+        for step in self.steps:
+            block = step.transform(block)
+        return self.stage.features(block, rows, self.train_rows)
+
+
+def stored_stage_of(job: dict):
+    """The job's stored feature stage entry, or None; checks what stored stages allow."""
+    stored = [stage for stage in job["features"] if stage.get("stored")]
+    if not stored:
+        return None
+    if len(job["features"]) != 1:
+        raise JobSpecError("a stored feature stage must be the job's only feature stage")
+    stage = stored[0]
+    if stage["name"] != "structural":
+        raise JobSpecError(f"'features.0.stored' is true for {stage['name']!r}; only 'structural' can be "
+                           "stored (its kNN graph is computed once per dataset)")
+    params = stage.get("params") or {}
+    if params.get("normalize", "none") not in ("none", "l2"):
+        raise JobSpecError("a stored structural stage takes normalize 'none' or 'l2' ('degree' needs every "
+                           "training row's in-degree, which depends on the fold)")
+    if job["preprocessing"]["impute"] != "none" or job["preprocessing"]["scaler"] != "minmax":
+        raise JobSpecError("a stored structural stage needs preprocessing.scaler: minmax and impute: none "
+                           "(its graph is built on rows min-max scaled over all rows)")
+    if job["output"]["model"]:
+        raise JobSpecError("a job with a stored structural stage makes no final model yet (new rows would "
+                           "need a kNN index over every row): set output.model: false")
+    return stage
+
+
+def build_stored_stage(stage: dict, data, *, client) -> StoredStructural:
+    """Build (or find) the stage's kNN graph in the job's store; return the stage to read it by.
+
+    Parameters
+    ----------
+    stage : dict
+        The job's feature entry (``name``, ``params``, ``stored``, ``k_store``).
+    data : JobData
+        Its ``X`` must be a store's rows (:class:`~dimbsvm.store.StoreRows`).
+    client : distributed.Client or None
+    """
+    from ..graph import knn_graph
+    from ..store import StoreRows, stage_is_complete
+    from .engine import compute
+
+    if not isinstance(data.X, StoreRows):
+        raise JobSpecError("a stored feature stage needs a dimbsvm Zarr store as data.source; ingest the data "
+                           "first (dimbsvm ingest FILE STORE.zarr)")
+    params = dict(stage.get("params") or {})
+    k = int(params.get("n_neighbors", 10))
+    k_store = int(stage.get("k_store") or K_STORE_FACTOR * k)
+    n = len(data.y)
+    k_store = min(k_store, n - 1)
+    if k_store < k:
+        raise JobSpecError(f"'features.0.k_store' is {k_store}; it must be at least n_neighbors={k}")
+    graph = {"n_neighbors": k_store, "metric": params.get("metric", "euclidean"),
+             "method": params.get("method", "auto"), "build_neighbors": params.get("build_neighbors"),
+             "random_state": params.get("random_state", 0)}
+    store = Path(data.X.path)
+    fingerprint = stage_fingerprint("stored-structural-graph", data.meta.get("fingerprint"), np.empty(0),
+                                    dict(graph, scaling="minmax-all-rows"))
+    name = f"stages/knn-{fingerprint[:16]}"
+    if stage_is_complete(store, name, fingerprint):
+        logger.info("stored stage %s of %s reused (fingerprint %s)", name, store, fingerprint[:12])
+    else:
+        logger.info("building stored stage %s of %s: %d neighbours of every row", name, store, k_store)
+        X = data.lazy_X
+        low, high = compute(X.min(axis=0), X.max(axis=0), client=client)
+        span = np.where(high > low, high - low, 1.0)
+        scaled = ((X - low) / span).astype(np.float32)
+        knn_graph(scaled, n_neighbors=k_store, store=store, stage=name, fingerprint=fingerprint, client=client,
+                  **{key: value for key, value in graph.items() if key != "n_neighbors" and value is not None})
+    return StoredStructural(graph_path=str(store / name), n_neighbors=k, weight=float(params.get("weight", 1.0)),
+                            base=params.get("base", "linear"), levels=int(params.get("levels", 100)),
+                            normalize=params.get("normalize", "none"))
