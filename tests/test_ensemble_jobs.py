@@ -284,3 +284,55 @@ def test_stored_structural_stage_equals_exact_per_fold_graph(scheduler, tmp_path
         assert result["record"]["g_mean"] == pytest.approx(g_mean(y[test], model.predict(X_test)), rel=1e-12)
         assert result["record"]["auc"] == pytest.approx(
             roc_auc_score(y[test] == 1, model.decision_function(X_test)), rel=1e-12)
+
+
+def test_job_with_stored_structural_stage_builds_once_and_reuses(client, tmp_path, caplog):
+    """The kNN graph is written into the store once; a second run reuses it (log line, marker) with the same
+    records, and so does a run that recomputes it after the stage is deleted."""
+    import logging
+    import shutil
+
+    from dimbsvm.store import stage_is_complete
+    from dimbsvm.store.stages import read_meta
+
+    X, y = make_imbalanced(n_samples=1500, n_features=5, minority_fraction=0.1, random_state=1)
+    path = tmp_path / "data.zarr"
+    ingest((np.asarray(X), np.asarray(y)), path, chunk_rows=250)
+    job = validate_job({"name": "stored", "data": {"source": str(path)},
+                        "features": [{"name": "structural", "params": {"n_neighbors": 5}, "stored": True,
+                                      "k_store": 15}],
+                        "estimator": {"name": "linear_svc"}, "cv": {"n_splits": 3, "random_state": 0},
+                        "metrics": ["g_mean", "auc"], "output": {"model": False}})
+    with caplog.at_level(logging.INFO, logger="dimbsvm"):
+        first = run_job(job, client, out=tmp_path / "run1", progress=False)
+    assert "building stored stage" in caplog.text
+    [stage] = list((path / "stages").iterdir())
+    assert stage_is_complete(path, f"stages/{stage.name}", read_meta(stage)["fingerprint"])
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="dimbsvm"):
+        second = run_job(job, client, out=tmp_path / "run2", progress=False)
+    assert "reused" in caplog.text and "building stored stage" not in caplog.text
+    assert second.folds == first.folds
+    shutil.rmtree(stage)
+    third = run_job(job, client, out=tmp_path / "run3", progress=False)
+    assert third.folds == first.folds
+    assert 0.5 < first.summary["auc"]["mean"] <= 1.0
+
+
+def test_stored_stage_needs_a_store_and_no_final_model():
+    from dimbsvm.exceptions import JobSpecError
+
+    base = {"data": {"source": "yeast5"}, "estimator": {"name": "linear_svc"},
+            "features": [{"name": "structural", "stored": True}]}
+    with pytest.raises(JobSpecError, match="set output.model: false"):
+        validate_job(base)
+    with pytest.raises(JobSpecError, match="only 'structural' can be stored"):
+        validate_job(dict(base, features=[{"name": "hik", "stored": True}], output={"model": False}))
+    with pytest.raises(JobSpecError, match="k_store' applies to a stored stage"):
+        validate_job(dict(base, features=[{"name": "structural", "k_store": 20}]))
+    from dimbsvm.exceptions import DataError
+    from dimbsvm.jobs import check_job_data, load_job_data
+
+    job = validate_job(dict(base, output={"model": False}))
+    with pytest.raises(DataError, match="stored feature stage is kept in a dimbsvm Zarr store"):
+        check_job_data(load_job_data("yeast5"), job)

@@ -108,6 +108,9 @@ def check_job_data(data: JobData, job: dict) -> None:
             "a feature stage such as similarity (with preprocessing.scaler: none)")
     if shape[0] != y.shape[0]:
         raise DataError(f"{name}: X has {shape[0]} rows but y has {y.shape[0]} labels")
+    if any(stage.get("stored") for stage in job["features"]) and not isinstance(X, StoreRows):
+        raise DataError(f"{name}: a stored feature stage is kept in a dimbsvm Zarr store, and the data is not "
+                        f"one; ingest it first (dimbsvm ingest {name} STORE.zarr) and name the store in data.source")
     _check_finite(data, impute=job["preprocessing"]["impute"] != "none", name=name)
     labels, counts = np.unique(y, return_counts=True)
     if len(labels) < 2:

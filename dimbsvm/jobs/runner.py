@@ -26,6 +26,7 @@ from ..estimators import make_estimator, make_feature
 from ..model_selection.folds import FoldSpec, PartStore, run_folds
 from ..model_selection.scoring import summarize
 from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
+from ..model_selection.stages import build_stored_stage, stored_stage_of
 from ..store import StoreRows
 from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
@@ -51,10 +52,11 @@ class RunResult:
 
 
 def pipeline_kwargs(job: dict) -> dict:
-    """The estimator, feature stages and preprocessing a job's tasks build their pipeline from."""
+    """The estimator, feature stages (fitted per fold; not stored ones) and preprocessing of a job's tasks."""
     return {
         "estimator": make_estimator(job["estimator"]["name"], job["estimator"]["params"]),
-        "features": [make_feature(stage["name"], stage["params"]) for stage in job["features"]],
+        "features": [make_feature(stage["name"], stage["params"]) for stage in job["features"]
+                     if not stage.get("stored")],
         "scaler": job["preprocessing"]["scaler"],
         "impute": job["preprocessing"]["impute"],
     }
@@ -132,11 +134,15 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         if spec.key != FINAL_MODEL:
             save_fold(partial, spec.key, result["record"], data_fingerprint)
 
+    stage = stored_stage_of(job)
+    if stage is not None:  # built once into the store, or found there by fingerprint
+        stage = build_stored_stage(stage, data, client=client)
     results, reused_members = run_folds(
         steps["estimator"], data.X, data.y, todo, client=client, scaler=steps["scaler"], impute=steps["impute"],
         features=steps["features"], metrics=job["metrics"], pos_label=pos_label,
         retries=job["execution"]["retries"], part_store=PartStore(partial / "members"), on_result=save,
-        progress=progress, label="tasks", task_labels=data.X.labels() if isinstance(data.X, StoreRows) else None)
+        progress=progress, label="tasks", task_labels=data.X.labels() if isinstance(data.X, StoreRows) else None,
+        stage=stage)
     by_key = dict(finished)
     for spec, result in zip(todo, results):
         if spec.key == FINAL_MODEL:

@@ -18,6 +18,8 @@ Example job::
     features:                   # optional stages fitted per training fold, after scaling
       - name: similarity
         params: {references: 50, distances: euclidean}
+    # or, on a Zarr store, a structural stage whose kNN graph is built once and kept in the store:
+    #   - {name: structural, params: {n_neighbors: 10}, stored: true, k_store: 30}
     estimator:
       name: svc_balanced
       params: {C: 1.0}
@@ -38,6 +40,7 @@ import yaml
 
 from ..estimators import estimator_names, feature_names, make_estimator, make_feature
 from ..model_selection.pipeline import IMPUTERS, SCALERS
+from ..model_selection.stages import stored_stage_of
 from ..model_selection.scoring import METRICS
 from ..exceptions import JobSpecError
 
@@ -76,6 +79,8 @@ JOB_SCHEMA = {
                 "properties": {
                     "name": {"type": "string"},
                     "params": {"type": "object"},
+                    "stored": {"type": "boolean"},
+                    "k_store": {"type": "integer", "minimum": 1},
                 },
             },
         },
@@ -223,6 +228,12 @@ def validate_job(spec, *, where="job") -> dict:
             make_feature(stage["name"], stage["params"])
         except JobSpecError as exc:
             raise JobSpecError(f"{where}: 'features.{i}.params': {exc}") from None
+        if "k_store" in stage and not stage.get("stored"):
+            raise JobSpecError(f"{where}: 'features.{i}.k_store' applies to a stored stage; add 'stored: true'")
+    try:
+        stored_stage_of(job)  # what a stored stage allows
+    except JobSpecError as exc:
+        raise JobSpecError(f"{where}: {exc}") from None
     return job
 
 
