@@ -10,15 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 from dimbsvm.exceptions import DataError, StoreError
-from dimbsvm.graph import (
-    KNNIndex,
-    knn_graph,
-    open_knn_graph,
-    sample_recall,
-    sharded,
-    warm_up,
-)
+from dimbsvm.graph import KNNIndex, open_knn_graph, sample_recall, sharded, warm_up
 from dimbsvm.graph.knn import drop_self, nearest_neighbors
+from dimbsvm.model_selection.graph_build import knn_graph
 
 
 def _brute_force(X_index, X_query, k):
@@ -147,7 +141,7 @@ def test_drop_self_removes_own_entry_or_the_farthest():
 def test_approximate_graph_recall_and_self_exclusion(warm, caplog):
     X = _clustered(3000)
     exact, _ = _exact_graph(X, 10)
-    with caplog.at_level(logging.INFO, logger="dimbsvm.graph.sharded"):
+    with caplog.at_level(logging.INFO, logger="dimbsvm.model_selection.graph_build"):
         indices, distances = knn_graph(X, 10, method="pynndescent", build_neighbors=25, random_state=0)
     assert indices.shape == distances.shape == (3000, 10)
     assert not (indices == np.arange(3000)[:, None]).any()
@@ -204,7 +198,7 @@ def test_sharded_exact_equals_single_index(tmp_path, use_client, request):
     X = np.random.RandomState(4).normal(size=(1000, 6))
     # 3 shards of 3 chunks of 111 rows; the 1-row tail chunk joins the last shard
     indices, distances = knn_graph(da.from_array(X, chunks=(111, 6)), 7, method="exact", store=tmp_path / "s.zarr",
-                                   shard_rows=333, client=client)
+                                   shard_rows=333, client=client, strategy="sharded")
     assert isinstance(indices, da.Array)
     expected, expected_distances = _exact_graph(X, 7)
     np.testing.assert_array_equal(indices.compute(), expected)
@@ -219,7 +213,7 @@ def test_sharded_pynndescent_recall_in_meta(tmp_path, client, warm):
 
     X = _clustered(6000, seed=5)
     ingest((X, np.zeros(6000, dtype=np.int32)), tmp_path / "c.zarr", chunk_rows=1000)
-    indices, _ = knn_graph(str(tmp_path / "c.zarr"), 10, method="pynndescent", shard_rows=2000,
+    indices, _ = knn_graph(str(tmp_path / "c.zarr"), 10, method="pynndescent", shard_rows=2000, strategy="sharded",
                            random_state=0, recall_sample=500)
     graph = open_knn_graph(tmp_path / "c.zarr")
     assert graph.meta["shard_methods"] == ["pynndescent"] * 3
@@ -266,12 +260,14 @@ def test_interrupted_build_resumes_without_rebuilding_shards(tmp_path, monkeypat
     monkeypatch.setattr(sharded, "_shard_task", functools.partial(_counting_shard_task, log=str(log)))
     monkeypatch.setattr(sharded, "_merge_task", _failing_merge_task)
     with pytest.raises(RuntimeError, match="worker lost"):
-        knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0)
+        knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0,
+                  strategy="sharded")
     with pytest.raises(StoreError, match="incomplete"):
         open_knn_graph(tmp_path / "s.zarr")
     assert sorted(log.read_text().split()) == ["0", "1", "2"]
     monkeypatch.setattr(sharded, "_merge_task", real_merge)
-    indices, _ = knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0)
+    indices, _ = knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0,
+                  strategy="sharded")
     assert sorted(log.read_text().split()) == ["0", "1", "2"]  # no shard built again
     np.testing.assert_array_equal(indices.compute(), _exact_graph(X.compute(), 4)[0])
 
@@ -355,7 +351,8 @@ def test_index_pickled_with_a_wide_graph_copy_still_answers(warm):
 
 def test_shard_stats_count_queries_and_cpu(tmp_path):
     X = np.random.RandomState(14).normal(size=(600, 4))
-    knn_graph(da.from_array(X, chunks=(100, 4)), 5, method="exact", store=tmp_path / "s.zarr", shard_rows=200)
+    knn_graph(da.from_array(X, chunks=(100, 4)), 5, method="exact", store=tmp_path / "s.zarr", shard_rows=200,
+              strategy="sharded")
     times = open_knn_graph(tmp_path / "s.zarr").meta["shard_times"]
     assert [t["rows"] for t in times] == [200, 200, 200]
     assert sum(t["queried_rows"] for t in times) == 600 * 3 - 600  # every row against every other shard
