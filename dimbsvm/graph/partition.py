@@ -3,6 +3,7 @@
 - :func:`partition_count` - how many partitions a build over ``n`` rows uses.
 - :func:`fit_centroids` - k-means centroids of a sample of rows (the partitions' routing keys).
 - :func:`nearest_centroids` - each row's ``overlap`` nearest centroids (the partitions it joins).
+- :func:`boundary_radius` - how far beyond a partition's boundary rows still need to join it.
 - :func:`rank_buckets` - rank ranges that cut an oversized partition into pieces within budget.
 - :func:`top_k_candidates` - each row's k best distinct candidates from any number of lists.
 - :func:`paired_distances` - distances between matched rows (the refinement round's candidates).
@@ -18,8 +19,8 @@ import math
 
 import numpy as np
 
-__all__ = ["PAIRED_METRICS", "fit_centroids", "nearest_centroids", "paired_distances", "partition_count",
-           "rank_buckets", "top_k_candidates"]
+__all__ = ["PAIRED_METRICS", "boundary_radius", "fit_centroids", "nearest_centroids", "paired_distances",
+           "partition_count", "principal_direction", "rank_buckets", "top_k_candidates"]
 
 #: Metrics :func:`paired_distances` computes (the refinement round is skipped for others).
 PAIRED_METRICS = ("euclidean", "l2", "sqeuclidean", "manhattan", "l1", "cityblock", "cosine")
@@ -64,8 +65,15 @@ def fit_centroids(sample, n_centroids, *, random_state=0):
     return np.asarray(model.fit(sample).cluster_centers_, dtype=np.float64)
 
 
-def nearest_centroids(block, centroids, overlap):
+def nearest_centroids(block, centroids, overlap, *, radius=None):
     """Each row's ``overlap`` nearest centroids (Euclidean), nearest first, ties by centroid number.
+
+    With ``radius``, a row joins its j-th nearest centroid (j > 1) only if
+    its distance to the boundary between its nearest centroid and that one
+    (the bisecting hyperplane) is at most ``radius``: a row whose k nearest
+    neighbours lie within ``radius`` has none in a farther centroid's cell,
+    since reaching that cell means crossing the boundary. Skipped places
+    are ``-1``.
 
     Parameters
     ----------
@@ -73,6 +81,8 @@ def nearest_centroids(block, centroids, overlap):
     centroids : ndarray of shape (n_centroids, n_features)
     overlap : int
         At most ``n_centroids``.
+    radius : float, default=None
+        ``None`` joins all ``overlap`` nearest.
 
     Returns
     -------
@@ -80,9 +90,13 @@ def nearest_centroids(block, centroids, overlap):
 
     Examples
     --------
-    >>> nearest_centroids(np.array([[0.0], [2.9]]), np.array([[0.0], [1.0], [3.0]]), 2)
+    >>> C = np.array([[0.0], [1.0], [3.0]])
+    >>> nearest_centroids(np.array([[0.0], [2.9]]), C, 2)
     array([[0, 1],
            [2, 1]], dtype=int32)
+    >>> nearest_centroids(np.array([[0.0], [2.9]]), C, 2, radius=0.4)
+    array([[ 0, -1],
+           [ 2, -1]], dtype=int32)
     """
     block = np.asarray(block, dtype=np.float64)
     centroids = np.asarray(centroids, dtype=np.float64)
@@ -95,7 +109,39 @@ def nearest_centroids(block, centroids, overlap):
         chosen = np.broadcast_to(np.arange(len(centroids)), scores.shape)
     picked = np.take_along_axis(scores, chosen, axis=1)
     order = np.lexsort((chosen, picked), axis=-1)  # nearest first, ties by centroid number
-    return np.take_along_axis(chosen, order, axis=1).astype(np.int32)
+    chosen = np.take_along_axis(chosen, order, axis=1).astype(np.int32)
+    if radius is not None and overlap > 1:
+        picked = np.take_along_axis(picked, order, axis=1)
+        gap = np.linalg.norm(centroids[chosen[:, 1:]] - centroids[chosen[:, :1]], axis=2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # distance to the bisector of nearest and j-th: (|x-c_j|^2 - |x-c_1|^2) / (2 |c_j - c_1|)
+            boundary = np.where(gap > 0, (picked[:, 1:] - picked[:, :1]) / (2 * gap), 0.0)
+        chosen[:, 1:][boundary > radius] = -1
+    return chosen
+
+
+def boundary_radius(sample, k, *, quantile=0.9, max_queries=5000, random_state=0):
+    """A radius holding the k nearest neighbours of most rows, from a sample (Euclidean).
+
+    The ``quantile`` of the distance from a sampled row to its k-th nearest
+    other sampled row. The sample is sparser than the data, so this
+    overestimates the data's own k-th neighbour distances: used as the
+    ``radius`` of :func:`nearest_centroids`, it errs on the side of joining.
+
+    Examples
+    --------
+    >>> boundary_radius(np.arange(10.0)[:, None], 2)
+    2.0
+    """
+    from sklearn.neighbors import NearestNeighbors
+
+    sample = np.asarray(sample, dtype=np.float64)
+    if len(sample) <= k:
+        return np.inf
+    rng = np.random.RandomState(random_state)
+    queries = sample[rng.choice(len(sample), size=min(max_queries, len(sample)), replace=False)]
+    distances = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(sample).kneighbors(queries)[0]
+    return float(np.quantile(distances[:, k], quantile))  # column 0 is the row itself
 
 
 def rank_buckets(n_members, max_rows, margin=0.125):
@@ -120,23 +166,37 @@ def rank_buckets(n_members, max_rows, margin=0.125):
     return [(max(0, j * core - pad), min(n_members, (j + 1) * core + pad)) for j in range(pieces)]
 
 
-def top_k_candidates(rows, ids, distances, n_rows, k, *, exclude=None):
-    """For each of ``n_rows`` rows, its ``k`` nearest distinct candidates.
+def principal_direction(rows, seed=0):
+    """The unit direction of largest spread of ``rows``; a seeded random one when there are too few.
 
-    Candidates are triples ``(rows[i], ids[i], distances[i])`` in any order
-    and from any number of lists. A candidate id met twice for the same row
-    keeps its smallest distance; ``-1`` ids are padding and dropped. The
-    order - distance, then id - is total, so the answer does not depend on
-    the order of the candidates.
+    Examples
+    --------
+    >>> np.abs(principal_direction(np.array([[0.0, 0.0], [4.0, 0.1], [8.0, 0.0]]))).round(2)
+    array([1., 0.])
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    if len(rows) >= 2:
+        direction = np.linalg.svd(rows - rows.mean(axis=0), full_matrices=False)[2][0]
+        if np.isfinite(direction).all() and np.linalg.norm(direction) > 0:
+            return direction
+    direction = np.random.RandomState(seed).normal(size=rows.shape[1])
+    return direction / np.linalg.norm(direction)
+
+
+def top_k_candidates(ids, distances, k, *, exclude=None):
+    """Each row's ``k`` nearest distinct candidates among the columns of ``ids``.
+
+    A candidate id met twice in a row keeps its smallest distance; ``-1``
+    ids are padding and dropped. The order - distance, then id - is total,
+    so the answer does not depend on the order of the columns (the lists
+    they came from).
 
     Parameters
     ----------
-    rows : ndarray of int
-        The row (``0 .. n_rows - 1``) each candidate is for.
-    ids : ndarray of int
-        The candidate's row id.
-    distances : ndarray of float
-    n_rows, k : int
+    ids : ndarray of shape (n_rows, n_candidates), int
+        Candidate row ids; ``-1`` for none.
+    distances : ndarray of shape (n_rows, n_candidates), float
+    k : int
     exclude : ndarray of shape (n_rows,), default=None
         An id each row must not list (its own id).
 
@@ -149,8 +209,8 @@ def top_k_candidates(rows, ids, distances, n_rows, k, *, exclude=None):
 
     Examples
     --------
-    >>> ind, dist = top_k_candidates(np.array([0, 0, 0, 1]), np.array([5, 7, 5, 0]),
-    ...                              np.array([2.0, 1.0, 1.5, 3.0]), 2, 2, exclude=np.array([9, 0]))
+    >>> ind, dist = top_k_candidates(np.array([[5, 7, 5], [0, -1, -1]]),
+    ...                              np.array([[2.0, 1.0, 1.5], [3.0, 0.0, 0.0]]), 2, exclude=np.array([9, 0]))
     >>> ind
     array([[ 7,  5],
            [-1, -1]])
@@ -158,30 +218,25 @@ def top_k_candidates(rows, ids, distances, n_rows, k, *, exclude=None):
     array([[1. , 1.5],
            [inf, inf]])
     """
-    rows = np.asarray(rows, dtype=np.int64).ravel()
-    ids = np.asarray(ids, dtype=np.int64).ravel()
-    distances = np.asarray(distances, dtype=np.float64).ravel()
-    keep = ids >= 0
+    ids = np.array(ids, dtype=np.int64, ndmin=2)
+    distances = np.array(distances, dtype=np.float64, ndmin=2)
+    if ids.shape[1] < k:  # too few columns for k: pad, so every row has k slots
+        pad = ((0, 0), (0, k - ids.shape[1]))
+        ids, distances = np.pad(ids, pad, constant_values=-1), np.pad(distances, pad, constant_values=np.inf)
+    invalid = ids < 0
     if exclude is not None:
-        keep &= ids != np.asarray(exclude, dtype=np.int64)[rows]
-    rows, ids, distances = rows[keep], ids[keep], distances[keep]
-    # one entry per (row, id): the smallest distance
-    order = np.lexsort((distances, ids, rows))
-    rows, ids, distances = rows[order], ids[order], distances[order]
-    first = np.ones(len(rows), dtype=bool)
-    first[1:] = (rows[1:] != rows[:-1]) | (ids[1:] != ids[:-1])
-    rows, ids, distances = rows[first], ids[first], distances[first]
-    # nearest first, ties by id; then the first k of each row
-    order = np.lexsort((ids, distances, rows))
-    rows, ids, distances = rows[order], ids[order], distances[order]
-    starts = np.searchsorted(rows, np.arange(n_rows))
-    rank = np.arange(len(rows)) - starts[rows]
-    take = rank < k
-    out_ind = np.full((n_rows, k), -1, dtype=np.int64)
-    out_dist = np.full((n_rows, k), np.inf)
-    out_ind[rows[take], rank[take]] = ids[take]
-    out_dist[rows[take], rank[take]] = distances[take]
-    return out_ind, out_dist
+        invalid |= ids == np.asarray(exclude, dtype=np.int64)[:, None]
+    ids[invalid], distances[invalid] = -1, np.inf
+    # Sorted by id, then distance: the first of equal ids has the smallest distance; the others go.
+    order = np.lexsort((distances, ids), axis=-1)
+    ids, distances = np.take_along_axis(ids, order, axis=1), np.take_along_axis(distances, order, axis=1)
+    repeated = np.zeros(ids.shape, dtype=bool)
+    repeated[:, 1:] = ids[:, 1:] == ids[:, :-1]
+    ids[repeated], distances[repeated] = -1, np.inf
+    order = np.lexsort((ids, distances), axis=-1)[:, :k]  # nearest first, ties by id
+    ids, distances = np.take_along_axis(ids, order, axis=1), np.take_along_axis(distances, order, axis=1)
+    ids[~np.isfinite(distances)] = -1  # padding sorts last; ties among it are not neighbours
+    return ids, distances
 
 
 def paired_distances(A, B, metric="euclidean"):

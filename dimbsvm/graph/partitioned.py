@@ -75,9 +75,9 @@ def _route_file(scratch, chunk_id, what):
     return Path(scratch) / "route" / f"c{chunk_id:06d}.{what}.npy"
 
 
-def part_name(partition, piece):
-    """The scratch name of one piece of one partition's output."""
-    return f"p{partition:05d}-{piece:03d}"
+def part_name(partition, piece, round_=0):
+    """The scratch name of one piece of one partition's output in build round ``round_``."""
+    return f"r{round_}/p{partition:05d}-{piece:03d}"
 
 
 def _part_file(scratch, name, what):
@@ -140,8 +140,8 @@ def read_sample_task(*, rows_path, start, stop, rows):
     return open_array(rows_path)[start:stop][np.asarray(rows) - start]
 
 
-def route_task(*, rows_path, scratch, chunk_id, start, stop, overlap, dtype):
-    """Task body: put each row of ``start:stop`` in its ``overlap`` nearest partitions.
+def route_task(*, rows_path, scratch, chunk_id, start, stop, overlap, radius, dtype):
+    """Task body: put each row of ``start:stop`` in its ``overlap`` nearest partitions (within ``radius``).
 
     Writes the chunk's row ids and rows grouped by partition (ascending
     within a partition), each row's position of its first copy, and the
@@ -155,8 +155,9 @@ def route_task(*, rows_path, scratch, chunk_id, start, stop, overlap, dtype):
     tic, cpu = time.perf_counter(), time.process_time()
     centroids = np.load(Path(scratch) / "centroids.npy")
     block = np.asarray(open_array(rows_path)[start:stop], dtype=dtype)
-    parts = nearest_centroids(block, centroids, overlap).ravel()
+    parts = nearest_centroids(block, centroids, overlap, radius=radius).ravel()
     order = np.argsort(parts, kind="stable")  # grouped by partition, rows ascending in each
+    order = order[parts[order] >= 0]  # places skipped by the radius rule
     local = order // overlap
     offsets = np.searchsorted(parts[order], np.arange(len(centroids) + 1))
     _, first = np.unique(local, return_index=True)  # local is not sorted; unique sorts it
@@ -164,7 +165,7 @@ def route_task(*, rows_path, scratch, chunk_id, start, stop, overlap, dtype):
     save_npy(_route_file(scratch, chunk_id, "rows"), block[local])
     save_npy(_route_file(scratch, chunk_id, "pos"), first)
     save_npy(_route_file(scratch, chunk_id, "offsets"), offsets)  # last: marks the chunk routed
-    return dict(task_stats(), counts=np.diff(offsets), seconds=time.perf_counter() - tic,
+    return dict(task_stats(), kind="route", counts=np.diff(offsets), seconds=time.perf_counter() - tic,
                 cpu=time.process_time() - cpu)
 
 
@@ -196,7 +197,7 @@ def _piece_members(scratch, n_chunks, partition, piece, direction):
 
 
 def partition_task(*, scratch, n_chunks, partition, piece_number, piece, direction, k, method, metric,
-                   build_neighbors, seed):
+                   build_neighbors, seed, round_=0):
     """Task body: a kNN graph over one partition (or one piece of it); writes each member's k candidates.
 
     ``piece`` is ``None`` for a whole partition, else a rank range of its
@@ -223,7 +224,7 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
             rows.append(np.asarray(chunk_rows[keep]))
         rows = np.concatenate(rows)
     m = len(ids)
-    name = part_name(partition, piece_number)
+    name = part_name(partition, piece_number, round_)
     ind = np.full((m, k), -1, dtype=np.int64)
     dist = np.full((m, k), np.inf)
     used = None
@@ -238,7 +239,7 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
     save_npy(_part_file(scratch, name, "ind"), ind)
     save_npy(_part_file(scratch, name, "dist"), dist)
     save_npy(_part_file(scratch, name, "ids"), ids)  # last: marks the piece built
-    return dict(task_stats(), partition=partition, piece=piece_number, rows=m, method=used,
+    return dict(task_stats(), kind="partition", partition=partition, piece=piece_number, rows=m, method=used,
                 seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
 
 
@@ -250,10 +251,12 @@ def _write_graph(stage_path, scratch, round_, chunk_id, start, stop, ind, dist):
     save_npy(_graph_file(scratch, round_, chunk_id, "ind"), ind)
 
 
-def merge_task(*, stage_path, scratch, chunk_id, start, stop, k, pieces):
+def merge_task(*, stage_path, scratch, chunk_id, start, stop, k, pieces, round_=0):
     """Task body: each row of ``start:stop`` keeps its k nearest distinct candidates from all its partitions.
 
-    ``pieces`` maps each partition to its output names. Partitions are read
+    ``pieces`` maps each partition to its output names (of build round
+    ``round_``); after the first round the graph of the round before is one
+    more list, so a rebuild round can only add neighbours. Partitions are read
     in a fixed order and the order of candidates is total (distance, then
     id), so the result does not depend on which tasks ran where or when.
 
@@ -264,25 +267,35 @@ def merge_task(*, stage_path, scratch, chunk_id, start, stop, k, pieces):
     """
     tic, cpu = time.perf_counter(), time.process_time()
     counts = route_done(scratch, chunk_id)
-    rows, ids, dists = [], [], []
+    n_rows = stop - start
+    lists = []
     for partition in np.flatnonzero(counts):
         for name in pieces[int(partition)]:
             members = np.load(_part_file(scratch, name, "ids"), mmap_mode="r")
             a, b = np.searchsorted(members, [start, stop])
             if b > a:
-                local = np.asarray(members[a:b]) - start
-                rows.append(np.repeat(local, k))
-                ids.append(np.load(_part_file(scratch, name, "ind"), mmap_mode="r")[a:b].ravel())
-                dists.append(np.load(_part_file(scratch, name, "dist"), mmap_mode="r")[a:b].ravel())
-    n_rows = stop - start
-    ind, dist = top_k_candidates(np.concatenate(rows), np.concatenate(ids), np.concatenate(dists), n_rows, k,
-                                 exclude=np.arange(start, stop))
+                lists.append((np.asarray(members[a:b]) - start,
+                              np.load(_part_file(scratch, name, "ind"), mmap_mode="r")[a:b],
+                              np.load(_part_file(scratch, name, "dist"), mmap_mode="r")[a:b]))
+    if round_ > 0:
+        lists.append((np.arange(n_rows), np.load(_graph_file(scratch, round_ - 1, chunk_id, "ind")),
+                      np.load(_graph_file(scratch, round_ - 1, chunk_id, "dist"))))
+    # One row of candidates per row of the chunk: its lists side by side (a row's members are unique per list).
+    width = np.bincount(np.concatenate([local for local, _, _ in lists]), minlength=n_rows).max() * k
+    ids, dists = np.full((n_rows, width), -1, dtype=np.int64), np.full((n_rows, width), np.inf)
+    filled = np.zeros(n_rows, dtype=np.int64)
+    for local, ind, dist in lists:
+        columns = filled[local][:, None] + np.arange(k)
+        ids[local[:, None], columns], dists[local[:, None], columns] = ind, dist
+        filled[local] += k
+    del lists
+    ind, dist = top_k_candidates(ids, dists, k, exclude=np.arange(start, stop))
     short = np.flatnonzero(ind[:, -1] < 0)
     if short.size:
         raise DataError(f"rows {start + short[:5]} have fewer than k={k} candidates: their partitions are "
                         "too small; raise max_partition_rows or overlap")
-    _write_graph(stage_path, scratch, 0, chunk_id, start, stop, ind, dist)
-    return dict(task_stats(), seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
+    _write_graph(stage_path, scratch, round_, chunk_id, start, stop, ind, dist)
+    return dict(task_stats(), kind="merge", seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
 
 
 class _Gather:
@@ -352,12 +365,11 @@ def refine_task(*, stage_path, scratch, chunk_id, start, stop, chunk, k, metric,
         ids = np.arange(start + b0, start + b1)
         hop = gather.graph(own_ind[b0:b1]).reshape(b1 - b0, -1)  # neighbours of neighbours
         dist = paired_distances(gather.rows(ids)[:, None, :], gather.rows(hop), metric)
-        local = np.repeat(np.arange(b1 - b0), k + hop.shape[1])
         both_ind = np.concatenate([own_ind[b0:b1], hop], axis=1)
         both_dist = np.concatenate([own_dist[b0:b1], dist], axis=1)
-        new_ind[b0:b1], new_dist[b0:b1] = top_k_candidates(local, both_ind, both_dist, b1 - b0, k, exclude=ids)
+        new_ind[b0:b1], new_dist[b0:b1] = top_k_candidates(both_ind, both_dist, k, exclude=ids)
     _write_graph(stage_path, scratch, round_ + 1, chunk_id, start, stop, new_ind, new_dist)
-    return dict(task_stats(), seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu,
+    return dict(task_stats(), kind="refine", seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu,
                 changed=int((new_ind != own_ind).any(axis=1).sum()))
 
 
