@@ -12,7 +12,8 @@ cluster's peak process memory (``distributed.diagnostics.MemorySampler``,
 summed over workers) of each:
 
 - ``ingest``: generate chunk by chunk and write the store;
-- ``knn``: the sharded kNN graph (k = 10) when ``dimbsvm.graph.knn_graph`` exists;
+- ``knn``: the stored kNN graph (k = 10, partitioned build) when
+  ``dimbsvm.model_selection.graph_build.knn_graph`` exists;
 - ``features``: similarity features, distance blocks to 64 references written to the store;
 - ``ensemble_fit``: 10 OTHR members, one task each; a member reads only its
   bag (all training minority rows plus as many majority rows) from the store
@@ -110,7 +111,7 @@ def run_size(n, n_workers, workdir: Path, *, knn: bool) -> dict:
 
         if knn:
             try:
-                from dimbsvm.graph import knn_graph
+                from dimbsvm.model_selection.graph_build import knn_graph
             except ImportError:
                 knn_graph = None
             if knn_graph is not None:

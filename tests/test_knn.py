@@ -10,15 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 from dimbsvm.exceptions import DataError, StoreError
-from dimbsvm.graph import (
-    KNNIndex,
-    knn_graph,
-    open_knn_graph,
-    sample_recall,
-    sharded,
-    warm_up,
-)
+from dimbsvm.graph import KNNIndex, open_knn_graph, sample_recall, sharded, warm_up
 from dimbsvm.graph.knn import drop_self, nearest_neighbors
+from dimbsvm.model_selection.graph_build import knn_graph
 
 
 def _brute_force(X_index, X_query, k):
@@ -147,7 +141,7 @@ def test_drop_self_removes_own_entry_or_the_farthest():
 def test_approximate_graph_recall_and_self_exclusion(warm, caplog):
     X = _clustered(3000)
     exact, _ = _exact_graph(X, 10)
-    with caplog.at_level(logging.INFO, logger="dimbsvm.graph.sharded"):
+    with caplog.at_level(logging.INFO, logger="dimbsvm.model_selection.graph_build"):
         indices, distances = knn_graph(X, 10, method="pynndescent", build_neighbors=25, random_state=0)
     assert indices.shape == distances.shape == (3000, 10)
     assert not (indices == np.arange(3000)[:, None]).any()
@@ -204,7 +198,7 @@ def test_sharded_exact_equals_single_index(tmp_path, use_client, request):
     X = np.random.RandomState(4).normal(size=(1000, 6))
     # 3 shards of 3 chunks of 111 rows; the 1-row tail chunk joins the last shard
     indices, distances = knn_graph(da.from_array(X, chunks=(111, 6)), 7, method="exact", store=tmp_path / "s.zarr",
-                                   shard_rows=333, client=client)
+                                   shard_rows=333, client=client, strategy="sharded")
     assert isinstance(indices, da.Array)
     expected, expected_distances = _exact_graph(X, 7)
     np.testing.assert_array_equal(indices.compute(), expected)
@@ -219,7 +213,7 @@ def test_sharded_pynndescent_recall_in_meta(tmp_path, client, warm):
 
     X = _clustered(6000, seed=5)
     ingest((X, np.zeros(6000, dtype=np.int32)), tmp_path / "c.zarr", chunk_rows=1000)
-    indices, _ = knn_graph(str(tmp_path / "c.zarr"), 10, method="pynndescent", shard_rows=2000,
+    indices, _ = knn_graph(str(tmp_path / "c.zarr"), 10, method="pynndescent", shard_rows=2000, strategy="sharded",
                            random_state=0, recall_sample=500)
     graph = open_knn_graph(tmp_path / "c.zarr")
     assert graph.meta["shard_methods"] == ["pynndescent"] * 3
@@ -266,12 +260,14 @@ def test_interrupted_build_resumes_without_rebuilding_shards(tmp_path, monkeypat
     monkeypatch.setattr(sharded, "_shard_task", functools.partial(_counting_shard_task, log=str(log)))
     monkeypatch.setattr(sharded, "_merge_task", _failing_merge_task)
     with pytest.raises(RuntimeError, match="worker lost"):
-        knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0)
+        knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0,
+                  strategy="sharded")
     with pytest.raises(StoreError, match="incomplete"):
         open_knn_graph(tmp_path / "s.zarr")
     assert sorted(log.read_text().split()) == ["0", "1", "2"]
     monkeypatch.setattr(sharded, "_merge_task", real_merge)
-    indices, _ = knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0)
+    indices, _ = knn_graph(X, 4, method="exact", store=tmp_path / "s.zarr", shard_rows=100, random_state=0,
+                  strategy="sharded")
     assert sorted(log.read_text().split()) == ["0", "1", "2"]  # no shard built again
     np.testing.assert_array_equal(indices.compute(), _exact_graph(X.compute(), 4)[0])
 
@@ -355,43 +351,302 @@ def test_index_pickled_with_a_wide_graph_copy_still_answers(warm):
 
 def test_shard_stats_count_queries_and_cpu(tmp_path):
     X = np.random.RandomState(14).normal(size=(600, 4))
-    knn_graph(da.from_array(X, chunks=(100, 4)), 5, method="exact", store=tmp_path / "s.zarr", shard_rows=200)
+    knn_graph(da.from_array(X, chunks=(100, 4)), 5, method="exact", store=tmp_path / "s.zarr", shard_rows=200,
+              strategy="sharded")
     times = open_knn_graph(tmp_path / "s.zarr").meta["shard_times"]
     assert [t["rows"] for t in times] == [200, 200, 200]
     assert sum(t["queried_rows"] for t in times) == 600 * 3 - 600  # every row against every other shard
     assert all(t["build_cpu"] >= 0 and t["query_cpu"] >= 0 for t in times)
 
 
-def test_knn_scale_summary_reads_result_files(tmp_path):
+def test_knn_scale_summary_medians_and_comparison(tmp_path):
     import json
 
     from benchmarks import knn_scale
 
-    single = {"stage": "single", "variant": "default", "tag": None, "n": 1000, "d": 8, "k": 10,
-              "exact_sample_rows": 200, "exact_sample_s": 0.5, "exact_sample_cpu_s": 0.4, "exact_extrapolated_s": 2.5,
-              "widths": [{"build_neighbors": 25, "build_s": 1.25, "build_cpu_s": 1.0, "recall": 0.97,
-                          "speedup_vs_exact": 2.0}], "peak_rss_mib": 600.0, "command": "cmd-single",
-              "date": "2026-01-01T00:00:00+00:00"}
-    sharded_run = {"stage": "sharded", "variant": "default", "tag": "limit", "n": 1000, "d": 8, "k": 10,
-                   "memory_limit": "1KiB", "memory_limit_bytes": 1024, "data_bytes": 32000, "shard_rows": 500,
-                   "shard_rows_used": 500, "build_neighbors": 25, "n_shards": 2, "total_s": 9.0,
-                   "timings": {"check": 1.0, "shards": 5.0, "merge": 1.0, "recall": 2.0},
-                   "shard_times": [{"shard": s, "rows": 500, "build": 1.0, "build_cpu": 0.5, "query": 2.0,
-                                    "query_cpu": 1.5, "queried_rows": 500} for s in range(2)],
-                   "recall": 0.96, "recall_rows": 200, "recall_fixed_sample": 0.955,
-                   "peak_worker_rss_mib": {"a": 700.0, "b": 710.0}, "dask_peak_memory_mib": {"a": 690.0},
-                   "paused": False, "workers_seen": 2, "command": "cmd-sharded", "date": "2026-01-02T00:00:00+00:00"}
-    (tmp_path / "single-default-1000-d8.json").write_text(json.dumps(single))
-    (tmp_path / "sharded-default-1000-d8-limit.json").write_text(json.dumps(sharded_run))
+    common = {"n": 1000, "d": 8, "k": 10, "tag": "", "error": None, "command": "cmd", "date": "2026-01-01"}
+    for repeat, (wall, cpu) in enumerate([(10.0, 20.0), (12.0, 22.0), (11.0, 30.0)]):
+        (tmp_path / f"single-{repeat}.json").write_text(json.dumps(dict(
+            common, stage="single", repeat=repeat, build_neighbors=25, wall_s=wall, cpu_s=cpu, recall=0.96,
+            peak_rss_mib=500.0)))
+    (tmp_path / "part-0.json").write_text(json.dumps(dict(
+        common, stage="partitioned", repeat=0, workers=2, build_neighbors=25, wall_s=5.5, cpu_s=33.0, recall=0.97,
+        peak_worker_rss_mib=250.0, rounds=0)))
+    (tmp_path / "part-1.json").write_text(json.dumps(dict(
+        common, stage="partitioned", repeat=1, workers=2, build_neighbors=25, error="timed out")))
     summary = knn_scale.summarize(tmp_path, command="cmd-summary")
-    assert summary["kind"] == "knn_scale" and summary["command"] == ["cmd-sharded", "cmd-single", "cmd-summary"]
-    assert summary["commands_rebuilt"] == 0
-    assert summary["single"][0]["exact"]["extrapolated"] is True
-    row = summary["sharded"][0]
-    assert row["data_over_memory_limit"] == pytest.approx(32000 / 1024) and row["peak_worker_rss_mib"] == 710.0
-    assert row["shard_query_cpu_s"] == 3.0 and row["queried_rows"] == 1000
+    single = next(r for r in summary["runs"] if r["stage"] == "single")
+    assert single["repeats"] == 3 and single["wall_s"] == 11.0 and single["cpu_s"] == 22.0  # medians
+    part = next(r for r in summary["runs"] if r["stage"] == "partitioned")
+    assert part["repeats"] == 1 and part["failed"] == ["timed out"]
     (comparison,) = summary["comparisons"]
-    assert comparison["difference"] == pytest.approx(0.955 - 0.97) and comparison["same_sample_rows"]
-    assert comparison["sharded_at_least_single_minus_0_02"]
+    assert comparison["cpu_ratio"] == pytest.approx(1.5) and not comparison["single_at_least_equal_recall"]
     text = knn_scale.render_markdown(json.loads(json.dumps(summary)))
-    assert "| 1,000 | 8 | 25 | default-limit | 0.9700 | 0.9550 | -0.0150 | yes | 31.25 | 710 |" in text
+    assert "| partitioned | 1,000 | 2 | 0.9700 | 25 | 0.9600 | no | 1.50 | 0.50 | 0.50 |" in text
+
+
+# --- the partitioned build (issue 16) -----------------------------------------------------------------------
+
+from dimbsvm.graph import partitioned  # noqa: E402
+from dimbsvm.graph.partition import (nearest_centroids, rank_buckets, top_k_candidates,  # noqa: E402
+                                     boundary_radius)
+from dimbsvm.model_selection.graph_build import build_partitioned_graph  # noqa: E402
+
+
+@pytest.mark.parametrize("overlap", [1, 2, 5, 7])
+def test_nearest_centroids_match_brute_force(overlap):
+    rng = np.random.RandomState(20)
+    block, centroids = rng.normal(size=(300, 5)), rng.normal(size=(7, 5))
+    centroids[3] = centroids[1]  # an exact tie: the smaller centroid number first
+    got = nearest_centroids(block, centroids, overlap)
+    distances = ((block[:, None, :] - centroids[None]) ** 2).sum(axis=2)
+    expected = np.lexsort((np.broadcast_to(np.arange(7), distances.shape), distances), axis=-1)[:, :overlap]
+    if overlap < 7:  # rows whose cut falls inside the tie may keep either twin; compare the others
+        tie_at_cut = np.isin(expected[:, -1], [1, 3])
+        np.testing.assert_array_equal(got[~tie_at_cut], expected[~tie_at_cut])
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_nearest_centroids_radius_skips_partitions_beyond_the_boundary():
+    rng = np.random.RandomState(21)
+    block, centroids = rng.normal(size=(400, 3)), rng.normal(size=(6, 3))
+    radius = 0.3
+    got = nearest_centroids(block, centroids, 3, radius=radius)
+    full = nearest_centroids(block, centroids, 3)
+    np.testing.assert_array_equal(got[:, 0], full[:, 0])
+    for row, places in zip(range(len(block)), got):
+        c1 = centroids[full[row, 0]]
+        for j in range(1, 3):
+            cj = centroids[full[row, j]]
+            # distance of the row to the bisecting hyperplane of c1 and cj
+            boundary = (np.sum((block[row] - cj) ** 2) - np.sum((block[row] - c1) ** 2)) / (2 * np.linalg.norm(cj - c1))
+            assert places[j] == (full[row, j] if boundary <= radius else -1)
+
+
+def _brute_top_k(ids, dists, k, exclude):
+    out_i, out_d = np.full((len(ids), k), -1), np.full((len(ids), k), np.inf)
+    for r in range(len(ids)):
+        best = {}
+        for i, d in zip(ids[r], dists[r]):
+            if i >= 0 and i != exclude[r]:
+                best[i] = min(d, best.get(i, np.inf))
+        ranked = sorted(best.items(), key=lambda item: (item[1], item[0]))[:k]
+        for j, (i, d) in enumerate(ranked):
+            out_i[r, j], out_d[r, j] = i, d
+    return out_i, out_d
+
+
+def test_top_k_candidates_match_brute_force_in_any_column_order():
+    rng = np.random.RandomState(22)
+    ids = rng.randint(-1, 12, size=(60, 25))
+    dists = rng.randint(0, 5, size=ids.shape).astype(float)  # few values: ties everywhere
+    exclude = rng.randint(0, 12, size=60)
+    expected = _brute_top_k(ids, dists, 6, exclude)
+    for _ in range(3):
+        columns = rng.permutation(25)
+        got = top_k_candidates(ids[:, columns], dists[:, columns], 6, exclude=exclude)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_rank_buckets_cover_every_rank_within_budget():
+    for members, budget in [(10, 20), (100, 40), (1001, 100), (5000, 3000)]:
+        pieces = rank_buckets(members, budget)
+        assert all(hi - lo <= budget for lo, hi in pieces)
+        covered = np.zeros(members, dtype=int)
+        for lo, hi in pieces:
+            covered[lo:hi] += 1
+        assert covered.min() >= 1
+        assert pieces[0][0] == 0 and pieces[-1][1] == members
+
+
+def test_boundary_radius_is_a_kth_neighbour_distance():
+    X = np.arange(20.0)[:, None]
+    assert boundary_radius(X, 1, quantile=1.0) == 1.0
+    assert boundary_radius(X, 3, quantile=1.0) == 3.0  # the end rows reach 3 away
+
+
+def _exact_neighbours(X, k):
+    from sklearn.neighbors import NearestNeighbors
+
+    return NearestNeighbors(n_neighbors=k).fit(X).kneighbors(None)[1]  # sklearn leaves each row out
+
+
+def test_partitioned_recall_on_clustered_data(tmp_path, warm):
+    X = _clustered(8000, seed=23)
+    graph = build_partitioned_graph(da.from_array(X, chunks=(1000, 8)), 10, store=tmp_path / "s.zarr",
+                                    method="pynndescent", max_partition_rows=2500, random_state=0,
+                                    recall_sample=500)
+    assert graph.meta["n_partitions"] > 1 and graph.meta["recall"] >= 0.95
+    indices = graph.indices.compute()
+    assert not (indices == np.arange(8000)[:, None]).any()
+    assert _recall(indices, _exact_neighbours(X, 10)) >= 0.95
+    true = np.linalg.norm(X[:, None, :].astype(np.float64) - X[indices], axis=2)
+    np.testing.assert_allclose(graph.distances.compute(), true, rtol=1e-4)
+
+
+def test_partitions_covering_all_rows_give_the_exact_graph(tmp_path):
+    X = np.random.RandomState(24).normal(size=(700, 5))
+    graph = build_partitioned_graph(da.from_array(X, chunks=(100, 5)), 6, store=tmp_path / "s.zarr",
+                                    method="exact", n_partitions=3, overlap=3, overlap_radius=None,
+                                    max_partition_rows=700, random_state=0)
+    expected, expected_distances = _exact_graph(X, 6)
+    np.testing.assert_array_equal(graph.indices.compute(), expected)
+    np.testing.assert_allclose(graph.distances.compute(), expected_distances, rtol=1e-10)
+    assert graph.meta["partition_rows"] == [700, 700, 700] and graph.meta["recall"] == 1.0
+
+
+def _reference_build(path, X, **options):
+    options = dict(dict(n_partitions=4), **options)  # partitions over the budget: some are cut into pieces
+    return build_partitioned_graph(da.from_array(X, chunks=(250, X.shape[1])), 5, store=path, method="exact",
+                                   max_partition_rows=400, random_state=3, recall_sample=200, **options)
+
+
+def test_partitioned_same_bytes_in_process_and_on_a_cluster(tmp_path, scheduler):
+    X = _clustered(2000, d=6, seed=25)
+    here = _reference_build(tmp_path / "here.zarr", X)
+    there = _reference_build(tmp_path / "there.zarr", X, client=scheduler)
+    assert here.meta["n_partitions"] > 1 and len(here.meta["partition_rows"]) > here.meta["n_partitions"]
+    assert here.indices.compute().tobytes() == there.indices.compute().tobytes()
+    assert here.distances.compute().tobytes() == there.distances.compute().tobytes()
+    assert here.meta["fingerprint"] == there.meta["fingerprint"]
+
+
+def test_partitioned_stage_is_reused_and_other_parameters_rebuild(tmp_path, caplog):
+    X = _clustered(1500, d=4, seed=26)
+    _reference_build(tmp_path / "s.zarr", X)
+    marker = tmp_path / "s.zarr" / "knn" / "zarr.json"
+    before = (marker.stat().st_mtime_ns, open_knn_graph(tmp_path / "s.zarr").meta)
+    time.sleep(0.01)
+    with caplog.at_level(logging.INFO, logger="dimbsvm.model_selection.graph_build"):
+        _reference_build(tmp_path / "s.zarr", X)
+    assert "already built for these data and parameters; reusing it" in caplog.text
+    assert (marker.stat().st_mtime_ns, open_knn_graph(tmp_path / "s.zarr").meta) == before
+    _reference_build(tmp_path / "s.zarr", X, overlap=3)
+    meta = open_knn_graph(tmp_path / "s.zarr").meta
+    assert meta["overlap"] == 3 and meta["fingerprint"] != before[1]["fingerprint"]
+
+
+def test_partition_budget_is_respected_when_one_cluster_dominates(tmp_path):
+    rng = np.random.RandomState(27)
+    X = np.concatenate([rng.normal(size=(2500, 3)), rng.normal(loc=30, size=(300, 3))])  # one big cluster
+    graph = build_partitioned_graph(da.from_array(X, chunks=(400, 3)), 5, store=tmp_path / "s.zarr",
+                                    method="exact", max_partition_rows=600, n_partitions=3, random_state=0,
+                                    recall_sample=300, target_recall=None)
+    held = graph.meta["partition_rows"]
+    assert max(graph.meta["partition_sizes"]) > 600  # a partition had to be cut ...
+    assert len(held) > 3 and max(held) <= 600  # ... and no task held more than its budget
+    assert graph.meta["recall"] >= 0.9
+    assert _recall(graph.indices.compute(), _exact_neighbours(X, 5)) >= 0.9
+
+
+def _check_refined(graph, X):
+    recalls = graph.meta["recalls"]
+    assert graph.meta["rounds"] == 1 and len(recalls) == 2 and recalls[1] > recalls[0]
+    assert graph.meta["recall"] == recalls[1]
+    indices, distances = graph.indices.compute(), graph.distances.compute()
+    assert not (indices == np.arange(len(X))[:, None]).any()
+    true = np.linalg.norm(X[:, None, :].astype(np.float64) - X[indices], axis=2)
+    np.testing.assert_allclose(distances, true, rtol=1e-4)
+    assert np.all(np.diff(distances, axis=1) >= 0)
+
+
+def test_rebuild_round_raises_recall_of_narrow_graphs(tmp_path, warm):
+    X = _clustered(4000, d=8, seed=28)
+    graph = build_partitioned_graph(da.from_array(X, chunks=(500, 8)), 10, store=tmp_path / "s.zarr",
+                                    method="pynndescent", build_neighbors=11, max_partition_rows=2000,
+                                    random_state=0, recall_sample=500, target_recall=0.999, max_rounds=1)
+    assert graph.meta["round_widths"] == [11, 14]
+    _check_refined(graph, X)
+
+
+def test_neighbours_of_neighbours_round_crosses_partitions(tmp_path):
+    # One blob cut in 20, rows within 0.05 of a boundary in two partitions: many neighbours are across a
+    # boundary, and the rows near it link the partitions' graphs.
+    X = np.random.RandomState(28).normal(size=(3000, 4))
+    graph = build_partitioned_graph(da.from_array(X, chunks=(500, 4)), 8, store=tmp_path / "s.zarr",
+                                    method="exact", max_partition_rows=300, overlap_radius=0.05, random_state=0,
+                                    recall_sample=500, target_recall=0.999, max_rounds=1, refine="neighbors")
+    _check_refined(graph, X)
+
+
+def _counting_partition_task(*, log, **kwargs):
+    with open(log, "a") as handle:
+        handle.write(f"{kwargs['partition']}-{kwargs['piece_number']}\n")
+    return _REAL_PARTITION_TASK(**kwargs)
+
+
+_REAL_PARTITION_TASK = partitioned.partition_task
+
+
+def test_interrupted_partitioned_build_resumes_without_rebuilding_partitions(tmp_path, monkeypatch):
+    import functools
+
+    X = _clustered(2000, d=4, seed=29)
+    log = tmp_path / "parts.log"
+    real_merge = partitioned.merge_task
+    monkeypatch.setattr(partitioned, "partition_task", functools.partial(_counting_partition_task, log=str(log)))
+    monkeypatch.setattr(partitioned, "merge_task", _failing_merge_task)
+    with pytest.raises(RuntimeError, match="worker lost"):
+        _reference_build(tmp_path / "s.zarr", X)
+    with pytest.raises(StoreError, match="incomplete"):
+        open_knn_graph(tmp_path / "s.zarr")
+    first = sorted(log.read_text().split())
+    monkeypatch.setattr(partitioned, "merge_task", real_merge)
+    graph = _reference_build(tmp_path / "s.zarr", X)
+    assert sorted(log.read_text().split()) == first  # no partition built again
+    reference = _reference_build(tmp_path / "fresh.zarr", X)
+    assert graph.indices.compute().tobytes() == reference.indices.compute().tobytes()
+    assert not (tmp_path / "s.zarr" / "knn" / partitioned.SCRATCH_DIR).exists()
+
+
+def test_partitioned_parameter_errors(tmp_path):
+    X = da.from_array(np.random.RandomState(30).rand(300, 3), chunks=(100, 3))
+    for name, value, message in [("overlap", 0, r"'overlap' parameter .* int in the range \[1, inf\]. Got 0"),
+                                 ("max_partition_rows", 3, r"'max_partition_rows' .* range \[7, inf\]"),
+                                 ("target_recall", 1.5, r"'target_recall' .* \(0, 1\] or None. Got 1.5"),
+                                 ("refine", "more", r"'refine' .* \('rebuild', 'neighbors'\). Got 'more'"),
+                                 ("overlap_radius", -1.0, r"'overlap_radius' .* >= 0, 'auto' or None")]:
+        with pytest.raises(ValueError, match=message):
+            build_partitioned_graph(X, 5, store=tmp_path / "s.zarr", **{name: value})
+    with pytest.raises(ValueError, match="'strategy' parameter of knn_graph must be one of"):
+        knn_graph(X, 5, store=tmp_path / "s.zarr", strategy="tiles")
+    with pytest.raises(ValueError, match="apply to a stored build"):
+        knn_graph(np.zeros((10, 2)), 2, overlap=2)
+
+
+def test_task_bodies_and_graph_modules_import_no_scheduler():
+    """graph/ holds plain task bodies: nothing there imports distributed or dimbsvm's distributed layer."""
+    import ast
+    from pathlib import Path
+
+    import dimbsvm.graph
+
+    forbidden = ("distributed", "dask.distributed", "dimbsvm.distributed")
+    for path in Path(dimbsvm.graph.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [("." * node.level) + (node.module or "")]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith(forbidden) and "..distributed" not in name, (path.name, name)
+            if isinstance(node, ast.ImportFrom):
+                assert not {"get_client", "as_completed", "get_worker"} & {a.name for a in node.names}, path.name
+
+
+def test_numba_cache_dir_plugin_sets_the_directory(tmp_path, monkeypatch):
+    import numba
+
+    from dimbsvm.distributed.warmup import NumbaCacheDir
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "unused")
+    monkeypatch.setattr(numba.config, "CACHE_DIR", numba.config.CACHE_DIR)
+    NumbaCacheDir(str(tmp_path)).setup(None)
+    assert numba.config.CACHE_DIR == str(tmp_path)
+    import os
+    assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path)

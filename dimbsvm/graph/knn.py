@@ -8,8 +8,8 @@
 - :func:`sample_recall` - recall of a graph against exact neighbours on a sample.
 - :func:`warm_up` - pay pynndescent's numba compilation once per process.
 
-Arrays in, arrays out: no Dask and no I/O here (the sharded build over a
-store is :mod:`dimbsvm.graph.sharded`).
+Arrays in, arrays out: no Dask and no I/O here (graphs of whole datasets
+built as tasks into a store: :mod:`dimbsvm.model_selection.graph_build`).
 
 NN-descent finds the k nearest neighbours reliably only when it builds a
 graph wider than k. On clustered 32-d data with k = 10
@@ -477,8 +477,11 @@ def warm_up(metric="euclidean", sparse=False):
     numba cache (e.g. a read-only site-packages in a container; set
     ``NUMBA_CACHE_DIR`` to a writable directory) it is about 4.5 minutes.
     Calling this once per process - e.g. on every Dask worker before a
-    sharded build (:func:`~dimbsvm.graph.warm_up_workers`) - pays that cost
-    in parallel and up front; later calls return at once.
+    kNN build (``warm_up_workers`` of the distributed layer) - pays
+    that cost in parallel and up front; later calls return at once. The
+    NN-descent kernels are not cacheable (pynndescent declares them
+    ``cache=False``); worker processes forked from one compiled process
+    skip it (``prewarm_forkserver``, same place).
 
     Returns
     -------
