@@ -139,7 +139,7 @@ def build_stored_stage(stage: dict, data, *, client) -> StoredStructural:
         Its ``X`` must be a store's rows (:class:`~dimbsvm.store.StoreRows`).
     client : distributed.Client or None
     """
-    from ..graph import knn_graph
+    from .graph_build import knn_graph
     from ..store import StoreRows, stage_is_complete
     from .engine import compute
 
