@@ -225,6 +225,41 @@ def render_results(directories, *, command: str) -> str:
     return "\n".join(parts)
 
 
+def update_results(existing: str, directories, *, command: str) -> str:
+    """``existing`` RESULTS.md with the sections of ``directories`` replaced (same ``## `` title) or appended.
+
+    For a benchmark rerun without the results directories of every other
+    section at hand: the other sections are kept as they are, and the ones
+    given are still only ever written by their renderer.
+    """
+    rendered = render_results(directories, command=command)
+    new_sections = _sections(rendered)[1:]  # [0] is the generated header
+    old = _sections(existing)
+    titles = [section[0] for section in old]
+    for section in new_sections:
+        if section[0] in titles:
+            old[titles.index(section[0])] = section
+        else:
+            old.append(section)
+            titles.append(section[0])
+    for section in old[:-1]:  # a blank line before every heading
+        while section and not section[-1].strip():
+            section.pop()
+        section.append("")
+    text = "\n".join(line for section in old for line in section)
+    return text.rstrip("\n") + "\n"
+
+
+def _sections(text: str) -> list[list[str]]:
+    """Lines of ``text`` cut before every ``## `` heading (the part before the first is section 0)."""
+    sections = [[]]
+    for line in text.splitlines():
+        if line.startswith("## "):
+            sections.append([])
+        sections[-1].append(line)
+    return sections
+
+
 def main(argv=None) -> int:
     """Entry point of ``python -m benchmarks.results``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -232,10 +267,15 @@ def main(argv=None) -> int:
                                      description="Regenerate benchmarks/RESULTS.md from results directories.")
     parser.add_argument("directories", nargs="+", help="results directories (each with summary.json)")
     parser.add_argument("--output", default=str(DEFAULT_OUTPUT), help="file to write (default: %(default)s)")
+    parser.add_argument("--update", action="store_true",
+                        help="replace (or append) only these directories' sections in the existing file")
     args = parser.parse_args(argv)
     command = "python -m benchmarks.results " + shlex.join(argv)
     try:
-        text = render_results(args.directories, command=command)
+        if args.update and Path(args.output).is_file():
+            text = update_results(Path(args.output).read_text(), args.directories, command=command)
+        else:
+            text = render_results(args.directories, command=command)
     except (FileNotFoundError, ValueError) as exc:
         print(f"benchmarks.results: error: {exc}", file=sys.stderr)
         return 2

@@ -413,3 +413,21 @@ def test_results_cli_reports_an_unknown_kind(tmp_path, capsys):
     assert main([str(directory), "--output", str(tmp_path / "R.md")]) == 2
     assert "unknown benchmark kind 'no_such_benchmark'" in capsys.readouterr().err
     assert not (tmp_path / "R.md").exists()
+
+
+def test_results_update_replaces_or_appends_only_the_given_sections(tmp_path):
+    from benchmarks.results import update_results
+
+    directory = tmp_path / "recall"
+    directory.mkdir()
+    summary = {"kind": "stored_stage_recall", "title": "Recall", "command": "cmd", "date": "2026-01-01",
+               "machine": {"platform": "p", "processor": "x", "cpu_count": 2, "memory_gb": 1, "python": "3"},
+               "rows": [{"dataset": "d", "n": 10, "k": 2, "k_store": 4, "recall_same_scaling": 1.0,
+                         "recall_fold_scaling": 0.9, "short_rows": 0.0}]}
+    (directory / "summary.json").write_text(json.dumps(summary))
+    existing = "# Benchmark results\n\nintro\n\n## Other\n\nkept as is\n## Recall\n\nold numbers\n"
+    updated = update_results(existing, [directory], command="c")
+    assert "kept as is" in updated and "old numbers" not in updated and "| d | 10 | 2 | 4 | 1.0000 |" in updated
+    assert updated.count("## Recall") == 1 and "\n\n## Recall" in updated
+    appended = update_results("# Benchmark results\n\n## Other\n\nx\n", [directory], command="c")
+    assert appended.index("## Other") < appended.index("## Recall")
