@@ -6,8 +6,8 @@ the reader from the file suffix.
 """
 
 from ._base import Dataset
-from .keel import load_keel
-from .registry import bundled_names, list_available, load, shared_datasets_dir
+from .keel import read_keel
+from .registry import bundled_names, list_available, load, load_keel, shared_datasets_dir
 from .synthetic import make_imbalanced
 from .tabular import load_agnostic, load_csv, load_csv_features, load_npz, load_svmlight
 from .timeseries import load_ts
@@ -15,6 +15,7 @@ from .timeseries import load_ts
 __all__ = [
     "Dataset",
     "load_keel",
+    "read_keel",
     "load_csv",
     "load_csv_features",
     "load_npz",

@@ -12,7 +12,7 @@ from ..exceptions import DataError
 from ._base import Dataset
 from ._labels import encode_labels
 
-__all__ = ["load_keel"]
+__all__ = ["read_keel"]
 
 MISSING = frozenset({"?", "<null>"})
 
@@ -48,8 +48,8 @@ class _Header:
     data_line: int = 0  # line number of ``@data``; 0 when absent
 
 
-def load_keel(name_or_path) -> Dataset:
-    """Read a KEEL ``.dat`` file.
+def read_keel(path) -> Dataset:
+    """Read a KEEL ``.dat`` file (:func:`dimbsvm.datasets.load_keel` also finds bundled data by name).
 
     Nominal input attributes are one-hot encoded in declared category order
     (columns named ``"Sex=M"``); a missing nominal value gives an all-zero
@@ -60,9 +60,8 @@ def load_keel(name_or_path) -> Dataset:
 
     Parameters
     ----------
-    name_or_path : str or path-like
-        Path to a ``.dat`` file, or a bare dataset name (``"yeast5"``) looked
-        up in the bundled data, then in ``<shared>/keel/imbalanced/``.
+    path : str or path-like
+        A ``.dat`` file.
 
     Returns
     -------
@@ -71,18 +70,11 @@ def load_keel(name_or_path) -> Dataset:
     Raises
     ------
     DataError
-        Unknown name, missing file, malformed header or rows (the message
-        names the file and line).
-
-    Examples
-    --------
-    >>> ds = load_keel("yeast5")
-    >>> ds.X.shape, int(ds.y.sum()), ds.class_map
-    ((1484, 8), 44, {'negative': 0, 'positive': 1})
-    >>> ds.feature_names[:3]
-    ['Mcg', 'Gvh', 'Alm']
+        Missing file, malformed header or rows (the message names the file and line).
     """
-    path = _resolve(name_or_path)
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
     try:
         lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
     except OSError as exc:
@@ -101,31 +93,6 @@ def load_keel(name_or_path) -> Dataset:
         class_map=class_map,
         name=path.stem,
         source=str(path),
-    )
-
-
-def _resolve(name_or_path) -> Path:
-    # Imported here because the registry imports this module for its dispatch table.
-    from .registry import BUNDLED_DIR, bundled_names, shared_datasets_dir
-
-    path = Path(name_or_path)
-    if path.is_file():
-        return path
-    is_bare_name = path.parent == Path(".") and path.suffix in ("", ".dat")
-    if not is_bare_name:
-        raise DataError(f"{path}: file not found")
-    stem = path.stem if path.suffix == ".dat" else path.name
-    candidates = [BUNDLED_DIR / f"{stem}.dat"]
-    shared = shared_datasets_dir()
-    if shared is not None:
-        candidates.append(shared / "keel" / "imbalanced" / f"{stem}.dat")
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    where = f"; also looked in {candidates[-1].parent}" if shared is not None else ""
-    raise DataError(
-        f"{name_or_path!s}: no such file and no KEEL dataset of that name; "
-        f"bundled datasets are {bundled_names()}{where}"
     )
 
 

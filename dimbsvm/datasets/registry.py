@@ -1,7 +1,8 @@
 """Where datasets live and which reader opens which file.
 
 ``READERS`` is the one table from file suffix to reader; :func:`load` is the
-one entry point that uses it.
+one entry point that uses it. Looking a KEEL dataset up by its bare name
+(:func:`load_keel`) lives here too, so the readers never import the registry.
 """
 
 from __future__ import annotations
@@ -12,28 +13,16 @@ from pathlib import Path
 
 from ..exceptions import DataError
 from ._base import Dataset
-from .keel import load_keel
+from .keel import read_keel
 from .tabular import load_agnostic, load_csv, load_npz, load_svmlight
 from .timeseries import load_ts
 
-__all__ = ["READERS", "bundled_names", "shared_datasets_dir", "load", "list_available"]
+__all__ = ["READERS", "bundled_names", "shared_datasets_dir", "load", "load_keel", "list_available"]
 
 logger = logging.getLogger(__name__)
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "data"
 SHARED_ENV = "DIMBSVM_SHARED_DATASETS"
-
-READERS = {
-    ".dat": load_keel,
-    ".csv": load_csv,
-    ".npz": load_npz,
-    ".svm": load_svmlight,
-    ".libsvm": load_svmlight,
-    ".svmlight": load_svmlight,
-    ".txt": load_svmlight,
-    ".data": load_agnostic,
-    ".ts": load_ts,
-}
 
 
 def bundled_names() -> list[str]:
@@ -74,6 +63,73 @@ def shared_datasets_dir() -> Path | None:
             if candidate.is_dir():
                 return candidate
     return None
+
+
+def load_keel(name_or_path) -> Dataset:
+    """Read a KEEL ``.dat`` file, or a KEEL dataset found by its bare name.
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+        Path to a ``.dat`` file, or a bare dataset name (``"yeast5"``) looked
+        up in the bundled data, then in ``<shared>/keel/imbalanced/``.
+
+    Returns
+    -------
+    Dataset
+        As :func:`~dimbsvm.datasets.keel.read_keel` reads it.
+
+    Raises
+    ------
+    DataError
+        Unknown name, missing file, malformed header or rows (the message
+        names the file and line).
+
+    Examples
+    --------
+    >>> ds = load_keel("yeast5")
+    >>> ds.X.shape, int(ds.y.sum()), ds.class_map
+    ((1484, 8), 44, {'negative': 0, 'positive': 1})
+    >>> ds.feature_names[:3]
+    ['Mcg', 'Gvh', 'Alm']
+    """
+    return read_keel(_resolve_keel(name_or_path))
+
+
+def _resolve_keel(name_or_path) -> Path:
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    is_bare_name = path.parent == Path(".") and path.suffix in ("", ".dat")
+    if not is_bare_name:
+        raise DataError(f"{path}: file not found")
+    stem = path.stem if path.suffix == ".dat" else path.name
+    candidates = [BUNDLED_DIR / f"{stem}.dat"]
+    shared = shared_datasets_dir()
+    if shared is not None:
+        candidates.append(shared / "keel" / "imbalanced" / f"{stem}.dat")
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    where = f"; also looked in {candidates[-1].parent}" if shared is not None else ""
+    raise DataError(
+        f"{name_or_path!s}: no such file and no KEEL dataset of that name; "
+        f"bundled datasets are {bundled_names()}{where}"
+    )
+
+
+#: The one table from file suffix to reader.
+READERS = {
+    ".dat": load_keel,
+    ".csv": load_csv,
+    ".npz": load_npz,
+    ".svm": load_svmlight,
+    ".libsvm": load_svmlight,
+    ".svmlight": load_svmlight,
+    ".txt": load_svmlight,
+    ".data": load_agnostic,
+    ".ts": load_ts,
+}
 
 
 def load(source, **kwargs) -> Dataset:
