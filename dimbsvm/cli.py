@@ -514,7 +514,11 @@ def _configure_logging(verbose: int) -> None:
     if verbose or "DASK_LOGGING__DISTRIBUTED" not in os.environ:
         os.environ["DASK_LOGGING__DISTRIBUTED"] = _DASK_LEVELS[min(verbose, 2)].lower()  # for worker processes
     dask_level = os.environ["DASK_LOGGING__DISTRIBUTED"].upper()
-    # distributed configured its loggers when dimbsvm imported it: set them here
+    # Dask read the environment when it was imported: tell its config too, which distributed reads
+    # when it is first imported (dimbsvm imports it lazily), and set loggers already configured
+    import dask
+
+    dask.config.set({"logging.distributed": dask_level.lower()})
     for name in _DASK_LOGGERS:
         logging.getLogger(name).setLevel(dask_level)
 
