@@ -150,6 +150,34 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.client = client
 
+    @classmethod
+    def from_moments(cls, references, modalities, mu, sigma, *, distances=None):
+        """A fitted transformer from references and moments computed elsewhere (a stored stage).
+
+        Parameters
+        ----------
+        references : ndarray of shape (n_references, ...)
+        modalities : list of dict
+            Parsed distances (:func:`~dimbsvm.features.modalities.parse_modalities`).
+        mu, sigma : ndarray of shape (n_modalities, n_references)
+        distances : str, dict or list, default=None
+            The ``distances`` parameter to record (default: the modalities' names).
+
+        Returns
+        -------
+        SimilarityFeatures
+            As if fitted: ``transform`` gives ``(mu - d(x, S)) / sigma``.
+        """
+        references = np.asarray(references, dtype=np.float64)
+        features = cls(references=references,
+                       distances=distances if distances is not None else [m["name"] for m in modalities])
+        features.references_, features.reference_indices_ = references, None
+        features.modalities_ = list(modalities)
+        features.mu_, features.sigma_ = np.asarray(mu, dtype=np.float64), np.asarray(sigma, dtype=np.float64)
+        features.input_shape_ = tuple(int(s) for s in references.shape[1:])
+        features.n_features_in_ = int(np.prod(features.input_shape_))
+        return features
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Choose the references and estimate the moments of the distances to them.

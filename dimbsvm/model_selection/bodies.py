@@ -127,6 +127,8 @@ def prepare_fold(X, y, rows: FoldRows, *, scaler, impute, features, stage=None) 
         for step in steps:
             Xt = step.fit_transform(Xt, y[rows.train])
         train_features = Xt if features else None
+    if stage is not None:
+        stage = stage.for_fold(rows.train)  # e.g. the moments of a stored similarity stage over these rows
     return PreparedFold(steps=steps, train_features=train_features, fit_time=time.perf_counter() - start,
                         stage=stage)
 
@@ -148,8 +150,11 @@ def _training_data(X, y, prepared: PreparedFold, rows: FoldRows):
 
 
 def _pipeline(prepared: PreparedFold, final):
-    """The fold's fitted pipeline; ``None`` with a stored stage (it reads rows by number, not new rows)."""
-    return make_pipeline(*prepared.steps, final) if prepared.stage is None else None
+    """The fold's fitted pipeline; with a stored stage, its standalone steps for new rows, or ``None``."""
+    if prepared.stage is None:
+        return make_pipeline(*prepared.steps, final)
+    steps = prepared.stage.model_steps()
+    return make_pipeline(*steps, final) if steps is not None else None
 
 
 def _scoring(X, prepared: PreparedFold, rows: FoldRows, final, model):
@@ -267,7 +272,7 @@ def minmax_block_range(X, *, rows: FoldRows, span):
     return np.nanmin(block, axis=0), np.nanmax(block, axis=0), stop - first
 
 
-def prepare_from_ranges(ranges, *, scaler, stage=None) -> PreparedFold:
+def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) -> PreparedFold:
     """Task body: the fold's ``MinMaxScaler`` from per-chunk ranges (exactly as fitted on all rows).
 
     The minimum and maximum of the union are the minimum of the minima and the
@@ -282,6 +287,8 @@ def prepare_from_ranges(ranges, *, scaler, stage=None) -> PreparedFold:
     high = np.max(np.stack([r[1] for r in ranges]), axis=0)
     fitted = MinMaxScaler().partial_fit(np.stack([low, high]))
     fitted.n_samples_seen_ = int(sum(r[2] for r in ranges))
+    if stage is not None:
+        stage = stage.for_fold(rows.train)
     return PreparedFold(steps=[fitted], train_features=None, fit_time=time.perf_counter() - start, stage=stage)
 
 

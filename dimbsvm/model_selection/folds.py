@@ -146,7 +146,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         # the scaler's statistics as one task per stored chunk, merged exactly
         ranges = [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range")
                   for span in train_chunks]
-        prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, stage=stage), name="prepare")
+        prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, rows=rows, stage=stage),
+                            name="prepare")
     else:
         prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
                                                 features=features, stage=stage), name="prepare")

@@ -1,5 +1,12 @@
 """Stored feature stages of a job: the expensive part computed once per dataset, kept in the store.
 
+Two stages can be stored: ``structural`` (its kNN graph) and ``similarity``
+(the distances of every row to the reference rows). Both are computed on the
+rows min-max scaled with the ranges of all rows (no labels), so that every
+fold shares them, and found again by fingerprint (the data's and the stage's
+parameters) on a second run, which logs that it reuses them.
+
+
 A job's structural stage (``features: [{name: structural, stored: true}]``)
 needs every row's k nearest rows. Refitting it per fold searches the fold's
 whole training set in one task. A *stored* stage instead builds one kNN graph
@@ -30,7 +37,10 @@ from ..exceptions import JobSpecError
 from ..rows import block_rows_of, take_rows
 from ..store.stages import stage_fingerprint
 
-__all__ = ["FoldStageRows", "StoredStructural", "build_stored_stage", "stored_stage_of"]
+__all__ = ["FoldStageRows", "StoredSimilarity", "StoredStructural", "build_stored_stage", "stored_stage_of"]
+
+#: Feature stages that can be stored.
+STORABLE = ("structural", "similarity")
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +68,15 @@ class StoredStructural:
     base: str
     levels: int
     normalize: str
+    reads_rows = True  # the x part is the fold-scaled row
+
+    def for_fold(self, train_rows):
+        """The stage as one fold uses it (nothing fold-specific to compute)."""
+        return self
+
+    def model_steps(self):
+        """Steps of a standalone model for new rows: none (they would need a kNN index over every row)."""
+        return None
 
     def features(self, X_scaled, rows, train_rows):
         """``[x, lambda * n(x)]`` of ``rows`` (dataset row numbers) for the fold with ``train_rows``."""
@@ -78,6 +97,90 @@ class StoredStructural:
         return structural_rows(x_part, positions, len(train_rows), weight=weight)
 
 
+@dataclass(frozen=True)
+class StoredSimilarity:
+    """A similarity stage read from the distances to its references stored in the job's store.
+
+    A fold's Fisher features (eq. 10 of the similarity-kernel paper) are
+    ``(mu - d(x)) / sigma`` with ``mu``, ``sigma`` the mean and spread of each
+    distance over the fold's training rows: :meth:`for_fold` takes them from
+    the stored distances of those rows, a chunk at a time.
+
+    Attributes
+    ----------
+    group_path : str
+        The stage group (``distances``: n x (modalities x references); ``mu``,
+        ``sigma``: over every row).
+    references : ndarray
+        The reference rows, min-max scaled over all rows.
+    modalities : list of dict
+        The parsed distances.
+    low, high : ndarray
+        The all-rows ranges the rows were scaled with.
+    mu, sigma : ndarray or None
+        The fold's moments (set by :meth:`for_fold`).
+    """
+
+    group_path: str
+    references: np.ndarray
+    modalities: list
+    low: np.ndarray
+    high: np.ndarray
+    mu: np.ndarray | None = None
+    sigma: np.ndarray | None = None
+    reads_rows = False  # the features are the stored distances alone
+
+    def for_fold(self, train_rows):
+        """The stage with the moments of the fold's training rows (read a chunk of distances at a time)."""
+        from dataclasses import replace
+
+        from ..features.moments import block_moments, check_spread, mean_and_spread, merge_moments
+        from ..store import open_group
+
+        distances = open_group(self.group_path, mode="r")["distances"]
+        step = int(distances.chunks[0])
+        train_rows = np.asarray(train_rows, dtype=np.int64)
+        parts = []
+        for start in range(0, distances.shape[0], step):
+            first, stop = np.searchsorted(train_rows, [start, start + step])
+            if stop > first:
+                parts.append(block_moments(distances.get_orthogonal_selection(
+                    (train_rows[first:stop], slice(None))), overwrite=True))
+        mu, sigma = mean_and_spread(merge_moments(parts))
+        shape = (len(self.modalities), self.references.shape[0])
+        mu, sigma = mu.reshape(shape), sigma.reshape(shape)
+        check_spread(mu, sigma, self.modalities)
+        return replace(self, mu=mu, sigma=sigma)
+
+    def features(self, X_scaled, rows, train_rows):
+        """Fisher features of ``rows`` (dataset row numbers) from their stored distances."""
+        from ..features.moments import fisher_vectors
+        from ..store import open_group
+
+        rows = np.asarray(rows, dtype=np.int64)
+        distances = open_group(self.group_path, mode="r")["distances"]
+        order = np.argsort(rows, kind="stable")
+        D = np.empty((rows.size, distances.shape[1]))
+        if rows.size:
+            D[order] = distances.get_orthogonal_selection((rows[order], slice(None)))
+        return fisher_vectors(D, self.mu, self.sigma)
+
+    def model_steps(self):
+        """``[scaler, similarity]`` fitted as the stage is: a standalone model for new rows.
+
+        The scaler holds the all-rows ranges; the similarity features the
+        stored references and this fold's moments (for a final model, the
+        moments of every row).
+        """
+        from sklearn.preprocessing import MinMaxScaler
+
+        from ..features import SimilarityFeatures
+
+        scaler = MinMaxScaler().partial_fit(np.stack([self.low, self.high]))
+        features = SimilarityFeatures.from_moments(self.references, self.modalities, self.mu, self.sigma)
+        return [scaler, features]
+
+
 class FoldStageRows:
     """A fold's rows as the estimator sees them with a stored stage: the fold's scaler, then the stage.
 
@@ -89,8 +192,11 @@ class FoldStageRows:
     def __init__(self, X, steps, stage: StoredStructural, train_rows):
         self.X, self.steps, self.stage = X, list(steps), stage
         self.train_rows = np.asarray(train_rows, dtype=np.int64)
-        width = int(X.shape[1]) * (stage.levels if stage.base == "hik" else 1)
-        self.shape = (int(X.shape[0]), width + self.train_rows.size)
+        if isinstance(stage, StoredStructural):
+            width = int(X.shape[1]) * (stage.levels if stage.base == "hik" else 1) + self.train_rows.size
+        else:
+            width = len(stage.modalities) * stage.references.shape[0]
+        self.shape = (int(X.shape[0]), width)
         self.block_rows = block_rows_of(X)
 
     def __len__(self):
@@ -98,9 +204,11 @@ class FoldStageRows:
 
     def __getitem__(self, rows):
         rows = np.asarray(rows, dtype=np.int64)
-        block = take_rows(self.X, rows)
-        for step in self.steps:
-            block = step.transform(block)
+        block = None
+        if self.stage.reads_rows:
+            block = take_rows(self.X, rows)
+            for step in self.steps:
+                block = step.transform(block)
         return self.stage.features(block, rows, self.train_rows)
 
 
@@ -112,24 +220,32 @@ def stored_stage_of(job: dict):
     if len(job["features"]) != 1:
         raise JobSpecError("a stored feature stage must be the job's only feature stage")
     stage = stored[0]
-    if stage["name"] != "structural":
-        raise JobSpecError(f"'features.0.stored' is true for {stage['name']!r}; only 'structural' can be "
-                           "stored (its kNN graph is computed once per dataset)")
+    if stage["name"] not in STORABLE:
+        raise JobSpecError(f"'features.0.stored' is true for {stage['name']!r}; only {' and '.join(STORABLE)} "
+                           "can be stored (their expensive part is computed once per dataset)")
     params = stage.get("params") or {}
+    if job["preprocessing"]["impute"] != "none" or job["preprocessing"]["scaler"] != "minmax":
+        raise JobSpecError(f"a stored {stage['name']} stage needs preprocessing.scaler: minmax and impute: none "
+                           "(it is computed on rows min-max scaled over all rows)")
+    if stage["name"] == "similarity":
+        if params.get("reference_selection", "random") != "random":
+            raise JobSpecError("a stored similarity stage chooses its references at random from all rows: "
+                               "reference_selection 'stratified' would use the labels of test rows, 'kmeans' "
+                               "is not supported stored")
+        if not isinstance(params.get("references", 100), (int, float)) or isinstance(params.get("references"), bool):
+            raise JobSpecError("a stored similarity stage takes references as a count or a fraction of the rows")
+        return stage
     if params.get("normalize", "none") not in ("none", "l2"):
         raise JobSpecError("a stored structural stage takes normalize 'none' or 'l2' ('degree' needs every "
                            "training row's in-degree, which depends on the fold)")
-    if job["preprocessing"]["impute"] != "none" or job["preprocessing"]["scaler"] != "minmax":
-        raise JobSpecError("a stored structural stage needs preprocessing.scaler: minmax and impute: none "
-                           "(its graph is built on rows min-max scaled over all rows)")
     if job["output"]["model"]:
         raise JobSpecError("a job with a stored structural stage makes no final model yet (new rows would "
                            "need a kNN index over every row): set output.model: false")
     return stage
 
 
-def build_stored_stage(stage: dict, data, *, client) -> StoredStructural:
-    """Build (or find) the stage's kNN graph in the job's store; return the stage to read it by.
+def build_stored_stage(stage: dict, data, *, client):
+    """Build (or find) the stage's stored part in the job's store; return the stage to read it by.
 
     Parameters
     ----------
@@ -146,6 +262,12 @@ def build_stored_stage(stage: dict, data, *, client) -> StoredStructural:
     if not isinstance(data.X, StoreRows):
         raise JobSpecError("a stored feature stage needs a dimbsvm Zarr store as data.source; ingest the data "
                            "first (dimbsvm ingest FILE STORE.zarr)")
+    X = data.lazy_X
+    low, high = compute(X.min(axis=0), X.max(axis=0), client=client)
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    span = np.where(high > low, high - low, 1.0)
+    if stage["name"] == "similarity":
+        return _build_similarity(stage, data, low=low, high=high, span=span, client=client)
     params = dict(stage.get("params") or {})
     k = int(params.get("n_neighbors", 10))
     k_store = int(stage.get("k_store") or K_STORE_FACTOR * k)
@@ -164,12 +286,46 @@ def build_stored_stage(stage: dict, data, *, client) -> StoredStructural:
         logger.info("stored stage %s of %s reused (fingerprint %s)", name, store, fingerprint[:12])
     else:
         logger.info("building stored stage %s of %s: %d neighbours of every row", name, store, k_store)
-        X = data.lazy_X
-        low, high = compute(X.min(axis=0), X.max(axis=0), client=client)
-        span = np.where(high > low, high - low, 1.0)
         scaled = ((X - low) / span).astype(np.float32)
         knn_graph(scaled, n_neighbors=k_store, store=store, stage=name, fingerprint=fingerprint, client=client,
                   **{key: value for key, value in graph.items() if key != "n_neighbors" and value is not None})
     return StoredStructural(graph_path=str(store / name), n_neighbors=k, weight=float(params.get("weight", 1.0)),
                             base=params.get("base", "linear"), levels=int(params.get("levels", 100)),
                             normalize=params.get("normalize", "none"))
+
+
+def _build_similarity(stage, data, *, low, high, span, client) -> StoredSimilarity:
+    """The similarity stage: references drawn from all rows, distances of every row to them, in the store."""
+    from ..features.distance_blocks import write_distance_blocks
+    from ..features.modalities import parse_modalities
+    from .engine import compute
+
+    params = dict(stage.get("params") or {})
+    n = len(data.y)
+    references = params.get("references", 100)
+    m = int(references) if isinstance(references, int) else max(1, int(round(float(references) * n)))
+    if m > n:
+        raise JobSpecError(f"'features.0.params.references' asks for {m} reference rows; the data has {n}")
+    seed = params.get("random_state")
+    seed = 0 if seed is None else int(seed)  # a stored stage must be found again: its draw is seeded
+    rows = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
+    X = data.lazy_X
+    modalities = parse_modalities(params.get("distances", "euclidean"), tuple(X.shape[1:]))
+    params_key = {"references": m, "rows_seed": seed, "distances": params.get("distances", "euclidean"),
+                  "scaling": "minmax-all-rows"}
+    fingerprint = stage_fingerprint("stored-similarity", data.meta.get("fingerprint"), np.empty(0), params_key)
+    name = f"stored-{fingerprint[:16]}"
+    scaled = (X - low) / span
+    (S,) = compute(scaled[rows], client=client)
+    from ..store import stage_is_complete
+
+    store = Path(data.X.path)
+    if stage_is_complete(store, f"similarity/{name}", fingerprint):
+        logger.info("stored stage similarity/%s of %s reused (fingerprint %s)", name, store, fingerprint[:12])
+    else:
+        logger.info("building stored stage similarity/%s of %s: distances of every row to %d references",
+                    name, store, m)
+    blocks = write_distance_blocks(scaled, np.asarray(S, dtype=np.float64), modalities, store=store, name=name,
+                                   fingerprint=fingerprint, client=client)
+    return StoredSimilarity(group_path=str(store / "similarity" / name), references=np.asarray(S, dtype=np.float64),
+                            modalities=modalities, low=low, high=high, mu=blocks.mu, sigma=blocks.sigma)
