@@ -6,7 +6,7 @@ Usage (from the repository root)::
     python -m benchmarks.strong_scaling --sizes 10000000 --workers 1 2 4 8 16 --chunks 128 --out DIR
 
 For every n the data is generated once (``make_imbalanced``: 32 features,
-1 % minority) into a Zarr store cut into ``--chunks`` equal chunks - the same
+1 % minority, stored as float32) into a Zarr store cut into ``--chunks`` equal chunks - the same
 chunking for every worker count, so every configuration does the same work.
 Then, for every worker count, on a fresh embedded cluster of single-threaded
 worker processes (cluster start not timed):
@@ -76,7 +76,7 @@ def make_store(n: int, chunks: int, workdir: Path) -> Path:
     chunk_rows = -(-n // chunks)
     X, y = make_imbalanced(n, n_features=N_FEATURES, minority_fraction=MINORITY, chunks=chunk_rows, random_state=0)
     path = workdir / f"syn-{n}.zarr"
-    ingest((X, y), path, chunk_rows=chunk_rows)
+    ingest((X, y), path, chunk_rows=chunk_rows, dtype="float32")
     return path
 
 
