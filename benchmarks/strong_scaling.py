@@ -137,10 +137,11 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str) -> dict:
                 fingerprint=f"strong-{n}-{n_workers}", client=client))
         if "ensemble" in stages:
             n_train = int(0.8 * n)
-            spec = FoldSpec((0, 0), np.arange(n_train), np.arange(n_train, n))  # a holdout fold
+            spec = FoldSpec((0, 0), np.arange(n_train), np.arange(n_train, n),  # a holdout fold
+                            split={"test_from": n_train})
             [result], _ = measured("ensemble", lambda: run_folds(
                 _ensemble(), rows, y, [spec], client=client, scaler="minmax", impute="none", features=(),
-                metrics=("g_mean", "f_measure"), pos_label=1, retries=0))
+                metrics=("g_mean", "f_measure"), pos_label=1, retries=0, task_labels=rows.labels()))
             out["quality"] = {k: result["record"][k] for k in ("g_mean", "f_measure")}
         if "job" in stages:
             from dimbsvm.jobs import JobData, run_job, validate_job

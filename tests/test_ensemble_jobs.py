@@ -143,6 +143,7 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     n_chunks = -(-len(y) // 64)
     assert names.count("range") == n_chunks and names.count("score") == n_chunks  # every chunk holds both
     assert names.count("oob") == (n_chunks if oob_tasks else 0)
+    assert names.count("gather") == (n_chunks if oob_tasks else 0)  # the members' bags, one pass over the chunks
     assert run_plan(plan)[finish.id]["record"]["n_test"] == len(spec.test)
     # the merged scaler is the scaler fitted on all training rows at once
     X32 = X.astype(np.float32).astype(np.float64)

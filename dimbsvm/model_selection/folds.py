@@ -27,8 +27,8 @@ import numpy as np
 
 from ..distributed.tasks import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
-from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, minmax_block_range,
-                     model_of, parts_of, pooled_oob_block, prepare_fold, prepare_from_ranges, record_fold,
+from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, gather_block,
+                     member_bags, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold, prepare_from_ranges, record_fold,
                      score_block)
 
 __all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
@@ -51,7 +51,8 @@ class FoldSpec:
         Return the fitted model of a fold with test rows too.
     split : dict or None
         ``{"n_splits", "seed", "fold"}`` when the rows are a CV fold (``fold``
-        None: every row), so that tasks over a store can compute them from the
+        None: every row), or ``{"test_from": i}`` for a holdout of the rows
+        from ``i`` on, so that tasks over a store can compute them from the
         labels where they run (:func:`~dimbsvm.model_selection.bodies.fold_rows`)
         instead of receiving the index arrays.
     """
@@ -153,14 +154,19 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
                                                 features=features, stage=stage), name="prepare")
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
+    gathered = None
+    if pool_by_chunk and stage is None:
+        # the members' bags cut out of each chunk in one pass (not a full read per member)
+        bags = plan.add(member_bags, dict(y=y, rows=rows, parts=parts), name="bags")
+        gathered = [plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather") for span in train_chunks]
     for part in parts:
         found = part_store.load(spec.key, part.index) if saving else None
         if found is not None:
             fitted.append(found)
             reused += 1
             continue
-        ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part),
-                       watch=saving, name="member" if seeds is not None else "fit")
+        ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part,
+                                      gathered=gathered), watch=saving, name="member" if seeds is not None else "fit")
         if saving:
             saved_parts[ref.id] = (spec.key, part.index)
         fitted.append(ref)
