@@ -28,7 +28,7 @@ import numpy as np
 from ..distributed.tasks import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, gather_block,
-                     member_bags, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold, prepare_from_ranges, record_fold,
+                     member_bag, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold, prepare_from_ranges, record_fold,
                      score_block)
 
 __all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
@@ -157,7 +157,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     gathered = None
     if pool_by_chunk and stage is None:
         # the members' bags cut out of each chunk in one pass (not a full read per member)
-        bags = plan.add(member_bags, dict(y=y, rows=rows, parts=parts), name="bags")
+        bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag") for part in parts]
         gathered = [plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather") for span in train_chunks]
     for part in parts:
         found = part_store.load(spec.key, part.index) if saving else None
