@@ -475,6 +475,9 @@ def render_markdown(summary):
                          f"{'yes' if c['single_at_least_equal_recall'] else 'no'} | {c['cpu_ratio']:.2f} | "
                          f"{c['wall_ratio']:.2f} | {c['memory_ratio']:.2f} |")
         lines.append("")
+    targets = _targets(summary)
+    if targets:
+        lines += ["### Targets (issue 16)", "", *[f"- {t}" for t in targets], ""]
     warm = [r for r in summary.get("runs", []) if r["stage"] == "warmup"]
     if warm:
         lines += ["### numba warm-up of two workers on one host", "",
@@ -484,6 +487,31 @@ def render_markdown(summary):
                          f"{_f(r.get('cluster_start_s'))} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _targets(summary):
+    """Each target of issue 16 this summary can speak to: met or not, and on which numbers."""
+    lines = []
+    for c in summary.get("comparisons", []):
+        if c["stage"] == "partitioned" and c["n"] == 1_000_000:
+            met = c["recall"] >= 0.95 and c["single_at_least_equal_recall"] and c["cpu_ratio"] <= 1.5
+            lines.append(f"10^6, {c['workers']} workers: recall {c['recall']:.4f} >= 0.95 with CPU <= 1.5x the "
+                         f"single index at equal recall (width {c['single_width']}, {c['single_recall']:.4f}): "
+                         f"{c['cpu_ratio']:.2f}x - {'met' if met else 'not met'}"
+                         + ("" if c["single_at_least_equal_recall"] else
+                            " (no single width reached this recall: ratio against the most accurate one)"))
+    for r in summary.get("runs", []):
+        if r["stage"] == "partitioned" and r["n"] >= 10_000_000:
+            if r["repeats"]:
+                lines.append(f"10^7, {r['workers']} workers: recall {r['recall']:.4f} measured - "
+                             f"{'met' if r['recall'] >= 0.95 else 'not met'} ({r['wall_s']:.0f} s wall, "
+                             f"{r['cpu_s']:.0f} CPU s, {r['peak_worker_rss_mib']:.0f} MiB peak per worker)")
+            else:
+                lines.append(f"10^7, {r['workers']} workers: not finished ({', '.join(r['failed'])})")
+        if r["stage"] == "warmup" and r.get("second_worker_s") is not None:
+            lines.append(f"second worker's numba warm-up, {r['mode']}: {r['second_worker_s']:.1f} s - "
+                         f"{'met' if r['second_worker_s'] <= 5 else 'not met'} (target <= 5 s)")
+    return lines
 
 
 __all__ = ["blobs", "exact_sample_neighbors", "fixed_sample", "main", "render_markdown", "summarize"]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import time
-from numbers import Integral, Real
 from pathlib import Path
 
 import dask.array as da
@@ -36,7 +35,7 @@ from ..graph import partitioned as part_tasks
 from ..graph import sharded
 from ..graph.knn import EXACT_MAX_ROWS, KNN_METHODS, KNNIndex, _check_metric, default_build_neighbors, recall_of
 from ..graph.knn import sample_recall as _sample_recall_in_memory
-from ..graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, nearest_centroids, partition_count,
+from ..graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, nearest_centroids,
                                principal_direction, rank_buckets)
 from ..graph.stored import (KNNGraph, check_n_neighbors, exact_chunk_task, float_dtype, jsonable,
                             merge_exact_parts, open_knn_graph, peaks, seed_of)
@@ -50,10 +49,6 @@ logger = logging.getLogger(__name__)
 
 #: The accepted values of ``strategy``.
 STRATEGIES = ("partitioned", "sharded")
-
-#: Largest partition (rows held by one task) when not given: 200,000 rows of 32 float32 columns and their
-#: NN-descent graph take about 0.1 GiB beside a worker's 0.6 GiB baseline.
-DEFAULT_MAX_PARTITION_ROWS = 200_000
 
 _CHUNK_BYTES = 32 * 2**20  # rows per chunk when numpy input is written to a store
 
@@ -144,15 +139,6 @@ def knn_graph(X, n_neighbors=10, *, method="auto", metric="euclidean", random_st
 
 
 # --- shared steps ----------------------------------------------------------------------------------
-
-
-def _check_int(name, value, low, high=None):
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low or (high is not None
-                                                                                       and value > high):
-        bounds = f"[{low}, {'inf' if high is None else high}]"
-        raise ValueError(f"The '{name}' parameter of knn_graph must be an int in the range {bounds}. "
-                         f"Got {value!r} instead.")
-    return int(value)
 
 
 def _prepare(X, store, method, metric):
@@ -331,7 +317,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         partitions. Euclidean metrics only (others join always).
     max_partition_rows : int, default=None
         The most rows one task indexes (default
-        :data:`DEFAULT_MAX_PARTITION_ROWS`): partitions average half of it,
+        :data:`~dimbsvm.graph.partitioned.DEFAULT_MAX_PARTITION_ROWS`): partitions average half of it,
         and a larger one is cut into pieces. Bounds each task's memory
         (about 2.5x the rows' bytes plus 12 bytes per row and graph column).
     n_partitions : int, default=None
@@ -371,38 +357,18 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     n, d, chunk = int(X.shape[0]), int(X.shape[1]), int(X.chunks[0][0])
     check_n_neighbors(n_neighbors, n)
     k = int(n_neighbors)
-    overlap = _check_int("overlap", overlap, 1)
-    cap = _check_int("max_partition_rows", DEFAULT_MAX_PARTITION_ROWS if max_partition_rows is None
-                     else max_partition_rows, k + 2)
-    max_rounds = _check_int("max_rounds", max_rounds, 0)
-    if refine not in ("rebuild", "neighbors"):
-        raise ValueError(f"The 'refine' parameter of knn_graph must be one of ('rebuild', 'neighbors'). "
-                         f"Got {refine!r} instead.")
-    if isinstance(widen, bool) or not isinstance(widen, Real) or widen < 1:
-        raise ValueError(f"The 'widen' parameter of knn_graph must be a float >= 1. Got {widen!r} instead.")
-    recall_sample = _check_int("recall_sample", recall_sample, 0)
-    if target_recall is not None and (isinstance(target_recall, bool) or not isinstance(target_recall, Real)
-                                      or not 0 < target_recall <= 1):
-        raise ValueError(f"The 'target_recall' parameter of knn_graph must be a float in the range (0, 1] or None. "
-                         f"Got {target_recall!r} instead.")
-    if not (overlap_radius in (None, "auto") or (isinstance(overlap_radius, Real) and overlap_radius >= 0)):
-        raise ValueError(f"The 'overlap_radius' parameter of knn_graph must be a float >= 0, 'auto' or None. "
-                         f"Got {overlap_radius!r} instead.")
-    n_parts = (partition_count(n, overlap, cap) if n_partitions is None
-               else _check_int("n_partitions", n_partitions, 1, n))
-    overlap = min(overlap, n_parts)
+    opts = part_tasks.check_options(n, k, overlap=overlap, overlap_radius=overlap_radius,
+                                    max_partition_rows=max_partition_rows, n_partitions=n_partitions,
+                                    target_recall=target_recall, max_rounds=max_rounds, refine=refine, widen=widen,
+                                    kmeans_sample=kmeans_sample, recall_sample=recall_sample)
+    overlap, cap, n_parts = opts["overlap"], opts["max_partition_rows"], opts["n_partitions"]
+    max_rounds, recall_sample = opts["max_rounds"], opts["recall_sample"]
     big = method == "pynndescent" or (method == "auto" and cap >= EXACT_MAX_ROWS)
     _check_metric(metric, "pynndescent" if big else "exact", sparse=False)
     width = int(build_neighbors or default_build_neighbors(k))
-    sample_size = min(n, _check_int("kmeans_sample", kmeans_sample, 1) if kmeans_sample is not None
-                      else max(50_000, 100 * n_parts))
     seeds = check_random_state(random_state).randint(np.iinfo(np.int32).max, size=3)
-    params = {"strategy": "partitioned", "n_neighbors": k, "method": method, "metric": metric,
-              "build_neighbors": width, "overlap": overlap, "overlap_radius": overlap_radius,
-              "max_partition_rows": cap, "n_partitions": n_parts,
-              "target_recall": target_recall, "max_rounds": max_rounds, "refine": refine,
-              "widen": float(widen), "kmeans_sample": sample_size,
-              "random_state": jsonable(random_state), "recall_sample": recall_sample, "rows": n}
+    params = dict(opts, strategy="partitioned", n_neighbors=k, method=method, metric=metric, build_neighbors=width,
+                  random_state=jsonable(random_state), rows=n)
     fingerprint = fingerprint or stage_fingerprint("knn", source, np.empty(0), params)
     if stage_is_complete(store_path, stage, fingerprint):
         logger.info("knn stage of %s already built for these data and parameters; reusing it", store_path)
@@ -430,7 +396,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     # Samples: k-means rows and recall rows, read in one pass, one task per chunk.
     tic = time.perf_counter()
     rng = np.random.RandomState(int(seeds[0]))
-    km_rows = np.sort(rng.choice(n, size=sample_size, replace=False))
+    km_rows = np.sort(rng.choice(n, size=opts["kmeans_sample"], replace=False))
     recall_rows = np.sort(np.random.RandomState(int(seeds[1])).choice(n, size=min(recall_sample, n), replace=False))
     wanted = np.union1d(km_rows, recall_rows)
     calls = [dict(start=c0, stop=c1, rows=wanted[(wanted >= c0) & (wanted < c1)]) for _, c0, c1 in chunks]
