@@ -93,6 +93,7 @@ class _Task:
     watch: bool
     name: str
     shared: bool = False
+    priority: int = 0
 
 
 @dataclass
@@ -112,10 +113,14 @@ class TaskPlan:
 
     tasks: list = field(default_factory=list)
 
-    def add(self, func, kwargs: dict, *, watch: bool = False, name: str | None = None) -> TaskRef:
-        """Add ``func(**kwargs)``; return a reference to its result."""
+    def add(self, func, kwargs: dict, *, watch: bool = False, name: str | None = None, priority: int = 0) -> TaskRef:
+        """Add ``func(**kwargs)``; return a reference to its result.
+
+        ``priority``: on a cluster, runnable tasks of higher priority start
+        first (a short task that many others wait for, ahead of a long queue).
+        """
         ref = TaskRef(len(self.tasks), name or getattr(func, "__name__", "task"))
-        self.tasks.append(_Task(func, dict(kwargs), watch, ref.name))
+        self.tasks.append(_Task(func, dict(kwargs), watch, ref.name, priority=int(priority)))
         return ref
 
     def share(self, value) -> TaskRef:
@@ -217,7 +222,7 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
             futures[i] = share(client, task.kwargs["value"])
             continue
         kwargs = {key: _resolve(value, futures) for key, value in task.kwargs.items()}
-        futures[i] = client.submit(run_task, task.func, kwargs, pure=False, retries=retries,
+        futures[i] = client.submit(run_task, task.func, kwargs, pure=False, retries=retries, priority=task.priority,
                                    key=f"{task.name}-{tag}-{i}")
     watched = {futures[i].key: i for i, task in enumerate(plan.tasks) if task.watch}
     # Keep only the watched futures: an intermediate result stays on the cluster while a task

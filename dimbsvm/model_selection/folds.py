@@ -157,7 +157,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     gathered = None
     if pool_by_chunk and stage is None:
         # the members' bags cut out of each chunk in one pass (not a full read per member)
-        bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag") for part in parts]
+        # ahead of the chunks' range tasks: every gather task waits for all bags
+        bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag", priority=10) for part in parts]
         gathered = [plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather") for span in train_chunks]
     for part in parts:
         found = part_store.load(spec.key, part.index) if saving else None
