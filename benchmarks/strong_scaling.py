@@ -173,14 +173,30 @@ def with_speedups(runs: list[dict]) -> list[dict]:
     return runs
 
 
+def merge(directories, *, labels, title=None, description=None) -> dict:
+    """One summary from several runs' summaries (e.g. before and after a change), each run labelled."""
+    merged = None
+    for directory, label in zip(directories, labels, strict=True):
+        summary = json.loads((Path(directory) / "summary.json").read_text())
+        if merged is None:
+            merged = dict(summary, runs=[], command=[])
+        merged["command"].append(summary["command"])
+        merged["runs"].extend(dict(run, label=label) for run in summary["runs"])
+    merged["title"], merged["description"] = title, description
+    return merged
+
+
 def render_markdown(summary: dict) -> str:
     """The strong-scaling table, as RESULTS.md shows it."""
-    lines = ["| n | workers | stage | wall s | CPU s (workers) | speed-up | efficiency | utilisation "
-             "| member phase s | peak worker GiB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    labelled = any("label" in r for r in summary["runs"])
+    lines = ["| " + ("code | " if labelled else "") + "n | workers | stage | wall s | CPU s (workers) | speed-up "
+             "| efficiency | utilisation | member phase s | peak worker GiB |",
+             "|---" * (11 if labelled else 10) + "|"]
     for r in summary["runs"]:
         for name, s in r["stages"].items():
             member = s["phases"].get("member", {}).get("wall")
             lines.append(
+                ("| " + r["label"] + " " if labelled else "") +
                 f"| {r['n']:,} | {r['workers']} | {name} | {s['wall']:.1f} | {s['cpu_workers']:.1f} | "
                 f"{s.get('speedup', float('nan')):.2f} | {s.get('efficiency', float('nan')):.2f} | "
                 f"{(s['utilisation'] or 0):.2f} | {'' if member is None else f'{member:.1f}'} | "
