@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python -m benchmarks.strong_scaling --sizes 1000000 --workers 1 2 --out benchmarks/results/strong
     python -m benchmarks.strong_scaling --sizes 10000000 --workers 1 2 4 8 16 --chunks 128 --out DIR
+    python -m benchmarks.strong_scaling --merge DIR_A DIR_B --labels A B --title T --out DIR   # one table
 
 For every n the data is generated once (``make_imbalanced``: 32 features,
 1 % minority, stored as float32) into a Zarr store cut into ``--chunks`` equal chunks - the same
@@ -215,7 +216,19 @@ def main(argv=None) -> int:
     parser.add_argument("--memory-limit", default="6GiB", help="per worker")
     parser.add_argument("--workdir", help="where the stores go (default: a temporary directory)")
     parser.add_argument("--out", default="benchmarks/results/strong_scaling")
+    parser.add_argument("--merge", nargs="+", metavar="DIR", help="combine these results directories into --out "
+                        "(no run), labelling their runs with --labels")
+    parser.add_argument("--labels", nargs="+", help="one label per --merge directory (the code each ran)")
+    parser.add_argument("--title")
+    parser.add_argument("--description")
     args = parser.parse_args(argv)
+    if args.merge:
+        merged = merge(args.merge, labels=args.labels or [Path(d).name for d in args.merge], title=args.title,
+                       description=args.description)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "summary.json").write_text(json.dumps(merged, indent=2, default=float) + "\n")
+        print(render_markdown(merged))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("distributed").setLevel(logging.ERROR)
     out = Path(args.out)
