@@ -83,11 +83,13 @@ def load_suite_data(suite: dict) -> list[SuiteData]:
         than ``n_splits``, binary metrics on multi-class labels, ...).
     """
     protocol = suite["protocol"]
-    # check_job_data reads these keys of a job; the suite's protocol maps onto them.
-    as_job = {"preprocessing": {"impute": protocol["impute"]}, "metrics": suite["metrics"],
-              "cv": {"n_splits": protocol["n_splits"]}}
     loaded, seen = [], {}
     for source in suite["datasets"]:
+        # check_job_data reads these keys of a job; the suite's protocol maps onto them (the data checks
+        # alone: each method's own needs are its estimator's to check)
+        as_job = {"data": {"source": source}, "features": [], "estimator": {"name": "svc", "params": {}},
+                  "preprocessing": {"impute": protocol["impute"], "scaler": protocol["scaler"]},
+                  "metrics": suite["metrics"], "cv": {"n_splits": protocol["n_splits"]}}
         data = load_job_data(source)
         name = data.meta.get("name") or Path(source).stem
         if name in seen:
