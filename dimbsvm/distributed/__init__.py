@@ -1,14 +1,17 @@
-"""Where work runs: client handling and task fan-out.
+"""Where work runs: the only package that submits tasks.
 
 Library code takes ``client=None`` and uses the current ``distributed`` client
 when there is one; only :func:`cluster_client` (used by the CLI and the job
-runner) may start an embedded ``LocalCluster``.
+runner) may start an embedded ``LocalCluster``. :func:`map_tasks` and
+:func:`run_plan` run task bodies in this process without a client and as
+tasks with one, each under the execution policy of :mod:`.policy`.
 """
 
 from .client import (ClusterConnectionError, TLSSettings, check_cluster_options, check_scheduler_address,
                      cluster_client, current_client)
-from .fanout import run_tasks
 from .predict import predict_chunks, write_predictions
+from .tasks import TaskPlan, compute, map_tasks, run_plan, share
 
-__all__ = ["ClusterConnectionError", "TLSSettings", "check_cluster_options", "check_scheduler_address", "cluster_client", "current_client", "predict_chunks",
-           "run_tasks", "write_predictions"]
+__all__ = ["ClusterConnectionError", "TLSSettings", "TaskPlan", "check_cluster_options", "check_scheduler_address",
+           "cluster_client", "compute", "current_client", "map_tasks", "predict_chunks", "run_plan", "share",
+           "write_predictions"]
