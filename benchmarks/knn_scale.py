@@ -223,7 +223,6 @@ def run_warmup(args):
     from distributed import Client, LocalCluster
 
     from dimbsvm.distributed.warmup import NumbaCacheDir, prewarm_forkserver
-    from dimbsvm.graph.knn import warm_up
 
     result = {}
     if args.warmup_mode == "spawn":
@@ -233,8 +232,8 @@ def run_warmup(args):
                 Client(cluster) as client:
             client.register_plugin(NumbaCacheDir(cache))
             first, second = list(client.scheduler_info(n_workers=-1)["workers"])
-            for name, worker in (("first_worker_s", first), ("second_worker_s", second)):
-                result[name] = client.submit(warm_up, workers=[worker], pure=False).result()
+            for name, worker in (("first_worker_s", first), ("second_worker_s", second)):  # one after the other
+                result[name] = client.submit(_timed_build, workers=[worker], pure=False).result()
         result["numba_cache_dir"] = cache
     else:
         tic = time.perf_counter()

@@ -5,8 +5,10 @@ The build (:func:`dimbsvm.model_selection.graph_build.build_partitioned_graph`):
 1. k-means centroids are fitted on a seeded sample of rows
    (:func:`~dimbsvm.graph.partition.fit_centroids`);
 2. one task per chunk of rows (:func:`route_task`) puts each row in its
-   ``overlap`` nearest partitions and writes the chunk's rows grouped by
-   partition to the stage's scratch space;
+   ``overlap`` nearest partitions - a farther one only if the row lies
+   within ``radius`` of its boundary with the nearest
+   (:func:`~dimbsvm.graph.partition.nearest_centroids`) - and writes the
+   chunk's rows grouped by partition to the stage's scratch space;
 3. one task per partition (:func:`partition_task`) gathers its members'
    rows, builds a kNN graph over them (pynndescent, exact for small
    partitions) and writes each member's ``k`` candidates. A partition over
@@ -16,11 +18,13 @@ The build (:func:`dimbsvm.model_selection.graph_build.build_partitioned_graph`):
 4. one task per chunk (:func:`merge_task`) keeps each row's ``k`` nearest
    distinct candidates from all its partitions;
 5. while the recall measured on a sample is below target, one refinement
-   round (:func:`refine_task`, one task per chunk): each row's candidates
+   round: steps 3-4 again, wider and newly seeded, merged with the graph so
+   far; or (:func:`refine_task`, one task per chunk) each row's candidates
    are its neighbours' neighbours, across partition boundaries.
 
-Work grows as ``overlap * n`` (each row is indexed ``overlap`` times), not as
-``n * n_shards`` as in the sharded build (:mod:`dimbsvm.graph.sharded`).
+Work grows as ``overlap * n`` at most (each row is indexed up to ``overlap``
+times; on well-separated clusters about once), not as ``n * n_shards`` as in
+the sharded build (:mod:`dimbsvm.graph.sharded`).
 
 Scratch space (``<stage>/_scratch``, deleted when the stage is finished):
 one writer per file, each file written under a temporary name and renamed,
@@ -29,8 +33,8 @@ the files present::
 
     centroids.npy
     route/c<chunk>.{ids,rows,pos,offsets}.npy     grouped by partition; offsets last
-    part/p<partition>-<piece>.{ind,dist,ids}.npy  member ids ascending; ids last
-    graph/r<round>/c<chunk>.{ind,dist}.npy        the graph after merge (round 0) and each refinement
+    part/r<round>/p<partition>-<piece>.{ind,dist,ids}.npy   member ids ascending; ids last
+    graph/r<round>/c<chunk>.{ind,dist}.npy                  the graph after round 0 and each refinement
 
 Disk: ``overlap`` copies of the rows (uncompressed) plus 16 bytes per
 neighbour per row per round. The refinement reads rows and graph rows at
@@ -43,11 +47,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
-
-from numbers import Integral, Real
 
 from ..exceptions import DataError
 from ..store import create_checksummed_array, open_array, open_group, open_stage, writable
@@ -55,7 +58,8 @@ from .knn import KNNIndex
 from .partition import nearest_centroids, paired_distances, partition_count, top_k_candidates
 from .stored import task_stats
 
-__all__ = ["DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR", "check_options", "graph_rows", "merge_task", "open_partitioned_stage", "part_name", "partition_task",
+__all__ = ["DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR", "check_options", "graph_rows", "merge_task",
+           "open_partitioned_stage", "part_name", "partition_done", "partition_task", "read_sample_task",
            "refine_task", "remove_scratch", "route_done", "route_task", "save_npy"]
 
 #: The stage's scratch directory.
@@ -248,8 +252,9 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
                    build_neighbors, seed, round_=0):
     """Task body: a kNN graph over one partition (or one piece of it); writes each member's k candidates.
 
-    ``piece`` is ``None`` for a whole partition, else a rank range of its
-    members along ``direction`` (see :func:`_piece_members`). The index is
+    ``piece`` is a rank range of the partition's members: along
+    ``direction`` when that is given (an oversized partition cut into
+    pieces, see :func:`_piece_members`), else all of them. The index is
     a :class:`~dimbsvm.graph.knn.KNNIndex` with ``n_jobs=None``: numba
     uses the threads the worker's execution policy allows.
 
@@ -259,7 +264,7 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
         ``rows`` (members held), ``method``, timings and :func:`task_stats`.
     """
     tic, cpu = time.perf_counter(), time.process_time()
-    if piece is None:
+    if direction is None:
         parts = list(_members(scratch, n_chunks, partition))
         ids = np.concatenate([np.array(i) for i, _ in parts]) if parts else np.empty(0, dtype=np.int64)
         rows = np.concatenate([np.array(r) for _, r in parts]) if parts else None

@@ -18,8 +18,11 @@ The build (:func:`dimbsvm.model_selection.graph_build.build_sharded_graph`):
 Work grows as ``n * n_shards``: every row is queried against every other
 shard, so adding workers (and shards) does not shorten it (4x the workers
 bought 1.17x at 10^6 rows). The partitioned build
-(:mod:`dimbsvm.graph.partitioned`) is the default; where the sharded one
-still wins is stated in ``benchmarks/RESULTS.md`` (kNN section).
+(:mod:`dimbsvm.graph.partitioned`) is the default: on 2 cores at 10^6 rows
+it reached recall 0.996 for 172 CPU s where this build reached 0.991 for
+337 (``benchmarks/RESULTS.md``, kNN section). This one is kept for metrics
+whose neighbours Euclidean k-means routing says little about: it relies on
+no routing.
 
 Memory per worker: no task holds all rows. A worker needs its own baseline
 (about 0.6 GiB resident once pynndescent's numba code is compiled) plus one

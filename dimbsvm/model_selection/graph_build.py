@@ -11,7 +11,11 @@ a store, builds the stage with one of two strategies:
     :mod:`dimbsvm.graph.partitioned`.
 ``"sharded"`` (:func:`build_sharded_graph`)
     every row queried against every shard's index; work grows as
-    ``n * n_shards``. Task bodies: :mod:`dimbsvm.graph.sharded`.
+    ``n * n_shards``. Task bodies: :mod:`dimbsvm.graph.sharded`. Measured
+    on 2 cores (``benchmarks/RESULTS.md``), it won nowhere: at 10^6 rows it
+    took 2x the CPU of a partitioned build of higher recall, at 10^5 1.4x.
+    It remains for metrics whose neighbours Euclidean k-means routing says
+    little about (binary or set metrics), since it relies on no routing.
 
 This module decides what to submit; the task bodies are plain functions in
 :mod:`dimbsvm.graph`, and :mod:`dimbsvm.model_selection.engine` runs them
@@ -333,9 +337,12 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         A refinement round either builds every partition's graph again,
         ``widen`` times wider per round and newly seeded, and merges it with
         the graph so far; or gives each row its neighbours' neighbours as
-        candidates (across partitions; Euclidean, Manhattan and cosine
-        metrics). Measured on clustered 32-d data (RESULTS.md), rebuilding
-        raised recall far more per CPU second.
+        candidates (Euclidean, Manhattan and cosine metrics), which crosses
+        partitions through the rows that joined more than one. On clustered
+        32-d data at 10^6 rows, a rebuild round took recall from 0.918 to
+        0.989 where two neighbours-of-neighbours rounds reached 0.925 for as
+        much CPU: NN-descent has already joined what a row's k neighbours
+        know.
     widen : float, default=1.25
         Width factor per rebuild round.
     kmeans_sample : int, default=None
@@ -478,10 +485,10 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
 
 def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunks, k, method, metric, seed, timings):
     """One graph per partition (or piece), then one merge per chunk: the graph of build round ``round_``."""
-    calls = [dict(partition=p, piece_number=j, piece=piece if direction is not None else None, direction=direction,
-                  seed=seed + p + 7919 * round_)
+    calls = [dict(partition=p, piece_number=j, piece=piece, direction=direction, seed=seed + p + 7919 * round_)
              for p, ranges, direction in plan for j, piece in enumerate(ranges)
              if not part_tasks.partition_done(scratch, part_tasks.part_name(p, j, round_))]
+    calls.sort(key=lambda call: -(call["piece"][1] - call["piece"][0]))  # largest first: no straggler at the end
     tic = time.perf_counter()
     part_stats = map_tasks(part_tasks.partition_task, calls, client=client, label="kNN partitions",
                            shared=dict(scratch=scratch, n_chunks=len(chunks), k=k, method=method, metric=metric,
