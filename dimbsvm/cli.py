@@ -254,9 +254,11 @@ def _cmd_run(args) -> int:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
     if result.reused_members:
         print(f"resumed: reused {result.reused_members} finished ensemble member(s) from the interrupted run")
+    width = max((len(name) for name in result.summary), default=0)
     for name, stats in result.summary.items():
-        print(f"  {name:<12} {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
+        print(f"  {name:<{width}}  {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
     print(f"run directory: {result.run_dir}")
+    print(f"report: {result.run_dir / 'report.html'}")
     return 0
 
 

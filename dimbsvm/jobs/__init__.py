@@ -1,8 +1,10 @@
-"""Job specs, the job runner and (later) the model registry."""
+"""Job specs, the job runner, run artifacts (models, out-of-fold predictions) and the model registry."""
 
 from .artifacts import load_model, save_model, verify_model
 from .data import JobData, check_job_data, load_job_data
+from .oof import load_oof
 from .runner import RunResult, run_job
 from .spec import JOB_SCHEMA, load_job, validate_job
 
-__all__ = ["JOB_SCHEMA", "JobData", "RunResult", "load_model", "save_model", "verify_model", "check_job_data", "load_job", "load_job_data", "run_job", "validate_job"]
+__all__ = ["JOB_SCHEMA", "JobData", "RunResult", "check_job_data", "load_job", "load_job_data", "load_model", "load_oof",
+           "run_job", "save_model", "validate_job", "verify_model"]

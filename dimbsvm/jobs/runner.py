@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
+import platform
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,12 +26,14 @@ import numpy as np
 from .. import __version__
 from ..estimators import make_estimator, make_feature
 from ..model_selection.folds import FoldSpec, PartStore, run_folds
-from ..model_selection.scoring import summarize
+from ..model_selection.scoring import TIME_METRICS, summarize
 from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage, stored_stage_of
 from ..store import StoreRows
 from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
+from .oof import OOF_DIR, load_oof, save_fold_predictions
+from ..report import write_run_report
 from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown, write_json
 
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data", "pipeline_kwargs"]
@@ -95,6 +99,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     -------
     RunResult
     """
+    started, tic = _dt.datetime.now(_dt.UTC), time.perf_counter()
     run_dir = Path(out) if out else Path("runs") / f"{job['name']}-{_dt.datetime.now(_dt.UTC):%Y%m%d-%H%M%S}"
     if run_dir.exists():
         raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
@@ -132,49 +137,100 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
 
     def save(spec, result):
         if spec.key != FINAL_MODEL:
+            # predictions first: a fold recorded as finished has its out-of-fold predictions saved
+            predictions = result.pop("predictions")
+            save_fold_predictions(partial / OOF_DIR, spec.key, spec.test, data.y[spec.test],
+                                  predictions["y_pred"], predictions["score"])
             save_fold(partial, spec.key, result["record"], data_fingerprint)
 
+    phases = {}
     stage = stored_stage_of(job)
     if stage is not None:  # built once into the store, or found there by fingerprint
+        phase = time.perf_counter()
         stage = build_stored_stage(stage, data, client=client)
+        phases["stored stage"] = time.perf_counter() - phase
+    phase = time.perf_counter()
     results, reused_members = run_folds(
         steps["estimator"], data.X, data.y, todo, client=client, scaler=steps["scaler"], impute=steps["impute"],
         features=steps["features"], metrics=job["metrics"], pos_label=pos_label,
         retries=job["execution"]["retries"], part_store=PartStore(partial / "members"), on_result=save,
         progress=progress, label="tasks", task_labels=data.X.labels() if isinstance(data.X, StoreRows) else None,
-        stage=stage)
+        stage=stage, keep_predictions=True)
+    phases["folds and final model" if want_model else "folds"] = time.perf_counter() - phase
     by_key = dict(finished)
     for spec, result in zip(todo, results):
         if spec.key == FINAL_MODEL:
             _save_final_model(result["model"], job, data, pos_label, partial)
         else:
             by_key[spec.key] = result["record"]
+    final_model = next((result["model"] for spec, result in zip(todo, results) if spec.key == FINAL_MODEL), None)
     all_records = [by_key[key] for key in keys]
-    summary = summarize(all_records, job["metrics"])
+    summary = summarize(all_records, [m for m in job["metrics"] if m not in TIME_METRICS])
+    timings = summarize(all_records, [m for m in job["metrics"] if m in TIME_METRICS])
 
-    memory = client.run(peak_memory_bytes) if client is not None else {"this process": peak_memory_bytes()}
-    write_json(partial / "resources.json", {
+    memory = _worker_memory(client)
+    resources = {
         "peak_worker_memory_bytes": memory,
         "peak_worker_memory_max_bytes": max(memory.values()) if memory else None,
-        "note": "ru_maxrss of each worker process since it started",
-    })
-    write_json(partial / "metrics.json", {
+        "phase_seconds": phases,
+        "note": "ru_maxrss of each worker process since it started, by worker name",
+    }
+    write_json(partial / "resources.json", resources)
+    finished_at = _dt.datetime.now(_dt.UTC)
+    payload = {
         "job": job["name"],
         "estimator": job["estimator"],
         "dataset": {k: v for k, v in data.meta.items() if k != "feature_names"},
+        "data_source": job["data"]["source"],  # as the job gives it (the dataset's path is resolved)
         "positive_label": pos_label,
         "cv": cv,
         "summary": summary,
+        "timings": timings,
         "folds": all_records,
         "reused_folds": len(finished),
         "reused_members": reused_members,
         "dimbsvm_version": __version__,
-        "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    })
+        "versions": package_versions(),
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": finished_at.isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - tic, 3),
+    }
+    write_json(partial / "metrics.json", payload)
     (partial / "summary.md").write_text(summary_markdown(job, data, summary, all_records))
+    write_run_report(partial, job=job, data=data, metrics=payload, resources=resources, oof=load_oof(partial),
+                     final_estimator=_last_step(final_model))
     os.replace(partial, run_dir)  # the run directory appears only once complete
     return RunResult(run_dir=run_dir, summary=summary, folds=all_records, reused=len(finished),
                      reused_members=reused_members)
+
+
+def _worker_memory(client) -> dict:
+    """Peak resident memory of every worker (by name: addresses change from run to run), or of this process."""
+    if client is None:
+        return {"this process": peak_memory_bytes()}
+    by_address = client.run(peak_memory_bytes)
+    names = {address: str(info.get("name", address))
+             for address, info in client.scheduler_info(n_workers=-1)["workers"].items()}
+    return {names.get(address, address): value for address, value in by_address.items()}
+
+
+def package_versions() -> dict:
+    """Versions of Python and of the packages a run's result depends on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {"python": platform.python_version()}
+    for name in ("dimbsvm", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent", "skops"):
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _last_step(model):
+    """The estimator at the end of a fitted pipeline (or the model itself); ``None`` stays ``None``."""
+    steps = getattr(model, "steps", None)
+    return steps[-1][1] if steps else model
 
 
 def _save_final_model(model, job, data, pos_label, partial):

@@ -27,7 +27,7 @@ from sklearn.pipeline import make_pipeline
 from ..rows import RowSubset, TransformedRows, block_rows_of, row_blocks, take_rows
 from ..svm._native_rng import fit_guard
 from .pipeline import preprocessing_steps
-from .scoring import fitted_thresholds, metrics_from_predictions, predict_and_score_rows
+from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
 __all__ = ["FoldRows", "Part", "PreparedFold", "assemble_fold", "chunk_spans", "fold_rows", "finish_fold", "fit_part",
            "GatheredRows", "gather_block", "member_bag", "minmax_block_range", "model_of", "parts_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges", "record_fold",
@@ -195,7 +195,7 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
 
 
 def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, key, metrics,
-                pos_label, keep_model=False):
+                pos_label, keep_model=False, keep_predictions=False):
     """Task body: the fold's model from its parts, then its test rows predicted and scored in one pass.
 
     Parameters
@@ -208,14 +208,18 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         ``(seed, fold)`` of a CV fold, written into the record.
     keep_model : bool, default=False
         Also return the fitted model.
+    keep_predictions : bool, default=False
+        Also return the test rows' predictions and positive-class scores
+        (out-of-fold predictions, in test-row order).
 
     Returns
     -------
     dict
         ``{"record": {...}}`` for a fold with test rows (``seed``, ``fold``,
         ``n_train``, ``n_test``, the metrics, ``fit_time`` if asked, the
-        chosen thresholds), and ``"model"`` (the fitted pipeline) when
-        ``keep_model`` or the fold has no test rows.
+        chosen thresholds), ``"model"`` (the fitted pipeline) when
+        ``keep_model`` or the fold has no test rows, and ``"predictions"``
+        (``{"y_pred": ..., "score": ...}``) when ``keep_predictions``.
     """
     start = time.perf_counter()
     fitted = [part for part, _ in parts]
@@ -234,7 +238,8 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
     start = time.perf_counter()
     predictor, data = _scoring(X, prepared, rows, final, model)
     y_pred, scores = predict_and_score_rows(predictor, data, rows.test, pos_label=pos_label,
-                                            scores="auc" in metrics, block_rows=getattr(X, "block_rows", None))
+                                            scores=needs_scores(metrics) or keep_predictions,
+                                            block_rows=getattr(X, "block_rows", None))
     predict_time = time.perf_counter() - start
     record = {"seed": int(key[0]), "fold": int(key[1]), "n_train": int(len(rows.train)),
               "n_test": int(len(rows.test))}
@@ -244,6 +249,8 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         record["fit_time"] = fit_time
     record.update(fitted_thresholds(final))
     out["record"] = record
+    if keep_predictions:
+        out["predictions"] = {"y_pred": y_pred, "score": scores}
     return out
 
 
@@ -391,10 +398,11 @@ def model_of(assembled):
     return {"model": assembled["model"]}
 
 
-def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label, keep_model=False):
-    """Task body: the fold's record from its scored chunks (in test-row order)."""
+def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label, keep_model=False,
+                keep_predictions=False):
+    """Task body: the fold's record from its scored chunks (in test-row order); as :func:`finish_fold`."""
     y_pred = np.concatenate([part[0] for part in scored])
-    values = np.concatenate([part[1] for part in scored]) if "auc" in metrics else None
+    values = np.concatenate([part[1] for part in scored]) if needs_scores(metrics) or keep_predictions else None
     record = {"seed": int(key[0]), "fold": int(key[1]), "n_train": int(len(rows.train)),
               "n_test": int(len(rows.test))}
     record.update(metrics_from_predictions(np.asarray(y)[rows.test], y_pred, values, metrics=metrics,
@@ -405,6 +413,8 @@ def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label
     out = {"record": record}
     if keep_model:
         out["model"] = assembled["model"]
+    if keep_predictions:
+        out["predictions"] = {"y_pred": y_pred, "score": values}
     return out
 
 

@@ -28,8 +28,9 @@ import numpy as np
 from ..distributed.tasks import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, gather_block,
-                     member_bag, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold, prepare_from_ranges, record_fold,
-                     score_block)
+                     member_bag, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold,
+                     prepare_from_ranges, record_fold, score_block)
+from .scoring import needs_scores
 
 __all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
 
@@ -96,7 +97,8 @@ class PartStore:
 
 
 def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler, impute, features, metrics,
-             pos_label, part_store: PartStore | None = None, block_rows: int | None = None, stage=None):
+             pos_label, part_store: PartStore | None = None, block_rows: int | None = None, stage=None,
+             keep_predictions=False):
     """Add one fold's prepare / part / finish tasks to ``plan``.
 
     Parameters
@@ -107,7 +109,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
         The data and labels, shared once in ``plan`` (:meth:`TaskPlan.share`).
     labels : ndarray
         The labels in memory: an ensemble's members are planned from them here.
-    estimator, scaler, impute, features, metrics, pos_label, part_store
+    estimator, scaler, impute, features, metrics, pos_label, part_store, keep_predictions
         As :func:`run_folds`.
     block_rows : int, default=None
         Rows per stored chunk when the data is a row handle on a store: the
@@ -179,7 +181,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     if len(test_chunks) <= 1 and pooled is None:
         finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                             estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
-                                            pos_label=pos_label, keep_model=spec.keep_model),
+                                            pos_label=pos_label, keep_model=spec.keep_model,
+                                            keep_predictions=keep_predictions),
                           watch=True, name="finish")
         return finish, saved_parts, reused
     # the test rows of a store scored as one task per stored chunk, after the model is assembled
@@ -188,16 +191,18 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     if not len(spec.test):
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
-                                         scores="auc" in metrics), name="score") for span in test_chunks]
+                                         scores=needs_scores(metrics) or keep_predictions), name="score")
+              for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
-                                        metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model),
+                                        metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model,
+                                        keep_predictions=keep_predictions),
                       watch=True, name="finish")
     return finish, saved_parts, reused
 
 
 def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metrics, pos_label, retries=2,
               part_store: PartStore | None = None, on_result=None, progress=False, label="folds",
-              task_labels=None, stage=None):
+              task_labels=None, stage=None, keep_predictions=False):
     """Fit (and score) every spec as prepare / part / finish tasks in one plan.
 
     Parameters
@@ -231,6 +236,9 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
         carries a path rather than the labels; default ``y``.
     stage : StoredStructural, default=None
         A stored feature stage read by row number (see :func:`add_fold`).
+    keep_predictions : bool, default=False
+        Return each fold's test-row predictions and positive-class scores
+        too (``result["predictions"]``), for out-of-fold predictions.
 
     Returns
     -------
@@ -248,7 +256,8 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
         finish, saved, n_reused = add_fold(plan, spec, X=X_ref, y=y_ref, labels=y, estimator=estimator,
                                            scaler=scaler, impute=impute, features=features, metrics=metrics,
                                            pos_label=pos_label, part_store=part_store,
-                                           block_rows=None if is_in_memory(X) else block_rows_of(X), stage=stage)
+                                           block_rows=None if is_in_memory(X) else block_rows_of(X), stage=stage,
+                                           keep_predictions=keep_predictions)
         finishes[finish.id] = spec
         saved_parts.update(saved)
         reused += n_reused

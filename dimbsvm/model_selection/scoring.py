@@ -8,21 +8,32 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import (average_precision_score, balanced_accuracy_score, matthews_corrcoef, precision_score,
+                             recall_score, roc_auc_score)
 
 from ..metrics import a_mean, f_measure, g_mean
 from ..rows import block_rows_of, is_in_memory, row_blocks, take_rows
 
 __all__ = [
-    "BINARY_METRICS", "METRICS", "fitted_thresholds", "metrics_from_predictions", "positive_scores",
-    "predict_and_score_rows", "score_model", "score_rows", "summarize",
+    "BINARY_METRICS", "METRICS", "QUALITY_METRICS", "SCORE_METRICS", "TIME_METRICS", "fitted_thresholds",
+    "metrics_from_predictions", "needs_scores", "positive_scores", "predict_and_score_rows", "score_model", "score_rows", "summarize",
 ]
 
-#: Metrics a job or suite may ask for. ``auc`` needs a score (decision_function
-#: or predict_proba); the times are measured around fit and predict.
-METRICS = ("g_mean", "f_measure", "auc", "a_mean", "fit_time", "predict_time")
+#: Quality metrics a job or suite may ask for. ``auc`` (ROC-AUC) and
+#: ``average_precision`` need a score (decision_function or predict_proba);
+#: ``precision``, ``recall`` (TPR) and ``specificity`` (TNR) are of the
+#: positive (minority) class; ``balanced_accuracy`` equals ``a_mean`` and is
+#: scikit-learn's name for it; ``mcc`` is the Matthews correlation coefficient.
+QUALITY_METRICS = ("g_mean", "f_measure", "auc", "a_mean", "precision", "recall", "specificity",
+                   "average_precision", "mcc", "balanced_accuracy")
+#: Times measured around fit and predict (seconds): reported apart from quality.
+TIME_METRICS = ("fit_time", "predict_time")
+#: Everything a job or suite may ask for.
+METRICS = QUALITY_METRICS + TIME_METRICS
 #: Binary-only metrics.
-BINARY_METRICS = ("f_measure", "auc")
+BINARY_METRICS = ("f_measure", "auc", "precision", "recall", "specificity", "average_precision")
+#: Metrics computed from scores rather than predictions.
+SCORE_METRICS = ("auc", "average_precision")
 
 
 def fitted_thresholds(estimator) -> dict:
@@ -80,18 +91,25 @@ def score_model(model, X, y, *, metrics, pos_label) -> dict:
     """
     start = time.perf_counter()
     y_pred = model.predict(X)
-    scores = positive_scores(model, X, pos_label) if "auc" in metrics else None
+    scores = positive_scores(model, X, pos_label) if needs_scores(metrics) else None
     predict_time = time.perf_counter() - start
     return metrics_from_predictions(y, y_pred, scores, metrics=metrics, pos_label=pos_label,
                                     predict_time=predict_time)
 
 
+def needs_scores(metrics) -> bool:
+    """Whether any of ``metrics`` is computed from scores (:data:`SCORE_METRICS`)."""
+    return any(name in SCORE_METRICS for name in metrics)
+
+
 def metrics_from_predictions(y, y_pred, scores, *, metrics, pos_label, predict_time=None) -> dict:
     """The requested metrics from true labels, predictions and positive-class scores.
 
-    ``scores`` is needed only for ``auc``; ``fit_time`` is skipped (the caller's).
+    ``scores`` is needed only for ``auc`` and ``average_precision``;
+    ``fit_time`` is skipped (the caller's).
     """
     record = {}
+    positive = np.asarray(y) == pos_label
     for name in metrics:
         if name == "g_mean":
             record[name] = g_mean(y, y_pred)
@@ -100,7 +118,19 @@ def metrics_from_predictions(y, y_pred, scores, *, metrics, pos_label, predict_t
         elif name == "a_mean":
             record[name] = a_mean(y, y_pred)
         elif name == "auc":
-            record[name] = float(roc_auc_score(np.asarray(y) == pos_label, scores))
+            record[name] = float(roc_auc_score(positive, scores))
+        elif name == "average_precision":
+            record[name] = float(average_precision_score(positive, scores))
+        elif name == "precision":
+            record[name] = float(precision_score(positive, np.asarray(y_pred) == pos_label, zero_division=0))
+        elif name == "recall":
+            record[name] = float(recall_score(positive, np.asarray(y_pred) == pos_label, zero_division=0))
+        elif name == "specificity":
+            record[name] = float(recall_score(~positive, np.asarray(y_pred) != pos_label, zero_division=0))
+        elif name == "mcc":
+            record[name] = float(matthews_corrcoef(y, y_pred))
+        elif name == "balanced_accuracy":
+            record[name] = float(balanced_accuracy_score(y, y_pred))
         elif name == "predict_time":
             record[name] = predict_time
         elif name != "fit_time":

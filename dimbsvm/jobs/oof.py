@@ -1,0 +1,90 @@
+"""Out-of-fold predictions of a run: one plain-array file per (repeat, fold).
+
+Every cross-validation fold predicts its test rows once; over a repeat, every
+row of the data is a test row exactly once. A run keeps those predictions in
+``oof/seed<seed>-fold<fold>.npz`` (numpy's own format, readable without
+dimbsvm), each holding
+
+``row``
+    the dataset row numbers of the fold's test rows;
+``y_true``, ``y_pred``
+    the true and predicted label codes (the data's ``class_map`` names them);
+``score``
+    the positive-class score (the decision value, or the probability where
+    the estimator has no decision function): larger means more positive.
+
+One file per fold, written when the fold finishes (before its record, so a
+fold recorded as finished has its predictions), keeps a resumed run's
+predictions and the memory of the process that writes them bounded by one
+fold. :func:`load_oof` gathers them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["OOF_DIR", "load_oof", "save_fold_predictions"]
+
+#: The run directory's subdirectory of out-of-fold predictions.
+OOF_DIR = "oof"
+
+_NAME = re.compile(r"seed(-?\d+)-fold(\d+)\.npz$")
+
+
+def save_fold_predictions(directory, key, rows, y_true, y_pred, score) -> Path:
+    """Write one fold's test-row predictions atomically; return the file's path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    seed, fold = key
+    path = directory / f"seed{int(seed)}-fold{int(fold)}.npz"
+    rows = np.asarray(rows, dtype=np.int64)
+    arrays = {"row": rows, "y_true": np.asarray(y_true), "y_pred": np.asarray(y_pred),
+              "score": np.asarray(score, dtype=np.float64)}
+    lengths = {name: len(values) for name, values in arrays.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"out-of-fold arrays of fold {key} differ in length: {lengths}")
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+    os.replace(tmp, path)
+    return path
+
+
+def load_oof(run_dir) -> dict:
+    """The out-of-fold predictions of a run directory, every fold's rows concatenated.
+
+    Parameters
+    ----------
+    run_dir : path
+        A run directory written by ``dimbsvm run`` (its ``oof/`` files).
+
+    Returns
+    -------
+    dict of ndarray
+        ``seed``, ``fold``, ``row``, ``y_true``, ``y_pred``, ``score``, all
+        of one length, ordered by (seed, fold) then row.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the run directory has no out-of-fold predictions (a run written
+        before they were saved).
+    """
+    directory = Path(run_dir) / OOF_DIR
+    files = sorted((tuple(map(int, _NAME.search(p.name).groups())), p)
+                   for p in directory.glob("seed*-fold*.npz") if _NAME.search(p.name))
+    if not files:
+        raise FileNotFoundError(f"{run_dir} has no out-of-fold predictions ({OOF_DIR}/seed*-fold*.npz)")
+    columns = {name: [] for name in ("seed", "fold", "row", "y_true", "y_pred", "score")}
+    for (seed, fold), path in files:
+        with np.load(path) as saved:
+            n = len(saved["row"])
+            columns["seed"].append(np.full(n, seed, dtype=np.int64))
+            columns["fold"].append(np.full(n, fold, dtype=np.int64))
+            for name in ("row", "y_true", "y_pred", "score"):
+                columns[name].append(saved[name])
+    return {name: np.concatenate(parts) for name, parts in columns.items()}

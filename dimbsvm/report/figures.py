@@ -1,0 +1,132 @@
+"""The figures of a run report, drawn from plain arrays into PNG bytes.
+
+Matplotlib's object API (``Figure`` with the Agg canvas), never ``pyplot``:
+no global state, no display needed, safe in a worker or a batch job. The ROC
+and precision-recall curves are scikit-learn's displays drawn on our axes.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+__all__ = ["confusion_figure", "fold_spread_figure", "member_thresholds_figure", "png", "roc_pr_figure",
+           "threshold_figure"]
+
+#: Figure size in inches for one panel; 100 dpi.
+PANEL = (4.6, 3.8)
+
+
+def _figure(n_panels=1):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(PANEL[0] * n_panels, PANEL[1]), dpi=100, layout="constrained")
+    axes = [fig.add_subplot(1, n_panels, i + 1) for i in range(n_panels)]
+    return fig, axes
+
+
+def png(fig) -> bytes:
+    """The figure as PNG bytes (Agg canvas)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def roc_pr_figure(positive, score, repeat):
+    """ROC and precision-recall curves of out-of-fold scores, one curve per CV repeat.
+
+    Parameters
+    ----------
+    positive : ndarray of bool
+        Whether each out-of-fold row is of the positive (minority) class.
+    score : ndarray of float
+        Its positive-class score.
+    repeat : ndarray
+        The CV repeat (seed) of each row: every row is scored once per repeat.
+    """
+    from sklearn.metrics import PrecisionRecallDisplay, RocCurveDisplay
+
+    fig, (roc, pr) = _figure(2)
+    for seed in np.unique(repeat):
+        here = repeat == seed
+        RocCurveDisplay.from_predictions(positive[here], score[here], ax=roc, name=f"repeat {seed}")
+        PrecisionRecallDisplay.from_predictions(positive[here], score[here], ax=pr, name=f"repeat {seed}")
+    roc.plot([0, 1], [0, 1], color="0.7", linestyle=":", linewidth=1)
+    pr.axhline(positive.mean(), color="0.7", linestyle=":", linewidth=1, label="chance")
+    roc.set_title("ROC (out-of-fold)")
+    pr.set_title("Precision-recall (out-of-fold)")
+    for ax in (roc, pr):
+        ax.legend(fontsize=7, loc="lower right" if ax is roc else "upper right")
+    return fig
+
+
+def confusion_figure(matrix, class_names, *, title):
+    """A confusion matrix (rows: true class, columns: predicted) with its counts written in."""
+    from sklearn.metrics import ConfusionMatrixDisplay
+
+    fig, (ax,) = _figure(1)
+    ConfusionMatrixDisplay(np.asarray(matrix), display_labels=list(class_names)).plot(
+        ax=ax, colorbar=False, values_format="d", cmap="Blues")
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def fold_spread_figure(values: dict):
+    """Each metric's fold values (points) over its box: the spread over folds and repeats.
+
+    ``values`` maps a metric's name to its per-fold values.
+    """
+    names = list(values)
+    fig, (ax,) = _figure(1)
+    fig.set_size_inches(max(PANEL[0], 1.1 * len(names) + 1.5), PANEL[1])
+    data = [np.asarray(values[name], dtype=float) for name in names]
+    ax.boxplot(data, widths=0.5, showfliers=False)
+    jitter = np.random.RandomState(0)  # fixed: the same run draws the same picture
+    for i, column in enumerate(data, start=1):
+        ax.plot(i + jitter.uniform(-0.12, 0.12, column.size), column, "o", markersize=3, alpha=0.6, color="C0")
+    ax.set_xticks(range(1, len(names) + 1), names, rotation=30, ha="right", fontsize=8)
+    ax.set_title("Metrics over folds", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def threshold_figure(theta, objective, chosen, *, objective_name):
+    """The threshold search: the objective against the shift, the chosen shift marked.
+
+    Parameters
+    ----------
+    theta, objective : ndarray
+        Each candidate shift and the objective it gave on the searched margins.
+    chosen : float
+        The shift the estimator chose.
+    """
+    theta, objective = np.asarray(theta, dtype=float), np.asarray(objective, dtype=float)
+    order = np.argsort(theta, kind="stable")
+    fig, (ax,) = _figure(1)
+    ax.plot(theta[order], objective[order], ".-", markersize=3, linewidth=0.8, label="candidates")
+    ax.axvline(chosen, color="C3", linestyle="--", linewidth=1, label=f"chosen shift {chosen:.4g}")
+    ax.axvline(0.0, color="0.6", linestyle=":", linewidth=1, label="no shift")
+    ax.set_xlabel("shift of the decision value (theta)")
+    ax.set_ylabel(objective_name)
+    ax.set_title("Threshold search of the final model", fontsize=9)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def member_thresholds_figure(per_fold: dict):
+    """An ensemble's member shifts in each fold (``{fold label: shifts}``), the fold's shared shift apart."""
+    labels = list(per_fold)
+    fig, (ax,) = _figure(1)
+    fig.set_size_inches(max(PANEL[0], 0.45 * len(labels) + 1.5), PANEL[1])
+    for i, label in enumerate(labels):
+        shifts = np.asarray(per_fold[label], dtype=float)
+        ax.plot(np.full(shifts.size, i), shifts, "o", markersize=3, alpha=0.6, color="C0")
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("member shift (theta)")
+    ax.set_title("Ensemble member thresholds per fold", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    return fig

@@ -1,0 +1,190 @@
+"""The run report, the out-of-fold predictions and the added metrics.
+
+Truths: the metrics against hand-counted confusion cells and a brute-force
+average precision; the out-of-fold files against the defining property of
+k-fold cross-validation (every row tested exactly once per repeat) and
+against scikit-learn's metrics recomputed from them; the report's figures
+decoded as images; a headless Chromium screenshot where Chromium is installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from sklearn.metrics import f1_score, recall_score, roc_auc_score
+
+from dimbsvm.datasets import load_keel
+from dimbsvm.jobs import load_oof, run_job, validate_job
+from dimbsvm.model_selection.scoring import metrics_from_predictions
+
+ALL_QUALITY = ["g_mean", "f_measure", "auc", "a_mean", "precision", "recall", "specificity",
+               "average_precision", "mcc", "balanced_accuracy"]
+
+
+def test_added_metrics_equal_their_definitions_from_counts():
+    rng = np.random.RandomState(0)
+    y = (rng.rand(200) < 0.2).astype(int)
+    score = y * 0.8 + rng.normal(scale=0.5, size=200)
+    y_pred = (score > 0.4).astype(int)
+    tp = np.sum((y == 1) & (y_pred == 1))
+    fp = np.sum((y == 0) & (y_pred == 1))
+    tn = np.sum((y == 0) & (y_pred == 0))
+    fn = np.sum((y == 1) & (y_pred == 0))
+    got = metrics_from_predictions(y, y_pred, score, metrics=ALL_QUALITY, pos_label=1)
+    assert got["precision"] == pytest.approx(tp / (tp + fp))
+    assert got["recall"] == pytest.approx(tp / (tp + fn))
+    assert got["specificity"] == pytest.approx(tn / (tn + fp))
+    assert got["balanced_accuracy"] == pytest.approx((tp / (tp + fn) + tn / (tn + fp)) / 2)
+    assert got["balanced_accuracy"] == pytest.approx(got["a_mean"])
+    mcc = (tp * tn - fp * fn) / np.sqrt(float((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
+    assert got["mcc"] == pytest.approx(mcc)
+    # average precision: sum over the positives ranked by score of the precision at each (no ties here)
+    order = np.argsort(-score)
+    hits = y[order] == 1
+    precision_at = np.cumsum(hits) / np.arange(1, y.size + 1)
+    assert got["average_precision"] == pytest.approx(precision_at[hits].sum() / hits.sum())
+
+
+def test_positive_class_metrics_follow_pos_label():
+    y, y_pred = np.array([0, 0, 0, 1, 1]), np.array([0, 1, 1, 1, 0])
+    as_zero = metrics_from_predictions(y, y_pred, None, metrics=["precision", "recall", "specificity"],
+                                       pos_label=0)
+    assert as_zero == {"precision": pytest.approx(1 / 2), "recall": pytest.approx(1 / 3),
+                       "specificity": pytest.approx(1 / 2)}
+
+
+class _Images(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images, self.figures, self.external = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "figure":
+            self.figures.append(attrs.get("id"))
+        if tag == "img":
+            self.images.append(attrs["src"])
+        for key in ("src", "href"):
+            if attrs.get(key, "").startswith(("http:", "https:", "//")):
+                self.external.append(attrs[key])
+
+
+def _job(tmp_path, **changes):
+    spec = {"name": "report", "data": {"source": "yeast5"},
+            "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 3, "random_state": 0}},
+            "cv": {"n_splits": 3, "n_repeats": 2, "random_state": 0},
+            "metrics": ALL_QUALITY + ["fit_time", "predict_time"]}
+    spec.update(changes)
+    return validate_job(spec)
+
+
+@pytest.fixture(scope="module")
+def ensemble_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "run"
+    result = run_job(_job(out.parent), None, out=out, progress=False)
+    return result, out
+
+
+def test_out_of_fold_predictions_cover_every_row_once_per_repeat(ensemble_run):
+    result, out = ensemble_run
+    data = load_keel("yeast5")
+    oof = load_oof(out)
+    for seed in np.unique(oof["seed"]):
+        here = oof["seed"] == seed
+        assert np.array_equal(np.sort(oof["row"][here]), np.arange(len(data.y)))  # a partition of the rows
+    np.testing.assert_array_equal(oof["y_true"], data.y[oof["row"]])
+    # every fold's record equals scikit-learn's metrics recomputed from its saved predictions
+    for record in result.folds:
+        fold = (oof["seed"] == record["seed"]) & (oof["fold"] == record["fold"])
+        y, y_pred, score = oof["y_true"][fold], oof["y_pred"][fold], oof["score"][fold]
+        assert fold.sum() == record["n_test"]
+        assert record["f_measure"] == pytest.approx(f1_score(y, y_pred, pos_label=1))
+        assert record["recall"] == pytest.approx(recall_score(y, y_pred, pos_label=1))
+        assert record["auc"] == pytest.approx(roc_auc_score(y == 1, score))
+        recalls = [recall_score(y, y_pred, pos_label=c) for c in (0, 1)]
+        assert record["g_mean"] == pytest.approx(np.sqrt(np.prod(recalls)))
+
+
+def test_metrics_json_keeps_times_apart_and_records_provenance(ensemble_run):
+    _, out = ensemble_run
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["summary"]) == set(ALL_QUALITY)
+    assert set(metrics["timings"]) == {"fit_time", "predict_time"}
+    assert metrics["data_source"] == "yeast5"  # as the job gives it
+    assert metrics["versions"]["scikit-learn"] and metrics["versions"]["numpy"]
+    assert metrics["started_at"] <= metrics["finished_at"] and metrics["duration_s"] > 0
+    resources = json.loads((out / "resources.json").read_text())
+    assert list(resources["peak_worker_memory_bytes"]) == ["this process"]
+    assert "folds and final model" in resources["phase_seconds"]
+
+
+def test_report_html_is_self_contained_with_its_figures(ensemble_run):
+    from matplotlib.image import imread
+
+    _, out = ensemble_run
+    page = (out / "report.html").read_text()
+    parser = _Images()
+    parser.feed(page)
+    assert parser.external == []  # no network needed to read it
+    assert set(parser.figures) == {"fold_spread", "roc_pr", "confusion", "threshold", "member_thresholds"}
+    assert len(parser.images) == len(parser.figures)
+    for src in parser.images:
+        assert src.startswith("data:image/png;base64,")
+        image = imread(io.BytesIO(base64.b64decode(src.split(",", 1)[1])), format="png")
+        assert image.shape[0] >= 300 and image.shape[1] >= 400  # drawn, not an empty canvas
+        assert image[..., :3].std() > 0.05
+    for heading in ("Data", "Metrics", "Out-of-fold predictions", "Decision threshold", "Time and memory"):
+        assert f"<h2>{heading}</h2>" in page
+    assert "imbalance ratio (largest class / smallest) 32.73" in page  # 1440 / 44
+    markdown = (out / "report.md").read_text()
+    for name in parser.figures:
+        assert f"(report/{name}.png)" in markdown and (out / "report" / f"{name}.png").is_file()
+
+
+def test_resumed_run_has_every_folds_predictions(tmp_path):
+    job = _job(tmp_path, estimator={"name": "svc_balanced"})
+    first = run_job(job, None, out=tmp_path / "run", progress=False)
+    before = load_oof(tmp_path / "run")
+    # an interruption after three folds: their records and predictions saved, nothing else
+    partial = tmp_path / ".run.partial"
+    (tmp_path / "run").rename(partial)
+    for name in ("metrics.json", "summary.md", "resources.json", "report.html", "report.md"):
+        (partial / name).unlink()
+    shutil.rmtree(partial / "report")
+    for path in sorted((partial / "folds").glob("*.json"))[3:]:
+        path.unlink()
+        (partial / "oof" / path.name.replace(".json", ".npz")).unlink()
+    resumed = run_job(job, None, out=tmp_path / "run", progress=False)
+    untimed = [[{k: v for k, v in r.items() if not k.endswith("_time")} for r in run.folds] for run in (first, resumed)]
+    assert resumed.reused == 3 and untimed[0] == untimed[1]
+    after = load_oof(tmp_path / "run")
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name])
+    assert (tmp_path / "run" / "report.html").is_file()
+
+
+def test_report_renders_in_headless_chromium(ensemble_run, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Chromium is not installed (Debian package chromium)")
+    _, out = ensemble_run
+    shot = tmp_path / "report.png"
+    proc = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1100,2400",
+         (out / "report.html").resolve().as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert shot.is_file(), proc.stderr[-2000:]
+    from matplotlib.image import imread
+
+    image = imread(shot)
+    # the page drew more than a blank background: the figures' colours are on it
+    assert image.shape[:2] == (2400, 1100) and image[..., :3].std() > 0.05
