@@ -4,15 +4,17 @@ Verbs::
 
     dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N] [--resume | --fresh]
     dimbsvm validate JOB.yaml [--out DIR] [--registry DIR] [--scheduler ADDRESS]
-    dimbsvm predict MODEL DATA --out PRED.zarr [--scheduler ADDRESS]
-    dimbsvm retrain JOB.yaml --registry DIR [--scheduler ADDRESS]
+    dimbsvm predict MODEL|REGISTRY@champion|REGISTRY@VERSION DATA --out PRED.csv|PRED.zarr [--scheduler ADDRESS]
+    dimbsvm retrain JOB.yaml --registry DIR [--force] [--scheduler ADDRESS]
     dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR
     dimbsvm models DIR
     dimbsvm promote DIR VERSION --reason TEXT
     dimbsvm rollback DIR --reason TEXT
     dimbsvm ingest SOURCE STORE [--chunk-rows N] [--dtype float64|float32] [--overwrite] [--verify]
     dimbsvm datasets
-    dimbsvm estimators
+    dimbsvm estimators [--json]
+    dimbsvm features [--json]
+    dimbsvm --version
 
 Errors a user can fix (bad data, bad job, bad paths, a damaged store, an
 unusable scheduler address, a missing optional package, an estimator's
@@ -38,6 +40,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from . import __version__
 from .exceptions import DimbsvmError
 
 logger = logging.getLogger("dimbsvm")
@@ -130,6 +133,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dimbsvm", description="SVMs for class-imbalanced data on Dask.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True)
 
     cluster = _Parser(add_help=False)
@@ -163,9 +167,12 @@ def _parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_cmd_validate)
 
     predict = verbs.add_parser("predict", parents=[cluster], help="score data with a model, chunk by chunk")
-    predict.add_argument("model", help="model directory (the run directory's model/)")
-    predict.add_argument("data", help="Zarr store or data file to score")
-    predict.add_argument("--out", required=True, help="Zarr store to create with y_pred and decision")
+    predict.add_argument("model", help="model directory (a run directory's model/), or REGISTRY@champion, "
+                                       "REGISTRY@VERSION (a version id or its unique prefix, e.g. v0003)")
+    predict.add_argument("data", help="Zarr store or data file to score, labelled or not (a CSV's columns are "
+                                      "matched to the model's features by name or count)")
+    predict.add_argument("--out", required=True, help="file to create: .csv (row, prediction as the class name, "
+                                                      "decision) or a Zarr store (y_pred codes, decision)")
     predict.add_argument("--chunk-rows", type=_positive_int, default=100_000, help="rows per task for file input")
     predict.set_defaults(handler=_cmd_predict)
 
@@ -173,6 +180,8 @@ def _parser() -> argparse.ArgumentParser:
                                help="train a challenger and promote it if it beats the champion")
     retrain.add_argument("job", help="job spec file (YAML) with a retrain section")
     retrain.add_argument("--registry", required=True, help="model registry directory")
+    retrain.add_argument("--force", action="store_true",
+                         help="retrain even when the champion was fitted on the same data with the same parameters")
     retrain.set_defaults(handler=_cmd_retrain)
 
     schedule = verbs.add_parser("schedule", parents=[cluster], help="retrain on a cron schedule (foreground)")
@@ -184,18 +193,19 @@ def _parser() -> argparse.ArgumentParser:
     schedule.set_defaults(handler=_cmd_schedule)
 
     models = verbs.add_parser("models", help="list a registry's versions and its champion")
-    models.add_argument("registry")
+    models.add_argument("registry", help="model registry directory (written by retrain)")
     models.set_defaults(handler=_cmd_models)
 
     promote = verbs.add_parser("promote", help="make a version the champion, by hand")
-    promote.add_argument("registry")
-    promote.add_argument("version")
-    promote.add_argument("--reason", required=True)
+    promote.add_argument("registry", help="model registry directory")
+    promote.add_argument("version", help="version id, or its unique prefix (e.g. v0003)")
+    promote.add_argument("--reason", required=True, help="why (recorded in the registry's history)")
     promote.set_defaults(handler=_cmd_promote)
 
-    rollback = verbs.add_parser("rollback", help="re-point the champion at the one it replaced")
-    rollback.add_argument("registry")
-    rollback.add_argument("--reason", required=True)
+    rollback = verbs.add_parser("rollback", help="re-point the champion at the one before it in the promotion "
+                                                 "history (a second rollback steps back again)")
+    rollback.add_argument("registry", help="model registry directory")
+    rollback.add_argument("--reason", required=True, help="why (recorded in the registry's history)")
     rollback.set_defaults(handler=_cmd_rollback)
 
     ingest = verbs.add_parser("ingest", help="write a data file into a Zarr store")
@@ -214,8 +224,13 @@ def _parser() -> argparse.ArgumentParser:
     datasets = verbs.add_parser("datasets", help="list bundled and shared datasets")
     datasets.set_defaults(handler=_cmd_datasets)
 
-    estimators = verbs.add_parser("estimators", help="list the estimators jobs can name")
+    estimators = verbs.add_parser("estimators", help="list the estimators jobs can name, with their parameters")
+    estimators.add_argument("--json", action="store_true", help="machine-readable output")
     estimators.set_defaults(handler=_cmd_estimators)
+
+    features = verbs.add_parser("features", help="list the feature stages jobs can name, with their parameters")
+    features.add_argument("--json", action="store_true", help="machine-readable output")
+    features.set_defaults(handler=_cmd_features)
     return parser
 
 
@@ -314,8 +329,7 @@ def _cmd_predict(args) -> int:
     import dask.array as da
 
     from .datasets import load, load_csv_features
-    from .distributed import check_cluster_options, write_predictions
-    from .jobs import load_model
+    from .distributed import check_cluster_options, write_prediction_csv, write_predictions
     from .jobs.run_dir import check_writable
     from .store import open_store
 
@@ -325,7 +339,7 @@ def _cmd_predict(args) -> int:
     if out.exists() or out.is_symlink():
         raise DimbsvmError(f"prediction output {out} already exists; choose a new --out")
     check_writable(out, "predict --out")
-    model, meta = load_model(args.model)  # checked before a cluster starts
+    model, meta = _load_prediction_model(args.model)  # checked before a cluster starts
     data = Path(args.data)
     if data.is_dir() and (data / "zarr.json").exists():
         X = open_store(data).X
@@ -338,11 +352,32 @@ def _cmd_predict(args) -> int:
         raise DimbsvmError(f"{args.data} has {X.shape[1:]} features per row; the model was trained on "
                            f"{meta['n_features']}")
     with _client(args, tls=tls):  # dask computes on the active client
+        if out.suffix.lower() == ".csv":
+            names = {int(code): name for name, code in (meta.get("class_map") or {}).items()}
+            out = write_prediction_csv(model, X, out, pos_label=meta["positive_label"], class_names=names)
+            print(f"wrote {X.shape[0]} predictions (row, prediction, decision) to {out}")
+            return 0
         out = write_predictions(model, X, args.out, pos_label=meta["positive_label"],
                                 meta={"model": str(args.model), "data": str(args.data),
                                       "data_fingerprint": meta.get("data_fingerprint") or ""})
     print(f"wrote {X.shape[0]} predictions (y_pred, decision) to {out}")
     return 0
+
+
+def _load_prediction_model(ref: str):
+    """``(model, meta)`` of a model directory, or of ``REGISTRY@champion`` / ``REGISTRY@VERSION``.
+
+    A path that exists is a model directory even if its name holds an ``@``.
+    """
+    from .jobs import load_model
+
+    if "@" in ref and not Path(ref).exists():
+        root, _, version = ref.rpartition("@")
+        registry = _registry(root)
+        version = registry.resolve(version)
+        logger.info("predicting with %s version %s", root, version)
+        return registry.load(version)
+    return load_model(ref)
 
 
 def _cmd_retrain(args) -> int:
@@ -354,7 +389,8 @@ def _cmd_retrain(args) -> int:
                         scheduler_file=args.scheduler_file, tls=tls)
     job = checked.job
     with _client(args, tls=tls, require_encryption=job["execution"]["require_encryption"]) as client:
-        outcome = retrain(job, client, args.registry, job_text=checked.job_text, data=checked.data)
+        outcome = retrain(job, client, args.registry, job_text=checked.job_text, data=checked.data,
+                          force=args.force)
     _print_outcome(outcome)
     return 0
 
@@ -395,10 +431,18 @@ def _cmd_schedule(args) -> int:
     return 0
 
 
-def _cmd_models(args) -> int:
+def _registry(path):
+    """The registry at ``path``; a directory that is not one is an error (exit 2), not an empty listing."""
     from .jobs.registry import ModelRegistry
 
-    registry = ModelRegistry(args.registry)
+    registry = ModelRegistry(path)
+    if not registry.exists():
+        raise DimbsvmError(f"{path} is not a model registry (no versions/ and no champion.json in it)")
+    return registry
+
+
+def _cmd_models(args) -> int:
+    registry = _registry(args.registry)
     versions = registry.versions()
     if not versions:
         print(f"{args.registry}: no versions")
@@ -412,17 +456,15 @@ def _cmd_models(args) -> int:
 
 
 def _cmd_promote(args) -> int:
-    from .jobs.registry import ModelRegistry
-
-    ModelRegistry(args.registry).set_champion(args.version, reason=args.reason)
-    print(f"champion: {args.version}")
+    registry = _registry(args.registry)
+    version = registry.resolve(args.version)
+    registry.set_champion(version, reason=args.reason)
+    print(f"champion: {version}")
     return 0
 
 
 def _cmd_rollback(args) -> int:
-    from .jobs.registry import ModelRegistry
-
-    version = ModelRegistry(args.registry).rollback(reason=args.reason)
+    version = _registry(args.registry).rollback(reason=args.reason)
     print(f"champion: {version}")
     return 0
 
@@ -487,10 +529,42 @@ def _cmd_datasets(args) -> int:
 
 
 def _cmd_estimators(args) -> int:
-    from .estimators import describe_estimators
+    from .estimators import describe_estimators, make_estimator
 
-    print(json.dumps(describe_estimators(), indent=2))
+    return _list_components(describe_estimators(), make_estimator, as_json=args.json)
+
+
+def _cmd_features(args) -> int:
+    from .estimators import describe_features, make_feature
+
+    return _list_components(describe_features(), make_feature, as_json=args.json)
+
+
+def _list_components(described: dict, make, *, as_json: bool) -> int:
+    """Each name with its description and its parameters' defaults (those a job's ``params`` may set)."""
+    listing = {}
+    for name, description in described.items():
+        params = make(name).get_params(deep=False)
+        listing[name] = {"description": description,
+                         "params": {key: _plain_default(value) for key, value in sorted(params.items())}}
+    if as_json:
+        print(json.dumps(listing, indent=2))
+        return 0
+    for name, entry in listing.items():
+        print(f"{name}: {entry['description']}")
+        for key, value in entry["params"].items():
+            print(f"    {key} = {value!r}" if not isinstance(value, str) or not value.startswith("<")
+                  else f"    {key} = {value}")
     return 0
+
+
+def _plain_default(value):
+    """A parameter's default as JSON shows it: plain values as they are, an estimator by its repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    return f"<{value!r}>"
 
 
 #: Levels of Dask's and the event loop's loggers per verbosity (0: default, 1: -v, 2: -vv).

@@ -894,3 +894,21 @@ def test_binned_smoothed_counts_match_the_margin_by_margin_sums(monkeypatch):
     monkeypatch.setattr(T, "MAX_EXACT_SMOOTHING", 1 << 20)  # every search here is over the budget
     assert T.othr_threshold(None, y, margins, candidates="midpoints", smoothing="silverman",
                             tolerance=0.005)[0] == chosen_exact
+
+
+@pytest.mark.parametrize("make", [lambda: OTHRClassifier(), lambda: THRClassifier(),
+                                  lambda: EnsembleOTHRClassifier(n_estimators=3, random_state=0)])
+def test_nested_search_over_the_default_estimator(make):
+    """``estimator=None`` is searchable like the explicit default: same scores, no shared default mutated."""
+    from sklearn.model_selection import GridSearchCV
+
+    from dimbsvm.svm._base import default_estimator
+
+    X, y = make_classification(n_samples=240, weights=[0.85], random_state=0)
+    grid = {"estimator__C": [0.1, 10.0]}
+    implicit = GridSearchCV(make(), grid, cv=3, scoring="roc_auc").fit(X, y)
+    explicit = GridSearchCV(make().set_params(estimator=default_estimator()), grid, cv=3, scoring="roc_auc").fit(X, y)
+    np.testing.assert_array_equal(implicit.cv_results_["mean_test_score"], explicit.cv_results_["mean_test_score"])
+    assert implicit.best_estimator_.estimator.C == implicit.best_params_["estimator__C"]
+    assert make().estimator is None  # the constructor's default was not touched
+    assert make().get_params()["estimator__C"] == default_estimator().C

@@ -160,20 +160,22 @@ def test_schedule_runs_twice_then_stops_on_sigterm(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "schedule stopped after 2 run(s)" in proc.stdout
     actions = [e["action"] for e in ModelRegistry(reg).history()]
-    assert actions == ["promote", "promote"]  # first run, then an equal challenger passes its gates
+    # first run; then the same data and parameters: recorded, no second version of the same model
+    assert actions == ["promote", "unchanged"] and len(ModelRegistry(reg).versions()) == 1
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
     daemon = subprocess.Popen([sys.executable, "-m", "dimbsvm.cli", "schedule", str(ROOT / "jobs" / "retrain.yaml"),
                                "--cron", "* * * * * */2", "--registry", str(reg), "--workers", "1"],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while len(ModelRegistry(reg).versions()) < 3 and time.monotonic() < deadline:
+    while len(ModelRegistry(reg).history()) < 3 and time.monotonic() < deadline:
         time.sleep(0.2)
     daemon.send_signal(signal.SIGTERM)
     stdout, stderr = daemon.communicate(timeout=120)
     assert daemon.returncode == 0, stderr
     assert "schedule stopped after" in stdout
     history = ModelRegistry(reg).history()
+    assert len(history) >= 3 and history[-1]["action"] == "unchanged"  # the daemon ran and retrained nothing
     promoted_from = [e.get("previous") for e in history if e["action"] == "promote"]
     assert len(promoted_from) == len(set(promoted_from))  # never two promotions over the same champion
 
@@ -195,3 +197,17 @@ def test_two_retrainers_on_one_registry_never_both_promote_over_one_champion(tmp
     assert len(promoted_from) == len(set(promoted_from))
     assert ModelRegistry(reg).champion() in {e["version"] for e in history if e["action"] == "promote"}
     json.dumps(history)  # history stays plain JSON
+
+
+def test_retrain_identical_to_the_champion_adds_no_version_unless_forced(client, tmp_path):
+    reg = tmp_path / "reg"
+    registry = ModelRegistry(reg)
+    first = retrain(_job("svc_balanced"), client, reg, job_text="x")
+    again = retrain(_job("svc_balanced"), client, reg, job_text="x")  # same data, same parameters
+    assert again.version == first.version and not again.promoted and "same data" in again.reason
+    assert [v["id"] for v in registry.versions()] == [first.version]
+    assert registry.history()[-1]["action"] == "unchanged" and registry.champion() == first.version
+    forced = retrain(_job("svc_balanced"), client, reg, job_text="x", force=True)
+    assert forced.version != first.version and len(registry.versions()) == 2
+    other = retrain(_job("svc"), client, reg, job_text="x")  # other parameters: a challenger as always
+    assert other.version not in (first.version, forced.version) and len(registry.versions()) == 3

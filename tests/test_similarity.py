@@ -231,9 +231,13 @@ def test_unequal_length_series_need_dtw():
         pairwise_distances_to(ragged, X[:2], "dtw")
 
 
-def test_more_references_than_training_rows():
-    with pytest.raises(DataError, match="asks for 50 reference rows but the training data has only 20"):
-        SimilarityFeatures(references=50).fit(_table(20))
+def test_more_references_than_training_rows_uses_all_rows():
+    X = _table(20)
+    with pytest.warns(UserWarning, match="asks for 50 reference rows but the training data has only 20; using all 20"):
+        clipped = SimilarityFeatures(references=50, random_state=0).fit(X)
+    every = SimilarityFeatures(references=1.0, random_state=0).fit(X)  # the fraction 1.0: every row, no warning
+    assert sorted(clipped.reference_indices_) == list(range(20))
+    np.testing.assert_allclose(np.sort(clipped.transform(X), axis=1), np.sort(every.transform(X), axis=1))
 
 
 def test_transform_rejects_other_shapes():
@@ -496,33 +500,10 @@ def test_nystroem_from_stored_blocks_matches_sklearn(stored):
 # ---------------------------------------------------------------------------------------------
 # scikit-learn conventions
 
-_FEWER_ROWS_THAN_DEFAULT_REFERENCES = (
-    "the check's data has fewer rows than the default references=100, which is an error by "
-    "design (references larger than the training set)")
-
-
-def _expected_failures(estimator):
-    if estimator.references != 100:
-        return {}
-    checks = [
-        "check_fit_score_takes_y", "check_estimators_overwrite_params",
-        "check_dont_overwrite_parameters", "check_estimators_fit_returns_self",
-        "check_readonly_memmap_input", "check_n_features_in_after_fitting",
-        "check_estimators_dtypes", "check_dtype_object", "check_pipeline_consistency",
-        "check_estimators_nan_inf", "check_estimators_pickle", "check_f_contiguous_array_estimator",
-        "check_transformer_data_not_an_array", "check_transformer_general",
-        "check_transformer_preserve_dtypes", "check_methods_sample_order_invariance",
-        "check_methods_subset_invariance", "check_fit2d_1feature", "check_dict_unchanged",
-        "check_fit_idempotent", "check_fit2d_predict1d",
-    ]
-    return {name: _FEWER_ROWS_THAN_DEFAULT_REFERENCES for name in checks}
-
-
 @parametrize_with_checks(
     [SimilarityFeatures(references=0.5, random_state=0),
      SimilarityFeatures(references=3, distances=["euclidean", "manhattan"], random_state=0),
-     SimilarityFeatures(random_state=0)],
-    expected_failed_checks=_expected_failures,
+     SimilarityFeatures(random_state=0)],  # the default references=100: more than the checks' rows, clipped
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)

@@ -9,9 +9,9 @@ tasks with one, each under the execution policy of :mod:`.policy`.
 
 from .client import (ClusterConnectionError, TLSSettings, check_cluster_options, check_scheduler_address,
                      cluster_client, current_client)
-from .predict import predict_chunks, write_predictions
+from .predict import predict_chunks, write_prediction_csv, write_predictions
 from .tasks import TaskPlan, compute, map_tasks, run_plan, share
 
 __all__ = ["ClusterConnectionError", "TLSSettings", "TaskPlan", "check_cluster_options", "check_scheduler_address",
            "cluster_client", "compute", "current_client", "map_tasks", "predict_chunks", "run_plan", "share",
-           "write_predictions"]
+           "write_prediction_csv", "write_predictions"]

@@ -1,8 +1,10 @@
-"""Score a store or a file chunk by chunk and write predictions to Zarr."""
+"""Score a store or a file chunk by chunk and write predictions to Zarr or CSV."""
 
 from __future__ import annotations
 
+import csv
 import logging
+import os
 from pathlib import Path
 
 import dask
@@ -15,7 +17,10 @@ from ..store import create_checksummed_array, finish_stage, open_stage
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["predict_chunks", "write_predictions"]
+__all__ = ["predict_chunks", "write_prediction_csv", "write_predictions"]
+
+#: Chunks computed at once when writing CSV: enough to keep a cluster busy, few enough to hold.
+CSV_BATCH_CHUNKS = 32
 
 
 def _score_block(block, model, pos_label):
@@ -64,4 +69,41 @@ def write_predictions(model, X: da.Array, out, *, pos_label, meta: dict) -> Path
     da.store([y_pred.rechunk(rows), decision.rechunk(rows)], [pred_arr, dec_arr], lock=False)
     finish_stage(group, {"n_rows": int(X.shape[0])})
     logger.info("wrote %d predictions to %s", X.shape[0], out)
+    return out
+
+
+def write_prediction_csv(model, X: da.Array, out, *, pos_label, class_names: dict) -> Path:
+    """Write ``row,prediction,decision`` lines to a new CSV file at ``out``, class names for labels.
+
+    Chunks are computed a batch at a time (on the active Dask client, if
+    any) and appended in row order; the file is written under a temporary
+    name and renamed when complete, so a failure leaves no partial CSV.
+
+    Parameters
+    ----------
+    class_names : dict
+        ``{label code: class name}``; a code it lacks is written as is.
+    """
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"prediction output {out} already exists")
+    y_pred, decision = predict_chunks(model, X, pos_label=pos_label)
+    tmp = out.with_name(f".{out.name}.partial")
+    start = 0
+    try:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["row", "prediction", "decision"])
+            n_chunks = len(y_pred.chunks[0])
+            for first in range(0, n_chunks, CSV_BATCH_CHUNKS):
+                blocks = range(first, min(first + CSV_BATCH_CHUNKS, n_chunks))
+                computed = dask.compute(*[(y_pred.blocks[i], decision.blocks[i]) for i in blocks])
+                for labels, values in computed:
+                    names = [class_names.get(int(code), int(code)) for code in labels]
+                    writer.writerows(zip(range(start, start + len(labels)), names, values.tolist()))
+                    start += len(labels)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    logger.info("wrote %d predictions to %s", start, out)
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import numbers
+import warnings
 from numbers import Integral
 
 import dask.array as da
@@ -58,7 +59,8 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
     Parameters
     ----------
     references : int, float or array-like, default=100
-        The reference set: a number of training rows; a fraction in (0, 1]
+        The reference set: a number of training rows (all of them, with a
+        ``UserWarning``, where the training data has fewer); a fraction in (0, 1]
         of the training rows (``1.0`` = all of them, the paper's choice for
         the UCR data); or an explicit array of reference rows shaped like
         the input rows.
@@ -108,7 +110,7 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
     Raises
     ------
     DataError
-        From ``fit``: more references than training rows, a reference with
+        From ``fit``: a reference with
         ``sigma = 0`` (named with its modality), stratified selection
         without ``y``, invalid values for a distance. From ``transform``:
         rows of a different shape than the training rows.
@@ -340,9 +342,10 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
             k = int(self.references)
         else:
             k = max(1, int(round(self.references * n)))
-        if k > n:
-            raise DataError(f"references={self.references!r} asks for {k} reference rows but the "
-                            f"training data has only {n}; use a smaller count or a fraction in (0, 1]")
+        if k > n:  # as scikit-learn's Nystroem does with n_components: all the rows there are
+            warnings.warn(f"references={self.references!r} asks for {k} reference rows but the training data "
+                          f"has only {n}; using all {n}", UserWarning, stacklevel=3)
+            k = n
         if self.reference_selection == "kmeans":
             return self._kmeans_centres(X, k, seed, compute), None
         if _is_dask(X):

@@ -87,6 +87,48 @@ class ModelRegistry:
             out.append(info)
         return out
 
+    def exists(self) -> bool:
+        """Whether ``root`` is a registry (it has a ``versions/`` directory or a champion pointer)."""
+        return (self.root / "versions").is_dir() or (self.root / "champion.json").exists()
+
+    def resolve(self, ref: str) -> str:
+        """The version id ``ref`` names: ``"champion"``, a full id, or a unique prefix (``v0003``).
+
+        Raises
+        ------
+        StoreError
+            No champion yet, or no version (or more than one) matches.
+        """
+        if ref == "champion":
+            champion = self.champion()
+            if champion is None:
+                raise StoreError(f"registry {self.root}: no champion yet")
+            return champion
+        ids = [info["id"] for info in self.versions()]
+        if ref in ids:
+            return ref
+        matches = [version for version in ids if version.startswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise StoreError(f"registry {self.root}: no version {ref!r} (versions: {', '.join(ids) or 'none'})")
+        raise StoreError(f"registry {self.root}: {ref!r} matches {len(matches)} versions: {', '.join(matches)}")
+
+    def lineage(self) -> list[str]:
+        """The champions in promotion order, rollbacks undone: the last is the champion, the one
+        before it is what :meth:`rollback` returns to."""
+        stack = []
+        for event in self.history():
+            action = event.get("action")
+            if action in ("promote", "manual_promote"):
+                stack.append(event["version"])
+            elif action == "rollback":
+                if stack:
+                    stack.pop()
+                if not stack or stack[-1] != event["version"]:
+                    stack.append(event["version"])
+        return stack
+
     def history(self) -> list[dict]:
         """Every recorded event, oldest first."""
         path = self.root / "history.jsonl"
@@ -178,14 +220,16 @@ class ModelRegistry:
                                   "time": _now(), "reason": reason})
 
     def rollback(self, *, reason: str) -> str:
-        """Re-point the champion at the one it replaced; returns that version."""
-        current = self.champion()
-        for event in reversed(self.history()):
-            if event.get("version") == current and event.get("action") in ("promote", "manual_promote", "rollback") \
-                    and event.get("previous"):
-                self.set_champion(event["previous"], reason=reason, action="rollback")
-                return event["previous"]
-        raise StoreError(f"registry {self.root}: nothing to roll back to (champion {current} replaced no other)")
+        """Re-point the champion at the one before it in the promotion history; returns that version.
+
+        Rollbacks step back: after promotions of A, B, C, a rollback makes B
+        the champion and a second one A (not C again).
+        """
+        current, lineage = self.champion(), self.lineage()
+        if len(lineage) < 2 or lineage[-1] != current:
+            raise StoreError(f"registry {self.root}: nothing to roll back to (champion {current} replaced no other)")
+        self.set_champion(lineage[-2], reason=reason, action="rollback")
+        return lineage[-2]
 
     # -- internals -------------------------------------------------------
     @contextlib.contextmanager

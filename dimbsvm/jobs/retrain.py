@@ -11,10 +11,17 @@ One retraining run:
 4. write the challenger as a new immutable version, then promote it when every
    gated metric is at least the champion's minus its tolerance (the first run
    always promotes), recording the decision in the registry's history.
+
+A retraining whose data and model parameters are those of the champion (the
+same data fingerprint and :func:`model_fingerprint`) would fit the same model
+again: it is recorded in the history as ``unchanged`` and writes no version,
+unless forced.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 
@@ -72,8 +79,21 @@ def gate_decision(challenger: dict, champion: dict | None, gates: dict) -> tuple
     return True, "every gate passed: " + "; ".join(passed)
 
 
-def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | None = None) -> RetrainOutcome:
+def model_fingerprint(job: dict) -> str:
+    """SHA-256 of what decides the fitted model besides the data: preprocessing, features, estimator, holdout."""
+    decides = {key: job.get(key) for key in ("preprocessing", "features", "estimator")}
+    decides["holdout"] = (job.get("retrain") or {}).get("holdout")
+    return hashlib.sha256(json.dumps(decides, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | None = None,
+            force: bool = False) -> RetrainOutcome:
     """Run one retraining of ``job`` against the registry at ``registry_dir``.
+
+    With ``force=False``, a job whose data fingerprint and
+    :func:`model_fingerprint` equal the champion's fits nothing: the outcome
+    names the champion, ``promoted`` is false, and the registry's history
+    records ``unchanged``.
 
     Raises
     ------
@@ -110,6 +130,17 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
 
     champion = registry.champion()
     champion_model = registry.load(champion)[0] if champion else None  # verified before any work
+    fingerprints = {"data_fingerprint": data.meta.get("fingerprint"), "model_fingerprint": model_fingerprint(job)}
+    if champion and not force and fingerprints["data_fingerprint"]:
+        info = next((v for v in registry.versions() if v["id"] == champion), {})
+        if all(info.get(key) == value for key, value in fingerprints.items()):
+            reason = (f"the champion {champion} was fitted on the same data with the same parameters; no new "
+                      "version (force to retrain anyway)")
+            registry.record({"action": "unchanged", "version": champion, "reason": reason, **fingerprints})
+            logger.info("retrain %s: %s", job["name"], reason)
+            metrics = info.get("holdout_metrics") or {}
+            return RetrainOutcome(version=champion, promoted=False, champion=champion, challenger_metrics=metrics,
+                                  champion_metrics=metrics, reason=reason)
 
     steps = pipeline_kwargs(job)
     # the challenger through the fold engine: an ensemble's members fan out as tasks
@@ -133,7 +164,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     promote, reason = gate_decision(challenger_metrics, champion_metrics, gates)
     version = registry.add_version(
         challenger, job_text=job_text,
-        info={"job": job["name"], "estimator": job["estimator"], "data_fingerprint": data.meta.get("fingerprint"),
+        info={"job": job["name"], "estimator": job["estimator"], **fingerprints,
               "n_train": int(len(train_rows)), "n_holdout": int(len(hold_rows)),
               "holdout_metrics": challenger_metrics},
         model_meta={"job": job["name"], "estimator": job["estimator"], "n_features": int(data.X.shape[1]),

@@ -54,7 +54,27 @@ class _ShiftedMarginClassifier(ClassifierMixin, BaseEstimator):
     Subclasses set ``classes_``, ``pos_label_`` (via
     :meth:`_validate_training_data`) and implement :meth:`_shifted_margin`,
     the margin after the shift, positive on the minority side.
+
+    ``estimator=None`` stands for :func:`default_estimator` in parameter
+    search too: ``get_params(deep=True)`` lists its parameters
+    (``estimator__C``, ...), and ``set_params(estimator__C=...)`` first puts
+    a fresh default in place (never a shared object: ``None`` stays the
+    constructor's default), so ``GridSearchCV`` over ``estimator__C`` works
+    on ``OTHRClassifier()`` as on ``OTHRClassifier(SVC())``.
     """
+
+    def get_params(self, deep=True):
+        params = super().get_params(deep=deep)
+        if deep and "estimator" in params and params["estimator"] is None:
+            params.update({f"estimator__{key}": value
+                           for key, value in default_estimator().get_params(deep=True).items()})
+        return params
+
+    def set_params(self, **params):
+        if getattr(self, "estimator", False) is None and "estimator" not in params \
+                and any(key.startswith("estimator__") for key in params):
+            self.estimator = default_estimator()
+        return super().set_params(**params)
 
     def _validate_training_data(self, X, y):
         X, y = validate_data(self, X, y, accept_sparse="csr")
