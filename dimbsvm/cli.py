@@ -149,6 +149,8 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--connect-timeout", type=float, default=20.0,
                        help="seconds to wait for a remote scheduler (default: 20)")
     group.add_argument("--no-progress", action="store_true", help="do not show task progress")
+    group.add_argument("--dashboard-address", default=":0", metavar="[HOST]:PORT",
+                       help="where an embedded cluster serves the Dask dashboard (default :0, a free port)")
 
     run = verbs.add_parser("run", parents=[cluster], help="run a job (YAML) on a Dask cluster")
     run.add_argument("job", help="job spec file (YAML)")
@@ -488,6 +490,8 @@ def _client(args, *, tls=None, **kwargs):
 
     kwargs.setdefault("n_workers", args.workers)
     kwargs.setdefault("timeout", args.connect_timeout)
+    if not (args.scheduler or args.scheduler_file):
+        kwargs.setdefault("dashboard_address", args.dashboard_address)
 
     @contextlib.contextmanager
     def opened():

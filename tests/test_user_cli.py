@@ -156,3 +156,20 @@ def test_version_flag(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["--version"])
     assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"dimbsvm {__version__}"
+
+
+def test_embedded_dashboard_serves_its_status_page():
+    """The link the CLI prints works: bokeh is installed, the page is Dask's status, not its install hint."""
+    import socket
+    import urllib.request
+
+    from dimbsvm.distributed import cluster_client
+
+    with socket.socket() as probe:  # a free port on 127.0.0.1
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with cluster_client(n_workers=1, dashboard_address=f"127.0.0.1:{port}") as client:
+        assert client.dashboard_link.startswith(f"http://127.0.0.1:{port}/")
+        with urllib.request.urlopen(client.dashboard_link, timeout=30) as page:
+            body = page.read().decode()
+        assert page.status == 200 and "bokeh" in body.lower() and "needs bokeh" not in body.lower()

@@ -209,7 +209,7 @@ def current_client(client=None):
 def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None = None,
                    tls: TLSSettings | None = None, require_encryption: bool = False,
                    n_workers: int | None = None, threads_per_worker: int = 1, processes: bool = True,
-                   timeout: float = 20):
+                   timeout: float = 20, dashboard_address: str = ":0"):
     """Connect to a scheduler, or start an embedded ``LocalCluster``.
 
     Parameters
@@ -233,6 +233,10 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         Embedded workers as processes (as on a real cluster).
     timeout : float, default=20
         Seconds to wait for a remote scheduler.
+    dashboard_address : str, default=":0"
+        Where the embedded cluster serves its dashboard (``":8787"``,
+        ``"127.0.0.1:8787"``); ``":0"`` picks a free port. A remote
+        scheduler serves its own.
 
     Yields
     ------
@@ -273,7 +277,7 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
     local_security = True if require_encryption else None  # temporary certificates
     try:
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                               dashboard_address=":0", security=local_security,
+                               dashboard_address=dashboard_address, security=local_security,
                                protocol="tls://" if require_encryption else None,
                                preload=[_WORKER_SETUP] if processes else None)
     except ImportError as exc:  # cryptography missing after all
