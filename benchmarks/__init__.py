@@ -1,18 +1,13 @@
-"""Benchmarks of dimbsvm against the peers a user would otherwise pick.
+"""Benchmark and study scripts of dimbsvm, run from a checkout.
 
-Modules
--------
-quality
-    ``python -m benchmarks.quality SUITE.yaml``: every (dataset, method,
-    repeat, fold) as a task on a Dask cluster, then the results directory.
-suite
-    The suite YAML schema and its validation.
-peers
-    The peer estimators (scikit-learn, imbalanced-learn), all on one base SVM.
-stats, plots, report
-    Aggregate tables and tests, figures, and the files of a results directory.
-environment
-    The machine and package versions a result was measured with.
-results
-    ``python -m benchmarks.results DIR ...``: regenerates ``benchmarks/RESULTS.md``.
+The quality harness itself is part of the package (:mod:`dimbsvm.bench`,
+``dimbsvm bench SUITE.yaml``); the suites of ``benchmarks/RESULTS.md`` are
+the YAML files here. The scripts measure what a suite does not: scaling
+(``scale``, ``strong_scaling``, ``knn_scale``, ``hpc_scale``,
+``member_cost``, ``similarity_throughput``), per-method studies
+(``act_quality``, ``hpc_quality``, ``hpc_replicate``, ``structural_quality``,
+``similarity_ucr``, ``stored_stage_recall``), and ``results``
+(``python -m benchmarks.results DIR ...``), which regenerates
+``benchmarks/RESULTS.md``. Machine and package records come from
+:mod:`dimbsvm.environment`.
 """

@@ -61,7 +61,7 @@ from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.svm import EnsembleOTHRClassifier, OTHRClassifier
 from dimbsvm.svm.act import ACTClassifier
 
-from .environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, utc_now
 from .results import module_section
 
 __all__ = ["C_GRID", "DATASETS", "METHODS", "build_method", "evaluate", "main", "read_folds", "render_markdown",

@@ -37,12 +37,12 @@ from joblib import Parallel, delayed
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import SVC, LinearSVC
 
-from benchmarks.environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, utc_now
 from benchmarks.results import module_section
 from dimbsvm.datasets import load_keel
 from dimbsvm.model_selection.splits import positive_label
 
-from .quality import evaluate_method_fold
+from dimbsvm.bench.quality import evaluate_method_fold
 from dimbsvm.svm.hpc import HPCClassifier
 
 logger = logging.getLogger(__name__)

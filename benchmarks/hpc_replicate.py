@@ -51,7 +51,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC, LinearSVC
 
-from benchmarks.environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, utc_now
 from benchmarks.results import module_section
 from dimbsvm.datasets import load_csv, load_keel, shared_datasets_dir
 from dimbsvm.svm.hpc import HPCClassifier

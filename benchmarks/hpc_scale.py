@@ -88,7 +88,7 @@ from dimbsvm.graph.hypergraph import neighbors_excluding_self
 from dimbsvm.graph.knn import nearest_neighbors
 from dimbsvm.metrics import g_mean
 
-from .environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, utc_now
 
 __all__ = ["main", "render_markdown"]
 

@@ -60,7 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, utc_now
 
 logger = logging.getLogger("benchmarks.knn_scale")
 

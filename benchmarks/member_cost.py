@@ -55,7 +55,7 @@ from dimbsvm.svm.bagging import draw_bag
 from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
 from dimbsvm.svm.members import fit_member
 
-from .environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, utc_now
 
 N_FEATURES = 32
 MINORITY = 0.01

@@ -24,8 +24,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import report
-from .environment import utc_now
+from dimbsvm.bench import report
+from dimbsvm.environment import utc_now
 
 __all__ = ["RENDERERS", "find_renderer", "machine_line", "main", "module_section", "render_results"]
 
@@ -77,7 +77,7 @@ RENDERERS = {"quality": _quality_section, "scale": _scale_section}
 
 
 def machine_line(machine: dict) -> str:
-    """One line describing the machine of :func:`benchmarks.environment.machine_info`.
+    """One line describing the machine of :func:`dimbsvm.environment.machine_info`.
 
     Examples
     --------

@@ -49,7 +49,7 @@ from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.store import StoreRows, ingest
 from dimbsvm.svm.ensemble import fit_member
 
-from .environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, utc_now
 
 logger = logging.getLogger("benchmarks.scale")
 

@@ -31,7 +31,7 @@ import dask
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from benchmarks.environment import machine_info, package_versions
+from dimbsvm.environment import machine_info, package_versions
 from dimbsvm.datasets import make_imbalanced
 from dimbsvm.features.distances import pairwise_distances_to
 from dimbsvm.features.distance_blocks import reference_moments, write_distance_blocks

@@ -35,7 +35,7 @@ import numpy as np
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.svm import LinearSVC
 
-from benchmarks.environment import machine_info
+from dimbsvm.environment import machine_info
 from dimbsvm.datasets import load_ts, shared_datasets_dir
 from dimbsvm.features import SimilarityFeatures
 

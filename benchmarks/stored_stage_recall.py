@@ -35,7 +35,7 @@ from dimbsvm.datasets import load
 from dimbsvm.features.structural import neighbors_among
 from dimbsvm.model_selection.splits import repeat_splits
 
-from .environment import machine_info, utc_now
+from dimbsvm.environment import machine_info, utc_now
 
 
 def _recall(found, exact):

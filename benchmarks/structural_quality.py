@@ -206,7 +206,7 @@ def run(args):
     wall = time.perf_counter() - tic
     report = _report(frame, args, wall)
     (out / "report.md").write_text(report)
-    from .environment import machine_info, package_versions
+    from dimbsvm.environment import machine_info, package_versions
 
     summary = summarize(frame, part=args.part, command="python -m benchmarks.structural_quality "
                         + shlex.join(args.argv), date=started, wall_seconds=round(wall, 1), machine=machine_info(),
@@ -244,7 +244,7 @@ LABELS = {"accuracy": "accuracy", "a_mean": "a-mean", "g_mean": "G-mean", "f_mea
 
 
 def _utc_now():
-    from .environment import utc_now
+    from dimbsvm.environment import utc_now
 
     return utc_now()
 

@@ -12,6 +12,7 @@ Verbs::
     dimbsvm rollback DIR --reason TEXT
     dimbsvm ingest SOURCE STORE [--chunk-rows N] [--dtype float64|float32] [--overwrite] [--verify]
     dimbsvm datasets
+    dimbsvm bench SUITE.yaml [--out DIR] [--scheduler ADDRESS] | dimbsvm bench --rewrite RESULTS_DIR
     dimbsvm estimators [--json]
     dimbsvm features [--json]
     dimbsvm --version
@@ -225,6 +226,15 @@ def _parser() -> argparse.ArgumentParser:
 
     datasets = verbs.add_parser("datasets", help="list bundled and shared datasets")
     datasets.set_defaults(handler=_cmd_datasets)
+
+    bench = verbs.add_parser("bench", parents=[cluster],
+                             help="run a quality benchmark suite against the peers (needs dimbsvm[bench])")
+    bench.add_argument("suite", nargs="?", help="suite file (YAML), e.g. benchmarks/smoke.yaml")
+    bench.add_argument("--out", help="results directory (default: bench-results/<suite name>); an earlier "
+                                     "results directory there is replaced")
+    bench.add_argument("--rewrite", metavar="RESULTS_DIR",
+                       help="re-analyse an existing results directory from its folds.csv instead of running")
+    bench.set_defaults(handler=_cmd_bench)
 
     estimators = verbs.add_parser("estimators", help="list the estimators jobs can name, with their parameters")
     estimators.add_argument("--json", action="store_true", help="machine-readable output")
@@ -529,6 +539,28 @@ def _cmd_datasets(args) -> int:
     print(f"shared ({shared_datasets_dir()}):")
     for group, names in shared.items():
         print(f"  {group} ({len(names)}): {', '.join(names)}")
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from .bench.quality import bench, check_bench_extra
+
+    if (args.suite is None) == (args.rewrite is None):
+        raise DimbsvmError("bench needs a suite file, or --rewrite RESULTS_DIR (not both)")
+    check_bench_extra()
+    from .bench.report import rewrite_results, summary_lines
+
+    if args.rewrite:
+        summary, out = rewrite_results(args.rewrite), Path(args.rewrite)
+    else:
+        tls = _tls(args)
+        summary, out = bench(args.suite, out=args.out, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
+                             n_workers=args.workers, tls=tls, dashboard_address=args.dashboard_address,
+                             timeout=args.connect_timeout, progress=not args.no_progress,
+                             command="dimbsvm " + shlex.join(args.argv))
+    for line in summary_lines(summary):
+        print(line)
+    print(f"results: {out}  ({summary['run']['n_tasks']} fold tasks in {summary['run']['wall_time_s']:.0f} s)")
     return 0
 
 

@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import quality, stats  # noqa: E402
-from benchmarks.peers import fold_random_state, make_peer  # noqa: E402
+from dimbsvm.bench import quality, stats  # noqa: E402
+from dimbsvm.bench.peers import fold_random_state, make_peer  # noqa: E402
 from benchmarks.results import render_results  # noqa: E402
-from benchmarks.suite import build_method, load_suite, validate_suite  # noqa: E402
+from dimbsvm.bench.suite import build_method, load_suite, validate_suite  # noqa: E402
 from dimbsvm.datasets import load_keel  # noqa: E402
 from dimbsvm.exceptions import JobSpecError  # noqa: E402
 
@@ -133,7 +133,9 @@ def test_invalid_suite_fails_before_any_task(tmp_path, monkeypatch, capsys):
         raise AssertionError("a cluster was started for an invalid suite")
 
     monkeypatch.setattr(quality, "cluster_client", no_cluster)
-    assert quality.main([str(bad), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    from dimbsvm.cli import main
+
+    assert main(["bench", str(bad), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert "unknown key 'colour'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -226,7 +228,7 @@ def test_a_failing_fold_is_recorded_or_raised():
 
 
 def test_report_lists_failures_and_compares_on_common_datasets():
-    from benchmarks.report import analyse, render_report
+    from dimbsvm.bench.report import analyse, render_report
 
     suite = validate_suite({"datasets": ["a", "b", "c"], "metrics": ["g_mean", "f_measure"], "methods": [
         {"name": m, "kind": "peer", "estimator": m} for m in ("svc", "svc_balanced", "smote_svc")]})
@@ -431,3 +433,25 @@ def test_results_update_replaces_or_appends_only_the_given_sections(tmp_path):
     assert updated.count("## Recall") == 1 and "\n\n## Recall" in updated
     appended = update_results("# Benchmark results\n\n## Other\n\nx\n", [directory], command="c")
     assert appended.index("## Other") < appended.index("## Recall")
+
+
+def test_dimbsvm_bench_runs_the_smoke_suite_from_the_installed_package(tmp_path):
+    """``dimbsvm bench`` from outside the checkout: the harness is the installed package's, not benchmarks/'s."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([sys.executable, "-m", "dimbsvm.cli", "bench", str(SMOKE), "--out", str(tmp_path / "out"),
+                           "--workers", "2", "--no-progress"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "suite smoke: mean over 2 datasets" in proc.stdout and "results: " in proc.stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["run"]["command"].startswith("dimbsvm bench ") and summary["run"]["n_tasks"] == 18
+    rewritten = subprocess.run([sys.executable, "-m", "dimbsvm.cli", "bench", "--rewrite", str(tmp_path / "out")],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert rewritten.returncode == 0, rewritten.stderr[-3000:]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["over_datasets"] == summary["over_datasets"]

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..environment import package_versions
 from ..estimators import make_estimator, make_feature
 from ..model_selection.folds import FoldSpec, PartStore, run_folds
 from ..model_selection.scoring import TIME_METRICS, summarize
@@ -39,6 +40,9 @@ from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown,
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data", "pipeline_kwargs"]
 
 logger = logging.getLogger(__name__)
+
+#: Distributions whose versions a run records.
+RUN_PACKAGES = ("dimbsvm", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent", "skops")
 
 #: The key of the final model's "fold" (all rows, no test rows) in a run's plan.
 FINAL_MODEL = ("final",)
@@ -190,7 +194,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         "reused_folds": len(finished),
         "reused_members": reused_members,
         "dimbsvm_version": __version__,
-        "versions": package_versions(),
+        "versions": {"python": platform.python_version(), **package_versions(RUN_PACKAGES)},
         "started_at": started.isoformat(timespec="seconds"),
         "finished_at": finished_at.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - tic, 3),
@@ -212,19 +216,6 @@ def _worker_memory(client) -> dict:
     names = {address: str(info.get("name", address))
              for address, info in client.scheduler_info(n_workers=-1)["workers"].items()}
     return {names.get(address, address): value for address, value in by_address.items()}
-
-
-def package_versions() -> dict:
-    """Versions of Python and of the packages a run's result depends on."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    versions = {"python": platform.python_version()}
-    for name in ("dimbsvm", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent", "skops"):
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def _last_step(model):

@@ -35,7 +35,7 @@ Seeds
 -----
 Peers with randomness (``smote_svc``, ``balanced_bagging``) take the
 ``random_state`` the suite's protocol gives them
-(:func:`benchmarks.suite.estimator_random_state`): by default the constant 0
+(:func:`dimbsvm.bench.suite.estimator_random_state`): by default the constant 0
 for every fold, as a user would write it, or, with
 ``estimator_random_state: per_fold``, a seed derived from the fold's repeat
 seed and fold number (:func:`fold_random_state`). Either way reruns are

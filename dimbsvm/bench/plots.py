@@ -62,7 +62,7 @@ def dataset_bars(summary: pd.DataFrame, path, *, metric: str = "g_mean") -> Path
     Parameters
     ----------
     summary : DataFrame
-        :func:`benchmarks.stats.dataset_summary` output.
+        :func:`dimbsvm.bench.stats.dataset_summary` output.
     path : path-like
         PNG file to write.
     metric : str, default="g_mean"

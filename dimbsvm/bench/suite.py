@@ -18,7 +18,7 @@ Example suite::
 
 ``kind: registry`` names an estimator of :mod:`dimbsvm.estimators` (dimbsvm's
 own methods, e.g. ``othr`` once registered); ``kind: peer`` one of
-:data:`benchmarks.peers.PEERS`. A method may carry ``reference`` values (in
+:data:`dimbsvm.bench.peers.PEERS`. A method may carry ``reference`` values (in
 percent, e.g. the peer rows of a published table) that the report sets beside
 the measured means.
 """
@@ -192,7 +192,7 @@ def estimator_random_state(protocol: dict, *, seed: int, fold: int) -> int:
     ``protocol["estimator_random_state"]`` is an integer used for every fold
     (default 0, what a user of these estimators typically writes), or
     ``"per_fold"`` for a seed derived from ``(seed, fold)`` with
-    :func:`benchmarks.peers.fold_random_state`. The folds themselves differ
+    :func:`dimbsvm.bench.peers.fold_random_state`. The folds themselves differ
     either way; the choice only decides whether two folds draw the same
     stream of random numbers.
 
@@ -208,7 +208,7 @@ def estimator_random_state(protocol: dict, *, seed: int, fold: int) -> int:
 def build_method(method: dict, *, random_state: int):
     """A new unfitted estimator for one method.
 
-    Peers receive ``random_state`` as their seed (see :mod:`benchmarks.peers`);
+    Peers receive ``random_state`` as their seed (see :mod:`dimbsvm.bench.peers`);
     a registry estimator with a ``random_state`` parameter gets it too. A
     ``random_state`` set in the method's ``params`` wins in both cases.
 

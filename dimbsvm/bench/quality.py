@@ -1,49 +1,46 @@
 """The quality suite: every (dataset, method, repeat, fold) through the fold engine, in one plan.
 
-Usage (from the repository root)::
+Usage::
 
-    python -m benchmarks.quality SUITE.yaml [--scheduler ADDR] [--workers N] [--out DIR] [--no-progress]
+    dimbsvm bench SUITE.yaml [--scheduler ADDR] [--workers N] [--out DIR] [--no-progress]
+
+(the peers and the statistics need the ``bench`` extra:
+``pip install "dimbsvm[bench]"``).
 
 The suite is validated and every dataset loaded and checked before a cluster
 starts. Each dataset is sent to the cluster once and its labels split once
 per repeat; every fold is the fold engine's prepare / part / finish tasks
 (:mod:`dimbsvm.model_selection.folds`), the same as ``dimbsvm run``'s, so all
 methods see identical training and test rows and an ensemble's members fan
-out here too. The results directory (see :mod:`benchmarks.report`)
+out here too. The results directory (see :mod:`dimbsvm.bench.report`)
 is written only when every task has finished.
 
 With ``--scheduler``, the scheduler and workers need the same software as
-this process, as for any Dask work: dimbsvm, imbalanced-learn, and this
-``benchmarks`` package on their ``PYTHONPATH`` (it is not installed with
-dimbsvm). Run as ``python -m benchmarks.quality``, the task function lives in
-``__main__``, which Dask ships by value, so there a checkout on the client is
-enough.
+this process, as for any Dask work: dimbsvm installed with its ``bench``
+extra (the peers come from imbalanced-learn).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import shlex
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from dimbsvm.distributed import cluster_client
-from dimbsvm.distributed.policy import TaskFailure
-from dimbsvm.distributed.tasks import TaskPlan, run_plan
-from dimbsvm.model_selection.folds import FoldSpec, add_fold
-from dimbsvm.model_selection.splits import positive_label, repeat_seeds, repeat_splits
-from dimbsvm.exceptions import DataError, DimbsvmError
-from dimbsvm.jobs import check_job_data, load_job_data
+from ..distributed import cluster_client
+from ..distributed.policy import TaskFailure
+from ..distributed.tasks import TaskPlan, run_plan
+from ..exceptions import DataError, DimbsvmError
+from ..jobs import check_job_data, load_job_data
+from ..model_selection.folds import FoldSpec, add_fold
+from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
 
-from .environment import machine_info, package_versions, utc_now
+from ..environment import machine_info, package_versions, utc_now
 from .suite import build_method, estimator_random_state, load_suite
 
-__all__ = ["SuiteData", "load_suite_data", "evaluate_method_fold", "run_suite", "run_benchmark", "main"]
+__all__ = ["SuiteData", "load_suite_data", "evaluate_method_fold", "run_suite", "run_benchmark", "bench", "check_bench_extra"]
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +163,7 @@ def run_suite(suite: dict, client, *, data: list[SuiteData] | None = None, progr
     Parameters
     ----------
     suite : dict
-        As returned by :func:`benchmarks.suite.validate_suite`.
+        As returned by :func:`dimbsvm.bench.suite.validate_suite`.
     client : distributed.Client or None
     data : list of SuiteData, default=None
         Already loaded datasets (default: :func:`load_suite_data`).
@@ -215,7 +212,7 @@ def run_benchmark(suite: dict, client, *, out, command: str, data: list[SuiteDat
     Parameters
     ----------
     suite : dict
-        As returned by :func:`benchmarks.suite.validate_suite`.
+        As returned by :func:`dimbsvm.bench.suite.validate_suite`.
     client : distributed.Client
     out : path-like
         Results directory; an earlier results directory there is replaced.
@@ -228,7 +225,7 @@ def run_benchmark(suite: dict, client, *, out, command: str, data: list[SuiteDat
     Returns
     -------
     summary : dict
-        As written to ``summary.json`` (see :mod:`benchmarks.report`).
+        As written to ``summary.json`` (see :mod:`dimbsvm.bench.report`).
     """
     from .report import write_results
 
@@ -251,32 +248,47 @@ def run_benchmark(suite: dict, client, *, out, command: str, data: list[SuiteDat
     return write_results(out, suite, records, run)
 
 
-def main(argv=None) -> int:
-    """Entry point of ``python -m benchmarks.quality``."""
-    from .report import print_summary
+#: Distributions the harness needs beyond dimbsvm's own (the ``bench`` extra), by import name.
+BENCH_MODULES = {"pandas": "pandas", "scikit_posthocs": "scikit-posthocs", "statsmodels": "statsmodels",
+                 "imblearn": "imbalanced-learn", "matplotlib": "matplotlib"}
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("benchmarks").setLevel(logging.DEBUG if args.verbose > 1 else
-                                             logging.INFO if args.verbose else logging.WARNING)
-    logging.getLogger("distributed").setLevel(logging.WARNING if args.verbose < 2 else logging.INFO)
-    try:
-        # Everything a user can get wrong is checked before a cluster starts.
-        suite = load_suite(args.suite)
-        data = load_suite_data(suite)
-        out = Path(args.out) if args.out else Path("benchmarks") / "results" / suite["name"]
-        _check_out(out)
-        n_workers = args.workers or suite["execution"].get("n_workers")
-        with cluster_client(args.scheduler, n_workers=n_workers) as client:
-            summary = run_benchmark(suite, client, out=out, data=data, progress=not args.no_progress,
-                                    command="python -m benchmarks.quality " + shlex.join(argv))
-    except (DimbsvmError, FileExistsError) as exc:
-        print(f"benchmarks.quality: error: {exc}", file=sys.stderr)
-        return 2
-    print_summary(summary)
-    print(f"results: {out}  ({summary['run']['n_tasks']} fold tasks in {summary['run']['wall_time_s']:.0f} s)")
-    return 0
+#: Where results go without ``--out``.
+DEFAULT_OUT = Path("bench-results")
+
+
+def check_bench_extra() -> None:
+    """Raise a one-line error naming the missing packages of the ``bench`` extra, if any."""
+    import importlib.util
+
+    missing = [dist for module, dist in BENCH_MODULES.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise DimbsvmError(f"dimbsvm bench needs {', '.join(missing)}: pip install \"dimbsvm[bench]\"")
+
+
+def bench(suite_path, *, out=None, scheduler=None, scheduler_file=None, n_workers=None, tls=None,
+          dashboard_address=":0", timeout=20.0, progress=True, command="dimbsvm bench") -> tuple[dict, Path]:
+    """``dimbsvm bench``: check the suite and its data, start or reach a cluster, run, write the results.
+
+    Everything a user can get wrong (the suite, its datasets, ``out``, the
+    ``bench`` extra) is checked before a cluster starts.
+
+    Returns
+    -------
+    summary : dict
+        As written to ``summary.json``.
+    out : Path
+        The results directory (default ``bench-results/<suite name>``).
+    """
+    check_bench_extra()
+    suite = load_suite(suite_path)
+    data = load_suite_data(suite)
+    out = Path(out) if out else DEFAULT_OUT / suite["name"]
+    _check_out(out)
+    n_workers = n_workers or suite["execution"].get("n_workers")
+    with cluster_client(scheduler, scheduler_file=scheduler_file, tls=tls, n_workers=n_workers, timeout=timeout,
+                        **({} if scheduler or scheduler_file else {"dashboard_address": dashboard_address})) as client:
+        summary = run_benchmark(suite, client, out=out, data=data, progress=progress, command=command)
+    return summary, out
 
 
 def _check_out(out: Path) -> None:
@@ -288,21 +300,3 @@ def _check_out(out: Path) -> None:
 def _is_embedded(client) -> bool:
     """Whether ``client`` runs on a cluster object in this process (a LocalCluster)."""
     return getattr(client, "cluster", None) is not None
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.quality",
-                                     description="Run a quality benchmark suite on a Dask cluster.")
-    parser.add_argument("suite", help="suite file (YAML)")
-    parser.add_argument("--scheduler", help="scheduler address (default: $DASK_SCHEDULER_ADDRESS, "
-                                            "else an embedded LocalCluster)")
-    parser.add_argument("--workers", type=int, help="workers of the embedded cluster (default: one per core)")
-    parser.add_argument("--out", help="results directory (default: benchmarks/results/<suite name>); "
-                                      "an earlier results directory there is replaced")
-    parser.add_argument("--no-progress", action="store_true", help="do not show task progress")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
-    return parser
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -30,12 +30,12 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
-from .environment import machine_info, package_versions, utc_now
+from ..environment import machine_info, package_versions, utc_now
 from .plots import LABELS, critical_difference_plot, dataset_bars
 from .suite import QUALITY_METRICS
 
 __all__ = ["write_results", "analyse", "render_report", "header_lines", "mean_table", "table_notes",
-           "significance_lines", "print_summary"]
+           "significance_lines", "summary_lines", "rewrite_results"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def write_results(out, suite: dict, records: list, run: dict) -> dict:
     suite : dict
         The validated suite.
     records : list of dict
-        Per-fold records from :func:`benchmarks.quality.run_suite`.
+        Per-fold records from :func:`dimbsvm.bench.quality.run_suite`.
     run : dict
         ``command``, ``started``, ``finished``, ``wall_time_s``, ``cluster``,
         ``datasets`` (name -> source and shape), ``machine`` and ``versions``
@@ -351,14 +351,15 @@ def _dataset_table(summary: dict, metric: str) -> str:
     return _table(["dataset (rows, minority)", *methods], rows)
 
 
-def print_summary(summary: dict) -> None:
-    """Print the mean-over-datasets table (for the command line)."""
-    print(f"suite {summary['suite']['name']}: mean over {len(summary['datasets'])} datasets")
-    print(mean_table(summary))
+def summary_lines(summary: dict) -> list[str]:
+    """The mean-over-datasets table and the Friedman tests, as lines for the command line."""
+    lines = [f"suite {summary['suite']['name']}: mean over {len(summary['datasets'])} datasets",
+             mean_table(summary)]
     for metric in RANKED:
         result = summary["friedman"].get(metric)
         if result is not None:
-            print(f"Friedman ({LABELS[metric]}): chi2 = {result['statistic']:.2f}, p = {_p(result['pvalue'])}")
+            lines.append(f"Friedman ({LABELS[metric]}): chi2 = {result['statistic']:.2f}, p = {_p(result['pvalue'])}")
+    return lines
 
 
 def _jsonable(value):
@@ -387,21 +388,3 @@ def rewrite_results(directory) -> dict:
     run = {**previous["run"], "machine": previous["machine"], "versions": previous["versions"]}
     summary = write_results(directory, previous["suite"], folds.to_dict(orient="records"), run)
     return summary
-
-
-def main(argv=None) -> int:
-    """``python -m benchmarks.report DIR``: rewrite a results directory's report from its folds."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=main.__doc__)
-    parser.add_argument("directory", help="a results directory written by benchmarks.quality")
-    args = parser.parse_args(argv)
-    summary = rewrite_results(args.directory)
-    print_summary(summary)
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    sys.exit(main())
