@@ -455,5 +455,5 @@ def test_dimbsvm_bench_runs_the_smoke_suite_from_the_installed_package(tmp_path)
                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert rewritten.returncode == 0, rewritten.stderr[-3000:]
     again = json.loads((tmp_path / "out" / "summary.json").read_text())["over_datasets"]
-    for method, stats in summary["over_datasets"]["g_mean"].items():  # the same folds, re-read from folds.csv
-        assert again["g_mean"][method]["mean"] == pytest.approx(stats["mean"], rel=1e-9)
+    for method, result in summary["over_datasets"]["g_mean"].items():  # the same folds, re-read from folds.csv
+        assert again["g_mean"][method]["mean"] == pytest.approx(result["mean"], rel=1e-9)

@@ -114,10 +114,7 @@ def test_embedded_cluster_shutdown_leaves_no_heartbeat_in_flight(ordered):
         def emit(self, record):
             messages.append(record.getMessage())
 
-    handler = Collect(level=logging.ERROR)
-    worker_log = logging.getLogger("distributed.worker")
-    worker_log.addHandler(handler)
-    try:
+    def close_once():
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://",
                                dashboard_address=None)
         client = Client(cluster)
@@ -134,7 +131,19 @@ def test_embedded_cluster_shutdown_leaves_no_heartbeat_in_flight(ordered):
         else:
             client.close()
             cluster.close()
+        return [m for m in messages if "during heartbeat" in m]
+
+    handler = Collect(level=logging.ERROR)
+    worker_log = logging.getLogger("distributed.worker")
+    worker_log.addHandler(handler)
+    try:
+        failed = close_once()
+        # The control (plain close) depends on a heartbeat being in flight at that instant; on a loaded
+        # machine it occasionally is not, so it gets two more tries. The ordered close gets one.
+        for _ in range(2 if not ordered and not failed else 0):
+            failed = close_once()
+            if failed:
+                break
     finally:
         worker_log.removeHandler(handler)
-    failed = [m for m in messages if "during heartbeat" in m]
     assert bool(failed) is not ordered, messages
