@@ -652,3 +652,27 @@ def test_numba_cache_dir_plugin_sets_the_directory(tmp_path, monkeypatch):
     assert numba.config.CACHE_DIR == str(tmp_path)
     import os
     assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path)
+
+
+def test_a_tiny_kmeans_cluster_does_not_starve_its_rows(tmp_path, monkeypatch):
+    """Five far rows make a k-means centre of their own: with k=10 they would have 4 candidates.
+
+    The centre is dropped (its predicted partition is under 4 (k + 1) rows), the five go to the
+    next nearest partition, and their neighbours are the exact ones. Without the drop the build
+    stops with the DataError that names the starved rows (the test of the test).
+    """
+    from dimbsvm.exceptions import DataError
+    from dimbsvm.model_selection import graph_build
+
+    rng = np.random.RandomState(5)
+    blobs = np.concatenate([rng.normal(loc=c, size=(1000, 3)) for c in (0.0, 12.0, 24.0)])
+    far = rng.normal(loc=60.0, scale=0.1, size=(5, 3))
+    X = np.concatenate([blobs, far])
+    kwargs = dict(method="exact", n_partitions=4, overlap=1, random_state=0, recall_sample=0, target_recall=None)
+    graph = build_partitioned_graph(da.from_array(X, chunks=(500, 3)), 10, store=tmp_path / "a.zarr", **kwargs)
+    assert len(graph.meta["partition_sizes"]) == 3  # the far rows' centre was dropped
+    exact = _exact_neighbours(X, 10)
+    np.testing.assert_array_equal(np.sort(graph.indices.compute()[-5:], axis=1), np.sort(exact[-5:], axis=1))
+    monkeypatch.setattr(graph_build, "MIN_PARTITION_FACTOR", 0)
+    with pytest.raises(DataError, match="fewer than k=10 candidates"):
+        build_partitioned_graph(da.from_array(X, chunks=(500, 3)), 10, store=tmp_path / "b.zarr", **kwargs)

@@ -109,3 +109,19 @@ def test_knn_build_in_a_one_thread_worker_process_uses_one_core():
     # one thread: process CPU time is about the wall time (with numba's default pool on 2+ cores it
     # is up to cores x wall)
     assert seen["cpu"] <= 1.3 * seen["wall"] + 0.05, seen
+
+
+def _working_memory():
+    import sklearn
+
+    return sklearn.get_config()["working_memory"]
+
+
+def test_tasks_bound_scikit_learns_working_memory_by_the_worker_limit():
+    """A 512 MiB worker gives scikit-learn's chunked computations blocks of 32 MiB, not its default 1024."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                      memory_limit="512MiB") as cluster, Client(cluster) as client:
+        assert map_tasks(_working_memory, [{}], client=client) == [32]
+    assert map_tasks(_working_memory, [{}], client=None) == [_working_memory()]  # in-process: untouched

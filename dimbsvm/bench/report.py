@@ -35,7 +35,7 @@ from .plots import LABELS, critical_difference_plot, dataset_bars
 from .suite import QUALITY_METRICS
 
 __all__ = ["write_results", "analyse", "render_report", "header_lines", "mean_table", "table_notes",
-           "significance_lines", "summary_lines", "rewrite_results"]
+           "significance_lines", "summary_lines", "rewrite_results", "method_description", "methods_legend"]
 
 logger = logging.getLogger(__name__)
 
@@ -263,9 +263,9 @@ def render_report(summary: dict) -> str:
         "",
         "## Methods",
         "",
-        _table(["method", "kind", "estimator", "params"],
-               [[m["name"], m["kind"], m["estimator"], f"`{json.dumps(m['params'])}`" if m["params"] else ""]
-                for m in suite["methods"]]),
+        _table(["method", "what it is", "kind", "estimator", "params"],
+               [[m["name"], method_description(m), m["kind"], m["estimator"],
+                 f"`{json.dumps(m['params'])}`" if m["params"] else ""] for m in suite["methods"]]),
         "",
         f"## Mean over {n_datasets} datasets",
         "",
@@ -289,6 +289,21 @@ def render_report(summary: dict) -> str:
         parts += [f"![{name}]({name})" for name in summary["figures"]]
     parts += ["", "Raw per-fold values: `folds.csv`; everything above in `summary.json`.", ""]
     return "\n".join(parts)
+
+
+def method_description(method: dict) -> str:
+    """What a suite's method is, in words: a peer's description or the registered estimator's."""
+    from ..estimators import describe_estimators
+    from .peers import PEERS
+
+    if method["kind"] == "peer" and method["estimator"] in PEERS:
+        return PEERS[method["estimator"]].description
+    return describe_estimators().get(method["estimator"], "")
+
+
+def methods_legend(summary: dict) -> list[str]:
+    """One line per method of the suite: its name and what it is (for tables that show names only)."""
+    return [f"- `{m['name']}`: {method_description(m)}" for m in summary["suite"]["methods"]]
 
 
 def table_notes(summary: dict) -> list[str]:

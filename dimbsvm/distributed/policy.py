@@ -6,6 +6,11 @@ Each task body is called through :func:`run_task`, which
   (pynndescent's NN-descent, ``n_jobs=None`` means "numba's threads") and the
   BLAS/OpenMP pools (threadpoolctl). A single-threaded worker that lets numba
   start one thread per core makes 16 workers no faster than one;
+* bounds scikit-learn's ``working_memory`` (the size of the blocks its
+  chunked computations hold: brute-force neighbour search, pairwise
+  distances) to a sixteenth of the worker's memory limit, between 16 and
+  1024 MiB (scikit-learn's default, 1024 MiB, is more than a 500 MiB worker
+  has: an exact kNN search of 5000 rows was killed by the nanny);
 * tells the LIBLINEAR lock (:mod:`dimbsvm.svm._native_rng`) whether other
   tasks can run in this process at the same time (only then is it needed:
   not in a one-thread worker process; always in a process shared by several
@@ -29,7 +34,8 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TaskFailure", "is_transient", "raise_failure", "run_task", "task_threads", "worker_threads"]
+__all__ = ["TaskFailure", "is_transient", "raise_failure", "run_task", "task_threads", "task_working_memory",
+           "worker_threads"]
 
 #: OSErrors that a rerun would meet again: they are the caller's to fix, not the cluster's.
 _PERMANENT_OS_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
@@ -66,6 +72,28 @@ def worker_threads() -> int | None:
         from distributed import get_worker
 
         return int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        return None
+
+
+def task_working_memory(memory_limit) -> int:
+    """scikit-learn ``working_memory`` (MiB) for a task in a worker of ``memory_limit`` bytes (0/None: none).
+
+    Examples
+    --------
+    >>> task_working_memory(500 * 2**20), task_working_memory(64 * 2**30), task_working_memory(None)
+    (31, 1024, 1024)
+    """
+    if not memory_limit:
+        return 1024
+    return int(min(1024, max(16, memory_limit / 2**20 / 16)))
+
+
+def _worker_memory_limit():
+    try:
+        from distributed import get_worker
+
+        return get_worker().memory_manager.memory_limit
     except (ImportError, ValueError, AttributeError):
         return None
 
@@ -126,9 +154,14 @@ def run_task(func, kwargs: dict):
 
     n_threads = worker_threads()
     threads = task_threads(n_threads) if n_threads is not None else contextlib.nullcontext()
+    memory = contextlib.nullcontext()
+    if n_threads is not None:  # in a worker: blocks of scikit-learn's chunked computations within its limit
+        import sklearn
+
+        memory = sklearn.config_context(working_memory=task_working_memory(_worker_memory_limit()))
     try:
         # other fits can run in this process at the same time unless it is a one-thread worker's own
-        with threads, concurrent_fits(n_threads != 1 or not _dedicated_worker_process()):
+        with threads, memory, concurrent_fits(n_threads != 1 or not _dedicated_worker_process()):
             return func(**kwargs)
     except Exception as error:  # noqa: BLE001 - sorted into final and transient right here
         if is_transient(error):

@@ -20,6 +20,7 @@ Example job::
         params: {references: 50, distances: euclidean}
     # or, on a Zarr store, a structural stage whose kNN graph is built once and kept in the store:
     #   - {name: structural, params: {n_neighbors: 10}, stored: true, k_store: 30}
+    # (max_partition_rows: N caps the rows one graph-build task holds, for workers of little memory)
     estimator:
       name: svc_balanced
       params: {C: 1.0}
@@ -81,6 +82,7 @@ JOB_SCHEMA = {
                     "params": {"type": "object"},
                     "stored": {"type": "boolean"},
                     "k_store": {"type": "integer", "minimum": 1},
+                    "max_partition_rows": {"type": "integer", "minimum": 2},
                 },
             },
         },
@@ -228,8 +230,9 @@ def validate_job(spec, *, where="job") -> dict:
             make_feature(stage["name"], stage["params"])
         except JobSpecError as exc:
             raise JobSpecError(f"{where}: 'features.{i}.params': {exc}") from None
-        if "k_store" in stage and not stage.get("stored"):
-            raise JobSpecError(f"{where}: 'features.{i}.k_store' applies to a stored stage; add 'stored: true'")
+        for key in ("k_store", "max_partition_rows"):
+            if key in stage and not stage.get("stored"):
+                raise JobSpecError(f"{where}: 'features.{i}.{key}' applies to a stored stage; add 'stored: true'")
     try:
         stored_stage_of(job)  # what a stored stage allows
     except JobSpecError as exc:

@@ -414,7 +414,8 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     if centroids_path.exists():
         centroids = np.load(centroids_path)
     else:
-        centroids = fit_centroids(km_sample, n_parts, random_state=int(seeds[2]))
+        centroids = drop_starved_centroids(fit_centroids(km_sample, n_parts, random_state=int(seeds[2])),
+                                           km_sample, n=n, k=k)
         part_tasks.save_npy(centroids_path, centroids)
     n_parts, overlap = len(centroids), min(overlap, len(centroids))
     radius = None
@@ -481,6 +482,29 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
                   **{kind: sum(s["cpu"] for s in stats if s["kind"] == kind)
                      for kind in ("partition", "merge", "refine")}}})
     return open_knn_graph(store_path, stage)
+
+
+#: A centroid whose share of the k-means sample predicts fewer than this many times k + 1 rows is dropped.
+MIN_PARTITION_FACTOR = 4
+
+
+def drop_starved_centroids(centroids, sample, *, n, k):
+    """The centroids whose partitions the sample predicts to hold at least ``4 (k + 1)`` of the ``n`` rows.
+
+    Mini-batch k-means can leave a centre with a handful of rows; a row
+    whose partitions hold k or fewer others has fewer than k candidates
+    (measured: 400,000 rows of 384 Gaussian features in 160+ partitions of
+    at most 5000 rows stopped on one such row). Its rows go to their next
+    nearest centroid instead. At least one centroid is always kept.
+    """
+    assigned = nearest_centroids(sample, centroids, 1)[:, 0]
+    expected = np.bincount(assigned, minlength=len(centroids)) * (n / max(len(sample), 1))
+    keep = expected >= MIN_PARTITION_FACTOR * (k + 1)
+    if keep.all() or not keep.any():
+        return centroids
+    logger.info("kNN partitions: %d of %d k-means centres predict fewer than %d rows; their rows go to the "
+                "next nearest", int((~keep).sum()), len(centroids), MIN_PARTITION_FACTOR * (k + 1))
+    return centroids[keep]
 
 
 def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunks, k, method, metric, seed, timings):

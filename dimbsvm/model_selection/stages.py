@@ -278,6 +278,8 @@ def build_stored_stage(stage: dict, data, *, client):
     graph = {"n_neighbors": k_store, "metric": params.get("metric", "euclidean"),
              "method": params.get("method", "auto"), "build_neighbors": params.get("build_neighbors"),
              "random_state": params.get("random_state", 0)}
+    if "max_partition_rows" in stage:  # the rows one build task holds: below a worker's memory
+        graph["max_partition_rows"] = int(stage["max_partition_rows"])
     store = Path(data.X.path)
     fingerprint = stage_fingerprint("stored-structural-graph", data.meta.get("fingerprint"), np.empty(0),
                                     dict(graph, scaling="minmax-all-rows"))
