@@ -2,7 +2,7 @@
 
 Data: ``make_imbalanced(n, 32, minority_fraction=0.01, chunks=100_000, random_state=0)``.
 Every measured run is its own Python process, so its peak resident memory
-(``ru_maxrss``) is its own; within one repeat the methods run one after the
+(``VmHWM``, :func:`dimbsvm.environment.peak_rss_bytes`) is its own; within one repeat the methods run one after the
 other, so load from other users of the machine falls on all of them alike.
 
 ``knn`` (once per ``n``, cached in ``--cache`` and reused by every fit)
@@ -31,7 +31,7 @@ other, so load from other users of the machine falls on all of them alike.
     ``LocalCluster`` of 2 worker processes (1 thread each) whose memory limit
     (``--worker-memory``, default 1 GiB) is below the data's size at 10^7. The
     rows are generated inside the tasks. Reports the calling process's peak
-    memory, each worker's (``ru_maxrss``), whether a worker was restarted, and
+    memory, each worker's (``VmHWM``), whether a worker was restarted, and
     CPU seconds of the caller and workers together.
 ``linear_svc``
     The rows in memory, ``LinearSVC(loss="hinge")``: HPC's solver on the
@@ -88,7 +88,7 @@ from dimbsvm.graph.hypergraph import neighbors_excluding_self
 from dimbsvm.graph.knn import nearest_neighbors
 from dimbsvm.metrics import g_mean
 
-from dimbsvm.environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, peak_rss_bytes, utc_now
 
 __all__ = ["main", "render_markdown"]
 
@@ -110,7 +110,7 @@ def _data(n):
 
 
 def _peak_gib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
+    return peak_rss_bytes() / 2**30
 
 
 def _cpu_seconds():
@@ -200,7 +200,7 @@ def _neighbors_zarr(cache, graph, n):
 
 def _worker_usage():
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"peak_gib": usage.ru_maxrss / 2**20, "cpu": usage.ru_utime + usage.ru_stime,
+    return {"peak_gib": peak_rss_bytes() / 2**30, "cpu": usage.ru_utime + usage.ru_stime,
             "pid": os.getpid()}
 
 

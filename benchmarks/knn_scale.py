@@ -22,7 +22,7 @@ killed past it and the run recorded as timed out):
     Workers are warmed up (numba) before the clock starts; the warm-up is
     reported apart. CPU: the workers' process CPU over the build (``client.run``
     of ``getrusage`` before and after) plus this process (scheduler and
-    orchestration). Peak memory: each worker's ``ru_maxrss``.
+    orchestration). Peak memory: each worker's ``VmHWM`` (:func:`dimbsvm.environment.peak_rss_bytes`).
 ``warmup``
     The second worker's numba warm-up on one host: (a) workers spawned with
     a shared numba cache directory (:class:`~dimbsvm.distributed.warmup.NumbaCacheDir`),
@@ -60,7 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dimbsvm.environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, peak_rss_bytes, utc_now
 
 logger = logging.getLogger("benchmarks.knn_scale")
 
@@ -122,12 +122,12 @@ def _cpu_s():
 
 
 def _peak_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_bytes() / 2**20
 
 
 def _worker_usage():
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss * 1024}
+    return {"cpu": usage.ru_utime + usage.ru_stime, "maxrss": peak_rss_bytes()}
 
 
 def data_store(args):

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
 import shutil
 import sys
 import tempfile
@@ -49,7 +48,7 @@ from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.store import StoreRows, ingest
 from dimbsvm.svm.ensemble import fit_member
 
-from dimbsvm.environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, peak_rss_bytes, utc_now
 
 logger = logging.getLogger("benchmarks.scale")
 
@@ -137,7 +136,7 @@ def run_size(n, n_workers, workdir: Path, *, knn: bool) -> dict:
         y_pred = (decision > 0).astype(int)
         peak = {name: float(df.max().max()) for name, df in
                 ((name, sampler.to_pandas(align=False)[name].dropna().to_frame()) for name in timings)}
-        worker_peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        worker_peaks = client.run(peak_rss_bytes)
     shutil.rmtree(store, ignore_errors=True)
     return {
         "n": n, "workers": n_workers, "seconds": timings, "peak_cluster_memory_bytes": peak,

@@ -24,7 +24,7 @@ worker processes (cluster start not timed):
 
 Per stage: wall seconds, CPU seconds (worker processes and this one),
 speed-up and parallel efficiency against one worker, peak worker memory
-(``ru_maxrss``). A summary JSON is written to ``--out``.
+(``VmHWM``, not ``ru_maxrss``, which carries the spawning process's peak). A summary JSON is written to ``--out``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dimbsvm.environment import machine_info, package_versions, utc_now
+from dimbsvm.environment import machine_info, package_versions, peak_rss_bytes, utc_now
 
 logger = logging.getLogger("benchmarks.strong_scaling")
 
@@ -57,7 +57,7 @@ def _cpu_seconds(dask_worker=None) -> float:
 
 
 def _peak_rss(dask_worker=None) -> int:
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    return peak_rss_bytes()
 
 
 def _ensemble():

@@ -125,3 +125,22 @@ def test_tasks_bound_scikit_learns_working_memory_by_the_worker_limit():
                       memory_limit="512MiB") as cluster, Client(cluster) as client:
         assert map_tasks(_working_memory, [{}], client=client) == [32]
     assert map_tasks(_working_memory, [{}], client=None) == [_working_memory()]  # in-process: untouched
+
+
+def _peak_rss():
+    from dimbsvm.environment import peak_rss_bytes
+
+    return peak_rss_bytes()
+
+
+def test_worker_peak_memory_is_its_own_not_its_parents():
+    """A worker spawned by a process holding 400 MB reports its own peak (ru_maxrss would report 400 MB+)."""
+    from distributed import Client, LocalCluster
+
+    held = np.ones(50_000_000)  # 400 MB in this process, the workers' parent
+    held[::4096] = 2.0  # touched: resident
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        [worker_peak] = client.run(_peak_rss).values()
+    assert _peak_rss() > 400e6 > worker_peak > 0
+    del held

@@ -28,16 +28,11 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import jsonschema
-import yaml
-
-from dimbsvm.estimators import estimator_names, make_estimator
-from dimbsvm.model_selection.pipeline import IMPUTERS, SCALERS
-from dimbsvm.model_selection.scoring import METRICS
-from dimbsvm.exceptions import JobSpecError
-# One wording for schema errors across jobs and suites.
-from dimbsvm.jobs.spec import describe_schema_error
-
+from ..estimators import estimator_names, make_estimator
+from ..exceptions import JobSpecError
+from ..jobs.spec import check_schema, read_yaml  # one loader and one schema wording for jobs and suites
+from ..model_selection.pipeline import IMPUTERS, SCALERS
+from ..model_selection.scoring import METRICS
 from .peers import fold_random_state, make_peer, peer_names
 
 __all__ = ["SUITE_SCHEMA", "KINDS", "ON_ERROR", "QUALITY_METRICS", "load_suite", "validate_suite",
@@ -130,15 +125,7 @@ def load_suite(path) -> dict:
     resolved against it, so a suite runs the same from any working directory.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise JobSpecError(f"cannot read suite file {path}: {exc.strerror or exc}") from exc
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise JobSpecError(f"suite file {path} is not valid YAML: {exc}") from exc
-    suite = validate_suite(spec, where=str(path))
+    suite = validate_suite(read_yaml(path, "suite"), where=str(path))
     for i, source in enumerate(suite["datasets"]):
         local = path.parent / source
         if not Path(source).is_absolute() and local.is_file():
@@ -165,12 +152,7 @@ def validate_suite(spec, *, where="suite") -> dict:
     ...
     dimbsvm.exceptions.JobSpecError: suite: unknown key 'method'; accepted keys: datasets, ...
     """
-    if not isinstance(spec, dict):
-        raise JobSpecError(f"{where}: a suite must be a mapping of keys to values, got {type(spec).__name__}")
-    errors = sorted(jsonschema.Draft202012Validator(SUITE_SCHEMA).iter_errors(spec),
-                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        raise JobSpecError(f"{where}: {describe_schema_error(errors[0])}")
+    check_schema(spec, SUITE_SCHEMA, what="suite", where=where)
     suite = _with_defaults(spec)
     names = [m["name"] for m in suite["methods"]]
     duplicates = sorted({n for n in names if names.count(n) > 1})

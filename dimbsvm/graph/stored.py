@@ -91,10 +91,9 @@ def task_stats():
     Named by host and process id rather than by Dask worker address, so that
     task bodies do not depend on the scheduler.
     """
-    import resource
+    from ..environment import peak_rss_bytes
 
-    return {"worker": f"{socket.gethostname()}:{os.getpid()}",
-            "peak_rss": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
+    return {"worker": f"{socket.gethostname()}:{os.getpid()}", "peak_rss": peak_rss_bytes()}
 
 
 def peaks(stats):

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..environment import package_versions
+from ..environment import package_versions, peak_rss_bytes
 from ..estimators import make_estimator, make_feature
 from ..model_selection.folds import FoldSpec, PartStore, run_folds
 from ..model_selection.scoring import TIME_METRICS, summarize
@@ -71,10 +71,8 @@ def pipeline_kwargs(job: dict) -> dict:
 
 
 def peak_memory_bytes(dask_worker=None) -> int:
-    """Peak resident memory of this process so far (``ru_maxrss``), in bytes."""
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    """Peak resident memory of this process so far, in bytes (:func:`dimbsvm.environment.peak_rss_bytes`)."""
+    return peak_rss_bytes()
 
 
 def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None = None,
@@ -177,7 +175,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         "peak_worker_memory_bytes": memory,
         "peak_worker_memory_max_bytes": max(memory.values()) if memory else None,
         "phase_seconds": phases,
-        "note": "ru_maxrss of each worker process since it started, by worker name",
+        "note": "peak resident memory (VmHWM) of each worker process since it started, by worker name",
     }
     write_json(partial / "resources.json", resources)
     finished_at = _dt.datetime.now(_dt.UTC)

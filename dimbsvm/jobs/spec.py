@@ -167,6 +167,32 @@ DEFAULTS = {
 }
 
 
+def read_yaml(path, what: str):
+    """The YAML document in ``path``; a :class:`JobSpecError` naming ``what`` ("job", "suite") if unreadable.
+
+    The one loader of job and suite files.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise JobSpecError(f"cannot read {what} file {path}: {exc.strerror or exc}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise JobSpecError(f"{what} file {path} is not valid YAML: {exc}") from exc
+
+
+def check_schema(spec, schema: dict, *, what: str, where: str) -> None:
+    """Raise a :class:`JobSpecError` on the first schema error of ``spec`` (shallowest key first)."""
+    if not isinstance(spec, dict):
+        raise JobSpecError(f"{where}: a {what} must be a mapping of keys to values, got {type(spec).__name__}")
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(spec),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise JobSpecError(f"{where}: {describe_schema_error(errors[0])}")
+
+
 def load_job(path) -> dict:
     """Read a YAML job file and validate it (see :func:`validate_job`).
 
@@ -174,15 +200,7 @@ def load_job(path) -> dict:
     they exist there, so a job runs the same from any working directory.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise JobSpecError(f"cannot read job file {path}: {exc.strerror or exc}") from exc
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise JobSpecError(f"job file {path} is not valid YAML: {exc}") from exc
-    job = validate_job(spec, where=str(path))
+    job = validate_job(read_yaml(path, "job"), where=str(path))
     source = Path(job["data"]["source"])
     if not source.is_absolute() and (path.parent / source).exists():
         job["data"]["source"] = str((path.parent / source).resolve())
@@ -207,12 +225,7 @@ def validate_job(spec, *, where="job") -> dict:
     ...
     dimbsvm.exceptions.JobSpecError: job: unknown key 'cv.folds'; accepted keys under 'cv': n_repeats, n_splits, random_state
     """
-    if not isinstance(spec, dict):
-        raise JobSpecError(f"{where}: a job must be a mapping of keys to values, got {type(spec).__name__}")
-    errors = sorted(jsonschema.Draft202012Validator(JOB_SCHEMA).iter_errors(spec),
-                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        raise JobSpecError(f"{where}: {describe_schema_error(errors[0])}")
+    check_schema(spec, JOB_SCHEMA, what="job", where=where)
     job = _with_defaults(spec)
     est = job["estimator"]
     if est["name"] not in estimator_names():
