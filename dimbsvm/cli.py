@@ -31,7 +31,6 @@ exits with status 1.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shlex
@@ -42,6 +41,8 @@ import traceback
 from pathlib import Path
 
 from . import __version__
+from .cli_listings import cmd_datasets, cmd_estimators, cmd_features
+from .cli_registry import cmd_models, cmd_promote, cmd_rollback, open_registry
 from .exceptions import DimbsvmError
 
 logger = logging.getLogger("dimbsvm")
@@ -197,19 +198,19 @@ def _parser() -> argparse.ArgumentParser:
 
     models = verbs.add_parser("models", help="list a registry's versions and its champion")
     models.add_argument("registry", help="model registry directory (written by retrain)")
-    models.set_defaults(handler=_cmd_models)
+    models.set_defaults(handler=cmd_models)
 
     promote = verbs.add_parser("promote", help="make a version the champion, by hand")
     promote.add_argument("registry", help="model registry directory")
     promote.add_argument("version", help="version id, or its unique prefix (e.g. v0003)")
     promote.add_argument("--reason", required=True, help="why (recorded in the registry's history)")
-    promote.set_defaults(handler=_cmd_promote)
+    promote.set_defaults(handler=cmd_promote)
 
     rollback = verbs.add_parser("rollback", help="re-point the champion at the one before it in the promotion "
                                                  "history (a second rollback steps back again)")
     rollback.add_argument("registry", help="model registry directory")
     rollback.add_argument("--reason", required=True, help="why (recorded in the registry's history)")
-    rollback.set_defaults(handler=_cmd_rollback)
+    rollback.set_defaults(handler=cmd_rollback)
 
     ingest = verbs.add_parser("ingest", help="write a data file into a Zarr store")
     ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts) or bundled name")
@@ -225,7 +226,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest.set_defaults(handler=_cmd_ingest)
 
     datasets = verbs.add_parser("datasets", help="list bundled and shared datasets")
-    datasets.set_defaults(handler=_cmd_datasets)
+    datasets.set_defaults(handler=cmd_datasets)
 
     bench = verbs.add_parser("bench", parents=[cluster],
                              help="run a quality benchmark suite against the peers (needs dimbsvm[bench])")
@@ -238,11 +239,11 @@ def _parser() -> argparse.ArgumentParser:
 
     estimators = verbs.add_parser("estimators", help="list the estimators jobs can name, with their parameters")
     estimators.add_argument("--json", action="store_true", help="machine-readable output")
-    estimators.set_defaults(handler=_cmd_estimators)
+    estimators.set_defaults(handler=cmd_estimators)
 
     features = verbs.add_parser("features", help="list the feature stages jobs can name, with their parameters")
     features.add_argument("--json", action="store_true", help="machine-readable output")
-    features.set_defaults(handler=_cmd_features)
+    features.set_defaults(handler=cmd_features)
     return parser
 
 
@@ -385,7 +386,7 @@ def _load_prediction_model(ref: str):
 
     if "@" in ref and not Path(ref).exists():
         root, _, version = ref.rpartition("@")
-        registry = _registry(root)
+        registry = open_registry(root)
         version = registry.resolve(version)
         logger.info("predicting with %s version %s", root, version)
         return registry.load(version)
@@ -443,44 +444,6 @@ def _cmd_schedule(args) -> int:
     return 0
 
 
-def _registry(path):
-    """The registry at ``path``; a directory that is not one is an error (exit 2), not an empty listing."""
-    from .jobs.registry import ModelRegistry
-
-    registry = ModelRegistry(path)
-    if not registry.exists():
-        raise DimbsvmError(f"{path} is not a model registry (no versions/ and no champion.json in it)")
-    return registry
-
-
-def _cmd_models(args) -> int:
-    registry = _registry(args.registry)
-    versions = registry.versions()
-    if not versions:
-        print(f"{args.registry}: no versions")
-        return 0
-    for info in versions:
-        mark = "*" if info["champion"] else " "
-        metrics = " ".join(f"{k}={v:.4f}" for k, v in info.get("holdout_metrics", {}).items())
-        print(f"{mark} {info['id']}  {info.get('job', '')}  {metrics}")
-    print(f"champion: {registry.champion()}")
-    return 0
-
-
-def _cmd_promote(args) -> int:
-    registry = _registry(args.registry)
-    version = registry.resolve(args.version)
-    registry.set_champion(version, reason=args.reason)
-    print(f"champion: {version}")
-    return 0
-
-
-def _cmd_rollback(args) -> int:
-    version = _registry(args.registry).rollback(reason=args.reason)
-    print(f"champion: {version}")
-    return 0
-
-
 def _tls(args):
     """The TLS files the flags name, or None (their existence is checked with the other cluster options)."""
     from .distributed import TLSSettings
@@ -527,21 +490,6 @@ def _cmd_ingest(args) -> int:
     return 0
 
 
-def _cmd_datasets(args) -> int:
-    from .datasets import list_available, shared_datasets_dir
-
-    available = list_available()
-    print("bundled: " + ", ".join(available["bundled"]))
-    shared = available.get("shared") or {}
-    if not shared or not any(shared.values()):
-        print("shared datasets: not found (set DIMBSVM_SHARED_DATASETS)")
-        return 0
-    print(f"shared ({shared_datasets_dir()}):")
-    for group, names in shared.items():
-        print(f"  {group} ({len(names)}): {', '.join(names)}")
-    return 0
-
-
 def _cmd_bench(args) -> int:
     from .bench.quality import bench, check_bench_extra
 
@@ -562,45 +510,6 @@ def _cmd_bench(args) -> int:
         print(line)
     print(f"results: {out}  ({summary['run']['n_tasks']} fold tasks in {summary['run']['wall_time_s']:.0f} s)")
     return 0
-
-
-def _cmd_estimators(args) -> int:
-    from .estimators import describe_estimators, make_estimator
-
-    return _list_components(describe_estimators(), make_estimator, as_json=args.json)
-
-
-def _cmd_features(args) -> int:
-    from .estimators import describe_features, make_feature
-
-    return _list_components(describe_features(), make_feature, as_json=args.json)
-
-
-def _list_components(described: dict, make, *, as_json: bool) -> int:
-    """Each name with its description and its parameters' defaults (those a job's ``params`` may set)."""
-    listing = {}
-    for name, description in described.items():
-        params = make(name).get_params(deep=False)
-        listing[name] = {"description": description,
-                         "params": {key: _plain_default(value) for key, value in sorted(params.items())}}
-    if as_json:
-        print(json.dumps(listing, indent=2))
-        return 0
-    for name, entry in listing.items():
-        print(f"{name}: {entry['description']}")
-        for key, value in entry["params"].items():
-            print(f"    {key} = {value!r}" if not isinstance(value, str) or not value.startswith("<")
-                  else f"    {key} = {value}")
-    return 0
-
-
-def _plain_default(value):
-    """A parameter's default as JSON shows it: plain values as they are, an estimator by its repr."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
-        return list(value)
-    return f"<{value!r}>"
 
 
 #: Levels of Dask's and the event loop's loggers per verbosity (0: default, 1: -v, 2: -vv).
