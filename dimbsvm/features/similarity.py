@@ -25,6 +25,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
+from dimbsvm._validation import refuse_sparse
 from .._client_param import ClientParamMixin
 from ..exceptions import DataError
 from .distances import METRICS
@@ -304,6 +305,7 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
             return X
         # Finite values are checked per distance: NaN is right-padding for DTW, an error elsewhere.
         # Two rows at least: sigma of eq. (10) is 0 for a single training row.
+        refuse_sparse(self, X)
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False,
                           ensure_min_samples=2 if reset else 1)
         self._check_shape(X.shape[1:], reset=reset)

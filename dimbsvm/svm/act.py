@@ -25,6 +25,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dimbsvm._validation import refuse_sparse
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block
 from dimbsvm.metrics import g_mean
@@ -220,6 +221,7 @@ class ACTClassifier(_SignedScoreClassifier):
         -------
         self : ACTClassifier
         """
+        refuse_sparse(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, counts = binary_classes(y, type(self).__name__)
         self.classes_ = classes
@@ -381,6 +383,7 @@ class ACTClassifier(_SignedScoreClassifier):
             1 everywhere when the base SVC (round 0) was kept.
         """
         check_is_fitted(self)
+        refuse_sparse(self, X)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return self._factor(X)
 
@@ -411,6 +414,7 @@ class ACTClassifier(_SignedScoreClassifier):
             Positive values mean ``classes_[1]``.
         """
         check_is_fitted(self)
+        refuse_sparse(self, X)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         K = self._base_kernel(X, self.support_vectors_)
         K_tilde = cf.conformal_kernel(K, self._factor(X), self.support_factor_)

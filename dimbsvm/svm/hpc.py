@@ -37,6 +37,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dimbsvm._validation import refuse_sparse
 from dimbsvm._client_param import ClientParamMixin
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block, nystroem_normalization
@@ -299,6 +300,7 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         if isinstance(X, da.Array):  # the client is resolved here, once, and passed down
             return chunked.fit_chunked(self, X, y, neighbors,
                                        client=chunked.resolve_client(self.client))
+        refuse_sparse(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64)
         self.classes_, self._class_counts = binary_classes(y, type(self).__name__)
         signs = np.where(y == self.classes_[1], 1.0, -1.0)
@@ -473,6 +475,7 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
                 raise DataError(f"X has shape {X.shape}; expected {self.n_features_in_} features")
             return X.rechunk({1: -1}).map_blocks(self._decision_block, drop_axis=1,
                                                  dtype=np.float64)
+        refuse_sparse(self, X)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return self._decision_block(X)
 
