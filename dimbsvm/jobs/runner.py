@@ -30,11 +30,11 @@ from ..model_selection.folds import FoldSpec, PartStore, run_folds
 from ..model_selection.scoring import TIME_METRICS, summarize
 from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage, stored_stage_of
+from ..report import write_run_report
 from ..store import StoreRows
 from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
 from .oof import OOF_DIR, load_oof, save_fold_predictions
-from ..report import write_run_report
 from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown, write_json
 
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data", "pipeline_kwargs"]
