@@ -188,3 +188,21 @@ def test_report_renders_in_headless_chromium(ensemble_run, tmp_path):
     image = imread(shot)
     # the page drew more than a blank background: the figures' colours are on it
     assert image.shape[:2] == (2400, 1100) and image[..., :3].std() > 0.05
+
+
+def test_a_fold_recorded_without_predictions_runs_again(tmp_path):
+    """A partial run of an earlier dimbsvm has fold records but no oof/: those folds are refitted."""
+    job = _job(tmp_path, estimator={"name": "svc_balanced"})
+    first = run_job(job, None, out=tmp_path / "run", progress=False)
+    partial = tmp_path / ".run.partial"
+    (tmp_path / "run").rename(partial)
+    for name in ("metrics.json", "summary.md", "resources.json", "report.html", "report.md"):
+        (partial / name).unlink()
+    shutil.rmtree(partial / "report")
+    for path in sorted((partial / "oof").glob("*.npz"))[:2]:  # two folds lose their predictions only
+        path.unlink()
+    resumed = run_job(job, None, out=tmp_path / "run", progress=False)
+    assert resumed.reused == len(first.folds) - 2
+    oof = load_oof(tmp_path / "run")
+    for seed in np.unique(oof["seed"]):
+        assert np.array_equal(np.sort(oof["row"][oof["seed"] == seed]), np.arange(len(load_keel("yeast5").y)))

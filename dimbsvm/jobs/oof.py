@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["OOF_DIR", "load_oof", "save_fold_predictions"]
+__all__ = ["OOF_DIR", "fold_predictions_path", "load_oof", "save_fold_predictions"]
 
 #: The run directory's subdirectory of out-of-fold predictions.
 OOF_DIR = "oof"
@@ -35,12 +35,16 @@ OOF_DIR = "oof"
 _NAME = re.compile(r"seed(-?\d+)-fold(\d+)\.npz$")
 
 
+def fold_predictions_path(directory, key) -> Path:
+    """The file of fold ``key = (seed, fold)`` under ``directory``."""
+    seed, fold = key
+    return Path(directory) / f"seed{int(seed)}-fold{int(fold)}.npz"
+
+
 def save_fold_predictions(directory, key, rows, y_true, y_pred, score) -> Path:
     """Write one fold's test-row predictions atomically; return the file's path."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    seed, fold = key
-    path = directory / f"seed{int(seed)}-fold{int(fold)}.npz"
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    path = fold_predictions_path(directory, key)
     rows = np.asarray(rows, dtype=np.int64)
     arrays = {"row": rows, "y_true": np.asarray(y_true), "y_pred": np.asarray(y_pred),
               "score": np.asarray(score, dtype=np.float64)}

@@ -34,7 +34,7 @@ from ..report import write_run_report
 from ..store import StoreRows
 from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
-from .oof import OOF_DIR, load_oof, save_fold_predictions
+from .oof import OOF_DIR, fold_predictions_path, load_oof, save_fold_predictions
 from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown, write_json
 
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data", "pipeline_kwargs"]
@@ -113,6 +113,11 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     fingerprint = job_fingerprint(job)
     data_fingerprint = data.meta.get("fingerprint") or ""
     finished = open_partial(partial, fingerprint, data_fingerprint, job_text, job)
+    # a fold recorded without its out-of-fold predictions (a partial run of an earlier dimbsvm) runs
+    # again: the report's curves must cover every fold
+    for key in [key for key in finished if not fold_predictions_path(partial / OOF_DIR, key).exists()]:
+        logger.info("fold %s of %s has no saved predictions; running it again", key, partial)
+        del finished[key]
 
     cv = job["cv"]
     pos_label = positive_label(data.y)
@@ -132,7 +137,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         todo.append(FoldSpec(FINAL_MODEL, np.arange(len(data.y)), np.empty(0, dtype=np.int64),
                              split={"n_splits": cv["n_splits"], "seed": None, "fold": None}))
     if finished:
-        logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(keys) - len(finished),
+        logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(finished),
                     len(keys) - len(finished))
     logger.info("job %s: %s on %s (%d rows), %d fold(s)%s", job["name"], job["estimator"]["name"],
                 data.name, len(data.y), len(keys) - len(finished), " and the final model" if want_model else "")
