@@ -842,6 +842,7 @@ def _expected_failed_checks(estimator):
         THRClassifier(),
         EnsembleOTHRClassifier(n_estimators=3),
         EnsembleOTHRClassifier(n_estimators=3, **ENSEMBLE_PAPER),
+        EnsembleOTHRClassifier(n_estimators=3, probability=True),
     ],
     expected_failed_checks=_expected_failed_checks,
 )
@@ -912,3 +913,44 @@ def test_nested_search_over_the_default_estimator(make):
     assert implicit.best_estimator_.estimator.C == implicit.best_params_["estimator__C"]
     assert make().estimator is None  # the constructor's default was not touched
     assert make().get_params()["estimator__C"] == default_estimator().C
+
+
+@pytest.mark.parametrize("scale", [1.0, 80.0])
+def test_platt_fit_equals_scikit_learns_sigmoid_calibration(scale):
+    from sklearn.calibration import _sigmoid_calibration  # scikit-learn's own Platt fit: the oracle
+
+    from dimbsvm.svm.calibration import platt_fit
+
+    rng = np.random.RandomState(3)
+    positive = rng.rand(600) < 0.12
+    scores = scale * (1.3 * positive + rng.normal(size=600))
+    a, b = platt_fit(scores, positive)
+    a_ref, b_ref = _sigmoid_calibration(scores, positive.astype(int))
+    assert a == pytest.approx(a_ref, rel=1e-4) and b == pytest.approx(b_ref, rel=1e-4, abs=1e-6)
+
+
+def test_ensemble_probabilities_are_calibrated_like_calibratedclassifiercv():
+    """Platt on the pooled out-of-bag margins (one fit) against CalibratedClassifierCV (5 more fits), held out."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.metrics import log_loss
+
+    X, y = make_classification(n_samples=4000, n_features=8, weights=[0.9], class_sep=0.8, flip_y=0.02,
+                               random_state=0)
+    train, test = slice(0, 2000), slice(2000, None)
+    ours = EnsembleOTHRClassifier(n_estimators=10, probability=True, random_state=0).fit(X[train], y[train])
+    reference = CalibratedClassifierCV(EnsembleOTHRClassifier(n_estimators=10, random_state=0), method="sigmoid",
+                                       cv=5).fit(X[train], y[train])
+    proba = ours.predict_proba(X[test])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert log_loss(y[test], proba) <= 1.05 * log_loss(y[test], reference.predict_proba(X[test])) + 0.005
+    assert abs(proba[:, 1].mean() - y[test].mean()) < 0.02  # the minority's share, not the 0.5 of a shifted cut
+    # the probability grows with the decision value (same ranking, so the same ROC-AUC)
+    order = np.argsort(ours.decision_function(X[test]))
+    assert np.all(np.diff(proba[order, 1]) >= 0)
+
+
+def test_probability_is_refused_where_it_could_not_be_honest():
+    X, y = _imbalanced(0, n_samples=200)
+    assert not hasattr(EnsembleOTHRClassifier(n_estimators=3).fit(X, y), "predict_proba")
+    with pytest.raises(ValueError, match="needs threshold='pooled_oob'"):
+        EnsembleOTHRClassifier(n_estimators=3, threshold="member", probability=True).fit(X, y)

@@ -20,6 +20,8 @@ import numpy as np
 from sklearn.base import _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
 
 from dimbsvm._client_param import ClientParamMixin
 from dimbsvm.graph.knn import KNN_METHODS
@@ -32,6 +34,7 @@ from dimbsvm.svm._base import (
     signed_margins,
 )
 from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag
+from dimbsvm.svm.calibration import platt_fit, platt_probability
 # Re-exported: models saved by dimbsvm 0.1.0 name ``dimbsvm.svm.ensemble.OTHRMember``
 # (skops stores the module path), and code imported fit_member from here.
 from dimbsvm.svm.members import MEMBER_MARGINS, OTHRMember, fit_member, pooled_oob_margins
@@ -175,6 +178,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         the search and of ``candidates_``. ``None`` scores every cut.
     random_state : int, RandomState instance or None, default=None
         Draws the members' seeds.
+    probability : bool, default=False
+        Enable :meth:`predict_proba`: Platt's sigmoid (``platt_``) fitted on
+        the pooled out-of-bag shifted margins (needs ``threshold="pooled_oob"``).
     client : distributed.Client or None, default=None
         Client to fit members on; ``None`` uses the active client if any. It
         is kept only as this parameter (the members hold no reference to it)
@@ -193,6 +199,8 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         Their shifts before perturbation.
     threshold_ : float
         With ``threshold="pooled_oob"``: the shared shift.
+    platt_ : tuple of float
+        With ``probability=True``: ``(a, b)`` of ``P = 1 / (1 + exp(a f + b))``.
     candidates_ : dict of ndarray
         With ``threshold="pooled_oob"``: the candidate table of the shared
         search (as :attr:`OTHRClassifier.candidates_`; rows are training rows).
@@ -264,6 +272,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         "max_bag_draws": [Interval(Integral, 1, None, closed="left")],
         "max_candidates": [Interval(Integral, 2, None, closed="left"), None],
         "random_state": ["random_state"],
+        "probability": ["boolean"],
         "client": "no_validation",
     }
 
@@ -290,6 +299,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         max_bag_draws=20,
         max_candidates=100_000,
         random_state=None,
+        probability=False,
         client=None,
     ):
         self.estimator = estimator
@@ -312,7 +322,11 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self.max_bag_draws = max_bag_draws
         self.max_candidates = max_candidates
         self.random_state = random_state
+        self.probability = probability
         self.client = client
+
+    def __setstate__(self, state):
+        super().__setstate__({"probability": False, **state})  # saved before the parameter existed
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
@@ -452,7 +466,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
     def _set_members(self, X, positive, members, pooled_margins=None):
         """Finish fitting from fitted members: the shared shift (if pooled) and the attributes."""
-        for stale in ("threshold_", "candidates_", "threshold_margins_"):
+        if self.probability and self.threshold != "pooled_oob":
+            raise ValueError("probability=True calibrates the pooled out-of-bag margins: it needs "
+                             f"threshold='pooled_oob', got threshold={self.threshold!r}")
+        for stale in ("threshold_", "candidates_", "threshold_margins_", "platt_"):
             self.__dict__.pop(stale, None)
         self._pooled = self.threshold == "pooled_oob"
         if self._pooled:
@@ -507,6 +524,12 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         for column in ("sample", "neighbour"):
             table[column] = np.where(table[column] >= 0, rows[table[column]], -1)
         self.threshold_, self.candidates_ = float(theta), table
+        if self.probability:
+            if self.threshold_margins_ != "oob":  # the training rows' own margins would make it overconfident
+                raise ValueError("probability=True needs out-of-bag rows of both classes to calibrate on; "
+                                 "these members' bags left none of one class out (use more rows or members)")
+            # the shifted margin decision_function returns, on the rows each member did not see
+            self.platt_ = platt_fit(margins[rows] + self.threshold_, positive[rows])
         logger.debug(
             "shared threshold %.6g chosen among %d candidates on %s margins of %d rows",
             theta,
@@ -527,6 +550,22 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             )
             for member in members
         ]
+
+    @available_if(lambda self: self.probability)
+    def predict_proba(self, X):
+        """Class probabilities (``classes_`` order): Platt's sigmoid of ``decision_function``.
+
+        Only with ``probability=True``; fitted on the out-of-bag rows. As
+        with ``SVC(probability=True)``, ``predict`` keeps its own rule (the
+        tuned shift, where the minority's probability is usually below 0.5),
+        so ``argmax(predict_proba)`` and ``predict`` can differ by design.
+        """
+        check_is_fitted(self, "platt_")
+        positive = platt_probability(self._shifted_margin(self._validate_X(X)), *self.platt_)
+        proba = np.empty((positive.size, 2))
+        pos_index = int(np.flatnonzero(self.classes_ == self.pos_label_)[0])
+        proba[:, pos_index], proba[:, 1 - pos_index] = positive, 1.0 - positive
+        return proba
 
     def _member_margins(self, X):
         return np.stack([member.shifted_margin(X) for member in self.members_])
