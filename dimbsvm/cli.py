@@ -343,6 +343,7 @@ def _cmd_predict(args) -> int:
 
     from .datasets import load, load_csv_features
     from .distributed import check_cluster_options, write_prediction_csv, write_predictions
+    from .distributed.predict import has_probability
     from .jobs.run_dir import check_writable
     from .store import open_store
 
@@ -364,16 +365,17 @@ def _cmd_predict(args) -> int:
     if X.ndim != 2 or X.shape[1] != meta["n_features"]:
         raise DimbsvmError(f"{args.data} has {X.shape[1:]} features per row; the model was trained on "
                            f"{meta['n_features']}")
+    extra = ", probability" if has_probability(model) else ""
     with _client(args, tls=tls):  # dask computes on the active client
         if out.suffix.lower() == ".csv":
             names = {int(code): name for name, code in (meta.get("class_map") or {}).items()}
             out = write_prediction_csv(model, X, out, pos_label=meta["positive_label"], class_names=names)
-            print(f"wrote {X.shape[0]} predictions (row, prediction, decision) to {out}")
+            print(f"wrote {X.shape[0]} predictions (row, prediction, decision{extra}) to {out}")
             return 0
         out = write_predictions(model, X, args.out, pos_label=meta["positive_label"],
                                 meta={"model": str(args.model), "data": str(args.data),
                                       "data_fingerprint": meta.get("data_fingerprint") or ""})
-    print(f"wrote {X.shape[0]} predictions (y_pred, decision) to {out}")
+    print(f"wrote {X.shape[0]} predictions (y_pred, decision{extra}) to {out}")
     return 0
 
 

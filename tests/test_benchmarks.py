@@ -191,6 +191,67 @@ def test_peers_share_the_base_svm_and_are_seeded_per_fold():
     assert fixed.named_steps["smote"].random_state == 5
 
 
+def _small_imbalanced():
+    from sklearn.datasets import make_classification
+
+    return make_classification(n_samples=240, n_features=5, weights=[0.85], flip_y=0.03, random_state=2)
+
+
+def test_tuned_peers_choose_what_a_brute_force_grid_chooses():
+    """Each tuned peer's (C, gamma) is the argmax of the inner-CV score over the grid, computed here by hand."""
+    import itertools
+
+    from sklearn.base import clone
+    from sklearn.metrics import make_scorer
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    from dimbsvm.bench.peers import TUNED_GRID
+    from dimbsvm.metrics import g_mean
+
+    X, y = _small_imbalanced()
+    grid = [dict(zip(TUNED_GRID, values)) for values in itertools.product(*TUNED_GRID.values())]
+    assert len(grid) == 16
+    cv = StratifiedKFold(3)
+
+    def argmax(estimator, scoring, prefix=""):
+        scores = [cross_val_score(clone(estimator).set_params(**{prefix + k: v for k, v in params.items()}), X, y,
+                                  scoring=scoring, cv=cv).mean() for params in grid]
+        return grid[int(np.argmax(scores))]  # first of ties, as GridSearchCV
+
+    balanced = make_peer("svc_balanced_grid").fit(X, y)
+    assert balanced.best_params_ == argmax(balanced.estimator, make_scorer(g_mean))
+    smote = make_peer("smote_svc_grid", random_state=0).fit(X, y)
+    assert smote.best_params_ == {"svc__" + k: v for k, v in argmax(smote.estimator, make_scorer(g_mean),
+                                                                      "svc__").items()}
+    auc = make_peer("auc_tuned_threshold").fit(X, y)
+    assert auc.best_params_ == argmax(make_peer("svc"), "roc_auc")
+    assert auc.classifier_.estimator_.get_params()["C"] == auc.best_params_["C"]
+    assert set(auc.predict(X)) <= set(y) and auc.decision_function(X).shape == (len(y),)
+
+
+def test_small_sample_smote_lowers_k_to_what_the_minority_allows():
+    from imblearn.over_sampling import SMOTE
+
+    from dimbsvm.bench.peers import SmallSampleSMOTE
+
+    X, y = _small_imbalanced()
+    few = np.concatenate([np.flatnonzero(y == 0), np.flatnonzero(y == 1)[:3]])  # 3 minority rows
+    Xs, ys = SmallSampleSMOTE(k_neighbors=3, random_state=0).fit_resample(X[few], y[few])
+    Xr, yr = SMOTE(k_neighbors=2, random_state=0).fit_resample(X[few], y[few])
+    np.testing.assert_array_equal(Xs, Xr)
+    np.testing.assert_array_equal(ys, yr)
+    assert np.sum(ys == 1) == np.sum(ys == 0)
+    with pytest.raises(ValueError):  # what the plain SMOTE does with these rows
+        SMOTE(k_neighbors=3).fit_resample(X[few], y[few])
+    one = np.concatenate([np.flatnonzero(y == 0), np.flatnonzero(y == 1)[:1]])
+    Xo, yo = SmallSampleSMOTE().fit_resample(X[one], y[one])
+    np.testing.assert_array_equal(Xo, X[one])
+    np.testing.assert_array_equal(yo, y[one])
+    # many minority rows: exactly SMOTE(k_neighbors=3)
+    np.testing.assert_array_equal(SmallSampleSMOTE(random_state=0).fit_resample(X, y)[0],
+                                  SMOTE(k_neighbors=3, random_state=0).fit_resample(X, y)[0])
+
+
 def test_statistics_on_a_known_matrix():
     matrix = pd.DataFrame({"a": [0.9, 0.8, 0.7, 0.6], "b": [0.8, 0.8, 0.6, 0.5], "c": [0.1, 0.2, 0.3, 0.4]},
                           index=["d1", "d2", "d3", "d4"])

@@ -92,6 +92,42 @@ def test_predict_writes_csv_with_class_names_from_unlabelled_input(tmp_path):
     assert not list(tmp_path.glob(".pred.csv*"))  # no partial file left
 
 
+def test_predict_writes_the_probability_of_a_model_that_has_one(tmp_path):
+    import dask.array as da
+    import zarr
+
+    from dimbsvm.distributed import write_predictions
+    from dimbsvm.jobs import save_model
+
+    model, meta = _fitted("othr", {"probability": True})
+    save_model(model, tmp_path / "model", meta=meta)
+    data = _unlabelled_csv(tmp_path / "new.csv")
+    proc = _dimbsvm("predict", tmp_path / "model", tmp_path / "new.csv", "--out", tmp_path / "pred.csv",
+                    "--workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "decision, probability" in proc.stdout
+    loaded, _ = load_model(tmp_path / "model")
+    expected = loaded.predict_proba(data.X)[:, list(loaded.classes_).index(1)]
+    rows = _read_predictions(tmp_path / "pred.csv")
+    np.testing.assert_allclose([float(r["probability"]) for r in rows], expected, rtol=1e-12)
+    # the same column in a Zarr output (scored here on dask's local scheduler)
+    X = da.from_array(data.X, chunks=(500, -1))
+    group = zarr.open_group(str(write_predictions(loaded, X, tmp_path / "pred.zarr", pos_label=1, meta={})), mode="r")
+    np.testing.assert_allclose(group["probability"][:], expected, rtol=1e-12)
+    assert "probability" not in _read_predictions_header(tmp_path, "svc_balanced")
+
+
+def _read_predictions_header(tmp_path, name):
+    from dimbsvm.distributed import write_prediction_csv
+
+    import dask.array as da
+
+    model, _ = _fitted(name)
+    X = da.from_array(load_keel("yeast5").X[:50], chunks=(25, -1))
+    with open(write_prediction_csv(model, X, tmp_path / f"{name}.csv", pos_label=1, class_names={})) as handle:
+        return handle.readline().strip().split(",")
+
+
 def test_predict_with_registry_champion_and_version_prefix(registry, tmp_path):
     root, versions = registry
     data = _unlabelled_csv(tmp_path / "new.csv")

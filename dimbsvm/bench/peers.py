@@ -31,6 +31,28 @@ balanced_bagging
     minority size; members vote by averaged probabilities/decisions
     (imbalanced-learn defaults).
 
+Tuned peers
+-----------
+What a careful user of the peers would run: the SVM's ``C`` and ``gamma``
+chosen by an inner grid search on the training fold. One grid for all of
+them, :data:`TUNED_GRID` (``C`` in {0.1, 1, 10, 100} times ``gamma`` in
+{0.3, 1, 3, "scale"}, 16 candidates), scored by 3-fold stratified CV without
+shuffling (scikit-learn's ``cv=3``, deterministic), refitted on the whole
+training fold: 49 SVM fits per training fold.
+
+svc_balanced_grid
+    ``GridSearchCV(SVC(class_weight="balanced"), TUNED_GRID, scoring=G-mean)``.
+smote_svc_grid
+    ``GridSearchCV(Pipeline(SMOTE, SVC), TUNED_GRID, scoring=G-mean)``, where
+    SMOTE uses ``k_neighbors=3`` or, when a training set has fewer than 4
+    minority rows (an inner fold of shuttle-c2-vs-c4), one less than its
+    minority count (:class:`SmallSampleSMOTE`; no oversampling at all with a
+    single minority row).
+auc_tuned_threshold
+    ``(C, gamma)`` chosen by ROC-AUC with the same grid search, then
+    ``TunedThresholdClassifierCV`` (as ``tuned_threshold``) around the SVC with
+    those parameters (:class:`AucTunedThreshold`): 49 + 6 SVM fits.
+
 Seeds
 -----
 Peers with randomness (``smote_svc``, ``balanced_bagging``) take the
@@ -51,22 +73,30 @@ with the constant seed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Callable
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.metrics import make_scorer
-from sklearn.model_selection import TunedThresholdClassifierCV
+from sklearn.model_selection import GridSearchCV, TunedThresholdClassifierCV
 from sklearn.svm import SVC
-from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils._param_validation import HasMethods, Interval, InvalidParameterError
 
 from dimbsvm.exceptions import JobSpecError
 from dimbsvm.metrics import g_mean
 
-__all__ = ["BASE_SVC_PARAMS", "PEERS", "base_svc", "fold_random_state", "make_peer", "peer_names"]
+__all__ = ["AucTunedThreshold", "BASE_SVC_PARAMS", "PEERS", "SmallSampleSMOTE", "TUNED_GRID", "base_svc", "fold_random_state", "make_peer", "peer_names"]
 
 #: The one base SVM of every peer (and the default of dimbsvm's wrappers).
 BASE_SVC_PARAMS = {"kernel": "rbf", "C": 1.0, "gamma": "scale"}
+
+
+#: The inner grid of every tuned peer, as ``GridSearchCV`` parameters of a bare SVC.
+TUNED_GRID = {"C": [0.1, 1.0, 10.0, 100.0], "gamma": [0.3, 1.0, 3.0, "scale"]}
+
+#: Inner folds of the tuned peers' grid search.
+TUNED_CV = 3
 
 
 def base_svc(**params) -> SVC:
@@ -123,6 +153,122 @@ def _balanced_bagging(random_state):
     return BalancedBaggingClassifier(estimator=base_svc(), n_estimators=10, random_state=random_state)
 
 
+def _grid(prefix: str = "") -> dict:
+    return {f"{prefix}{name}": list(values) for name, values in TUNED_GRID.items()}
+
+
+def _svc_balanced_grid(random_state):
+    return GridSearchCV(base_svc(class_weight="balanced"), _grid(), scoring=make_scorer(g_mean), cv=TUNED_CV)
+
+
+def _smote_svc_grid(random_state):
+    from imblearn.pipeline import Pipeline
+
+    pipeline = Pipeline([("smote", SmallSampleSMOTE(k_neighbors=3, random_state=random_state)),
+                         ("svc", base_svc())])
+    return GridSearchCV(pipeline, _grid("svc__"), scoring=make_scorer(g_mean), cv=TUNED_CV)
+
+
+def _auc_tuned_threshold(random_state):
+    return AucTunedThreshold()
+
+
+class SmallSampleSMOTE(BaseEstimator):
+    """SMOTE that lowers ``k_neighbors`` to what a small minority class allows.
+
+    imbalanced-learn's ``SMOTE(k_neighbors=k)`` refuses a training set with
+    ``k`` or fewer minority rows; an inner CV fold of a dataset with 6
+    minority rows has 3 or 4. Here ``k`` becomes ``min(k, n_minority - 1)``
+    for that fit, and a minority class of a single row is left as it is.
+    Binary problems only, as every benchmark suite of dimbsvm.
+
+    Parameters
+    ----------
+    k_neighbors : int, default=3
+        Neighbours SMOTE interpolates towards, when the minority class allows.
+    random_state : int, default=None
+        Seed of SMOTE.
+    """
+
+    _parameter_constraints = {"k_neighbors": [Interval(Integral, 1, None, closed="left")],
+                              "random_state": ["random_state"]}
+
+    def __init__(self, k_neighbors=3, random_state=None):
+        self.k_neighbors = k_neighbors
+        self.random_state = random_state
+
+    def fit_resample(self, X, y):
+        """Oversample the minority class of ``(X, y)`` to the majority's size."""
+        from imblearn.over_sampling import SMOTE
+
+        _, counts = np.unique(y, return_counts=True)
+        k = min(int(self.k_neighbors), int(counts.min()) - 1)
+        if k < 1 or len(counts) < 2:
+            return X, y
+        return SMOTE(k_neighbors=k, random_state=self.random_state).fit_resample(X, y)
+
+    def fit(self, X, y):
+        """Nothing to learn; present so that pipelines accept the step."""
+        return self
+
+
+class AucTunedThreshold(ClassifierMixin, BaseEstimator):
+    """An SVC whose ``(C, gamma)`` maximise ROC-AUC, then a G-mean-tuned threshold.
+
+    The grid search (:data:`TUNED_GRID`, ``cv=3``, scoring ``roc_auc``) picks
+    the SVM that ranks best; ``TunedThresholdClassifierCV`` with scikit-learn's
+    defaults (5-fold out-of-fold decision values, 100 thresholds, refit) then
+    places its threshold for G-mean, as the ``tuned_threshold`` peer does for
+    the untuned SVC.
+
+    Parameters
+    ----------
+    estimator : estimator, default=None
+        The SVM searched over; ``SVC(kernel="rbf", C=1, gamma="scale")`` when None.
+    param_grid : dict, default=None
+        Grid of ``estimator`` parameters; :data:`TUNED_GRID` when None.
+    cv : int, default=3
+        Inner folds of the grid search.
+
+    Attributes
+    ----------
+    best_params_ : dict
+        The ``(C, gamma)`` chosen by ROC-AUC.
+    classifier_ : TunedThresholdClassifierCV
+        The fitted threshold tuner around the chosen SVM.
+    classes_ : ndarray
+        Class labels.
+    """
+
+    _parameter_constraints = {"estimator": [HasMethods(["fit", "decision_function"]), None],
+                              "param_grid": [dict, None], "cv": [Interval(Integral, 2, None, closed="left")]}
+
+    def __init__(self, estimator=None, param_grid=None, cv=TUNED_CV):
+        self.estimator = estimator
+        self.param_grid = param_grid
+        self.cv = cv
+
+    def fit(self, X, y):
+        """Search ``(C, gamma)`` by ROC-AUC, then tune the threshold of the chosen SVM."""
+        estimator = base_svc() if self.estimator is None else clone(self.estimator)
+        grid = _grid() if self.param_grid is None else self.param_grid
+        search = GridSearchCV(estimator, grid, scoring="roc_auc", cv=self.cv, refit=False).fit(X, y)
+        self.best_params_ = search.best_params_
+        chosen = clone(estimator).set_params(**self.best_params_)
+        self.classifier_ = TunedThresholdClassifierCV(
+            chosen, scoring=make_scorer(g_mean), response_method="decision_function").fit(X, y)
+        self.classes_ = self.classifier_.classes_
+        return self
+
+    def predict(self, X):
+        """Class labels at the tuned threshold."""
+        return self.classifier_.predict(X)
+
+    def decision_function(self, X):
+        """The chosen SVM's decision values (the threshold is not subtracted)."""
+        return self.classifier_.estimator_.decision_function(X)
+
+
 @dataclass(frozen=True)
 class Peer:
     """A peer method: ``factory(random_state)`` returns a new unfitted estimator."""
@@ -137,6 +283,12 @@ PEERS: dict[str, Peer] = {
     "tuned_threshold": Peer(_tuned_threshold, "TunedThresholdClassifierCV(SVC), G-mean on decision_function, cv=5"),
     "smote_svc": Peer(_smote_svc, "imbalanced-learn Pipeline(SMOTE(k_neighbors=3), SVC)"),
     "balanced_bagging": Peer(_balanced_bagging, "imbalanced-learn BalancedBaggingClassifier(SVC, n_estimators=10)"),
+    "svc_balanced_grid": Peer(_svc_balanced_grid, "GridSearchCV(SVC(class_weight='balanced')) over C x gamma "
+                                                  "(16 candidates), G-mean, inner cv=3"),
+    "smote_svc_grid": Peer(_smote_svc_grid, "GridSearchCV(Pipeline(SMOTE(k_neighbors=3, fewer for tiny "
+                                            "minorities), SVC)) over C x gamma, G-mean, inner cv=3"),
+    "auc_tuned_threshold": Peer(_auc_tuned_threshold, "SVC with (C, gamma) chosen by ROC-AUC (grid, inner cv=3), "
+                                                      "then TunedThresholdClassifierCV(G-mean)"),
 }
 
 

@@ -23,7 +23,9 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.svm import SVC
 from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
+
+from dimbsvm.svm.calibration import platt_probability
 
 __all__ = [
     "binary_classes",
@@ -89,6 +91,15 @@ class _ShiftedMarginClassifier(ClassifierMixin, BaseEstimator):
 
     def _shifted_margin(self, X):
         raise NotImplementedError
+
+    def _platt_probabilities(self, X):
+        """Platt's sigmoid (fitted ``platt_``) of the shifted margin, one column per class in ``classes_`` order."""
+        check_is_fitted(self, "platt_")
+        positive = platt_probability(self._shifted_margin(self._validate_X(X)), *self.platt_)
+        proba = np.empty((positive.size, 2))
+        pos_index = int(np.flatnonzero(self.classes_ == self.pos_label_)[0])
+        proba[:, pos_index], proba[:, 1 - pos_index] = positive, 1.0 - positive
+        return proba
 
     def decision_function(self, X):
         """Shifted margin, oriented as scikit-learn expects.
@@ -230,10 +241,20 @@ def stratified_folds(n_splits, random_state_param, random_state):
     return StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
 
 
-def fit_base_estimator(estimator, X, y):
-    """Clone ``estimator`` (``None``: :func:`default_estimator`) and fit it."""
+def fit_base_estimator(estimator, X, y, sample_weight=None, *, owner="the classifier"):
+    """Clone ``estimator`` (``None``: :func:`default_estimator`) and fit it.
+
+    ``sample_weight`` is passed to the base estimator's ``fit``; one that does
+    not take it is refused with a ``TypeError`` naming both estimators, not
+    silently fitted unweighted.
+    """
     base = default_estimator() if estimator is None else clone(estimator)
-    return base.fit(X, y)
+    if sample_weight is None:
+        return base.fit(X, y)
+    if not has_fit_parameter(base, "sample_weight"):
+        raise TypeError(f"{owner} was given sample_weight, but its base estimator "
+                        f"{type(base).__name__} does not accept sample_weight in fit.")
+    return base.fit(X, y, sample_weight=sample_weight)
 
 
 def margin_sign(estimator, pos_label, classes):
@@ -259,7 +280,7 @@ def signed_margins(estimator, X, sign):
     return sign * margins
 
 
-def out_of_fold_margins(estimator, X, y, pos_label, classes, splits):
+def out_of_fold_margins(estimator, X, y, pos_label, classes, splits, sample_weight=None):
     """Signed margins of every sample from a clone fitted without it.
 
     Parameters
@@ -272,6 +293,8 @@ def out_of_fold_margins(estimator, X, y, pos_label, classes, splits):
     splits : iterable of (train, test) index arrays
         Every sample must be in exactly one ``test``; every ``train`` must hold
         both classes.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        Passed, restricted to each ``train``, to every fold's ``fit``.
 
     Returns
     -------
@@ -279,6 +302,13 @@ def out_of_fold_margins(estimator, X, y, pos_label, classes, splits):
     """
     margins = np.full(X.shape[0], np.nan)
     for train, test in splits:
-        fold = clone(estimator).fit(X[train], y[train])
+        if sample_weight is None:
+            fold = clone(estimator).fit(X[train], y[train])
+        else:
+            fold = clone(estimator).fit(X[train], y[train], sample_weight=sample_weight[train])
         margins[test] = signed_margins(fold, X[test], margin_sign(fold, pos_label, classes))
+    missing = np.flatnonzero(np.isnan(margins))
+    if missing.size:
+        raise ValueError(f"the cross-validation folds left {missing.size} row(s) out of every test fold "
+                         f"(first: {missing[:5].tolist()}); out-of-fold margins need each row in one test fold.")
     return margins

@@ -15,8 +15,11 @@ from scipy.optimize import minimize
 __all__ = ["platt_fit", "platt_probability"]
 
 
-def platt_fit(scores, positive) -> tuple[float, float]:
+def platt_fit(scores, positive, sample_weight=None) -> tuple[float, float]:
     """The ``(a, b)`` of Platt's sigmoid for ``scores`` and boolean labels ``positive``.
+
+    With ``sample_weight``, every row's log-loss term and the class sizes of
+    Platt's targets are weighted (an integer weight acts as that many copies).
 
     Examples
     --------
@@ -26,8 +29,9 @@ def platt_fit(scores, positive) -> tuple[float, float]:
     """
     s = np.asarray(scores, dtype=np.float64)
     positive = np.asarray(positive, dtype=bool)
-    n_pos = int(positive.sum())
-    n_neg = positive.size - n_pos
+    w = np.ones(s.size) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    n_pos = float(w[positive].sum())
+    n_neg = float(w[~positive].sum())
     if n_pos == 0 or n_neg == 0:
         raise ValueError(f"Platt scaling needs both classes; got {n_pos} positive and {n_neg} negative scores")
     target = np.where(positive, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
@@ -36,8 +40,8 @@ def platt_fit(scores, positive) -> tuple[float, float]:
 
     def loss_and_gradient(params):
         z = params[0] * f + params[1]
-        loss = np.sum(target * np.logaddexp(0.0, z) + (1.0 - target) * np.logaddexp(0.0, -z))
-        residual = 0.5 * (1.0 + np.tanh(0.5 * z)) - (1.0 - target)  # sigmoid(z) - (1 - t), stable
+        loss = w @ (target * np.logaddexp(0.0, z) + (1.0 - target) * np.logaddexp(0.0, -z))
+        residual = w * (0.5 * (1.0 + np.tanh(0.5 * z)) - (1.0 - target))  # w (sigmoid(z) - (1 - t)), stable
         return loss, np.array([residual @ f, residual.sum()])
 
     start = np.array([0.0, np.log((n_neg + 1.0) / (n_pos + 1.0))])

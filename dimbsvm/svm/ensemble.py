@@ -21,7 +21,6 @@ from sklearn.base import _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
 
 from dimbsvm._client_param import ClientParamMixin
 from dimbsvm.graph.knn import KNN_METHODS
@@ -34,7 +33,7 @@ from dimbsvm.svm._base import (
     signed_margins,
 )
 from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag
-from dimbsvm.svm.calibration import platt_fit, platt_probability
+from dimbsvm.svm.calibration import platt_fit
 # Re-exported: models saved by dimbsvm 0.1.0 name ``dimbsvm.svm.ensemble.OTHRMember``
 # (skops stores the module path), and code imported fit_member from here.
 from dimbsvm.svm.members import MEMBER_MARGINS, OTHRMember, fit_member, pooled_oob_margins
@@ -560,12 +559,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         tuned shift, where the minority's probability is usually below 0.5),
         so ``argmax(predict_proba)`` and ``predict`` can differ by design.
         """
-        check_is_fitted(self, "platt_")
-        positive = platt_probability(self._shifted_margin(self._validate_X(X)), *self.platt_)
-        proba = np.empty((positive.size, 2))
-        pos_index = int(np.flatnonzero(self.classes_ == self.pos_label_)[0])
-        proba[:, pos_index], proba[:, 1 - pos_index] = positive, 1.0 - positive
-        return proba
+        return self._platt_probabilities(X)
 
     def _member_margins(self, X):
         return np.stack([member.shifted_margin(X) for member in self.members_])

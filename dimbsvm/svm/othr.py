@@ -19,8 +19,11 @@ from __future__ import annotations
 import logging
 from numbers import Integral, Real
 
+import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import _check_sample_weight
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from dimbsvm.graph.knn import KNN_METHODS
@@ -34,6 +37,7 @@ from dimbsvm.svm._base import (
     stratified_folds,
 )
 from dimbsvm.svm._base import binary_classes, positive_label  # noqa: F401 - were imported from here
+from dimbsvm.svm.calibration import platt_fit
 from dimbsvm.svm.threshold import (
     CANDIDATES,
     OBJECTIVES,
@@ -123,7 +127,7 @@ class THRClassifier(_ShiftedMarginClassifier):
         self.pos_label = pos_label
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the base classifier and compute the eq. 16 shift.
 
         Parameters
@@ -132,6 +136,9 @@ class THRClassifier(_ShiftedMarginClassifier):
             Training data.
         y : array-like of shape (n_samples,)
             Two classes, of any label type.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Passed to the base estimator's ``fit`` (a ``TypeError`` if it
+            takes none); N+ and N- of eq. 16 become the classes' weight sums.
 
         Returns
         -------
@@ -139,10 +146,13 @@ class THRClassifier(_ShiftedMarginClassifier):
             The fitted classifier.
         """
         X, y, positive = self._validate_training_data(X, y)
-        self.estimator_ = fit_base_estimator(self.estimator, X, y)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
+        self.estimator_ = fit_base_estimator(self.estimator, X, y, sample_weight, owner="THRClassifier")
         self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
-        n_pos = int(positive.sum())
-        self.threshold_ = float(thr_shift(n_pos, positive.size - n_pos))
+        weights = np.ones(positive.size) if sample_weight is None else sample_weight
+        n_pos, n_neg = weights[positive].sum(), weights[~positive].sum()
+        self.threshold_ = float(thr_shift(n_pos, n_neg))
         return self
 
     def _shifted_margin(self, X):
@@ -192,9 +202,12 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         optimistic about the minority class. With ``"cv"`` the final
         classifier is still fitted on all samples, and ``cv`` more
         classifiers are fitted on parts of them.
-    cv : int, default=5
-        Folds for ``margins="cv"`` (reduced to the number of minority samples
-        if there are fewer).
+    cv : int, cross-validation generator or iterable, default=5
+        Folds for ``margins="cv"``: a number of stratified folds (reduced to
+        the number of minority samples if there are fewer), a splitter
+        (``split(X, y)`` is given the minority mask as ``y``), or an iterable
+        of ``(train, test)`` index arrays, as scikit-learn's ``cv``. Every row
+        must be in exactly one test fold.
     objective : {"g_mean", "f_measure", "g_f_mean"}, default="g_mean"
         The criterion the threshold maximises: G-mean (the paper), the
         F-measure of the minority class, or ``sqrt(G-mean * F-measure)``.
@@ -224,6 +237,12 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         Shuffles the folds of ``margins="cv"`` (``None``: folds in row order,
         as scikit-learn's ``cv=5``) and seeds an approximate neighbour search.
         The base estimator's own ``random_state`` is left alone.
+    probability : bool, default=False
+        Enable :meth:`predict_proba`: Platt's sigmoid (``platt_``) fitted on
+        the out-of-fold shifted margins, the honest view of how the
+        classifier scores rows it was not fitted on (needs ``margins="cv"``;
+        the training rows' own margins would make it overconfident). It
+        costs nothing more: the margins are those the threshold was searched on.
 
     Attributes
     ----------
@@ -235,6 +254,9 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         The minority (positive) class.
     threshold_ : float
         The chosen shift, ``theta_opt``.
+    platt_ : tuple of float
+        With ``probability=True``: ``(a, b)`` of ``P = 1 / (1 + exp(a f + b))``,
+        ``f`` the value of :meth:`decision_function` oriented to ``pos_label_``.
     candidates_ : dict of ndarray
         One entry per candidate (``pandas.DataFrame(clf.candidates_)`` shows
         it): ``theta``; ``sample`` and ``neighbour``, the training rows of
@@ -274,11 +296,12 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         "estimator": [HasMethods(["fit", "decision_function"]), None],
         "pos_label": [Real, str, "boolean", None],
         "margins": [StrOptions({"train", "cv"})],
-        "cv": [Interval(Integral, 2, None, closed="left")],
+        "cv": [Interval(Integral, 2, None, closed="left"), "cv_object"],
         **SEARCH_CONSTRAINTS,
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "knn_method": [StrOptions(set(KNN_METHODS))],
         "random_state": ["random_state"],
+        "probability": ["boolean"],
     }
 
     def __init__(
@@ -296,6 +319,7 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         n_neighbors=10,
         knn_method="auto",
         random_state=None,
+        probability=False,
     ):
         self.estimator = estimator
         self.pos_label = pos_label
@@ -309,9 +333,13 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         self.n_neighbors = n_neighbors
         self.knn_method = knn_method
         self.random_state = random_state
+        self.probability = probability
+
+    def __setstate__(self, state):
+        super().__setstate__({"probability": False, **state})  # saved before the parameter existed
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the base classifier and search the threshold shift.
 
         Parameters
@@ -320,6 +348,11 @@ class OTHRClassifier(_ShiftedMarginClassifier):
             Training data.
         y : array-like of shape (n_samples,)
             Two classes, of any label type.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Passed to the base estimator's ``fit`` and to every out-of-fold
+            fit (a ``TypeError`` if the base takes none), and to the threshold
+            objective, whose confusion counts become weight sums. The
+            candidates and the folds come from the unweighted rows.
 
         Returns
         -------
@@ -327,8 +360,13 @@ class OTHRClassifier(_ShiftedMarginClassifier):
             The fitted classifier.
         """
         X, y, positive = self._validate_training_data(X, y)
+        if self.probability and self.margins != "cv":
+            raise ValueError("probability=True calibrates on out-of-fold margins: it needs margins='cv'; "
+                             f"got margins={self.margins!r}.")
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
         random_state = check_random_state(self.random_state)
-        self.estimator_ = fit_base_estimator(self.estimator, X, y)
+        self.estimator_ = fit_base_estimator(self.estimator, X, y, sample_weight, owner="OTHRClassifier")
         self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
         if self.margins == "train":
             margins = signed_margins(self.estimator_, X, self._margin_sign)
@@ -338,10 +376,10 @@ class OTHRClassifier(_ShiftedMarginClassifier):
                 raise ValueError(
                     f"margins='cv' needs at least 2 minority samples; got {n_minority}."
                 )
-            folds = stratified_folds(min(self.cv, n_minority), self.random_state, random_state)
-            # stratified on the minority mask: the same folds whatever the labels are called
             margins = out_of_fold_margins(
-                self.estimator_, X, y, self.pos_label_, self.classes_, folds.split(X, positive)
+                self.estimator_, X, y, self.pos_label_, self.classes_,
+                self._margin_folds(X, positive, random_state),
+                sample_weight=sample_weight,
             )
         self.threshold_, self.candidates_ = othr_threshold(
             X,
@@ -355,7 +393,10 @@ class OTHRClassifier(_ShiftedMarginClassifier):
             n_neighbors=self.n_neighbors,
             method=self.knn_method,
             random_state=random_state,
+            sample_weight=sample_weight,
         )
+        if self.probability:
+            self.platt_ = platt_fit(margins + self.threshold_, positive, sample_weight)
         logger.debug(
             "OTHR threshold %.6g chosen among %d candidates",
             self.threshold_,
@@ -363,5 +404,32 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         )
         return self
 
+    def _margin_folds(self, X, positive, random_state):
+        if isinstance(self.cv, Integral):
+            n_splits = min(self.cv, int(positive.sum()))
+            # stratified on the minority mask: the same folds whatever the labels are called
+            return stratified_folds(n_splits, self.random_state, random_state).split(X, positive)
+        if hasattr(self.cv, "split"):
+            return self.cv.split(X, positive)
+        return list(self.cv)
+
     def _shifted_margin(self, X):
         return signed_margins(self.estimator_, X, self._margin_sign) + self.threshold_  # eq. 24
+
+    @available_if(lambda self: self.probability)
+    def predict_proba(self, X):
+        """Class probabilities (``classes_`` order): Platt's sigmoid of ``decision_function``.
+
+        Only with ``probability=True``; fitted on the out-of-fold margins. As
+        with ``SVC(probability=True)``, ``predict`` keeps its own rule (the
+        tuned shift), so ``argmax(predict_proba)`` and ``predict`` can differ.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, 2)
+        """
+        return self._platt_probabilities(X)

@@ -113,8 +113,8 @@ def smoothing_bandwidth(margins_positive, margins=None):
     return 0.0
 
 
-def _smoothed_count(sorted_margins, theta, bandwidth):
-    """``sum_i Phi((m_i + theta) / bandwidth)`` per theta: a smoothed count of ``m + theta > 0``.
+def _smoothed_count(sorted_margins, theta, bandwidth, weights=None):
+    """``sum_i w_i Phi((m_i + theta) / bandwidth)`` per theta: a smoothed count of ``m + theta > 0``.
 
     Margin by margin up to :data:`MAX_EXACT_SMOOTHING` kernel evaluations;
     above, from binned margins (:func:`_binned_smoothed_count`).
@@ -122,18 +122,19 @@ def _smoothed_count(sorted_margins, theta, bandwidth):
     from scipy.special import ndtr
 
     if sorted_margins.size * theta.size > MAX_EXACT_SMOOTHING:
-        return _binned_smoothed_count(sorted_margins, theta, bandwidth)
+        return _binned_smoothed_count(sorted_margins, theta, bandwidth, weights)
+    weights = np.ones(sorted_margins.size) if weights is None else weights
     total = np.empty(theta.size)
     step = max(1, _BLOCK // max(1, sorted_margins.size))
     for start in range(0, theta.size, step):
         block = theta[start : start + step]
         total[start : start + step] = ndtr(
             (sorted_margins[None, :] + block[:, None]) / bandwidth
-        ).sum(axis=1)
+        ) @ weights
     return total
 
 
-def _binned_smoothed_count(sorted_margins, theta, bandwidth):
+def _binned_smoothed_count(sorted_margins, theta, bandwidth, sample_weight=None):
     """:func:`_smoothed_count` from margins binned on a grid of ``bandwidth / 64``.
 
     Each margin is split between its two neighbouring grid points in
@@ -153,8 +154,9 @@ def _binned_smoothed_count(sorted_margins, theta, bandwidth):
     left = np.floor(position).astype(np.int64)
     frac = position - left
     n_grid = int(left[-1]) + 2
-    weights = (np.bincount(left, weights=1.0 - frac, minlength=n_grid)
-               + np.bincount(left + 1, weights=frac, minlength=n_grid))
+    mass = np.ones(sorted_margins.size) if sample_weight is None else sample_weight
+    weights = (np.bincount(left, weights=mass * (1.0 - frac), minlength=n_grid)
+               + np.bincount(left + 1, weights=mass * frac, minlength=n_grid))
     grid = low + delta * np.arange(n_grid)
     at_or_above = np.append(np.cumsum(weights[::-1])[::-1], 0.0)  # at_or_above[k] = sum of weights[k:]
     reach = _KERNEL_REACH * bandwidth
@@ -176,6 +178,7 @@ def best_threshold(
     smoothing=None,
     tolerance=0.0,
     min_precision=0.0,
+    sample_weight=None,
 ):
     """Score every candidate shift on labelled margins and pick the best.
 
@@ -220,6 +223,11 @@ def best_threshold(
         Precision floor (exact counts): candidates whose positive predictions
         are less precise are left out. If none reaches the floor, the most
         precise candidates are the ones considered.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights: every count of the confusion matrix (exact or
+        smoothed) is a sum of weights, so an integer weight acts as that many
+        copies of the sample. The smoothing bandwidth is computed from the
+        unweighted margins.
 
     Returns
     -------
@@ -255,17 +263,18 @@ def best_threshold(
     theta = np.asarray(candidates, dtype=np.float64).reshape(-1)
     if theta.size == 0:
         raise ValueError("best_threshold needs at least one candidate.")
-    pos_sorted = np.sort(margins[positive])
-    neg_sorted = np.sort(margins[~positive])
-    n_pos, n_neg = pos_sorted.size, neg_sorted.size
+    weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    (pos_sorted, pos_weights), (neg_sorted, neg_weights) = (
+        _sorted_with_weights(margins, weights, positive), _sorted_with_weights(margins, weights, ~positive))
+    n_pos, n_neg = _total(pos_sorted, pos_weights), _total(neg_sorted, neg_weights)
     if n_pos == 0 or n_neg == 0:
         raise ValueError(
             f"best_threshold needs both classes; got {n_pos} positive and {n_neg} negative "
-            "samples."
+            "samples" + (" (weighted)." if weights is not None else ".")
         )
     # margin + theta > 0  <=>  margin > -theta  (exact in IEEE arithmetic)
-    tp = n_pos - np.searchsorted(pos_sorted, -theta, side="right").astype(np.int64)
-    tn = np.searchsorted(neg_sorted, -theta, side="right").astype(np.int64)
+    tp = n_pos - _at_or_below(pos_sorted, pos_weights, -theta)
+    tn = _at_or_below(neg_sorted, neg_weights, -theta)
     fp = n_neg - tn
     tpr, tnr = tp / n_pos, tn / n_neg
     predicted = tp + fp
@@ -277,8 +286,8 @@ def best_threshold(
     bandwidth = _bandwidth(smoothing, pos_sorted, margins)
     if bandwidth > 0:
         scored = _thinned(theta, MAX_SMOOTHED_CANDIDATES)
-        s_tp = _smoothed_count(pos_sorted, theta[scored], bandwidth)
-        s_fp = _smoothed_count(neg_sorted, theta[scored], bandwidth)
+        s_tp = _smoothed_count(pos_sorted, theta[scored], bandwidth, pos_weights)
+        s_fp = _smoothed_count(neg_sorted, theta[scored], bandwidth, neg_weights)
         s_g = np.sqrt(np.clip((s_tp / n_pos) * (1.0 - s_fp / n_neg), 0.0, None))
         s_f = (2 * s_tp) / (n_pos + s_tp + s_fp)
         score = np.full(theta.size, -np.inf)
@@ -316,6 +325,26 @@ def best_threshold(
         "score": score,
     }
     return float(theta[best]), table
+
+
+def _sorted_with_weights(margins, weights, rows):
+    """The margins of ``rows`` sorted, and their weights in the same order (None: unweighted)."""
+    if weights is None:
+        return np.sort(margins[rows]), None
+    order = np.argsort(margins[rows], kind="stable")
+    return margins[rows][order], weights[rows][order]
+
+
+def _total(sorted_margins, weights):
+    return sorted_margins.size if weights is None else float(weights.sum())
+
+
+def _at_or_below(sorted_margins, weights, cut):
+    """How many (or how much weight of) ``sorted_margins`` are ``<= cut``, per cut."""
+    below = np.searchsorted(sorted_margins, cut, side="right")
+    if weights is None:
+        return below.astype(np.int64)  # integer counts keep G-mean ties exact
+    return np.concatenate([[0.0], np.cumsum(weights)])[below]
 
 
 def _thinned(theta, limit):
@@ -357,6 +386,7 @@ def othr_threshold(
     method="auto",
     random_state=None,
     max_candidates=None,
+    sample_weight=None,
 ):
     """SVM-OTHR's threshold search (paper Fig. 3) on labelled samples.
 
@@ -385,6 +415,9 @@ def othr_threshold(
         Score at most this many candidates (:func:`thin_candidates`): on
         millions of samples the table of every cut costs more memory than
         the precision it buys. ``None`` scores all.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Weights of the samples in the scoring (:func:`best_threshold`); the
+        candidates themselves come from the unweighted samples.
 
     Returns
     -------
@@ -438,6 +471,7 @@ def othr_threshold(
         smoothing=smoothing,
         tolerance=tolerance,
         min_precision=min_precision,
+        sample_weight=sample_weight,
     )
     table = {
         "theta": scores.pop("theta"),
