@@ -183,6 +183,17 @@ register_estimator("ensemble_othr", _ensemble_othr, "EnSVM-OTHR: bagged OTHR mem
                    "majority vote; members fan out as Dask tasks")
 
 
+def _recommended():
+    from .recommended import recommended
+
+    model = recommended()
+    return model.set_params(estimator=_svm())
+
+
+register_estimator("recommended", _recommended, "the quality-first configuration (dimbsvm.recommended()): "
+                   "EnSVM-OTHR over a (C, gamma) grid, settings chosen by out-of-bag ROC-AUC")
+
+
 def _act():
     from .svm import ACTClassifier
 

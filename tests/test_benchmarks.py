@@ -148,7 +148,7 @@ def _with(**changes):
 
 
 @pytest.mark.parametrize("spec, message", [
-    (_with(colour="red"), r"unknown key 'colour'; accepted keys: datasets, description"),
+    (_with(colour="red"), r"unknown key 'colour'; accepted keys: control, datasets, description"),
     (_with(methods=[{"name": "a", "kind": "peer", "estimator": "svc", "param": {}}]),
      r"unknown key 'methods.0.param'; accepted keys under 'methods.0': estimator, kind, name, params"),
     (_with(protocol={"folds": 3}), r"unknown key 'protocol.folds'"),
@@ -157,7 +157,7 @@ def _with(**changes):
     (_with(methods=[{"name": "a", "kind": "sklearn", "estimator": "svc"}]),
      r"'methods.0.kind' is 'sklearn'; accepted: registry, peer"),
     (_with(methods=[{"name": "a", "kind": "peer", "estimator": "forest"}]),
-     r"unknown peer 'forest'; accepted: balanced_bagging, smote_svc"),
+     r"unknown peer 'forest'; accepted: auc_tuned_threshold, balanced_bagging, ensemble_grid_cv, smote_svc"),
     (_with(methods=[{"name": "a", "kind": "registry", "estimator": "othr_typo"}]),
      r"'othr_typo', not a registered dimbsvm estimator; accepted: .*svc_balanced"),
     (_with(methods=[{"name": "a", "kind": "peer", "estimator": "smote_svc", "params": {"smote__k": 3}}]),
@@ -168,6 +168,7 @@ def _with(**changes):
                                                                          "estimator": "svc_balanced"}]),
      r"method name\(s\) a used more than once"),
     (_with(datasets=[]), r"'datasets' is \[\]; it must be at least 1"),
+    (_with(control=["svc_tuned"]), r"'control' names svc_tuned, not method\(s\) of this suite"),
 ])
 def test_invalid_suites_name_the_key(spec, message):
     with pytest.raises(JobSpecError, match=message):

@@ -63,8 +63,14 @@ def test_rows_helpers_match_numpy_indexing(tmp_path):
     np.testing.assert_array_equal(scaled[rows], X[rows])
 
 
+#: A small recommended() ensemble: 2 settings x 2 members, the best setting kept.
+SMALL_GRID = {"n_estimators": 2, "param_grid": {"C": [0.5, 5.0], "gamma": ["scale"]}, "top_candidates": 1,
+              "random_state": 3}
+
+
 @pytest.mark.parametrize("name, params", [
     ("ensemble_othr", {"n_estimators": 3, "random_state": 5}),
+    ("recommended", SMALL_GRID),
     ("svc_balanced", {}),
     ("othr", {"estimator": "linear_svc"}),
 ])
@@ -110,7 +116,7 @@ def test_feature_stages_run_once_per_fold_and_match(scheduler, small, sequential
 
 
 @pytest.mark.parametrize("name, params", [("ensemble_othr", {"n_estimators": 3, "random_state": 1}),
-                                          ("svc_balanced", {})])
+                                          ("recommended", SMALL_GRID), ("svc_balanced", {})])
 def test_store_rows_are_read_per_member_and_match(scheduler, small, sequential_fold, tmp_path, name, params):
     X, y = small
     store = ingest((X.astype(np.float32), y), tmp_path / "data.zarr", chunk_rows=64)

@@ -861,6 +861,7 @@ def _expected_failed_checks(estimator):
         EnsembleOTHRClassifier(n_estimators=3),
         EnsembleOTHRClassifier(n_estimators=3, **ENSEMBLE_PAPER),
         EnsembleOTHRClassifier(n_estimators=3, probability=True),
+        EnsembleOTHRClassifier(n_estimators=2, param_grid={"C": [0.5, 4.0]}, top_candidates=1),
     ],
     expected_failed_checks=_expected_failed_checks,
 )
@@ -1022,3 +1023,62 @@ def test_sample_weight_reaches_the_base_estimator_or_is_refused_by_name():
             model.fit(X, y, sample_weight=weights)
     with pytest.raises(ValueError, match="[Nn]egative"):
         THRClassifier().fit(X, y, sample_weight=-weights)
+
+
+# --- EnsembleOTHRClassifier(param_grid=...): settings ranked on out-of-bag margins -------------------------
+
+GRID = {"C": [0.1, 1.0, 10.0], "gamma": [0.5, "scale"]}
+
+
+def test_grid_keeps_the_settings_of_best_out_of_bag_auc_computed_by_hand():
+    from sklearn.metrics import roc_auc_score
+
+    from dimbsvm.svm.members import fit_member
+
+    X, y = make_classification(n_samples=400, n_features=6, weights=[0.88], flip_y=0.03, random_state=5)
+    model = EnsembleOTHRClassifier(n_estimators=4, param_grid=GRID, top_candidates=2, random_state=1).fit(X, y)
+    seeds = np.random.RandomState(1).randint(np.iinfo(np.int32).max, size=4)
+    by_hand = []
+    for setting in [{"C": c, "gamma": g} for c in GRID["C"] for g in GRID["gamma"]]:
+        total, count = np.zeros(len(y)), np.zeros(len(y))
+        for seed in seeds:
+            member = fit_member(X, y, int(seed), pos_label=1, estimator=SVC(**setting), bootstrap="stratified",
+                                margins="none", perturbation=0.0, keep_oob=True)
+            total[member.oob_rows] += member.oob_margins
+            count[member.oob_rows] += 1
+        seen = count > 0
+        by_hand.append((roc_auc_score(y[seen], total[seen] / count[seen]), setting))
+    np.testing.assert_allclose(model.search_results_["oob_auc"], [auc for auc, _ in by_hand], rtol=1e-12)
+    best_two = [setting for _, setting in sorted(by_hand, key=lambda t: -t[0])[:2]]
+    assert model.best_params_ == best_two
+    assert len(model.members_) == 8 and model.search_results_["kept"].sum() == 2
+    assert {m.estimator.C for m in model.members_} == {s["C"] for s in best_two}
+
+
+def test_a_grid_of_one_setting_is_the_plain_ensemble_on_another_scale():
+    X, y = make_classification(n_samples=500, n_features=5, weights=[0.9], flip_y=0.03, random_state=6)
+    plain = EnsembleOTHRClassifier(SVC(C=2.0), n_estimators=4, random_state=0).fit(X[:350], y[:350])
+    grid = EnsembleOTHRClassifier(n_estimators=4, param_grid={"C": [2.0]}, random_state=0).fit(X[:350], y[:350])
+    np.testing.assert_array_equal(grid.predict(X[350:]), plain.predict(X[350:]))
+    ratio = grid.decision_function(X[350:]) / plain.decision_function(X[350:])
+    np.testing.assert_allclose(ratio, 1.0 / grid.search_results_["oob_spread"][0], rtol=1e-9)
+
+
+def test_grid_is_refused_where_it_cannot_work():
+    X, y = _imbalanced(0, n_samples=200)
+    with pytest.raises(ValueError, match="'degree_of_freedom', not parameter"):
+        EnsembleOTHRClassifier(n_estimators=2, param_grid={"degree_of_freedom": [1]}).fit(X, y)
+    with pytest.raises(ValueError, match="needs threshold='pooled_oob'"):
+        EnsembleOTHRClassifier(n_estimators=2, param_grid={"C": [1.0]}, threshold="member").fit(X, y)
+
+
+def test_recommended_is_an_unfitted_grid_ensemble_that_fits_with_and_without_a_client():
+    from dimbsvm import recommended
+    from dimbsvm.recommended import RECOMMENDED_GRID
+
+    model = recommended(random_state=0)
+    assert model.param_grid == RECOMMENDED_GRID and not hasattr(model, "members_")
+    X, y = make_classification(n_samples=300, n_features=5, weights=[0.9], flip_y=0.03, random_state=7)
+    fitted = model.set_params(n_estimators=2).fit(X, y)
+    assert len(fitted.members_) == 2 * fitted.top_candidates and len(fitted.search_results_["oob_auc"]) == 32
+    assert {m.estimator.class_weight for m in fitted.members_} <= {None, "balanced"}

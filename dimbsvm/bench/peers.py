@@ -48,6 +48,12 @@ smote_svc_grid
     minority rows (an inner fold of shuttle-c2-vs-c4), one less than its
     minority count (:class:`SmallSampleSMOTE`; no oversampling at all with a
     single minority row).
+ensemble_grid_cv
+    Not a peer but the baseline of dimbsvm's own search: dimbsvm's
+    ``EnsembleOTHRClassifier()`` (10 members) inside the same
+    ``GridSearchCV`` (G-mean, ``cv=3``), ``estimator__C`` and
+    ``estimator__gamma`` over the grid: 490 member fits per training fold,
+    against which :func:`dimbsvm.recommended`'s out-of-bag selection is measured.
 auc_tuned_threshold
     ``(C, gamma)`` chosen by ROC-AUC with the same grid search, then
     ``TunedThresholdClassifierCV`` (as ``tuned_threshold``) around the SVC with
@@ -84,6 +90,7 @@ from sklearn.svm import SVC
 from sklearn.utils._param_validation import HasMethods, Interval, InvalidParameterError
 
 from dimbsvm.exceptions import JobSpecError
+from dimbsvm.recommended import SVM_GRID
 from dimbsvm.metrics import g_mean
 
 __all__ = ["AucTunedThreshold", "BASE_SVC_PARAMS", "PEERS", "SmallSampleSMOTE", "TUNED_GRID", "base_svc", "fold_random_state", "make_peer", "peer_names"]
@@ -93,7 +100,7 @@ BASE_SVC_PARAMS = {"kernel": "rbf", "C": 1.0, "gamma": "scale"}
 
 
 #: The inner grid of every tuned peer, as ``GridSearchCV`` parameters of a bare SVC.
-TUNED_GRID = {"C": [0.1, 1.0, 10.0, 100.0], "gamma": [0.3, 1.0, 3.0, "scale"]}
+TUNED_GRID = SVM_GRID
 
 #: Inner folds of the tuned peers' grid search.
 TUNED_CV = 3
@@ -167,6 +174,13 @@ def _smote_svc_grid(random_state):
     pipeline = Pipeline([("smote", SmallSampleSMOTE(k_neighbors=3, random_state=random_state)),
                          ("svc", base_svc())])
     return GridSearchCV(pipeline, _grid("svc__"), scoring=make_scorer(g_mean), cv=TUNED_CV)
+
+
+def _ensemble_grid_cv(random_state):
+    from dimbsvm.svm import EnsembleOTHRClassifier
+
+    return GridSearchCV(EnsembleOTHRClassifier(random_state=random_state), _grid("estimator__"),
+                        scoring=make_scorer(g_mean), cv=TUNED_CV)
 
 
 def _auc_tuned_threshold(random_state):
@@ -287,6 +301,8 @@ PEERS: dict[str, Peer] = {
                                                   "(16 candidates), G-mean, inner cv=3"),
     "smote_svc_grid": Peer(_smote_svc_grid, "GridSearchCV(Pipeline(SMOTE(k_neighbors=3, fewer for tiny "
                                             "minorities), SVC)) over C x gamma, G-mean, inner cv=3"),
+    "ensemble_grid_cv": Peer(_ensemble_grid_cv, "dimbsvm EnsembleOTHRClassifier() in GridSearchCV over C x gamma, "
+                                                "G-mean, inner cv=3 (490 member fits)"),
     "auc_tuned_threshold": Peer(_auc_tuned_threshold, "SVC with (C, gamma) chosen by ROC-AUC (grid, inner cv=3), "
                                                       "then TunedThresholdClassifierCV(G-mean)"),
 }

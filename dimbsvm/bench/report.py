@@ -101,7 +101,7 @@ def analyse(suite: dict, records: list, run: dict) -> tuple[pd.DataFrame, dict]:
     folds[["dataset", "method"]] = folds[["dataset", "method"]].astype(str)
 
     per_dataset = stats.dataset_summary(folds, metrics)
-    peers = [m["name"] for m in suite["methods"] if m["kind"] == "peer"]
+    peers = suite.get("control") or [m["name"] for m in suite["methods"] if m["kind"] == "peer"]
     run = dict(run)
     machine = run.pop("machine", None) or machine_info()
     versions = run.pop("versions", None) or package_versions()
@@ -336,8 +336,10 @@ def significance_lines(summary: dict) -> list[str]:
                          f"({result['n_datasets']} datasets, {result['n_methods']} methods)")
     for metric, table in summary["vs_control"].items():
         control = summary["control"][metric]
-        lines += ["", f"Wilcoxon signed-rank test ({LABELS[metric]}) of each method against the best peer, "
-                      f"**{control}** (best average rank), over datasets; Holm-corrected over "
+        among = summary["suite"].get("control")
+        lines += ["", f"Wilcoxon signed-rank test ({LABELS[metric]}) of each method against the best "
+                      + (f"of {', '.join(among)}" if among else "peer")
+                      + f", **{control}** (best average rank), over datasets; Holm-corrected over "
                       f"{len(table)} comparison(s). W/T/L: datasets where the method is better/equal/worse.",
                   ""]
         rows = [[method, f"{row['wins']}/{row['ties']}/{row['losses']}", _p(row["pvalue"]), _p(row["pvalue_holm"])]

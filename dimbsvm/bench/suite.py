@@ -95,6 +95,8 @@ SUITE_SCHEMA = {
             "items": {"enum": list(METRICS)},
         },
         "reference_source": {"type": "string"},
+        # the methods the Wilcoxon tests' control is chosen among (best average rank); default: the peers
+        "control": {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME},
         "execution": {
             "type": "object",
             "additionalProperties": False,
@@ -159,6 +161,10 @@ def validate_suite(spec, *, where="suite") -> dict:
     if duplicates:
         raise JobSpecError(f"{where}: method name(s) {', '.join(duplicates)} used more than once; "
                            "each method needs its own 'name'")
+    unknown = sorted(set(suite.get("control", [])) - set(names))
+    if unknown:
+        raise JobSpecError(f"{where}: 'control' names {', '.join(unknown)}, not method(s) of this suite; "
+                           f"methods: {', '.join(names)}")
     for i, method in enumerate(suite["methods"]):
         method.setdefault("params", {})
         try:

@@ -77,7 +77,8 @@ def parts_of(estimator, y_train):
     """
     if hasattr(estimator, "plan_members") and hasattr(estimator, "fit_from_members"):
         seeds, params = clone(estimator).plan_members(y_train)
-        return [Part(i, int(seed), params) for i, seed in enumerate(seeds)], np.asarray(seeds)
+        per_part = params if isinstance(params, list) else [params] * len(seeds)  # a list: one per member
+        return [Part(i, int(seed), p) for i, (seed, p) in enumerate(zip(seeds, per_part))], np.asarray(seeds)
     return [Part(0)], None
 
 

@@ -34,6 +34,7 @@ from dimbsvm.svm._base import (
 )
 from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag
 from dimbsvm.svm.calibration import platt_fit
+from dimbsvm.svm.grid_members import candidate_settings, keep_best_settings
 # Re-exported: models saved by dimbsvm 0.1.0 name ``dimbsvm.svm.ensemble.OTHRMember``
 # (skops stores the module path), and code imported fit_member from here.
 from dimbsvm.svm.members import MEMBER_MARGINS, OTHRMember, fit_member, pooled_oob_margins
@@ -180,6 +181,17 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
     probability : bool, default=False
         Enable :meth:`predict_proba`: Platt's sigmoid (``platt_``) fitted on
         the pooled out-of-bag shifted margins (needs ``threshold="pooled_oob"``).
+    param_grid : dict or list of dicts, default=None
+        Settings of the base estimator to choose among (``ParameterGrid``
+        keys are its parameters, e.g. ``{"C": [1, 10], "gamma": [0.3, 1]}``).
+        ``n_estimators`` members are fitted per setting, all settings on the
+        same bags; settings are ranked by the ROC-AUC of their pooled
+        out-of-bag margins and the members of the ``top_candidates`` best are
+        kept, their margins divided by their out-of-bag spread so they average
+        on one scale (:mod:`dimbsvm.svm.grid_members`). No inner CV: every
+        fit is a member. Needs ``threshold="pooled_oob"``.
+    top_candidates : int, default=3
+        With ``param_grid``: how many settings the ensemble keeps (at most all).
     client : distributed.Client or None, default=None
         Client to fit members on; ``None`` uses the active client if any. It
         is kept only as this parameter (the members hold no reference to it)
@@ -203,6 +215,11 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
     candidates_ : dict of ndarray
         With ``threshold="pooled_oob"``: the candidate table of the shared
         search (as :attr:`OTHRClassifier.candidates_`; rows are training rows).
+    best_params_ : list of dict
+        With ``param_grid``: the kept settings, best out-of-bag ROC-AUC first.
+    search_results_ : dict of ndarray
+        With ``param_grid``: ``params``, ``oob_auc``, ``oob_spread`` and
+        ``kept`` for every setting, in grid order.
     threshold_margins_ : str
         With ``threshold="pooled_oob"``: ``"oob"``, or ``"train"`` when the
         out-of-bag rows missed a class and the mean margins of all training
@@ -272,6 +289,8 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         "max_candidates": [Interval(Integral, 2, None, closed="left"), None],
         "random_state": ["random_state"],
         "probability": ["boolean"],
+        "param_grid": [dict, list, None],
+        "top_candidates": [Interval(Integral, 1, None, closed="left")],
         "client": "no_validation",
     }
 
@@ -299,6 +318,8 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         max_candidates=100_000,
         random_state=None,
         probability=False,
+        param_grid=None,
+        top_candidates=3,
         client=None,
     ):
         self.estimator = estimator
@@ -322,10 +343,13 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self.max_candidates = max_candidates
         self.random_state = random_state
         self.probability = probability
+        self.param_grid = param_grid
+        self.top_candidates = top_candidates
         self.client = client
 
     def __setstate__(self, state):
-        super().__setstate__({"probability": False, **state})  # saved before the parameter existed
+        # models saved before these parameters existed
+        super().__setstate__({"probability": False, "param_grid": None, "top_candidates": 3, **state})
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
@@ -344,10 +368,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             The fitted ensemble.
         """
         X, y, positive = self._validate_training_data(X, y)
-        member_params = self._member_params()
-        self.seeds_ = check_random_state(self.random_state).randint(
-            _MAX_SEED, size=self.n_estimators
-        )
+        seeds, member_params = self._member_tasks()
         # The engine decides where members run: on the given or current client, one task each
         # (X and y sent once), else here, one after the other.
         from dimbsvm.model_selection.engine import map_tasks, resolve_client
@@ -357,11 +378,12 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             logger.info("fitting %d members on %s", self.n_estimators, client)
         members = map_tasks(
             fit_member,
-            [dict(seed=int(seed), **member_params) for seed in self.seeds_],
+            [dict(seed=int(seed), **params) for seed, params in zip(seeds, member_params)],
             client=client,
             shared={"X": X, "y": y},
             label="ensemble members",
         )
+        self.seeds_ = seeds
         return self._set_members(X, positive, list(members))
 
     def plan_members(self, y):
@@ -380,18 +402,20 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         Returns
         -------
         seeds : ndarray of int
-            One seed per member, drawn from ``random_state`` as :meth:`fit` does.
-        params : dict
-            Keyword arguments of :func:`fit_member` other than ``X``, ``y`` and ``seed``.
+            One seed per member, drawn from ``random_state`` as :meth:`fit` does
+            (with ``param_grid``: the same seeds for every setting, setting by setting).
+        params : dict or list of dict
+            Keyword arguments of :func:`fit_member` other than ``X``, ``y`` and
+            ``seed``; with ``param_grid``, one dict per seed.
         """
         self._validate_params()
         self._set_classes(y)
-        seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
-        return seeds, self._member_params()
+        seeds, params = self._member_tasks()
+        return seeds, (params if self.param_grid is not None else params[0])
 
     def pools_out_of_bag(self) -> bool:
-        """Whether the shared shift is searched on pooled out-of-bag margins (``threshold="pooled_oob"``)."""
-        return self.threshold == "pooled_oob"
+        """Whether the out-of-bag margins can be pooled over all members at once (a shared shift, no grid)."""
+        return self.threshold == "pooled_oob" and self.param_grid is None
 
     def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None):
         """Finish fitting from members fitted by :func:`fit_member` (see :meth:`plan_members`).
@@ -406,7 +430,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         members : list of OTHRMember
             In seed order.
         seeds : ndarray of int
-            The seeds the members were fitted with.
+            The seeds the members were fitted with (with ``param_grid``: one
+            per (setting, member), setting by setting, as :meth:`plan_members`
+            returns them).
         pooled_margins : tuple of ndarray, default=None
             ``(margins, counts)`` as :func:`pooled_oob_margins` returns them,
             computed by the caller (members fitted with ``keep_oob="bag"``);
@@ -436,6 +462,19 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             tolerance=self.tolerance,
             min_precision=self.min_precision,
         )
+
+    def _member_tasks(self):
+        """Seeds and :func:`fit_member` keyword arguments of every member to fit, in order."""
+        seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
+        if self.param_grid is None:
+            return seeds, [self._member_params()] * len(seeds)
+        if self.threshold != "pooled_oob":
+            raise ValueError("param_grid ranks settings on pooled out-of-bag margins: it needs "
+                             f"threshold='pooled_oob', got threshold={self.threshold!r}")
+        base = self._member_params()
+        settings = candidate_settings(self.param_grid, base["estimator"])
+        params = [dict(base, estimator=clone(base["estimator"]).set_params(**setting)) for setting in settings]
+        return np.tile(seeds, len(settings)), [p for p in params for _ in seeds]
 
     def _member_params(self):
         """Keyword arguments of :func:`fit_member` shared by every member (all but the seed)."""
@@ -468,8 +507,11 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         if self.probability and self.threshold != "pooled_oob":
             raise ValueError("probability=True calibrates the pooled out-of-bag margins: it needs "
                              f"threshold='pooled_oob', got threshold={self.threshold!r}")
-        for stale in ("threshold_", "candidates_", "threshold_margins_", "platt_"):
+        for stale in ("threshold_", "candidates_", "threshold_margins_", "platt_", "best_params_",
+                      "search_results_"):
             self.__dict__.pop(stale, None)
+        if self.param_grid is not None:
+            members = self._keep_best_settings(positive, members)
         self._pooled = self.threshold == "pooled_oob"
         if self._pooled:
             members = self._fit_shared_threshold(X, positive, members, self._threshold_search(),
@@ -481,6 +523,15 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             [member.optimal_threshold for member in self.members_]
         )
         return self
+
+    def _keep_best_settings(self, positive, members):
+        """The members of the ``top_candidates`` settings of best out-of-bag ROC-AUC, on one scale."""
+        settings = candidate_settings(self.param_grid, self._member_params()["estimator"])
+        kept, members, self.search_results_ = keep_best_settings(settings, members, positive, self.top_candidates)
+        self.best_params_ = [settings[i] for i in kept]
+        per_setting = len(self.seeds_) // len(settings)
+        self.seeds_ = np.concatenate([self.seeds_[i * per_setting:(i + 1) * per_setting] for i in kept])
+        return members
 
     def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None):
         """Search one shift on the pooled out-of-bag margins; set it in every member."""

@@ -1,0 +1,60 @@
+"""The configuration to run when quality matters more than time: :func:`recommended`.
+
+One call returns an unfitted scikit-learn estimator with its model selection
+built in, so it is used like any other (``fit``, ``predict``,
+``cross_val_score``, a pipeline step); with a Dask client active its members
+are fitted as tasks on the cluster, without one they are fitted in-process.
+In a job it is the estimator name ``recommended``.
+
+What it is and why, with the numbers on 20 public KEEL datasets against
+tuned and untuned peers: ``benchmarks/search_study.md``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RECOMMENDED_GRID", "SVM_GRID", "recommended"]
+
+#: The (C, gamma) settings of the SVMs, the grid the tuned peers of the benchmarks search by inner
+#: cross-validation (16 settings).
+SVM_GRID = {"C": [0.1, 1.0, 10.0, 100.0], "gamma": [0.3, 1.0, 3.0, "scale"]}
+
+#: What :func:`recommended` searches: every setting of :data:`SVM_GRID`, with and without
+#: ``class_weight="balanced"`` (32 settings).
+RECOMMENDED_GRID = {**SVM_GRID, "class_weight": [None, "balanced"]}
+
+
+def recommended(*, random_state=None, client=None):
+    """An unfitted ensemble that chooses its SVMs' settings on out-of-bag margins.
+
+    ``EnsembleOTHRClassifier(param_grid=RECOMMENDED_GRID, n_estimators=10,
+    top_candidates=3, tolerance=0.0)``: ten RBF SVMs on stratified bootstrap
+    bags for each of the 32 settings of :data:`RECOMMENDED_GRID` (320 fits,
+    no inner cross-validation), the three settings whose pooled out-of-bag
+    margins rank the training rows best (ROC-AUC) kept and averaged on one
+    scale, and one decision threshold, the best smoothed G-mean on their
+    pooled out-of-bag margins. Feed it scaled features (e.g. behind a
+    ``MinMaxScaler``), as any RBF SVM.
+
+    Parameters
+    ----------
+    random_state : int, RandomState instance or None, default=None
+        Seeds the bags.
+    client : distributed.Client or None, default=None
+        Where the members are fitted (``None``: the active client, if any).
+
+    Returns
+    -------
+    EnsembleOTHRClassifier
+        Unfitted.
+
+    Examples
+    --------
+    >>> from dimbsvm import recommended
+    >>> model = recommended(random_state=0)
+    >>> model.n_estimators, model.top_candidates, model.tolerance
+    (10, 3, 0.0)
+    """
+    from .svm import EnsembleOTHRClassifier
+
+    return EnsembleOTHRClassifier(n_estimators=10, param_grid={k: list(v) for k, v in RECOMMENDED_GRID.items()},
+                                  top_candidates=3, tolerance=0.0, random_state=random_state, client=client)
