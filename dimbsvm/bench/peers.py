@@ -57,7 +57,7 @@ ensemble_grid_cv
 auc_tuned_threshold
     ``(C, gamma)`` chosen by ROC-AUC with the same grid search, then
     ``TunedThresholdClassifierCV`` (as ``tuned_threshold``) around the SVC with
-    those parameters (:class:`AucTunedThreshold`): 49 + 6 SVM fits.
+    those parameters (:class:`AucTunedThreshold`): 48 + 6 SVM fits.
 
 Seeds
 -----

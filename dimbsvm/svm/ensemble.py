@@ -375,7 +375,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
         client = resolve_client(self.client)
         if client is not None:
-            logger.info("fitting %d members on %s", self.n_estimators, client)
+            logger.info("fitting %d members on %s", len(seeds), client)
         members = map_tasks(
             fit_member,
             [dict(seed=int(seed), **params) for seed, params in zip(seeds, member_params)],
@@ -511,6 +511,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
                       "search_results_"):
             self.__dict__.pop(stale, None)
         if self.param_grid is not None:
+            if pooled_margins is not None:  # pooled over every setting's members: no ranking possible
+                raise ValueError("param_grid ranks each setting on its own members' out-of-bag margins; "
+                                 "margins pooled over all members cannot be used (pools_out_of_bag() is False)")
             members = self._keep_best_settings(positive, members)
         self._pooled = self.threshold == "pooled_oob"
         if self._pooled:
