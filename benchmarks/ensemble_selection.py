@@ -44,6 +44,7 @@ from dimbsvm.datasets import load
 from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.model_selection.splits import positive_label, repeat_seeds, repeat_splits
 from dimbsvm.svm import EnsembleOTHRClassifier
+from dimbsvm.svm.grid_members import oob_auc_and_spread
 from dimbsvm.svm.members import fit_member
 from dimbsvm.svm.threshold import best_threshold, midpoint_candidates
 
@@ -106,7 +107,9 @@ def shared_shift(oob, counts, positive, **search):
     return theta
 
 
-DEFAULT_SEARCH = {"objective": "g_mean", "smoothing": "silverman", "tolerance": 0.005}
+#: The ensemble's own default shared-shift search (objective, smoothing, tolerance), read from it.
+DEFAULT_SEARCH = {key: value for key, value in EnsembleOTHRClassifier().get_params().items()
+                  if key in ("objective", "smoothing", "tolerance")}
 
 
 def load_cache(cache: Path) -> dict:
@@ -128,13 +131,13 @@ def pooled(record, fold, members):
         return np.nanmean(np.where(counts > 0, per_member, 0.0), axis=0), counts
 
 
-def _standardised(record, fold, members):
+def _standardised(record, fold, members, positive):
     """A candidate's pooled out-of-bag and test mean margins (first ``members`` members), divided by the
-    out-of-bag margins' spread so that candidates with different C and gamma can be averaged."""
+    out-of-bag margins' spread as the estimator does (:func:`oob_auc_and_spread`), its counts and
+    out-of-bag ROC-AUC."""
     oob, counts = pooled(record, fold, members)
-    rows = counts > 0
-    spread = float(np.std(oob[rows])) or 1.0
-    return oob / spread, record["test"][fold][:members].mean(axis=0) / spread, counts
+    auc, spread = oob_auc_and_spread(oob, counts, positive)
+    return oob / spread, record["test"][fold][:members].mean(axis=0) / spread, counts, auc
 
 
 SEARCHES = {
@@ -145,24 +148,19 @@ SEARCHES = {
 
 def averaged_scores(parts, positive, y_test, search):
     """Test scores of the mean of standardised margins ``parts``, shifted by the pooled search on their OOB mean."""
-    counts = np.min([c for _, _, c in parts], axis=0)
-    oob = np.mean([o for o, _, _ in parts], axis=0)
-    test = np.mean([t for _, t, _ in parts], axis=0)
+    counts = np.min([part[2] for part in parts], axis=0)
+    oob = np.mean([part[0] for part in parts], axis=0)
+    test = np.mean([part[1] for part in parts], axis=0)
     theta = shared_shift(oob, counts, positive, **search)
     predicted = test + theta > 0
     return {"g_mean": g_mean(y_test, predicted), "f_measure": f_measure(y_test, predicted, pos_label=True),
             "auc": roc_auc_score(y_test, test)}
 
 
-def _oob_auc(part, positive):
-    oob, _, counts = part
-    rows = counts > 0
-    return roc_auc_score(positive[rows], oob[rows])
-
-
-def _top(parts, positive, n_top, among=None):
+def _top(parts, n_top, among=None):
+    """The ``n_top`` settings of best out-of-bag ROC-AUC (NaN last, ties in key order), as the estimator ranks."""
     keys = list(parts) if among is None else among
-    return sorted(keys, key=lambda k: -_oob_auc(parts[k], positive))[:n_top]
+    return sorted(keys, key=lambda k: -np.nan_to_num(parts[k][3], nan=-np.inf))[:n_top]
 
 
 def rules_for_fold(records, keys, fold, *, fixed_keys=(), oracle=False):
@@ -175,8 +173,8 @@ def rules_for_fold(records, keys, fold, *, fixed_keys=(), oracle=False):
     positive = records[keys[0]]["y_train"][fold]
     y_test = records[keys[0]]["y_test"][fold]
     out = {}
-    full = {k: _standardised(records[k], fold, 10) for k in keys}
-    screen = {k: _standardised(records[k], fold, 3) for k in keys}
+    full = {k: _standardised(records[k], fold, 10, positive) for k in keys}
+    screen = {k: _standardised(records[k], fold, 3, positive) for k in keys}
     for k in (keys if oracle else fixed_keys):
         out["fixed " + k] = averaged_scores([full[k]], positive, y_test, DEFAULT_SEARCH)
     if oracle:
@@ -185,12 +183,12 @@ def rules_for_fold(records, keys, fold, *, fixed_keys=(), oracle=False):
     for search_name, search in SEARCHES.items():
         for n_top in (1, 3, 5):
             out[f"10 members, top-{n_top} by OOB AUC, {search_name}"] = averaged_scores(
-                [full[k] for k in _top(full, positive, n_top)], positive, y_test, search)
+                [full[k] for k in _top(full, n_top)], positive, y_test, search)
         for n_screen in (4, 6):
             # successive halving: 3 members per setting rank them all, the best n_screen get 10 members
-            survivors = _top(screen, positive, n_screen)
+            survivors = _top(screen, n_screen)
             out[f"halving 3 -> 10 members ({n_screen} settings), top-3, {search_name}"] = averaged_scores(
-                [full[k] for k in _top(full, positive, 3, survivors)], positive, y_test, search)
+                [full[k] for k in _top(full, 3, survivors)], positive, y_test, search)
     return out
 
 

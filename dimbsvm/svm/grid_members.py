@@ -26,7 +26,7 @@ from sklearn.model_selection import ParameterGrid
 
 from dimbsvm.svm.members import pooled_oob_margins
 
-__all__ = ["candidate_settings", "keep_best_settings", "rank_candidates", "standardised"]
+__all__ = ["candidate_settings", "keep_best_settings", "oob_auc_and_spread", "rank_candidates", "standardised"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,16 +72,21 @@ def rank_candidates(members_by_candidate, positive) -> tuple[np.ndarray, np.ndar
     spread : ndarray of shape (n_candidates,)
         Standard deviation of the same margins (1 where it is 0 or undefined).
     """
-    auc = np.full(len(members_by_candidate), np.nan)
-    spread = np.ones(len(members_by_candidate))
-    for i, members in enumerate(members_by_candidate):
-        margins, counts = pooled_oob_margins(members, positive.size)
-        rows = counts > 0
-        if 0 < positive[rows].sum() < rows.sum():
-            auc[i] = roc_auc_score(positive[rows], margins[rows])
-        deviation = float(np.std(margins[rows])) if rows.any() else 0.0
-        spread[i] = deviation if deviation > 0 else 1.0
-    return auc, spread
+    views = [oob_auc_and_spread(*pooled_oob_margins(members, positive.size), positive)
+             for members in members_by_candidate]
+    return np.array([auc for auc, _ in views]), np.array([spread for _, spread in views])
+
+
+def oob_auc_and_spread(margins, counts, positive) -> tuple[float, float]:
+    """ROC-AUC and standard deviation of pooled out-of-bag ``margins`` over the rows with ``counts > 0``.
+
+    The AUC is NaN where those rows miss a class; the spread is 1 where it
+    is 0 or undefined (nothing to rescale).
+    """
+    rows = counts > 0
+    auc = roc_auc_score(positive[rows], margins[rows]) if 0 < positive[rows].sum() < rows.sum() else np.nan
+    deviation = float(np.std(margins[rows])) if rows.any() else 0.0
+    return auc, (deviation if deviation > 0 else 1.0)
 
 
 def standardised(members, spread: float) -> list:
