@@ -31,6 +31,7 @@ exits with status 1.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shlex
@@ -256,6 +257,22 @@ def _resume_flags(parser) -> None:
                        help="start over: discard the interrupted run of --out, or use a new runs/ directory")
 
 
+def _search_lines(search: dict) -> str:
+    """The search's outcome in a few lines: what the folds chose, and the final model's parameters."""
+    folds = [c for c in search["chosen"] if c["fold"] != "final"]
+    counts = {}
+    for choice in folds:
+        key = json.dumps(choice["params"], sort_keys=True)
+        counts[key] = counts.get(key, 0) + 1
+    lines = [f"search: {search['n_candidates']} candidates by {search['scoring']} on "
+             f"{search['space']['cv']} inner folds; the folds chose"]
+    lines += [f"  {params}  in {n} of {len(folds)} folds" for params, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    final = next((c for c in search["chosen"] if c["fold"] == "final"), None)
+    if final is not None:
+        lines.append(f"  final model: {json.dumps(final['params'], sort_keys=True)}")
+    return "\n".join(lines)
+
+
 def _cmd_run(args) -> int:
     from .jobs import run_job
     from .jobs.checks import check_job
@@ -285,6 +302,8 @@ def _cmd_run(args) -> int:
     width = max((len(name) for name in result.summary), default=0)
     for name, stats in result.summary.items():
         print(f"  {name:<{width}}  {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
+    if result.search:
+        print(_search_lines(result.search))
     print(f"run directory: {result.run_dir}")
     print(f"report: {result.run_dir / 'report.html'}")
     return 0
@@ -413,6 +432,8 @@ def _cmd_retrain(args) -> int:
 def _print_outcome(outcome) -> None:
     verdict = "promoted" if outcome.promoted else "not promoted"
     print(f"challenger {outcome.version}: {verdict} ({outcome.reason})")
+    if outcome.search_params is not None:
+        print(f"  parameters chosen by the search: {json.dumps(outcome.search_params, sort_keys=True)}")
     for name, value in outcome.challenger_metrics.items():
         champ = outcome.champion_metrics.get(name) if outcome.champion_metrics else None
         versus = f"  champion {outcome.champion}: {champ:.4f}" if champ is not None else ""

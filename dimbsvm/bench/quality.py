@@ -22,6 +22,7 @@ extra (the peers come from imbalanced-learn).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from ..model_selection.folds import FoldSpec, add_fold
 from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
 
 from ..environment import machine_info, package_versions, utc_now
-from .suite import build_method, estimator_random_state, load_suite
+from .suite import build_method, estimator_random_state, load_suite, method_search
 
 __all__ = ["SuiteData", "load_suite_data", "evaluate_method_fold", "run_suite", "run_benchmark", "bench", "check_bench_extra"]
 
@@ -148,7 +149,9 @@ def _fold_record(result, *, dataset, method, spec, metrics, on_error) -> dict:
         record = {"seed": int(seed), "fold": int(fold), "n_train": int(len(spec.train)),
                   "n_test": int(len(spec.test)), **{name: float("nan") for name in metrics}, "error": message}
     else:
-        record = result["record"]
+        record = dict(result["record"])
+        if "params" in record:  # a searched method's choice, one column of the folds table
+            record["params"] = json.dumps(record["params"], sort_keys=True)
     return {"dataset": dataset, "method": method, "error": None, **record}
 
 
@@ -188,6 +191,7 @@ def run_suite(suite: dict, client, *, data: list[SuiteData] | None = None, progr
         X_ref, y_ref = plan.share(item.X), plan.share(item.y)
         splits = {seed: repeat_splits(item.y, n_splits=protocol["n_splits"], seed=seed) for seed in seeds}
         for method in suite["methods"]:
+            search = method_search(method)
             for seed in seeds:
                 for fold, (train, test) in enumerate(splits[seed]):
                     estimator = build_method(method, random_state=estimator_random_state(protocol, seed=seed,
@@ -195,7 +199,7 @@ def run_suite(suite: dict, client, *, data: list[SuiteData] | None = None, progr
                     spec = FoldSpec((seed, fold), train, test)
                     finish, _, _ = add_fold(plan, spec, X=X_ref, y=y_ref, labels=item.y, estimator=estimator,
                                             scaler=protocol["scaler"], impute=protocol["impute"], features=(),
-                                            metrics=metrics, pos_label=item.pos_label)
+                                            metrics=metrics, pos_label=item.pos_label, search=search)
                     folds[finish.id] = (item.name, method["name"], spec)
     logger.info("suite %s: %d datasets x %d methods -> %d folds, %d tasks", suite["name"], len(data),
                 len(suite["methods"]), len(folds), len(plan.tasks))

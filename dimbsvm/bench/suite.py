@@ -30,13 +30,13 @@ from pathlib import Path
 
 from ..estimators import estimator_names, make_estimator
 from ..exceptions import JobSpecError
-from ..jobs.spec import check_schema, read_yaml  # one loader and one schema wording for jobs and suites
+from ..jobs.spec import JOB_SCHEMA, build_search, check_schema, read_yaml  # one loader and wording for jobs and suites
 from ..model_selection.pipeline import IMPUTERS, SCALERS
 from ..model_selection.scoring import METRICS
 from .peers import fold_random_state, make_peer, peer_names
 
 __all__ = ["SUITE_SCHEMA", "KINDS", "ON_ERROR", "QUALITY_METRICS", "load_suite", "validate_suite",
-           "estimator_random_state", "build_method"]
+           "estimator_random_state", "build_method", "method_search"]
 
 KINDS = ("registry", "peer")
 #: What a fold task that raises does: ``record`` the error in its record (the
@@ -70,6 +70,8 @@ SUITE_SCHEMA = {
                     "kind": {"enum": list(KINDS)},
                     "estimator": {"type": "string", "minLength": 1},
                     "params": {"type": "object"},
+                    # nested CV: the method's parameters chosen per fold, as a job's 'search'
+                    "search": JOB_SCHEMA["properties"]["search"],
                     "reference": {
                         "type": "object",
                         "additionalProperties": False,
@@ -169,6 +171,7 @@ def validate_suite(spec, *, where="suite") -> dict:
         method.setdefault("params", {})
         try:
             build_method(method, random_state=0)
+            method_search(method)
         except JobSpecError as exc:
             raise JobSpecError(f"{where}: 'methods.{i}' ({method['name']}): {exc}") from None
     return suite
@@ -223,6 +226,15 @@ def build_method(method: dict, *, random_state: int):
     if "random_state" in estimator.get_params() and "random_state" not in params:
         estimator.set_params(random_state=random_state)
     return estimator
+
+
+def method_search(method: dict):
+    """The method's :class:`~dimbsvm.model_selection.search.Search`, or ``None`` without ``search``."""
+    if not method.get("search"):
+        return None
+    return build_search(method["search"],
+                        lambda params: build_method(dict(method, params={**method.get("params", {}), **params}),
+                                                    random_state=0))
 
 
 def _with_defaults(spec: dict) -> dict:

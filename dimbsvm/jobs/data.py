@@ -133,11 +133,24 @@ def check_job_data(data: JobData, job: dict) -> None:
         if binary_only:
             raise DataError(f"{name}: {len(labels)} classes, but metric(s) {', '.join(binary_only)} "
                             "need two; drop them from 'metrics'")
+        search = job.get("search") or {}
+        binary_only = sorted(({search.get("scoring", "g_mean")} | set(search.get("floor", {}))) & set(BINARY_METRICS))
+        if search and binary_only:
+            raise DataError(f"{name}: {len(labels)} classes, but the search's metric(s) {', '.join(binary_only)} "
+                            "need two; choose another 'search.scoring' / 'search.floor'")
     n_splits = job["cv"]["n_splits"]
     if counts.min() < n_splits:
         small = labels[np.argmin(counts)]
         raise DataError(f"{name}: class {small} has {counts.min()} rows, fewer than cv.n_splits={n_splits}; "
                         "lower cv.n_splits or add data")
+    if job.get("search"):
+        inner = job["search"].get("cv", 3)
+        fewest = int(min(c - -(-c // n_splits) for c in counts))  # a class's rows in the smallest training fold
+        if fewest < inner:
+            small = labels[np.argmin(counts)]
+            raise DataError(f"{name}: class {small} has {counts.min()} rows, so a training fold of "
+                            f"{n_splits}-fold CV holds {fewest} of them, fewer than the search's cv={inner} inner "
+                            "folds; lower search.cv or cv.n_splits, or add data")
     _check_fold_sizes(job, name, counts)
     data._checked_for = key
 
@@ -147,8 +160,14 @@ def _check_fold_sizes(job: dict, name: str, counts) -> None:
     n_splits = job["cv"]["n_splits"]
     # stratified k-fold gives each class's rows to the folds as evenly as possible: the largest
     # test fold takes ceil(count / k) of every class, so the smallest training fold has this many rows
-    train_rows = int(sum(c - -(-c // n_splits) for c in counts))
+    train_counts = [c - -(-c // n_splits) for c in counts]
+    train_rows = int(sum(train_counts))
     where = f"the smallest training fold ({n_splits}-fold CV of {int(sum(counts))} rows) has {train_rows} rows"
+    if job.get("search"):  # a search fits on the inner training folds, smaller still
+        inner = job["search"].get("cv", 3)
+        train_rows = int(sum(c - -(-c // inner) for c in train_counts))
+        where = (f"the smallest inner training fold (the search's {inner} inner folds of {n_splits}-fold CV of "
+                 f"{int(sum(counts))} rows) has {train_rows} rows")
     for i, stage in enumerate(job["features"]):
         params = stage.get("params") or {}
         if stage["name"] == "similarity":

@@ -36,6 +36,7 @@ from ..exceptions import DataError
 from .registry import ModelRegistry
 from .data import JobData, check_job_data, load_job_data
 from .runner import pipeline_kwargs
+from .spec import job_search
 
 __all__ = ["RetrainOutcome", "retrain", "gate_decision"]
 
@@ -52,6 +53,7 @@ class RetrainOutcome:
     challenger_metrics: dict
     champion_metrics: dict | None
     reason: str
+    search_params: dict | None = None
 
 
 def gate_decision(challenger: dict, champion: dict | None, gates: dict) -> tuple[bool, str]:
@@ -80,9 +82,11 @@ def gate_decision(challenger: dict, champion: dict | None, gates: dict) -> tuple
 
 
 def model_fingerprint(job: dict) -> str:
-    """SHA-256 of what decides the fitted model besides the data: preprocessing, features, estimator, holdout."""
+    """SHA-256 of what decides the fitted model besides the data: preprocessing, features, estimator, holdout, search."""
     decides = {key: job.get(key) for key in ("preprocessing", "features", "estimator")}
     decides["holdout"] = (job.get("retrain") or {}).get("holdout")
+    if job.get("search"):  # only when there is one: the fingerprints of registries without a search stay as they were
+        decides["search"] = job["search"]
     return hashlib.sha256(json.dumps(decides, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -144,12 +148,14 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
 
     steps = pipeline_kwargs(job)
     # the challenger through the fold engine: an ensemble's members fan out as tasks
+    search = job_search(job)  # with a search, the challenger's parameters are chosen on its training rows
     [fitted], _ = run_folds(
         steps["estimator"], train_data.X, train_data.y,
         [FoldSpec(("challenger",), train_rows, np.empty(0, dtype=np.int64))], client=client,
         scaler=steps["scaler"], impute=steps["impute"], features=steps["features"], metrics=(),
-        pos_label=pos_label, retries=job["execution"]["retries"], label="challenger tasks")
+        pos_label=pos_label, retries=job["execution"]["retries"], label="challenger tasks", search=search)
     challenger = fitted["model"]
+    chosen = {"search_params": fitted["search"]["params"]} if search is not None else {}
     reported = set(gates) | set(_always_reported(data))
     metrics = sorted(reported)
     models = [challenger] + ([champion_model] if champion_model is not None else [])
@@ -166,7 +172,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
         challenger, job_text=job_text,
         info={"job": job["name"], "estimator": job["estimator"], **fingerprints,
               "n_train": int(len(train_rows)), "n_holdout": int(len(hold_rows)),
-              "holdout_metrics": challenger_metrics},
+              "holdout_metrics": challenger_metrics, **chosen},
         model_meta={"job": job["name"], "estimator": job["estimator"], "n_features": int(data.X.shape[1]),
                     "feature_names": data.meta.get("feature_names"),
                     "class_map": data.meta.get("class_map", {}), "positive_label": pos_label,
@@ -182,7 +188,8 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
         registry.record(dict(event, action="keep_champion", version=version, reason=reason))
     logger.info("retrain %s: %s %s (%s)", job["name"], version, "promoted" if promoted else "kept out", reason)
     return RetrainOutcome(version=version, promoted=promoted, champion=champion,
-                          challenger_metrics=challenger_metrics, champion_metrics=champion_metrics, reason=reason)
+                          challenger_metrics=challenger_metrics, champion_metrics=champion_metrics, reason=reason,
+                          search_params=chosen.get("search_params"))
 
 
 def _always_reported(data: JobData):

@@ -36,6 +36,8 @@ from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
 from .oof import OOF_DIR, fold_predictions_path, load_oof, save_fold_predictions
 from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown, write_json
+from .search_results import load_fold_search, save_fold_search, search_overview, write_search_tables
+from .spec import SEARCH_DEFAULTS, job_search
 
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data", "pipeline_kwargs"]
 
@@ -57,6 +59,7 @@ class RunResult:
     folds: list
     reused: int = 0
     reused_members: int = 0
+    search: dict | None = None
 
 
 def pipeline_kwargs(job: dict) -> dict:
@@ -118,6 +121,11 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     for key in [key for key in finished if not fold_predictions_path(partial / OOF_DIR, key).exists()]:
         logger.info("fold %s of %s has no saved predictions; running it again", key, partial)
         del finished[key]
+    search = job_search(job)
+    if search is not None:  # likewise a fold without its saved search
+        for key in [key for key in finished if load_fold_search(partial, key) is None]:
+            logger.info("fold %s of %s has no saved search; running it again", key, partial)
+            del finished[key]
 
     cv = job["cv"]
     pos_label = positive_label(data.y)
@@ -139,10 +147,14 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     if finished:
         logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(finished),
                     len(keys) - len(finished))
-    logger.info("job %s: %s on %s (%d rows), %d fold(s)%s", job["name"], job["estimator"]["name"],
-                data.name, len(data.y), len(keys) - len(finished), " and the final model" if want_model else "")
+    logger.info("job %s: %s on %s (%d rows), %d fold(s)%s%s", job["name"], job["estimator"]["name"],
+                data.name, len(data.y), len(keys) - len(finished), " and the final model" if want_model else "",
+                f", each choosing among {len(search.candidates)} candidates on {search.n_splits} inner folds"
+                if search is not None else "")
 
     def save(spec, result):
+        if search is not None:  # before the fold's record: a fold recorded as finished has its search saved
+            save_fold_search(partial, spec.key, result.pop("search"))
         if spec.key != FINAL_MODEL:
             # predictions first: a fold recorded as finished has its out-of-fold predictions saved
             predictions = result.pop("predictions")
@@ -162,7 +174,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         features=steps["features"], metrics=job["metrics"], pos_label=pos_label,
         retries=job["execution"]["retries"], part_store=PartStore(partial / "members"), on_result=save,
         progress=progress, label="tasks", task_labels=data.X.labels() if isinstance(data.X, StoreRows) else None,
-        stage=stage, keep_predictions=True)
+        stage=stage, keep_predictions=True, search=search)
     phases["folds and final model" if want_model else "folds"] = time.perf_counter() - phase
     by_key = dict(finished)
     for spec, result in zip(todo, results):
@@ -202,13 +214,20 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         "finished_at": finished_at.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - tic, 3),
     }
+    if search is not None:
+        selections = {key: load_fold_search(partial, key) for key in keys}
+        if job["output"]["model"]:
+            selections[FINAL_MODEL] = load_fold_search(partial, FINAL_MODEL)
+        write_search_tables(partial, selections, scoring=search.scoring)
+        payload["search"] = search_overview(selections, search={**SEARCH_DEFAULTS, **job["search"]},
+                                            scoring=search.scoring)
     write_json(partial / "metrics.json", payload)
     (partial / "summary.md").write_text(summary_markdown(job, data, summary, all_records))
     write_run_report(partial, job=job, data=data, metrics=payload, resources=resources, oof=load_oof(partial),
                      final_estimator=_last_step(final_model))
     os.replace(partial, run_dir)  # the run directory appears only once complete
     return RunResult(run_dir=run_dir, summary=summary, folds=all_records, reused=len(finished),
-                     reused_members=reused_members)
+                     reused_members=reused_members, search=payload.get("search"))
 
 
 def _worker_memory(client) -> dict:

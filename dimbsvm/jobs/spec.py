@@ -42,10 +42,11 @@ import yaml
 from ..estimators import estimator_names, feature_names, make_estimator, make_feature
 from ..model_selection.pipeline import IMPUTERS, SCALERS
 from ..model_selection.stages import stored_stage_of
-from ..model_selection.scoring import METRICS
+from ..model_selection.scoring import METRICS, QUALITY_METRICS
+from ..model_selection.search import Search, candidate_params
 from ..exceptions import JobSpecError
 
-__all__ = ["JOB_SCHEMA", "describe_schema_error", "load_job", "validate_job"]
+__all__ = ["JOB_SCHEMA", "build_search", "describe_schema_error", "job_search", "load_job", "validate_job"]
 
 JOB_SCHEMA = {
     "type": "object",
@@ -102,6 +103,24 @@ JOB_SCHEMA = {
                 "n_splits": {"type": "integer", "minimum": 2},
                 "n_repeats": {"type": "integer", "minimum": 1},
                 "random_state": {"type": "integer", "minimum": 0},
+            },
+        },
+        "search": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["params"],
+            "properties": {
+                "params": {"type": "object", "minProperties": 1},
+                "method": {"enum": ["grid", "random"]},
+                "n_candidates": {"type": "integer", "minimum": 1},
+                "random_state": {"type": "integer", "minimum": 0},
+                "cv": {"type": "integer", "minimum": 2},
+                "scoring": {"enum": list(QUALITY_METRICS)},
+                "floor": {
+                    "type": "object",
+                    "propertyNames": {"enum": list(QUALITY_METRICS)},
+                    "additionalProperties": {"type": "number"},
+                },
             },
         },
         "metrics": {
@@ -248,9 +267,58 @@ def validate_job(spec, *, where="job") -> dict:
                 raise JobSpecError(f"{where}: 'features.{i}.{key}' applies to a stored stage; add 'stored: true'")
     try:
         stored_stage_of(job)  # what a stored stage allows
+        job_search(job)  # every candidate a valid estimator
     except JobSpecError as exc:
         raise JobSpecError(f"{where}: {exc}") from None
     return job
+
+
+#: A job's ``search`` keys left out, and their values.
+SEARCH_DEFAULTS = {"method": "grid", "random_state": 0, "cv": 3, "scoring": "g_mean", "floor": {}}
+
+
+def job_search(job: dict) -> Search | None:
+    """The job's parameter search (``None`` without a ``search`` key), every candidate checked.
+
+    Each candidate's parameters are set on the job's estimator and validated
+    as ``estimator.params`` are, so an impossible value fails before work
+    starts, naming the candidate.
+
+    Examples
+    --------
+    >>> job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"},
+    ...                     "search": {"params": {"C": [1, 10], "gamma": [0.1, "scale"]}}})
+    >>> search = job_search(job)
+    >>> len(search.candidates), search.n_splits, search.scoring
+    (4, 3, 'g_mean')
+    """
+    if job.get("search") is None:
+        return None
+    estimator = job["estimator"]
+    return build_search(job["search"], lambda params: make_estimator(estimator["name"],
+                                                                     {**estimator["params"], **params}))
+
+
+def build_search(spec: dict, build) -> Search:
+    """A :class:`Search` from a job's (or a suite method's) ``search`` mapping.
+
+    ``build(params)`` makes the estimator with a candidate's parameters,
+    raising :class:`JobSpecError` for an invalid one.
+    """
+    spec = {**SEARCH_DEFAULTS, **spec}
+    if "estimator" in spec["params"]:
+        raise JobSpecError("'search.params.estimator': the base estimator is chosen in the estimator's params; "
+                           "search its parameters instead (e.g. estimator__C)")
+    if spec["method"] == "grid" and "n_candidates" in spec:
+        raise JobSpecError("'search.n_candidates' applies to 'method: random'; a grid tries every combination")
+    candidates = candidate_params(spec["params"], method=spec["method"], n_candidates=spec.get("n_candidates"),
+                                  random_state=spec["random_state"])
+    for i, params in enumerate(candidates):
+        try:
+            build(params)
+        except JobSpecError as exc:
+            raise JobSpecError(f"'search' candidate {i} {params}: {exc}") from None
+    return Search(candidates, n_splits=spec["cv"], scoring=spec["scoring"], floor=dict(spec["floor"]))
 
 
 #: Mappings a job gives whole: they replace the default instead of merging into it.

@@ -31,6 +31,8 @@ from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part
                      member_bag, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold,
                      prepare_from_ranges, record_fold, score_block)
 from .scoring import needs_scores
+from .search import Search
+from .searched_folds import add_searched_fold
 
 __all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
 
@@ -98,7 +100,7 @@ class PartStore:
 
 def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler, impute, features, metrics,
              pos_label, part_store: PartStore | None = None, block_rows: int | None = None, stage=None,
-             keep_predictions=False):
+             keep_predictions=False, search: Search | None = None):
     """Add one fold's prepare / part / finish tasks to ``plan``.
 
     Parameters
@@ -118,6 +120,11 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     stage : StoredStructural, default=None
         A stored feature stage (:mod:`dimbsvm.model_selection.stages`), after
         ``features``.
+    search : Search, default=None
+        Choose the estimator's parameters among ``search.candidates`` on the
+        fold's training rows first (nested CV,
+        :func:`~dimbsvm.model_selection.searched_folds.add_searched_fold`);
+        its parts are not saved in ``part_store``.
 
     Returns
     -------
@@ -129,6 +136,12 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     reused : int
         Parts loaded from ``part_store``.
     """
+    if search is not None:
+        finish = add_searched_fold(plan, spec, X=X, y=y, labels=labels, estimators=search.estimators(estimator),
+                                   search=search, scaler=scaler, impute=impute, features=features, metrics=metrics,
+                                   pos_label=pos_label, stage=stage, keep_predictions=keep_predictions,
+                                   in_store=bool(block_rows))
+        return finish, {}, 0
     if spec.split is not None and block_rows:
         # a store's fold: its rows are computed where the tasks run, not sent in the graph
         rows = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
@@ -202,7 +215,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
 
 def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metrics, pos_label, retries=2,
               part_store: PartStore | None = None, on_result=None, progress=False, label="folds",
-              task_labels=None, stage=None, keep_predictions=False):
+              task_labels=None, stage=None, keep_predictions=False, search: Search | None = None):
     """Fit (and score) every spec as prepare / part / finish tasks in one plan.
 
     Parameters
@@ -239,6 +252,11 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
     keep_predictions : bool, default=False
         Return each fold's test-row predictions and positive-class scores
         too (``result["predictions"]``), for out-of-fold predictions.
+    search : Search, default=None
+        Nested CV: each spec's estimator parameters are chosen among
+        ``search.candidates`` on its training rows (inner folds, candidates
+        and members all tasks of the one plan); each result then has
+        ``"search"`` (the choice and every candidate's inner scores).
 
     Returns
     -------
@@ -257,7 +275,7 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
                                            scaler=scaler, impute=impute, features=features, metrics=metrics,
                                            pos_label=pos_label, part_store=part_store,
                                            block_rows=None if is_in_memory(X) else block_rows_of(X), stage=stage,
-                                           keep_predictions=keep_predictions)
+                                           keep_predictions=keep_predictions, search=search)
         finishes[finish.id] = spec
         saved_parts.update(saved)
         reused += n_reused

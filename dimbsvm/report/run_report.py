@@ -134,12 +134,42 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
         quality.figure("fold_spread", figures.fold_spread_figure({name: [r[name] for r in folds] for name in summary}),
                        "Each fold's value (points) over the box of all folds and repeats.")
     sections.append(quality)
+    if metrics.get("search"):
+        sections.append(_search_section(metrics["search"]))
     sections.append(_oof_section(oof, names, pos_label, n_repeats=job["cv"]["n_repeats"]))
     threshold = _threshold_section(folds, final_estimator)
     if threshold.blocks:
         sections.append(threshold)
     sections.append(_cost_section(metrics, resources))
     return f"dimbsvm run report: {job['name']}", sections
+
+
+#: The candidates listed in a report's search table (best first); ``search_summary.csv`` has them all.
+SEARCH_ROWS_SHOWN = 20
+
+
+def _search_section(search):
+    import json
+
+    section = Section("Parameter search")
+    scoring, space = search["scoring"], search["space"]
+    section.text(f"Each outer training fold chose among {search['n_candidates']} candidates ({space['method']} over "
+                 f"{', '.join(space['params'])}) by the mean {scoring} of {space['cv']} inner folds, then refitted "
+                 "the chosen one on the whole training fold: the metrics above are nested cross-validation. "
+                 "Every (fold, candidate, inner fold) is in `search.csv`, every (fold, candidate) in "
+                 "`search_summary.csv`.")
+    section.table(["outer fold", "parameters chosen", f"inner {scoring}", "floor met"],
+                  [[f"s{c['seed']} f{c['fold']}" if c["fold"] != "final" else "final model",
+                    json.dumps(c["params"], sort_keys=True), _fmt(c[f"mean_{scoring}"]), c["floor_met"]]
+                   for c in search["chosen"]])
+    ranked = sorted(search["candidates"], key=lambda c: -np.nan_to_num(c[f"mean_{scoring}"] or 0.0, nan=-1.0))
+    section.table(["parameters", f"inner {scoring} (mean over outer folds)", "folds that chose it",
+                   "fit time (s, all inner fits)"],
+                  [[json.dumps(c["params"], sort_keys=True), _fmt(c[f"mean_{scoring}"]), c["times_chosen"],
+                    f"{c['fit_time']:.2f}"] for c in ranked[:SEARCH_ROWS_SHOWN]])
+    if len(ranked) > SEARCH_ROWS_SHOWN:
+        section.text(f"The best {SEARCH_ROWS_SHOWN} of {len(ranked)} candidates are shown.")
+    return section
 
 
 def _oof_section(oof, names, pos_label, *, n_repeats):

@@ -1,0 +1,137 @@
+"""Nested cross-validation in the fold engine: a fold whose estimator is chosen by a search on its training rows.
+
+For one outer fold (or the final model) :func:`add_searched_fold` adds, to the
+same :class:`~dimbsvm.distributed.tasks.TaskPlan` as every other fold,
+
+* per inner fold of the outer training rows: one *prepare* task (preprocessing
+  and feature stages fitted once, shared by every candidate), then per
+  candidate its part tasks (an ensemble's members each a task) and a scoring
+  task;
+* one *select* task reading every inner score (:func:`~dimbsvm.model_selection.search.select_candidate`);
+* the outer fold's prepare, its parts fitted with the chosen candidate, and
+  its finish, which records the choice beside the fold's metrics.
+
+Nothing waits for a phase to end: an outer fold's refit starts as soon as its
+own inner folds are scored, while other folds' candidates are still running.
+Inner folds' row numbers are computed where the tasks run, from the outer
+fold's rows, so they never travel in the graph.
+
+Task bodies here are plain functions, as in :mod:`~dimbsvm.model_selection.bodies`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..distributed.tasks import TaskPlan
+from .bodies import FoldRows, finish_fold, fit_part, fold_rows, parts_of, prepare_fold
+from .search import Search, inner_splits, select_candidate
+
+__all__ = ["add_searched_fold", "fit_chosen_part", "finish_chosen", "inner_fold_rows", "select_from_scored"]
+
+
+def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search: Search, scaler, impute, features,
+                      metrics, pos_label, stage=None, keep_predictions=False, in_store=False):
+    """Add one outer fold's search, selection and refit to ``plan``; return its watched finish task.
+
+    Parameters
+    ----------
+    plan : TaskPlan
+    spec : FoldSpec
+        The outer fold (or the final model: no test rows).
+    X, y : TaskRef
+        The shared data and labels.
+    labels : ndarray
+        The labels in memory (inner folds and ensemble members are planned from them).
+    estimators : list of estimator
+        The unfitted candidates, in the order of ``search.candidates``.
+    search : Search
+    scaler, impute, features, metrics, pos_label, stage, keep_predictions
+        As :func:`dimbsvm.model_selection.folds.add_fold`.
+    in_store : bool, default=False
+        The data is a store: the outer fold's rows are computed where the tasks run.
+    """
+    candidates = plan_candidates(estimators, labels, spec.train, search)
+    if spec.split is not None and in_store:
+        outer = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
+    else:
+        outer = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
+    scored = []
+    for i, (inner_train, _) in enumerate(inner_splits(labels[spec.train], search.n_splits)):
+        rows = plan.add(inner_fold_rows, dict(y=y, outer=outer, n_splits=search.n_splits, fold=i), name="inner-rows")
+        prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute, features=features,
+                                                stage=stage), name="inner-prepare")
+        y_inner_train = labels[spec.train][inner_train]
+        for c, estimator in enumerate(estimators):
+            parts, seeds = parts_of(estimator, y_inner_train)
+            fitted = [plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part),
+                               name="inner-fit") for part in parts]
+            scored.append(plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
+                                                     estimator=estimator, seeds=seeds, key=(c, i),
+                                                     metrics=search.metrics, pos_label=pos_label),
+                                   name="inner-score"))
+    # the choice is small and many refit tasks wait for it: run it first
+    selection = plan.add(select_from_scored, dict(scored=scored, search=search), name="select", priority=10)
+    prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=outer, scaler=scaler, impute=impute, features=features,
+                                            stage=stage), name="prepare")
+    options, estimators = plan.share(candidates), plan.share(list(estimators))
+    n_parts = max(len(parts) for parts, _ in candidates)
+    fitted = [plan.add(fit_chosen_part, dict(X=X, y=y, prepared=prepared, rows=outer, selection=selection,
+                                             options=options, estimators=estimators, index=j),
+                       name="member" if n_parts > 1 else "fit") for j in range(n_parts)]
+    return plan.add(finish_chosen, dict(X=X, y=y, prepared=prepared, rows=outer, parts=fitted, selection=selection,
+                                        options=options, estimators=estimators, key=spec.key, metrics=tuple(metrics),
+                                        pos_label=pos_label, keep_model=spec.keep_model,
+                                        keep_predictions=keep_predictions),
+                    watch=True, name="finish")
+
+
+def plan_candidates(estimators, labels, train, search: Search):
+    """``[(parts, seeds), ...]``: how each candidate would be fitted on the outer training rows."""
+    if len(estimators) != len(search.candidates):
+        raise ValueError(f"{len(estimators)} estimators for {len(search.candidates)} candidates")
+    return [parts_of(estimator, labels[train]) for estimator in estimators]
+
+
+def inner_fold_rows(y, *, outer: FoldRows, n_splits: int, fold: int) -> FoldRows:
+    """Task body: inner fold ``fold`` of the outer training rows, as row numbers of the data."""
+    train = np.asarray(outer.train)
+    inner_train, inner_test = inner_splits(np.asarray(y)[train], n_splits)[fold]
+    return FoldRows(train[inner_train], train[inner_test])
+
+
+def select_from_scored(scored, *, search: Search) -> dict:
+    """Task body: :func:`select_candidate` over the inner folds' finish results."""
+    inner = []
+    for result in scored:
+        record = dict(result["record"])
+        candidate, inner_fold = record.pop("seed"), record.pop("fold")
+        inner.append({"candidate": candidate, "inner_fold": inner_fold, **record})
+    return select_candidate(inner, search=search)
+
+
+def fit_chosen_part(X, y, prepared, rows, *, selection, options, estimators, index, gathered=None):
+    """Task body: part ``index`` of the chosen candidate (``None`` when it has fewer parts)."""
+    chosen = selection["index"]
+    parts, _ = options[chosen]
+    if index >= len(parts):
+        return None
+    return fit_part(X, y, prepared, rows, estimator=estimators[chosen], part=parts[index], gathered=gathered)
+
+
+def finish_chosen(X, y, prepared, rows, parts, *, selection, options, estimators, key, metrics, pos_label,
+                  keep_model=False, keep_predictions=False):
+    """Task body: :func:`~dimbsvm.model_selection.bodies.finish_fold` with the chosen candidate.
+
+    The result also has ``"search"`` (the selection, with every candidate's
+    inner scores); a fold's record has ``params``, the parameters chosen.
+    """
+    chosen = selection["index"]
+    _, seeds = options[chosen]
+    out = finish_fold(X, y, prepared, rows, [part for part in parts if part is not None],
+                      estimator=estimators[chosen], seeds=seeds, key=key, metrics=metrics, pos_label=pos_label,
+                      keep_model=keep_model, keep_predictions=keep_predictions)
+    if "record" in out:
+        out["record"]["params"] = dict(selection["params"])
+    out["search"] = selection
+    return out

@@ -1,0 +1,260 @@
+"""Parameter search as nested CV in the fold engine, against scikit-learn's GridSearchCV as the truth."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.metrics import make_scorer
+from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+
+from dimbsvm.datasets import load, make_imbalanced
+from dimbsvm.estimators import make_estimator
+from dimbsvm.exceptions import DataError, JobSpecError
+from dimbsvm.jobs import validate_job
+from dimbsvm.jobs.data import check_job_data, load_job_data
+from dimbsvm.jobs.retrain import model_fingerprint, retrain
+from dimbsvm.jobs.runner import run_job
+from dimbsvm.jobs.spec import job_search
+from dimbsvm.metrics import f_measure, g_mean
+from dimbsvm.model_selection.folds import FoldSpec, run_folds
+from dimbsvm.model_selection.search import Search, candidate_params, select_candidate
+from dimbsvm.model_selection.splits import positive_label, repeat_splits
+
+GRID = {"C": [0.1, 1, 10, 100], "gamma": [0.3, 1, 3, "scale"]}
+
+
+@pytest.fixture(scope="module")
+def yeast5():
+    data = load("yeast5")
+    return np.asarray(data.X), np.asarray(data.y)
+
+
+def _engine(estimator, X, y, search, *, client, n_splits=5, metrics=("g_mean", "f_measure")):
+    specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=n_splits,
+                                                                                            seed=0))]
+    results, _ = run_folds(estimator, X, y, specs, client=client, scaler="minmax", impute="none", features=(),
+                           metrics=metrics, pos_label=positive_label(y), search=search)
+    return specs, results
+
+
+def _grid_search(estimator, grid, X, y, **kwargs):
+    """scikit-learn's own nested step: GridSearchCV over the whole pipeline (the scaler refitted per inner fold)."""
+    step = type(estimator).__name__.lower()
+    return GridSearchCV(make_pipeline(MinMaxScaler(), estimator), {f"{step}__{k}": v for k, v in grid.items()},
+                        cv=3, **kwargs).fit(X, y)
+
+
+def test_search_equals_gridsearchcv_fold_by_fold(scheduler, yeast5):
+    X, y = yeast5
+    estimator = make_estimator("svc_balanced")
+    search = Search(candidate_params(GRID), n_splits=3, scoring="g_mean")
+    specs, results = _engine(estimator, X, y, search, client=scheduler)
+    for spec, result in zip(specs, results):
+        truth = _grid_search(estimator, GRID, X[spec.train], y[spec.train], scoring=make_scorer(g_mean))
+        chosen = result["search"]
+        assert {f"svc__{k}": v for k, v in chosen["params"].items()} == truth.best_params_
+        means = [row["mean_g_mean"] for row in chosen["candidates"]]
+        np.testing.assert_allclose(means, truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
+        assert [row["rank"] for row in chosen["candidates"]] == truth.cv_results_["rank_test_score"].tolist()
+        y_pred = truth.predict(X[spec.test])
+        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], y_pred), abs=1e-12)
+        assert result["record"]["f_measure"] == pytest.approx(f_measure(y[spec.test], y_pred), abs=1e-12)
+        assert result["record"]["params"] == chosen["params"]
+        assert len(chosen["inner"]) == 16 * 3
+
+
+def test_floor_on_f_measure_equals_a_gridsearchcv_refit_rule(yeast5):
+    """The floor rule against GridSearchCV's multi-metric results and a refit callable written from them."""
+    X, y = yeast5
+    floor = 0.5
+    estimator = make_estimator("svc_balanced")
+    search = Search(candidate_params(GRID), n_splits=3, scoring="g_mean", floor={"f_measure": floor})
+    specs, results = _engine(estimator, X, y, search, client=None)
+
+    def refit(cv_results):
+        gm, fm = cv_results["mean_test_g_mean"], cv_results["mean_test_f_measure"]
+        ok = fm >= floor
+        if not ok.any():
+            return int(np.argmax(fm - floor))
+        return int(np.flatnonzero(ok)[np.argmax(gm[ok])])
+
+    changed = 0
+    for spec, result in zip(specs, results):
+        truth = _grid_search(estimator, GRID, X[spec.train], y[spec.train], refit=refit,
+                             scoring={"g_mean": make_scorer(g_mean), "f_measure": make_scorer(f_measure)})
+        assert {f"svc__{k}": v for k, v in result["search"]["params"].items()} == truth.best_params_
+        unconstrained = int(np.argmin(truth.cv_results_["rank_test_g_mean"]))
+        changed += truth.best_index_ != unconstrained
+        y_pred = truth.predict(X[spec.test])
+        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], y_pred), abs=1e-12)
+    assert changed, "the floor never changed the choice: this test would not see the rule"
+
+
+def test_ensemble_search_equals_gridsearchcv_on_the_cluster_and_here(client):
+    """An ensemble's candidates fan out as member tasks; the chosen model equals GridSearchCV's refit."""
+    X, y = make_imbalanced(600, n_features=4, minority_fraction=0.1, random_state=3)
+    X, y = np.asarray(X), np.asarray(y)
+    estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 0})
+    grid = {"estimator__C": [0.3, 3.0], "n_estimators": [2, 3]}
+    search = Search(candidate_params(grid), n_splits=3, scoring="g_mean")
+    specs, here = _engine(estimator, X, y, search, client=None, n_splits=3, metrics=("g_mean", "auc"))
+    _, there = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
+    assert [r["record"] for r in here] == [r["record"] for r in there]
+    for spec, result in zip(specs, here):
+        truth = _grid_search(estimator, grid, X[spec.train], y[spec.train], scoring=make_scorer(g_mean))
+        assert {f"ensembleothrclassifier__{k}": v for k, v in result["search"]["params"].items()} == truth.best_params_
+        np.testing.assert_allclose([row["mean_g_mean"] for row in result["search"]["candidates"]],
+                                   truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
+        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
+                                                           abs=1e-12)
+
+
+def test_selection_rules_ties_nan_and_unreachable_floor():
+    search = Search([{"C": c} for c in range(4)], n_splits=2, scoring="g_mean", floor={"precision": 0.5})
+
+    def inner(rows):
+        return [{"candidate": c, "inner_fold": i, "g_mean": gm, "precision": p, "fit_time": 1.0}
+                for c, (gm, p) in enumerate(rows) for i in range(2)]
+
+    # candidates 1 and 2 tie on the best mean: the first wins, as GridSearchCV's rank argmin; NaN ranks last
+    chosen = select_candidate(inner([(0.5, 0.9), (0.8, 0.9), (0.8, 0.9), (np.nan, 0.9)]), search=search)
+    assert chosen["index"] == 1 and chosen["floor_met"]
+    assert [row["rank"] for row in chosen["candidates"]] == [3, 1, 1, 4]
+    assert chosen["candidates"][0]["fit_time"] == 2.0
+    # the best G-mean misses the floor: the next one that reaches it is chosen
+    assert select_candidate(inner([(0.9, 0.4), (0.7, 0.6), (0.8, 0.5), (0.6, 0.9)]), search=search)["index"] == 2
+    # nobody reaches it: the closest
+    chosen = select_candidate(inner([(0.9, 0.1), (0.7, 0.45), (0.8, 0.3), (0.6, 0.2)]), search=search)
+    assert chosen["index"] == 1 and not chosen["floor_met"]
+
+
+def test_random_search_draws_inside_the_bounds_and_repeats():
+    space = {"C": {"log_uniform": [0.01, 100.0]}, "gamma": [0.1, 1.0], "degree": {"int_uniform": [2, 4]},
+             "tol": {"uniform": [0.001, 0.002]}}
+    drawn = candidate_params(space, method="random", n_candidates=200, random_state=5)
+    assert drawn == candidate_params(space, method="random", n_candidates=200, random_state=5)
+    assert drawn != candidate_params(space, method="random", n_candidates=200, random_state=6)
+    C = np.array([d["C"] for d in drawn])
+    assert 0.01 <= C.min() and C.max() <= 100.0
+    # log-uniform: about as many draws below 1 as above (uniform on [0.01, 100] puts 1 % below)
+    assert 0.35 < np.mean(C < 1.0) < 0.65
+    assert {d["degree"] for d in drawn} == {2, 3, 4} and {d["gamma"] for d in drawn} == {0.1, 1.0}
+    assert all(0.001 <= d["tol"] <= 0.002 for d in drawn)
+    json.dumps(drawn)  # plain numbers: they go into metrics.json and CSV
+
+
+@pytest.mark.parametrize("search, message", [
+    ({"params": {"Cx": [1]}}, r"candidate 0 \{'Cx': 1\}: .*has no parameter\(s\) Cx"),
+    ({"params": {"C": [1, -1]}}, r"candidate 1 \{'C': -1\}: .*'C' parameter of SVC"),
+    ({"params": {"C": 1}}, r"'search.params.C' must be a non-empty list"),
+    ({"params": {"C": [1]}, "n_candidates": 3}, r"'search.n_candidates' applies to 'method: random'"),
+    ({"params": {"C": {"log_uniform": [1, 10]}}}, r"must be a non-empty list of values for a grid"),
+    ({"params": {"C": {"log_uniform": [0, 10]}}, "method": "random", "n_candidates": 2}, r"needs low > 0"),
+    ({"params": {"C": {"normal": [0, 10]}}, "method": "random", "n_candidates": 2}, r"a list of values or one of"),
+    ({"params": {"C": [1]}, "method": "random"}, r"needs 'search.n_candidates'"),
+    ({"params": {"C": [1]}, "scoring": "accuracy"}, r"'search.scoring' is 'accuracy'; accepted: g_mean"),
+    ({"params": {"C": [1]}, "floor": {"recal": 0.5}}, r"'search.floor' is 'recal'; accepted: g_mean"),
+    ({"params": {"estimator": ["svc"]}}, r"the base estimator is chosen"),
+    ({"params": {"C": list(range(1, 101)), "gamma": list(range(1, 102))}}, r"grid of 10100 candidates"),
+    ({"params": {}}, r"'search.params': \{\} should be non-empty"),
+])
+def test_bad_search_is_refused_before_work(search, message):
+    with pytest.raises(JobSpecError, match=message):
+        validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"}, "search": search})
+
+
+def test_data_checks_know_the_inner_folds():
+    data = load_job_data("yeast5")  # 44 minority rows: 35 in a training fold of 5-fold CV
+    job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"},
+                        "search": {"params": {"C": [1]}, "cv": 36}})
+    with pytest.raises(DataError, match=r"holds 35 of them, fewer than the search's cv=36 inner folds"):
+        check_job_data(data, job)
+    job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"},
+                        "features": [{"name": "similarity", "params": {"references": 800}}],
+                        "search": {"params": {"C": [1]}}})
+    with pytest.raises(DataError, match=r"smallest inner training fold .* has 791 rows"):
+        check_job_data(data, job)
+
+
+def test_searched_job_writes_its_search_and_resumes(client, tmp_path, yeast5):
+    X, y = yeast5
+    grid = {"C": [1, 10], "gamma": [0.3, "scale"]}
+    job = validate_job({"name": "searched", "data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"},
+                        "cv": {"n_splits": 4, "n_repeats": 1}, "metrics": ["g_mean", "f_measure"],
+                        "search": {"params": grid}})
+    first = run_job(job, client, out=tmp_path / "run", progress=False)
+    run_dir = first.run_dir
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    chosen = {(c["seed"], c["fold"]): c["params"] for c in metrics["search"]["chosen"]}
+    for f, (train, _) in enumerate(repeat_splits(y, n_splits=4, seed=0)):
+        truth = _grid_search(make_estimator("svc_balanced"), grid, X[train], y[train], scoring=make_scorer(g_mean))
+        assert {f"svc__{k}": v for k, v in chosen[(0, f)].items()} == truth.best_params_
+    truth = _grid_search(make_estimator("svc_balanced"), grid, X, y, scoring=make_scorer(g_mean))
+    assert {f"svc__{k}": v for k, v in chosen[("final", "final")].items()} == truth.best_params_
+    final = __import__("dimbsvm.jobs.artifacts", fromlist=["load_model"]).load_model(run_dir / "model")[0]
+    assert {k: final[-1].get_params()[k] for k in grid} == chosen[("final", "final")]
+    lines = (run_dir / "search.csv").read_text().splitlines()
+    assert "fit_time" in lines[0].split(",")
+    assert len(lines) == 1 + (4 + 1) * 4 * 3  # (4 folds + final model) x 4 candidates x 3 inner folds
+    summary = (run_dir / "search_summary.csv").read_text().splitlines()
+    assert len(summary) == 1 + 5 * 4 and sum(line.endswith(",True") for line in summary) == 5
+    assert "## Parameter search" in (run_dir / "report.md").read_text()
+    assert all(record["params"] == chosen[(0, record["fold"])] for record in first.folds)
+
+    # interrupted after two folds; one of them lost its saved search, so it runs again
+    partial = run_dir.with_name(f".{run_dir.name}.partial")
+    run_dir.rename(partial)
+    for name in ("metrics.json", "summary.md", "resources.json"):
+        (partial / name).unlink()
+    for path in sorted((partial / "folds").glob("*.json"))[2:]:
+        path.unlink()
+    (partial / "search" / "seed0-fold1.json").unlink()
+    resumed = run_job(job, client, out=tmp_path / "run", progress=False)
+    assert resumed.reused == 1 and resumed.folds == first.folds
+    assert _without_times(run_dir / "search.csv") == _without_times(lines)
+
+
+def _without_times(table):
+    """The rows of a search table without the fit-time column, which differs from run to run."""
+    import csv
+
+    lines = table if isinstance(table, list) else table.read_text().splitlines()
+    return [{k: v for k, v in row.items() if k != "fit_time"} for row in csv.DictReader(lines)]
+
+
+def test_retrain_chooses_on_the_training_rows_and_fingerprints_the_search(client, tmp_path, yeast5):
+    X, y = yeast5
+    grid = {"C": [1, 10], "gamma": [0.3, "scale"]}
+    spec = {"name": "rt", "data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"},
+            "search": {"params": grid}}
+    job = validate_job(spec)
+    assert model_fingerprint(job) != model_fingerprint(validate_job({k: v for k, v in spec.items() if k != "search"}))
+    outcome = retrain(job, client, tmp_path / "registry", job_text="")
+    train, _ = train_test_split(np.arange(len(y)), test_size=0.25, random_state=0, stratify=y)
+    truth = _grid_search(make_estimator("svc_balanced"), grid, X[train], y[train], scoring=make_scorer(g_mean))
+    assert {f"svc__{k}": v for k, v in outcome.search_params.items()} == truth.best_params_
+    assert job_search(job).candidates == candidate_params(grid)
+
+
+def test_a_suite_method_with_a_search_equals_the_gridsearchcv_peer():
+    """Without a scaler the harness's GridSearchCV peer and a searched method see the same rows: equal folds.
+
+    (With min-max scaling they differ by design: the engine refits the scaler on every inner training
+    fold, the peer searches on rows scaled once per outer fold.)
+    """
+    from dimbsvm.bench.quality import run_suite
+    from dimbsvm.bench.suite import validate_suite
+
+    suite = validate_suite({
+        "datasets": ["yeast5"], "metrics": ["g_mean", "f_measure", "auc"],
+        "protocol": {"n_splits": 3, "n_repeats": 1, "scaler": "none"},
+        "methods": [{"name": "peer", "kind": "peer", "estimator": "svc_balanced_grid"},
+                    {"name": "searched", "kind": "registry", "estimator": "svc_balanced",
+                     "search": {"params": GRID}}]})
+    records = run_suite(suite, None, progress=False)
+    by_method = {m: [(r["fold"], r["g_mean"], r["f_measure"], r["auc"]) for r in records if r["method"] == m]
+                 for m in ("peer", "searched")}
+    assert len(by_method["peer"]) == 3 and by_method["peer"] == by_method["searched"]
+    assert all(json.loads(r["params"]).keys() == GRID.keys() for r in records if r["method"] == "searched")
