@@ -401,3 +401,37 @@ def test_hpc_disk_exchange_on_worker_processes(cluster, tmp_path):
     np.testing.assert_allclose(clf.jlj_, exact.jlj_, rtol=1e-11, atol=1e-9)
     assert 0 <= (clf.objective_ - exact.objective_) / exact.objective_ < 2e-3
     assert list(scratch.iterdir()) == []
+
+
+def test_searched_job_over_a_store_on_worker_processes_equals_gridsearchcv(cluster, tmp_path):
+    """Nested CV as a job on `dask worker` processes, over a Zarr store: each outer fold's choice and its test
+    metrics equal scikit-learn's GridSearchCV over the same pipeline on the same rows in this process."""
+    from sklearn.metrics import make_scorer
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+    from sklearn.svm import SVC
+
+    from dimbsvm.datasets import make_imbalanced
+    from dimbsvm.metrics import g_mean
+    from dimbsvm.model_selection.splits import repeat_splits
+    from dimbsvm.store import ingest
+
+    X, y = make_imbalanced(3_000, n_features=6, minority_fraction=0.08, chunks=3_000, random_state=11)
+    X, y = np.asarray(X), np.asarray(y)
+    store = tmp_path / "syn.zarr"
+    ingest((X, y), store, chunk_rows=500)
+    job = _write_job(tmp_path / "searched.yaml", store, output="{model: false}",
+                     search="{params: {C: [0.5, 5.0], gamma: [0.5, scale]}}")
+    job.write_text(job.read_text().replace("n_splits: 5, n_repeats: 2", "n_splits: 3, n_repeats: 1"))
+    proc = _dimbsvm("run", job, "--scheduler", cluster.address, "--out", tmp_path / "run", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "search: 4 candidates by g_mean on 3 inner folds" in proc.stdout
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    X = X.astype(np.float32).astype(np.float64)  # the store keeps float32; tasks compute on float64
+    for (train, test), record in zip(repeat_splits(y, n_splits=3, seed=0), metrics["folds"]):
+        truth = GridSearchCV(make_pipeline(MinMaxScaler(), SVC(class_weight="balanced")),
+                             {"svc__C": [0.5, 5.0], "svc__gamma": [0.5, "scale"]}, cv=3,
+                             scoring=make_scorer(g_mean)).fit(X[train], y[train])
+        assert {f"svc__{k}": v for k, v in record["params"].items()} == truth.best_params_
+        assert record["g_mean"] == pytest.approx(g_mean(y[test], truth.predict(X[test])), abs=1e-12)

@@ -258,3 +258,49 @@ def test_a_suite_method_with_a_search_equals_the_gridsearchcv_peer():
                  for m in ("peer", "searched")}
     assert len(by_method["peer"]) == 3 and by_method["peer"] == by_method["searched"]
     assert all(json.loads(r["params"]).keys() == GRID.keys() for r in records if r["method"] == "searched")
+
+
+def test_a_searched_store_fold_sends_no_row_arrays_in_the_graph(tmp_path):
+    """Outer and inner fold rows of a store are computed where the tasks run, never sent as arrays."""
+    from dimbsvm.distributed.tasks import TaskPlan
+    from dimbsvm.model_selection.folds import add_fold
+    from dimbsvm.store import StoreRows, ingest
+
+    X, y = make_imbalanced(n_samples=5000, n_features=4, minority_fraction=0.1, random_state=0)
+    X, y = np.asarray(X), np.asarray(y)
+    store = ingest((X, y), tmp_path / "data.zarr", chunk_rows=500)
+    rows = StoreRows(store.path, store.X.shape)
+    plan = TaskPlan()
+    X_ref, y_ref = plan.share(rows), plan.share(rows.labels())
+    search = Search(candidate_params({"estimator__C": [1, 10]}), n_splits=3)
+    for fold, (train, test) in enumerate(repeat_splits(y, n_splits=2, seed=0)):
+        add_fold(plan, FoldSpec((0, fold), train, test, split={"n_splits": 2, "seed": 0, "fold": fold}), X=X_ref,
+                 y=y_ref, labels=y, estimator=make_estimator("ensemble_othr", {"n_estimators": 2}), scaler="minmax",
+                 impute="none", features=(), metrics=("g_mean",), pos_label=1, block_rows=500, search=search)
+
+    def arrays(value):
+        if isinstance(value, np.ndarray):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                yield from arrays(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from arrays(item)
+        elif hasattr(value, "__dataclass_fields__"):
+            for name in value.__dataclass_fields__:
+                yield from arrays(getattr(value, name))
+
+    sizes = [a.size for task in plan.tasks for value in task.kwargs.values() for a in arrays(value)]
+    assert sizes and max(sizes) < 100  # member seeds only; 5,000 labels and 2,500-row folds stay out
+    assert sum(task.name == "inner-fit" for task in plan.tasks) == 2 * 3 * 2 * 2  # folds x inner x candidates x members
+
+
+def test_the_example_search_job_is_valid():
+    from pathlib import Path
+
+    from dimbsvm.jobs import load_job
+
+    job = load_job(Path(__file__).resolve().parents[1] / "jobs" / "search.yaml")
+    check_job_data(load_job_data(job["data"]["source"]), job)
+    assert len(job_search(job).candidates) == 16

@@ -203,8 +203,9 @@ def run_suite(suite: dict, client, *, data: list[SuiteData] | None = None, progr
                     folds[finish.id] = (item.name, method["name"], spec)
     logger.info("suite %s: %d datasets x %d methods -> %d folds, %d tasks", suite["name"], len(data),
                 len(suite["methods"]), len(folds), len(plan.tasks))
+    searched = any(m.get("search") for m in suite["methods"])  # progress counts inner folds too
     results = run_plan(plan, client=client, retries=suite["execution"]["retries"], progress=progress,
-                       label="folds", errors="return")
+                       label="folds and inner folds" if searched else "folds", errors="return")
     return [_fold_record(results[i], dataset=name, method=method, spec=spec, metrics=metrics,
                          on_error=suite["execution"]["on_error"]) for i, (name, method, spec) in folds.items()]
 

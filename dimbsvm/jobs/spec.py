@@ -24,6 +24,11 @@ Example job::
     estimator:
       name: svc_balanced
       params: {C: 1.0}
+    search:                     # optional: nested CV, the parameters chosen per training fold
+      params: {C: [0.1, 1, 10], gamma: [0.3, scale]}   # random: {log_uniform: [low, high]} too
+      method: grid              # grid | random (with n_candidates)
+      cv: 3                     # inner stratified folds
+      scoring: g_mean           # the objective; floor: {f_measure: 0.5} to require a minimum
     cv:
       n_splits: 5
       n_repeats: 2

@@ -286,6 +286,8 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
         if ref.id in saved_parts:
             part_store.save(*saved_parts[ref.id], result)
             return
+        if ref.id not in finishes:  # a search's inner score, watched for progress only
+            return
         spec = finishes[ref.id]
         if on_result is not None:
             on_result(spec, result)
@@ -293,5 +295,5 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
             part_store.forget(spec.key)
 
     results = run_plan(plan, client=client, retries=retries, progress=progress, label=label, on_result=collect)
-    logger.info("%d fold(s) as %d tasks finished", len(specs), plan.n_watched)
+    logger.info("%d fold(s) finished (%d watched tasks)", len(specs), plan.n_watched)
     return [results[i] for i in finishes], reused

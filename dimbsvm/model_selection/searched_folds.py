@@ -34,6 +34,10 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
                       metrics, pos_label, stage=None, keep_predictions=False, in_store=False):
     """Add one outer fold's search, selection and refit to ``plan``; return its watched finish task.
 
+    The inner folds' scoring tasks are watched too, so that progress counts
+    the search; their results are the inner records (small), and callers
+    read only the finish task's.
+
     Parameters
     ----------
     plan : TaskPlan
@@ -69,7 +73,7 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
             scored.append(plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                                      estimator=estimator, seeds=seeds, key=(c, i),
                                                      metrics=search.metrics, pos_label=pos_label),
-                                   name="inner-score"))
+                                   watch=True, name="inner-score"))  # watched: progress counts the search
     # the choice is small and many refit tasks wait for it: run it first
     selection = plan.add(select_from_scored, dict(scored=scored, search=search), name="select", priority=10)
     prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=outer, scaler=scaler, impute=impute, features=features,
