@@ -293,7 +293,28 @@ def test_a_searched_store_fold_sends_no_row_arrays_in_the_graph(tmp_path):
 
     sizes = [a.size for task in plan.tasks for value in task.kwargs.values() for a in arrays(value)]
     assert sizes and max(sizes) < 100  # member seeds only; 5,000 labels and 2,500-row folds stay out
-    assert sum(task.name == "inner-fit" for task in plan.tasks) == 2 * 3 * 2 * 2  # folds x inner x candidates x members
+    # 2,500-row training folds: each (outer fold, inner fold, candidate) is one task, its 2 members in turn
+    assert sum(task.name == "inner-score" for task in plan.tasks) == 2 * 3 * 2
+    assert not any(task.name == "inner-fit" for task in plan.tasks)
+
+
+def test_member_tasks_of_large_inner_folds_equal_one_task_per_candidate(monkeypatch, client):
+    """The two granularities of an ensemble candidate's inner fits give the same records and choices."""
+    from dimbsvm.model_selection import searched_folds
+
+    X, y = make_imbalanced(600, n_features=4, minority_fraction=0.1, random_state=4)
+    X, y = np.asarray(X), np.asarray(y)
+    estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 2})
+    search = Search(candidate_params({"estimator__C": [0.3, 3.0]}), n_splits=3, scoring="auc")
+    _, merged = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
+    monkeypatch.setattr(searched_folds, "MEMBER_TASKS_FROM_ROWS", 0)
+    _, per_member = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
+    assert [r["record"] for r in merged] == [r["record"] for r in per_member]
+    def scores(results):
+        return [[{k: v for k, v in row.items() if k != "fit_time"} for row in r["search"]["candidates"]]
+                for r in results]
+
+    assert scores(merged) == scores(per_member)
 
 
 def test_the_example_search_job_is_valid():

@@ -5,8 +5,9 @@ same :class:`~dimbsvm.distributed.tasks.TaskPlan` as every other fold,
 
 * per inner fold of the outer training rows: one *prepare* task (preprocessing
   and feature stages fitted once, shared by every candidate), then per
-  candidate its part tasks (an ensemble's members each a task) and a scoring
-  task;
+  candidate one task that fits and scores it or, on inner folds of
+  :data:`MEMBER_TASKS_FROM_ROWS` rows or more, its part tasks (an ensemble's
+  members each a task) and a scoring task;
 * one *select* task reading every inner score (:func:`~dimbsvm.model_selection.search.select_candidate`);
 * the outer fold's prepare, its parts fitted with the chosen candidate, and
   its finish, which records the choice beside the fold's metrics.
@@ -27,7 +28,14 @@ from ..distributed.tasks import TaskPlan
 from .bodies import FoldRows, finish_fold, fit_part, fold_rows, parts_of, prepare_fold
 from .search import Search, inner_splits, select_candidate
 
-__all__ = ["add_searched_fold", "fit_chosen_part", "finish_chosen", "inner_fold_rows", "select_from_scored"]
+__all__ = ["MEMBER_TASKS_FROM_ROWS", "add_searched_fold", "fit_and_score", "fit_chosen_part", "finish_chosen",
+           "inner_fold_rows", "select_from_scored"]
+
+#: Inner training folds of at least this many rows fit an ensemble candidate's members as tasks of
+#: their own; smaller ones fit and score each candidate in one task, its members in turn: a member
+#: on so few rows is worth far less than the ~0.1 s a task should be, and a grid over many datasets
+#: would otherwise be hundreds of thousands of tasks.
+MEMBER_TASKS_FROM_ROWS = 100_000
 
 
 def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search: Search, scaler, impute, features,
@@ -67,6 +75,11 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
                                                 stage=stage), name="inner-prepare")
         y_inner_train = labels[spec.train][inner_train]
         for c, estimator in enumerate(estimators):
+            if len(inner_train) < MEMBER_TASKS_FROM_ROWS:
+                scored.append(plan.add(fit_and_score, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
+                                                           key=(c, i), metrics=search.metrics, pos_label=pos_label),
+                                       watch=True, name="inner-score"))  # watched: progress counts the search
+                continue
             parts, seeds = parts_of(estimator, y_inner_train)
             fitted = [plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part),
                                name="inner-fit") for part in parts]
@@ -102,6 +115,18 @@ def inner_fold_rows(y, *, outer: FoldRows, n_splits: int, fold: int) -> FoldRows
     train = np.asarray(outer.train)
     inner_train, inner_test = inner_splits(np.asarray(y)[train], n_splits)[fold]
     return FoldRows(train[inner_train], train[inner_test])
+
+
+def fit_and_score(X, y, prepared, rows, *, estimator, key, metrics, pos_label):
+    """Task body: one candidate fitted on an inner fold's training rows (all its parts here) and scored.
+
+    The same parts, in the same order, as the engine's part tasks, so the
+    result equals theirs.
+    """
+    parts, seeds = parts_of(estimator, np.asarray(y)[rows.train])
+    fitted = [fit_part(X, y, prepared, rows, estimator=estimator, part=part) for part in parts]
+    return finish_fold(X, y, prepared, rows, fitted, estimator=estimator, seeds=seeds, key=key, metrics=metrics,
+                       pos_label=pos_label)
 
 
 def select_from_scored(scored, *, search: Search) -> dict:
