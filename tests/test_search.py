@@ -325,3 +325,43 @@ def test_the_example_search_job_is_valid():
     job = load_job(Path(__file__).resolve().parents[1] / "jobs" / "search.yaml")
     check_job_data(load_job_data(job["data"]["source"]), job)
     assert len(job_search(job).candidates) == 16
+
+
+def test_a_search_over_a_feature_stage_equals_gridsearchcv(yeast5):
+    """Stage parameters (features.<i>.<name>): inner folds prepare once per stage setting; GridSearchCV agrees."""
+    from sklearn.pipeline import Pipeline
+
+    from dimbsvm.estimators import make_feature
+
+    X, y = yeast5
+    stage = make_feature("similarity", {"references": 50, "random_state": 0})  # references drawn reproducibly
+    estimator = make_estimator("linear_svc")
+    search = Search(candidate_params({"features.0.references": [20, 60], "C": [0.1, 1.0]}), n_splits=3)
+    specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=0))]
+    results, _ = run_folds(estimator, X, y, specs, client=None, scaler="minmax", impute="none", features=[stage],
+                           metrics=("g_mean",), pos_label=positive_label(y), search=search)
+    for spec, result in zip(specs, results):
+        # step names that sort as the job's keys do ("C" < "features..."), so the candidates come in the same order
+        truth = GridSearchCV(Pipeline([("scale", MinMaxScaler()), ("b_stage", stage), ("a_svm", estimator)]),
+                             {"b_stage__references": [20, 60], "a_svm__C": [0.1, 1.0]}, cv=3,
+                             scoring=make_scorer(g_mean)).fit(X[spec.train], y[spec.train])
+        params = result["search"]["params"]
+        assert {"b_stage__references": params["features.0.references"], "a_svm__C": params["C"]} == truth.best_params_
+        np.testing.assert_allclose([row["mean_g_mean"] for row in result["search"]["candidates"]],
+                                   truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
+        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
+                                                           abs=1e-12)
+
+
+def test_stage_search_keys_are_checked():
+    base = {"data": {"source": "yeast5"}, "estimator": {"name": "linear_svc"},
+            "features": [{"name": "similarity", "params": {"references": 50}}]}
+    with pytest.raises(JobSpecError, match=r"the job has 1 feature stage\(s\), numbered from 0"):
+        validate_job({**base, "search": {"params": {"features.1.references": [10]}}})
+    with pytest.raises(JobSpecError, match=r"candidate 0 .*similarity.*has no parameter\(s\) refs"):
+        validate_job({**base, "search": {"params": {"features.0.refs": [10]}}})
+    with pytest.raises(JobSpecError, match=r"written features.<index>.<name>"):
+        validate_job({**base, "search": {"params": {"features.x": [10]}}})
+    job = validate_job({**base, "search": {"params": {"features.0.references": [10, 900]}}})
+    with pytest.raises(DataError, match=r"asks for references=900 rows, but the smallest inner training fold"):
+        check_job_data(load_job_data("yeast5"), job)

@@ -33,6 +33,7 @@ from ..exceptions import JobSpecError
 from ..jobs.spec import JOB_SCHEMA, build_search, check_schema, read_yaml  # one loader and wording for jobs and suites
 from ..model_selection.pipeline import IMPUTERS, SCALERS
 from ..model_selection.scoring import METRICS
+from ..model_selection.search import stage_params
 from .peers import fold_random_state, make_peer, peer_names
 
 __all__ = ["SUITE_SCHEMA", "KINDS", "ON_ERROR", "QUALITY_METRICS", "load_suite", "validate_suite",
@@ -232,9 +233,12 @@ def method_search(method: dict):
     """The method's :class:`~dimbsvm.model_selection.search.Search`, or ``None`` without ``search``."""
     if not method.get("search"):
         return None
-    return build_search(method["search"],
-                        lambda params: build_method(dict(method, params={**method.get("params", {}), **params}),
-                                                    random_state=0))
+    def build(params):
+        if stage_params(params):
+            raise JobSpecError("'search.params': a suite's methods have no feature stages to search")
+        return build_method(dict(method, params={**method.get("params", {}), **params}), random_state=0)
+
+    return build_search(method["search"], build)
 
 
 def _with_defaults(spec: dict) -> dict:

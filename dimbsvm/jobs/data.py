@@ -155,6 +155,22 @@ def check_job_data(data: JobData, job: dict) -> None:
     data._checked_for = key
 
 
+def _stage_settings(job: dict):
+    """``(index, stage, params)`` of every feature stage, once per distinct setting a search gives it."""
+    from ..model_selection.search import stage_params
+    from .spec import job_search
+
+    search = job_search(job)
+    overrides = [stage_params(params) for params in search.candidates] if search is not None else [{}]
+    for i, stage in enumerate(job["features"]):
+        seen = []
+        for override in overrides:
+            params = {**(stage.get("params") or {}), **override.get(i, {})}
+            if params not in seen:
+                seen.append(params)
+                yield i, stage, params
+
+
 def _check_fold_sizes(job: dict, name: str, counts) -> None:
     """Stage and estimator sizes that every training fold must accommodate."""
     n_splits = job["cv"]["n_splits"]
@@ -168,8 +184,7 @@ def _check_fold_sizes(job: dict, name: str, counts) -> None:
         train_rows = int(sum(c - -(-c // inner) for c in train_counts))
         where = (f"the smallest inner training fold (the search's {inner} inner folds of {n_splits}-fold CV of "
                  f"{int(sum(counts))} rows) has {train_rows} rows")
-    for i, stage in enumerate(job["features"]):
-        params = stage.get("params") or {}
+    for i, stage, params in _stage_settings(job):
         if stage["name"] == "similarity":
             refs = params.get("references", 100)
             if isinstance(refs, (int, np.integer)) and not isinstance(refs, bool) and refs > train_rows:

@@ -25,7 +25,7 @@ Example job::
       name: svc_balanced
       params: {C: 1.0}
     search:                     # optional: nested CV, the parameters chosen per training fold
-      params: {C: [0.1, 1, 10], gamma: [0.3, scale]}   # random: {log_uniform: [low, high]} too
+      params: {C: [0.1, 1, 10], gamma: [0.3, scale]}   # or features.0.references; random: {log_uniform: [lo, hi]}
       method: grid              # grid | random (with n_candidates)
       cv: 3                     # inner stratified folds
       scoring: g_mean           # the objective; floor: {f_measure: 0.5} to require a minimum
@@ -48,7 +48,7 @@ from ..estimators import estimator_names, feature_names, make_estimator, make_fe
 from ..model_selection.pipeline import IMPUTERS, SCALERS
 from ..model_selection.stages import stored_stage_of
 from ..model_selection.scoring import METRICS, QUALITY_METRICS
-from ..model_selection.search import Search, candidate_params
+from ..model_selection.search import Search, candidate_params, estimator_params, stage_params
 from ..exceptions import JobSpecError
 
 __all__ = ["JOB_SCHEMA", "build_search", "describe_schema_error", "job_search", "load_job", "validate_job"]
@@ -299,9 +299,24 @@ def job_search(job: dict) -> Search | None:
     """
     if job.get("search") is None:
         return None
+    return build_search(job["search"], lambda params: _candidate_pipeline(job, params))
+
+
+def _candidate_pipeline(job: dict, params: dict):
+    """The estimator and feature stages of one candidate, validated (a JobSpecError names what is wrong)."""
     estimator = job["estimator"]
-    return build_search(job["search"], lambda params: make_estimator(estimator["name"],
-                                                                     {**estimator["params"], **params}))
+    built = make_estimator(estimator["name"], {**estimator["params"], **estimator_params(params)})
+    stages = []
+    for index, override in stage_params(params).items():
+        if index >= len(job["features"]):
+            raise JobSpecError(f"'search.params.features.{index}.*': the job has {len(job['features'])} feature "
+                               "stage(s), numbered from 0")
+        stage = job["features"][index]
+        if stage.get("stored"):
+            raise JobSpecError(f"'search.params.features.{index}.*': stage {index} is stored (computed once for "
+                               "the whole store); only stages fitted per fold can be searched")
+        stages.append(make_feature(stage["name"], {**(stage.get("params") or {}), **override}))
+    return built, stages
 
 
 def build_search(spec: dict, build) -> Search:

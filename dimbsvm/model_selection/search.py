@@ -26,7 +26,8 @@ from sklearn.model_selection import ParameterGrid, ParameterSampler, StratifiedK
 
 from ..exceptions import JobSpecError
 
-__all__ = ["DISTRIBUTIONS", "MAX_CANDIDATES", "Search", "candidate_params", "inner_splits", "select_candidate"]
+__all__ = ["DISTRIBUTIONS", "MAX_CANDIDATES", "STAGE_PREFIX", "Search", "candidate_params", "estimator_params",
+           "inner_splits", "select_candidate", "stage_params"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +61,55 @@ class Search:
     floor: dict = field(default_factory=dict)
 
     def estimators(self, template) -> list:
-        """Unfitted clones of ``template``, one per candidate, with its parameters set."""
-        return [clone(template).set_params(**params) for params in self.candidates]
+        """Unfitted clones of ``template``, one per candidate, with its estimator parameters set."""
+        return [clone(template).set_params(**estimator_params(params)) for params in self.candidates]
+
+    def feature_sets(self, features) -> list | None:
+        """Per candidate, unfitted clones of the feature stages with its stage parameters set.
+
+        ``None`` when no candidate sets a stage parameter (every candidate
+        uses ``features`` as given).
+        """
+        if not any(stage_params(params) for params in self.candidates):
+            return None
+        sets = []
+        for params in self.candidates:
+            override = stage_params(params)
+            sets.append([clone(stage).set_params(**override.get(i, {})) for i, stage in enumerate(features)])
+        return sets
 
     @property
     def metrics(self) -> tuple:
         """The metrics every inner fold records: the objective, the floors, and the fit time (for the cost)."""
         return tuple(dict.fromkeys((self.scoring, *self.floor, "fit_time")))
+
+
+#: A search key ``features.<i>.<parameter>`` sets a parameter of the job's feature stage ``i``.
+STAGE_PREFIX = "features."
+
+
+def estimator_params(params: dict) -> dict:
+    """A candidate's estimator parameters (every key that is not a stage's)."""
+    return {k: v for k, v in params.items() if not k.startswith(STAGE_PREFIX)}
+
+
+def stage_params(params: dict) -> dict:
+    """A candidate's feature-stage parameters, ``{stage index: {parameter: value}}``.
+
+    Examples
+    --------
+    >>> stage_params({"C": 1, "features.0.references": 50})
+    {0: {'references': 50}}
+    """
+    out = {}
+    for key, value in params.items():
+        if key.startswith(STAGE_PREFIX):
+            index, _, name = key[len(STAGE_PREFIX):].partition(".")
+            if not index.isdigit() or not name:
+                raise JobSpecError(f"'search.params.{key}': a stage parameter is written features.<index>.<name>, "
+                                   "e.g. features.0.references")
+            out.setdefault(int(index), {})[name] = value
+    return out
 
 
 def candidate_params(space: dict, *, method: str = "grid", n_candidates: int | None = None,

@@ -4,7 +4,8 @@ For one outer fold (or the final model) :func:`add_searched_fold` adds, to the
 same :class:`~dimbsvm.distributed.tasks.TaskPlan` as every other fold,
 
 * per inner fold of the outer training rows: one *prepare* task (preprocessing
-  and feature stages fitted once, shared by every candidate), then per
+  and feature stages fitted once, shared by every candidate that sets the
+  same stage parameters), then per
   candidate one task that fits and scores it or, on inner folds of
   :data:`MEMBER_TASKS_FROM_ROWS` rows or more, its part tasks (an ensemble's
   members each a task) and a scoring task;
@@ -22,14 +23,16 @@ Task bodies here are plain functions, as in :mod:`~dimbsvm.model_selection.bodie
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from ..distributed.tasks import TaskPlan
 from .bodies import FoldRows, finish_fold, fit_part, fold_rows, parts_of, prepare_fold
-from .search import Search, inner_splits, select_candidate
+from .search import Search, inner_splits, select_candidate, stage_params
 
 __all__ = ["MEMBER_TASKS_FROM_ROWS", "add_searched_fold", "fit_and_score", "fit_chosen_part", "finish_chosen",
-           "inner_fold_rows", "select_from_scored"]
+           "inner_fold_rows", "prepare_chosen", "select_from_scored"]
 
 #: Inner training folds of at least this many rows fit an ensemble candidate's members as tasks of
 #: their own; smaller ones fit and score each candidate in one task, its members in turn: a member
@@ -64,6 +67,10 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
         The data is a store: the outer fold's rows are computed where the tasks run.
     """
     candidates = plan_candidates(estimators, labels, spec.train, search)
+    # candidates that set the same stage parameters share an inner fold's prepare task
+    feature_sets = search.feature_sets(features) or [list(features)] * len(estimators)
+    setting = [json.dumps(stage_params(params), sort_keys=True, default=str) for params in search.candidates]
+    first_of = {key: setting.index(key) for key in setting}
     if spec.split is not None and in_store:
         outer = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
     else:
@@ -71,10 +78,12 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
     scored = []
     for i, (inner_train, _) in enumerate(inner_splits(labels[spec.train], search.n_splits)):
         rows = plan.add(inner_fold_rows, dict(y=y, outer=outer, n_splits=search.n_splits, fold=i), name="inner-rows")
-        prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute, features=features,
-                                                stage=stage), name="inner-prepare")
+        preparing = {key: plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
+                                                      features=feature_sets[c], stage=stage), name="inner-prepare")
+                     for key, c in first_of.items()}
         y_inner_train = labels[spec.train][inner_train]
         for c, estimator in enumerate(estimators):
+            prepared = preparing[setting[c]]
             if len(inner_train) < MEMBER_TASKS_FROM_ROWS:
                 scored.append(plan.add(fit_and_score, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
                                                            key=(c, i), metrics=search.metrics, pos_label=pos_label),
@@ -89,8 +98,13 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
                                    watch=True, name="inner-score"))  # watched: progress counts the search
     # the choice is small and many refit tasks wait for it: run it first
     selection = plan.add(select_from_scored, dict(scored=scored, search=search), name="select", priority=10)
-    prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=outer, scaler=scaler, impute=impute, features=features,
-                                            stage=stage), name="prepare")
+    if len(first_of) == 1:
+        prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=outer, scaler=scaler, impute=impute,
+                                                features=feature_sets[0], stage=stage), name="prepare")
+    else:  # the stages of the chosen candidate, known once the selection has run
+        prepared = plan.add(prepare_chosen, dict(X=X, y=y, rows=outer, selection=selection,
+                                                  feature_sets=plan.share(feature_sets), scaler=scaler,
+                                                  impute=impute, stage=stage), name="prepare")
     options, estimators = plan.share(candidates), plan.share(list(estimators))
     n_parts = max(len(parts) for parts, _ in candidates)
     fitted = [plan.add(fit_chosen_part, dict(X=X, y=y, prepared=prepared, rows=outer, selection=selection,
@@ -137,6 +151,12 @@ def select_from_scored(scored, *, search: Search) -> dict:
         candidate, inner_fold = record.pop("seed"), record.pop("fold")
         inner.append({"candidate": candidate, "inner_fold": inner_fold, **record})
     return select_candidate(inner, search=search)
+
+
+def prepare_chosen(X, y, rows, *, selection, feature_sets, scaler, impute, stage=None):
+    """Task body: :func:`~dimbsvm.model_selection.bodies.prepare_fold` with the chosen candidate's feature stages."""
+    return prepare_fold(X, y, rows, scaler=scaler, impute=impute, features=feature_sets[selection["index"]],
+                        stage=stage)
 
 
 def fit_chosen_part(X, y, prepared, rows, *, selection, options, estimators, index, gathered=None):
