@@ -69,3 +69,28 @@ def reference_fold(X, y, estimator, *, n_splits, seed, fold, metrics=("g_mean", 
 def sequential_fold():
     """:func:`reference_fold`, the sequential truth that engine results are compared against."""
     return reference_fold
+
+
+def _arrays_in(value):
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _arrays_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _arrays_in(item)
+    elif hasattr(value, "__dataclass_fields__"):
+        for name in value.__dataclass_fields__:
+            yield from _arrays_in(getattr(value, name))
+
+
+@pytest.fixture(scope="session")
+def graph_array_sizes():
+    """``sizes(plan)``: the sizes of every NumPy array inside a TaskPlan's task arguments (what the graph carries)."""
+    def sizes(plan):
+        return [a.size for task in plan.tasks for value in task.kwargs.values() for a in _arrays_in(value)]
+
+    return sizes

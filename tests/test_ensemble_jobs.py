@@ -205,10 +205,13 @@ def test_base_estimator_is_chosen_by_registry_name_only():
     assert make_estimator("othr", {"estimator": "linear_svc", "estimator__C": 0.5}).estimator.C == 0.5
 
 
-def test_a_store_job_sends_no_row_arrays_in_the_graph(tmp_path):
-    """Over a store, labels and fold rows reach the tasks as a handle and as tasks, never as arrays."""
+@pytest.mark.parametrize("searched", [False, True], ids=["plain", "searched"])
+def test_a_store_job_sends_no_row_arrays_in_the_graph(tmp_path, graph_array_sizes, searched):
+    """Over a store, labels and fold rows (a search's inner folds too) reach the tasks as a handle and as tasks,
+    never as arrays."""
     from dimbsvm.distributed.tasks import TaskPlan
     from dimbsvm.model_selection.folds import add_fold
+    from dimbsvm.model_selection.search import Search, candidate_params
 
     X, y = make_imbalanced(n_samples=5000, n_features=4, minority_fraction=0.1, random_state=0)
     X, y = np.asarray(X), np.asarray(y)
@@ -216,23 +219,17 @@ def test_a_store_job_sends_no_row_arrays_in_the_graph(tmp_path):
     rows = StoreRows(store.path, store.X.shape)
     plan = TaskPlan()
     X_ref, y_ref = plan.share(rows), plan.share(rows.labels())
+    search = Search(candidate_params({"estimator__C": [1, 10]}), n_splits=3) if searched else None
     for fold, (train, test) in enumerate(repeat_splits(y, n_splits=2, seed=0)):
         add_fold(plan, FoldSpec((0, fold), train, test, split={"n_splits": 2, "seed": 0, "fold": fold}), X=X_ref,
                  y=y_ref, labels=y, estimator=make_estimator("ensemble_othr", {"n_estimators": 2}), scaler="minmax",
-                 impute="none", features=(), metrics=METRICS, pos_label=1, block_rows=500)
+                 impute="none", features=(), metrics=METRICS, pos_label=1, block_rows=500, search=search)
 
-    def arrays(value):
-        if isinstance(value, np.ndarray):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                yield from arrays(item)
-        elif isinstance(value, dict):
-            for item in value.values():
-                yield from arrays(item)
-
-    sizes = [a.size for task in plan.tasks for value in task.kwargs.values() for a in arrays(value)]
-    assert max(sizes, default=0) < 100  # seeds and spans only; 5,000 labels and 2,500-row folds stay out
+    sizes = graph_array_sizes(plan)
+    assert sizes and max(sizes) < 100  # seeds and spans only; 5,000 labels and 2,500-row folds stay out
+    if searched:  # 2,500-row training folds: one task per (outer fold, inner fold, candidate), members in turn
+        assert sum(task.name == "inner-score" for task in plan.tasks) == 2 * 3 * 2
+        assert not any(task.name == "inner-fit" for task in plan.tasks)
 
 
 def _write_graph_stage(store_path, indices, stage="stages/test-graph"):

@@ -260,44 +260,6 @@ def test_a_suite_method_with_a_search_equals_the_gridsearchcv_peer():
     assert all(json.loads(r["params"]).keys() == GRID.keys() for r in records if r["method"] == "searched")
 
 
-def test_a_searched_store_fold_sends_no_row_arrays_in_the_graph(tmp_path):
-    """Outer and inner fold rows of a store are computed where the tasks run, never sent as arrays."""
-    from dimbsvm.distributed.tasks import TaskPlan
-    from dimbsvm.model_selection.folds import add_fold
-    from dimbsvm.store import StoreRows, ingest
-
-    X, y = make_imbalanced(n_samples=5000, n_features=4, minority_fraction=0.1, random_state=0)
-    X, y = np.asarray(X), np.asarray(y)
-    store = ingest((X, y), tmp_path / "data.zarr", chunk_rows=500)
-    rows = StoreRows(store.path, store.X.shape)
-    plan = TaskPlan()
-    X_ref, y_ref = plan.share(rows), plan.share(rows.labels())
-    search = Search(candidate_params({"estimator__C": [1, 10]}), n_splits=3)
-    for fold, (train, test) in enumerate(repeat_splits(y, n_splits=2, seed=0)):
-        add_fold(plan, FoldSpec((0, fold), train, test, split={"n_splits": 2, "seed": 0, "fold": fold}), X=X_ref,
-                 y=y_ref, labels=y, estimator=make_estimator("ensemble_othr", {"n_estimators": 2}), scaler="minmax",
-                 impute="none", features=(), metrics=("g_mean",), pos_label=1, block_rows=500, search=search)
-
-    def arrays(value):
-        if isinstance(value, np.ndarray):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                yield from arrays(item)
-        elif isinstance(value, dict):
-            for item in value.values():
-                yield from arrays(item)
-        elif hasattr(value, "__dataclass_fields__"):
-            for name in value.__dataclass_fields__:
-                yield from arrays(getattr(value, name))
-
-    sizes = [a.size for task in plan.tasks for value in task.kwargs.values() for a in arrays(value)]
-    assert sizes and max(sizes) < 100  # member seeds only; 5,000 labels and 2,500-row folds stay out
-    # 2,500-row training folds: each (outer fold, inner fold, candidate) is one task, its 2 members in turn
-    assert sum(task.name == "inner-score" for task in plan.tasks) == 2 * 3 * 2
-    assert not any(task.name == "inner-fit" for task in plan.tasks)
-
-
 def test_member_tasks_of_large_inner_folds_equal_one_task_per_candidate(monkeypatch, client):
     """The two granularities of an ensemble candidate's inner fits give the same records and choices."""
     from dimbsvm.model_selection import searched_folds
