@@ -284,9 +284,16 @@ def test_the_example_search_job_is_valid():
 
     from dimbsvm.jobs import load_job
 
-    job = load_job(Path(__file__).resolve().parents[1] / "jobs" / "search.yaml")
+    from dimbsvm.jobs.checks import check_job, describe
+
+    path = Path(__file__).resolve().parents[1] / "jobs" / "search.yaml"
+    job = load_job(path)
     check_job_data(load_job_data(job["data"]["source"]), job)
     assert len(job_search(job).candidates) == 16
+    # `dimbsvm validate` says what the search will cost: 16 x 3 inner fits in 10 folds and the final model
+    lines = describe(check_job(path, run_dir=False))
+    assert "search: 16 candidates x 3 inner folds in each of 11 training fold(s) = 528 inner fits, chosen by g_mean" \
+        in lines
 
 
 def test_a_search_over_a_feature_stage_equals_gridsearchcv(yeast5):

@@ -29,7 +29,7 @@ from ..distributed.client import TLSSettings, check_cluster_options
 from ..exceptions import DimbsvmError, JobSpecError
 from .data import JobData, check_job_data, load_job_data
 from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
-from .spec import load_job
+from .spec import job_search, load_job
 
 __all__ = ["CheckedJob", "check_job", "check_registry", "describe"]
 
@@ -140,6 +140,12 @@ def describe(checked: CheckedJob) -> list[str]:
         f"metrics {', '.join(job['metrics'])}",
         f"runs on: {checked.where}",
     ]
+    search = job_search(job)
+    if search is not None:
+        folds = cv["n_splits"] * cv["n_repeats"] + bool(job["output"]["model"])
+        lines.insert(3, f"search: {len(search.candidates)} candidates x {search.n_splits} inner folds in each of "
+                        f"{folds} training fold(s) = {len(search.candidates) * search.n_splits * folds} inner fits, "
+                        f"chosen by {search.scoring}" + (f" with floor(s) {search.floor}" if search.floor else ""))
     if checked.run is not None:
         run = checked.run
         if run.resuming:
