@@ -50,8 +50,14 @@ def test_search_equals_gridsearchcv_fold_by_fold(scheduler, yeast5):
     X, y = yeast5
     estimator = make_estimator("svc_balanced")
     search = Search(candidate_params(GRID), n_splits=3, scoring="g_mean")
-    specs, results = _engine(estimator, X, y, search, client=scheduler)
+    specs, results = _engine(estimator, X, y, search, client=scheduler, metrics=("g_mean", "f_measure", "fit_time"))
     for spec, result in zip(specs, results):
+        # the fold's fit time includes its search: every candidate's inner fits and each inner prepare once
+        record, inner = result["record"], result["search"]["inner"]
+        prepares = {r["inner_fold"]: r["prepare_time"] for r in inner}
+        assert len(prepares) == 3
+        assert record["search_time"] == pytest.approx(sum(r["fit_time"] for r in inner) + sum(prepares.values()))
+        assert record["fit_time"] > record["search_time"] > 0
         truth = _grid_search(estimator, GRID, X[spec.train], y[spec.train], scoring=make_scorer(g_mean))
         chosen = result["search"]
         assert {f"svc__{k}": v for k, v in chosen["params"].items()} == truth.best_params_
@@ -122,7 +128,7 @@ def test_selection_rules_ties_nan_and_unreachable_floor():
     chosen = select_candidate(inner([(0.5, 0.9), (0.8, 0.9), (0.8, 0.9), (np.nan, 0.9)]), search=search)
     assert chosen["index"] == 1 and chosen["floor_met"]
     assert [row["rank"] for row in chosen["candidates"]] == [3, 1, 1, 4]
-    assert chosen["candidates"][0]["fit_time"] == 2.0
+    assert chosen["candidates"][0]["fit_time"] == 2.0 and chosen["search_time"] == 8.0
     # the best G-mean misses the floor: the next one that reaches it is chosen
     assert select_candidate(inner([(0.9, 0.4), (0.7, 0.6), (0.8, 0.5), (0.6, 0.9)]), search=search)["index"] == 2
     # nobody reaches it: the closest
@@ -217,11 +223,11 @@ def test_searched_job_writes_its_search_and_resumes(client, tmp_path, yeast5):
 
 
 def _without_times(table):
-    """The rows of a search table without the fit-time column, which differs from run to run."""
+    """The rows of a search table without the time columns, which differ from run to run."""
     import csv
 
     lines = table if isinstance(table, list) else table.read_text().splitlines()
-    return [{k: v for k, v in row.items() if k != "fit_time"} for row in csv.DictReader(lines)]
+    return [{k: v for k, v in row.items() if k not in ("fit_time", "prepare_time")} for row in csv.DictReader(lines)]
 
 
 def test_retrain_chooses_on_the_training_rows_and_fingerprints_the_search(client, tmp_path, yeast5):

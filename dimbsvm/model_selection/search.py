@@ -15,6 +15,7 @@ and ties go to the first candidate in order; a candidate whose mean is NaN
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -226,8 +227,9 @@ def select_candidate(inner, *, search: Search) -> dict:
         ``index`` and ``params`` of the chosen candidate, ``floor_met``
         (False: no candidate reached every floor, the one closest to them was
         chosen), ``candidates`` (one row per candidate: ``mean_<metric>``,
-        ``std_<metric>``, ``fit_time`` summed over its inner folds, ``rank``)
-        and ``inner`` (the records given).
+        ``std_<metric>``, ``fit_time`` summed over its inner folds, ``rank``),
+        ``search_time`` (every candidate's fit time and each inner fold's
+        prepare time, once per stage setting) and ``inner`` (the records given).
     """
     n = len(search.candidates)
     by_candidate = [[r for r in inner if r["candidate"] == c] for c in range(n)]
@@ -257,8 +259,12 @@ def select_candidate(inner, *, search: Search) -> dict:
     else:
         index = int(np.argmax(margins))  # first of the closest to the floors
         logger.warning("no candidate reached the floor(s) %s; chose candidate %d (closest)", search.floor, index)
+    # each inner fold's prepare is shared by the candidates of one stage setting: counted once
+    prepares = {(r["inner_fold"], json.dumps(stage_params(search.candidates[r["candidate"]]), sort_keys=True,
+                                             default=str)): r.get("prepare_time", 0.0) for r in inner}
+    search_time = float(sum(row.get("fit_time", 0.0) for row in rows) + sum(prepares.values()))
     return {"index": index, "params": search.candidates[index], "floor_met": bool(eligible.any()),
-            "candidates": rows, "inner": list(inner)}
+            "search_time": search_time, "candidates": rows, "inner": list(inner)}
 
 
 def _ranks(scores):

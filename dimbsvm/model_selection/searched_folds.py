@@ -32,7 +32,7 @@ from .bodies import FoldRows, finish_fold, fit_part, fold_rows, parts_of, prepar
 from .search import Search, inner_splits, select_candidate, stage_params
 
 __all__ = ["MEMBER_TASKS_FROM_ROWS", "add_searched_fold", "fit_and_score", "fit_chosen_part", "finish_chosen",
-           "inner_fold_rows", "prepare_chosen", "select_from_scored"]
+           "finish_inner", "inner_fold_rows", "prepare_chosen", "select_from_scored"]
 
 #: Inner training folds of at least this many rows fit an ensemble candidate's members as tasks of
 #: their own; smaller ones fit and score each candidate in one task, its members in turn: a member
@@ -92,9 +92,9 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
             parts, seeds = parts_of(estimator, y_inner_train)
             fitted = [plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part),
                                name="inner-fit") for part in parts]
-            scored.append(plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
-                                                     estimator=estimator, seeds=seeds, key=(c, i),
-                                                     metrics=search.metrics, pos_label=pos_label),
+            scored.append(plan.add(finish_inner, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
+                                                      estimator=estimator, seeds=seeds, key=(c, i),
+                                                      metrics=search.metrics, pos_label=pos_label),
                                    watch=True, name="inner-score"))  # watched: progress counts the search
     # the choice is small and many refit tasks wait for it: run it first
     selection = plan.add(select_from_scored, dict(scored=scored, search=search), name="select", priority=10)
@@ -139,8 +139,23 @@ def fit_and_score(X, y, prepared, rows, *, estimator, key, metrics, pos_label):
     """
     parts, seeds = parts_of(estimator, np.asarray(y)[rows.train])
     fitted = [fit_part(X, y, prepared, rows, estimator=estimator, part=part) for part in parts]
-    return finish_fold(X, y, prepared, rows, fitted, estimator=estimator, seeds=seeds, key=key, metrics=metrics,
-                       pos_label=pos_label)
+    return finish_inner(X, y, prepared, rows, fitted, estimator=estimator, seeds=seeds, key=key, metrics=metrics,
+                        pos_label=pos_label)
+
+
+def finish_inner(X, y, prepared, rows, parts, *, estimator, seeds, key, metrics, pos_label):
+    """Task body: a candidate's inner-fold record, its ``fit_time`` without the shared ``prepare_time``.
+
+    The prepare task is shared by the candidates of a stage setting: its
+    seconds are counted once per inner fold in the search's cost, not once
+    per candidate.
+    """
+    out = finish_fold(X, y, prepared, rows, parts, estimator=estimator, seeds=seeds, key=key, metrics=metrics,
+                      pos_label=pos_label)
+    if "fit_time" in out["record"]:
+        out["record"]["fit_time"] -= prepared.fit_time
+        out["record"]["prepare_time"] = prepared.fit_time
+    return out
 
 
 def select_from_scored(scored, *, search: Search) -> dict:
@@ -173,7 +188,10 @@ def finish_chosen(X, y, prepared, rows, parts, *, selection, options, estimators
     """Task body: :func:`~dimbsvm.model_selection.bodies.finish_fold` with the chosen candidate.
 
     The result also has ``"search"`` (the selection, with every candidate's
-    inner scores); a fold's record has ``params``, the parameters chosen.
+    inner scores); a fold's record has ``params``, the parameters chosen,
+    and, when it records ``fit_time``, ``search_time``: the seconds of every
+    inner fit and prepare, which its ``fit_time`` includes (as
+    ``GridSearchCV``'s fit includes its search).
     """
     chosen = selection["index"]
     _, seeds = options[chosen]
@@ -182,5 +200,8 @@ def finish_chosen(X, y, prepared, rows, parts, *, selection, options, estimators
                       keep_model=keep_model, keep_predictions=keep_predictions)
     if "record" in out:
         out["record"]["params"] = dict(selection["params"])
+        if "fit_time" in out["record"]:  # what choosing the model cost is part of fitting it, as in GridSearchCV
+            out["record"]["fit_time"] += selection["search_time"]
+            out["record"]["search_time"] = selection["search_time"]
     out["search"] = selection
     return out
