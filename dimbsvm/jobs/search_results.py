@@ -88,7 +88,7 @@ def search_overview(selections: dict, *, search: dict, scoring: str) -> dict:
     ``chosen``: per outer fold (and ``final``), the parameters chosen and their
     inner score; ``candidates``: per candidate, its inner score averaged over
     the outer folds (not the final model's search), how many outer folds
-    chose it, and its fit seconds summed over every inner fit.
+    chose it, and its seconds (fit and predict) summed over every inner fold.
     """
     chosen = []
     for key, selection in selections.items():
@@ -103,6 +103,8 @@ def search_overview(selections: dict, *, search: dict, scoring: str) -> dict:
         candidates.append({"candidate": c, "params": row["params"],
                            f"mean_{scoring}": float(np.mean(scores)) if scores else None,
                            "times_chosen": sum(s["index"] == c for s in folds),
-                           "fit_time": float(sum(s["candidates"][c]["fit_time"] for s in selections.values()))})
+                           "seconds": float(sum(s["candidates"][c].get("fit_time", 0.0)
+                                                + s["candidates"][c].get("predict_time", 0.0)
+                                                for s in selections.values()))})
     return {"space": search, "scoring": scoring, "n_candidates": len(first["candidates"]),
             "chosen": chosen, "candidates": candidates}

@@ -35,6 +35,10 @@ logger = logging.getLogger(__name__)
 #: Distributions a random search may draw a parameter from (``{name: [low, high]}`` in a job).
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform")
 
+#: The seconds an inner fold records for the search's cost: fitting a candidate (its prepare apart)
+#: and predicting the inner test rows it is scored on.
+TIMES = ("fit_time", "predict_time")
+
 #: More candidates than this is almost certainly a mistake in the job (a grid multiplies).
 MAX_CANDIDATES = 10_000
 
@@ -81,8 +85,8 @@ class Search:
 
     @property
     def metrics(self) -> tuple:
-        """The metrics every inner fold records: the objective, the floors, and the fit time (for the cost)."""
-        return tuple(dict.fromkeys((self.scoring, *self.floor, "fit_time")))
+        """The metrics every inner fold records: the objective, the floors, and the times (for the cost)."""
+        return tuple(dict.fromkeys((self.scoring, *self.floor, *TIMES)))
 
 
 #: A search key ``features.<i>.<parameter>`` sets a parameter of the job's feature stage ``i``.
@@ -227,9 +231,10 @@ def select_candidate(inner, *, search: Search) -> dict:
         ``index`` and ``params`` of the chosen candidate, ``floor_met``
         (False: no candidate reached every floor, the one closest to them was
         chosen), ``candidates`` (one row per candidate: ``mean_<metric>``,
-        ``std_<metric>``, ``fit_time`` summed over its inner folds, ``rank``),
-        ``search_time`` (every candidate's fit time and each inner fold's
-        prepare time, once per stage setting) and ``inner`` (the records given).
+        ``std_<metric>``, ``fit_time`` and ``predict_time`` summed over its
+        inner folds, ``rank``), ``search_time`` (every candidate's fit and
+        predict time and each inner fold's prepare time, once per stage
+        setting) and ``inner`` (the records given).
     """
     n = len(search.candidates)
     by_candidate = [[r for r in inner if r["candidate"] == c] for c in range(n)]
@@ -238,10 +243,10 @@ def select_candidate(inner, *, search: Search) -> dict:
         records = sorted(records, key=lambda r: r["inner_fold"])
         row = {"candidate": c, "params": search.candidates[c], "n_inner": len(records)}
         for name in search.metrics:
-            values = np.array([r.get(name, np.nan) for r in records], dtype=float)
-            if name == "fit_time":
-                row["fit_time"] = float(values.sum())
+            if name in TIMES:
+                row[name] = float(sum(r.get(name, 0.0) for r in records))
             else:
+                values = np.array([r.get(name, np.nan) for r in records], dtype=float)
                 row[f"mean_{name}"] = float(np.mean(values)) if len(values) else float("nan")
                 row[f"std_{name}"] = float(np.std(values)) if len(values) else float("nan")
         rows.append(row)
@@ -262,7 +267,7 @@ def select_candidate(inner, *, search: Search) -> dict:
     # each inner fold's prepare is shared by the candidates of one stage setting: counted once
     prepares = {(r["inner_fold"], json.dumps(stage_params(search.candidates[r["candidate"]]), sort_keys=True,
                                              default=str)): r.get("prepare_time", 0.0) for r in inner}
-    search_time = float(sum(row.get("fit_time", 0.0) for row in rows) + sum(prepares.values()))
+    search_time = float(sum(row.get(name, 0.0) for row in rows for name in TIMES) + sum(prepares.values()))
     return {"index": index, "params": search.candidates[index], "floor_met": bool(eligible.any()),
             "search_time": search_time, "candidates": rows, "inner": list(inner)}
 

@@ -190,7 +190,7 @@ def finish_chosen(X, y, prepared, rows, parts, *, selection, options, estimators
     The result also has ``"search"`` (the selection, with every candidate's
     inner scores); a fold's record has ``params``, the parameters chosen,
     and, when it records ``fit_time``, ``search_time``: the seconds of every
-    inner fit and prepare, which its ``fit_time`` includes (as
+    inner prepare, fit and prediction, which its ``fit_time`` includes (as
     ``GridSearchCV``'s fit includes its search).
     """
     chosen = selection["index"]
