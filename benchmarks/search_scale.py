@@ -16,7 +16,8 @@ runs after one untimed warm-up run:
 - ``engine, in-process``: :func:`dimbsvm.model_selection.folds.run_folds` with ``search=`` and
   no client (the same tasks, run here one after another);
 - ``engine, 1 worker`` and ``engine, 2 workers``: the same on a ``LocalCluster`` of
-  single-threaded worker processes (started before timing).
+  single-threaded worker processes (started before timing), with the seconds the workers spent
+  computing tasks (Dask's task stream) and the utilisation, task seconds / (wall x workers).
 
 Every arm's per-fold G-mean and chosen parameters are checked equal to the baseline's. Prints
 one JSON summary and writes ``summary.json`` and ``report.md`` to ``--out``.
@@ -71,14 +72,24 @@ def engine_arm(X, y, specs, client):
     return [(r["record"]["g_mean"], r["record"]["params"]) for r in results]
 
 
-def timed(arm, repeats):
+def timed(arm, repeats, client=None):
+    """Median wall seconds over ``repeats`` runs after a warm-up run; with a client, also the seconds its
+    workers spent computing tasks in those runs (from Dask's task stream)."""
+    from distributed import get_task_stream
+
     arm()  # warm-up: imports, worker-side caches
-    times, result = [], None
+    times, busy, result = [], [], None
     for _ in range(repeats):
         start = time.perf_counter()
-        result = arm()
+        if client is None:
+            result = arm()
+        else:
+            with get_task_stream(client) as stream:
+                result = arm()
+            busy.append(sum(s["stop"] - s["start"] for task in stream.data for s in task["startstops"]
+                            if s["action"] == "compute"))
         times.append(time.perf_counter() - start)
-    return statistics.median(times), times, result
+    return statistics.median(times), times, result, busy
 
 
 def main(argv=None):
@@ -94,17 +105,18 @@ def main(argv=None):
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=N_SPLITS,
                                                                                             seed=0))]
     started = utc_now()
-    arms = {}
+    arms, n_workers = {}, {}
     arms["gridsearchcv"] = timed(lambda: gridsearchcv_arm(X, y, specs), args.repeats)
     arms["engine, in-process"] = timed(lambda: engine_arm(X, y, specs, None), args.repeats)
     for workers in (1, 2):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
             arms[f"engine, {workers} worker{'s' if workers > 1 else ''}"] = timed(
-                lambda: engine_arm(X, y, specs, client), args.repeats)
+                lambda: engine_arm(X, y, specs, client), args.repeats, client)
+            n_workers[f"engine, {workers} worker{'s' if workers > 1 else ''}"] = workers
     baseline = arms["gridsearchcv"][2]
     equal = {name: [(round(g, 12), p) for g, p in result] == [(round(g, 12), p) for g, p in baseline]
-             for name, (_, _, result) in arms.items()}
+             for name, (_, _, result, _) in arms.items()}
     base_time = arms["gridsearchcv"][0]
     summary = {
         "kind": "search_scale", "title": "Nested CV: the engine's search against GridSearchCV, 1 and 2 workers",
@@ -116,8 +128,12 @@ def main(argv=None):
         "candidates": len(candidate_params(SVM_GRID)), "repeats": args.repeats,
         "svm_fits": N_SPLITS * (len(candidate_params(SVM_GRID)) * INNER + 1),
         "arms": {name: {"median_s": median, "times_s": times, "ratio_to_gridsearchcv": median / base_time,
-                        "equal_to_gridsearchcv": equal[name]}
-                 for name, (median, times, _) in arms.items()},
+                        "equal_to_gridsearchcv": equal[name],
+                        # task seconds on the workers, and their share of (wall x workers)
+                        "task_s": statistics.median(busy) if busy else None,
+                        "utilisation": (statistics.median(b / (t * n_workers[name]) for b, t in zip(busy, times))
+                                        if busy else None)}
+                 for name, (median, times, _, busy) in arms.items()},
         "speedup_2_vs_1_workers": arms["engine, 1 worker"][0] / arms["engine, 2 workers"][0],
         "chosen": [p for _, p in baseline],
     }
@@ -134,12 +150,17 @@ def render_markdown(summary: dict) -> list[str]:
              f"{summary['outer_folds']}-fold outer CV, {summary['candidates']} candidates x {summary['inner_folds']} "
              f"inner folds + 1 refit per outer fold = {summary['svm_fits']} SVC fits per run; median of "
              f"{summary['repeats']} runs after a warm-up run; clusters started before timing.", "",
-             "| arm | median wall (s) | / GridSearchCV | choices and G-mean equal to GridSearchCV |",
-             "|---|---|---|---|"]
+             "| arm | median wall (s) | / GridSearchCV | task seconds on the workers | utilisation | "
+             "choices and G-mean equal to GridSearchCV |",
+             "|---|---|---|---|---|---|"]
     for name, arm in summary["arms"].items():
-        lines.append(f"| {name} | {arm['median_s']:.2f} | {arm['ratio_to_gridsearchcv']:.2f} | "
+        task_s = f"{arm['task_s']:.1f}" if arm.get("task_s") is not None else ""
+        use = f"{arm['utilisation']:.2f}" if arm.get("utilisation") is not None else ""
+        lines.append(f"| {name} | {arm['median_s']:.2f} | {arm['ratio_to_gridsearchcv']:.2f} | {task_s} | {use} | "
                      f"{'yes' if arm['equal_to_gridsearchcv'] else 'NO'} |")
-    lines += ["", f"2 workers against 1: {summary['speedup_2_vs_1_workers']:.2f}x."]
+    lines += ["", f"2 workers against 1: {summary['speedup_2_vs_1_workers']:.2f}x. Utilisation: task seconds / "
+              "(wall x workers); task seconds growing with the worker count mean each task ran slower beside "
+              "another one (the machine's logical CPUs share a core's resources)."]
     return lines
 
 

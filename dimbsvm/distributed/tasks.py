@@ -238,10 +238,16 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
             if on_result is not None:
                 on_result(TaskRef(i, plan.tasks[i].name), results[i])
             bar.advance()
+    except BaseException:
+        for future in futures.values():  # stop what is left of the plan
+            future.cancel()
+        raise
     finally:
         bar.close()
-        for future in futures.values():
-            future.cancel()
+    # Finished: the futures are released, not cancelled. Cancelling a finished watched task that
+    # other tasks read (a search's inner scores) makes the scheduler cancel its dependents too, and
+    # it trips an assertion on those no client holds ("Exception while handling op register-client").
+    futures.clear()
     logger.info("%d %s finished on the cluster", len(watched), label)
     return results
 
