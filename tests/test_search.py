@@ -341,3 +341,15 @@ def test_stage_search_keys_are_checked():
     job = validate_job({**base, "search": {"params": {"features.0.references": [10, 900]}}})
     with pytest.raises(DataError, match=r"asks for references=900 rows, but the smallest inner training fold"):
         check_job_data(load_job_data("yeast5"), job)
+
+
+def test_a_suite_whose_search_a_class_cannot_fill_fails_before_work():
+    from dimbsvm.bench.quality import run_suite
+    from dimbsvm.bench.suite import validate_suite
+
+    suite = validate_suite({"datasets": ["yeast5"], "metrics": ["g_mean"], "protocol": {"n_splits": 2},
+                            "methods": [{"name": "searched", "kind": "registry", "estimator": "svc_balanced",
+                                         "search": {"params": {"C": [1]}, "cv": 30}}]})
+    with pytest.raises(DataError, match=r"yeast5, method searched \(seed 0, fold 0\): the search's 30 inner folds "
+                                        r"need at least 30 rows of every class in each training fold; class 1 has 22"):
+        run_suite(suite, None, progress=False)

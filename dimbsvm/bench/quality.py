@@ -197,9 +197,13 @@ def run_suite(suite: dict, client, *, data: list[SuiteData] | None = None, progr
                     estimator = build_method(method, random_state=estimator_random_state(protocol, seed=seed,
                                                                                           fold=fold))
                     spec = FoldSpec((seed, fold), train, test)
-                    finish, _, _ = add_fold(plan, spec, X=X_ref, y=y_ref, labels=item.y, estimator=estimator,
-                                            scaler=protocol["scaler"], impute=protocol["impute"], features=(),
-                                            metrics=metrics, pos_label=item.pos_label, search=search)
+                    try:
+                        finish, _, _ = add_fold(plan, spec, X=X_ref, y=y_ref, labels=item.y, estimator=estimator,
+                                                scaler=protocol["scaler"], impute=protocol["impute"], features=(),
+                                                metrics=metrics, pos_label=item.pos_label, search=search)
+                    except ValueError as exc:  # a search's inner folds a class cannot fill, before any work
+                        raise DataError(f"{item.name}, method {method['name']} (seed {seed}, fold {fold}): "
+                                        f"{exc}") from None
                     folds[finish.id] = (item.name, method["name"], spec)
     logger.info("suite %s: %d datasets x %d methods -> %d folds, %d tasks", suite["name"], len(data),
                 len(suite["methods"]), len(folds), len(plan.tasks))

@@ -211,7 +211,7 @@ def inner_splits(y_train, n_splits: int) -> list[tuple[np.ndarray, np.ndarray]]:
     labels, counts = np.unique(y_train, return_counts=True)
     if counts.min() < n_splits:
         raise ValueError(f"the search's {n_splits} inner folds need at least {n_splits} rows of every class in "
-                         f"each training fold; class {labels[counts.argmin()]!r} has {counts.min()}")
+                         f"each training fold; class {_plain(labels[counts.argmin()])!r} has {counts.min()}")
     return list(StratifiedKFold(n_splits=n_splits).split(np.zeros(len(y_train)), y_train))
 
 
