@@ -207,7 +207,8 @@ def test_searched_job_writes_its_search_and_resumes(client, tmp_path, yeast5):
     assert len(lines) == 1 + (4 + 1) * 4 * 3  # (4 folds + final model) x 4 candidates x 3 inner folds
     summary = (run_dir / "search_summary.csv").read_text().splitlines()
     assert len(summary) == 1 + 5 * 4 and sum(line.endswith(",True") for line in summary) == 5
-    assert "## Parameter search" in (run_dir / "report.md").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert "## Parameter search" in report and "floor met" not in report  # no floor asked: no floor column
     assert all(record["params"] == chosen[(0, record["fold"])] for record in first.folds)
 
     # interrupted after two folds; one of them lost its saved search, so it runs again

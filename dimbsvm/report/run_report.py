@@ -158,10 +158,14 @@ def _search_section(search):
                  "the chosen one on the whole training fold: the metrics above are nested cross-validation. "
                  "Every (fold, candidate, inner fold) is in `search.csv`, every (fold, candidate) in "
                  "`search_summary.csv`.")
-    section.table(["outer fold", "parameters chosen", f"inner {scoring}", "floor met"],
+    floors = space.get("floor") or {}
+    section.table(["outer fold", "parameters chosen", f"inner {scoring}"] + (["floor met"] if floors else []),
                   [[f"s{c['seed']} f{c['fold']}" if c["fold"] != "final" else "final model",
-                    json.dumps(c["params"], sort_keys=True), _fmt(c[f"mean_{scoring}"]), c["floor_met"]]
-                   for c in search["chosen"]])
+                    json.dumps(c["params"], sort_keys=True), _fmt(c[f"mean_{scoring}"])]
+                   + ([c["floor_met"]] if floors else []) for c in search["chosen"]])
+    if floors:
+        section.text(f"Floors: {', '.join(f'{m} >= {v}' for m, v in floors.items())} (mean over the inner folds); "
+                     "a fold whose floor is not met chose the candidate closest to it.")
     ranked = sorted(search["candidates"], key=lambda c: -np.nan_to_num(c[f"mean_{scoring}"] or 0.0, nan=-1.0))
     section.table(["parameters", f"inner {scoring} (mean over outer folds)", "folds that chose it",
                    "seconds (every inner fit and prediction)"],
