@@ -354,3 +354,24 @@ def test_a_suite_whose_search_a_class_cannot_fill_fails_before_work():
     with pytest.raises(DataError, match=r"yeast5, method searched \(seed 0, fold 0\): the search's 30 inner folds "
                                         r"need at least 30 rows of every class in each training fold; class 1 has 22"):
         run_suite(suite, None, progress=False)
+
+
+def test_a_random_search_equals_randomizedsearchcv(yeast5):
+    """The random method draws scikit-learn's candidates (ParameterSampler) and chooses as RandomizedSearchCV."""
+    from scipy.stats import loguniform
+    from sklearn.model_selection import RandomizedSearchCV
+
+    X, y = yeast5
+    space = {"C": {"log_uniform": [0.01, 100.0]}, "gamma": [0.3, 1.0, "scale"]}
+    search = Search(candidate_params(space, method="random", n_candidates=6, random_state=7), n_splits=3)
+    specs, results = _engine(make_estimator("svc_balanced"), X, y, search, client=None, n_splits=3)
+    for spec, result in zip(specs, results):
+        truth = RandomizedSearchCV(make_pipeline(MinMaxScaler(), make_estimator("svc_balanced")),
+                                   {"svc__C": loguniform(0.01, 100.0), "svc__gamma": [0.3, 1.0, "scale"]},
+                                   n_iter=6, random_state=7, cv=3, scoring=make_scorer(g_mean)).fit(X[spec.train],
+                                                                                                    y[spec.train])
+        assert [{k.removeprefix("svc__"): v for k, v in p.items()} for p in truth.cv_results_["params"]] \
+            == search.candidates
+        assert {f"svc__{k}": v for k, v in result["search"]["params"].items()} == truth.best_params_
+        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
+                                                           abs=1e-12)
