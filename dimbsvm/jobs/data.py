@@ -14,7 +14,9 @@ from ..datasets import load
 from ..estimators import make_estimator
 from ..exceptions import DataError, StoreError
 from ..model_selection.scoring import BINARY_METRICS
+from ..model_selection.search import stage_params
 from ..store import StoreRows, dataset_fingerprint, find_damage, open_store
+from .spec import job_search
 
 __all__ = ["JobData", "check_job_data", "load_job_data"]
 
@@ -99,6 +101,7 @@ def check_job_data(data: JobData, job: dict) -> None:
         return
     X, y = data.X, data.y
     name = job["data"]["source"]  # as the job names it
+    search = job_search(job)
     shape = tuple(X.shape)
     if len(shape) == 3 and job["features"] and job["preprocessing"]["scaler"] == "none":
         pass  # time series: the first feature stage (e.g. similarity with dtw) reads them
@@ -133,9 +136,8 @@ def check_job_data(data: JobData, job: dict) -> None:
         if binary_only:
             raise DataError(f"{name}: {len(labels)} classes, but metric(s) {', '.join(binary_only)} "
                             "need two; drop them from 'metrics'")
-        search = job.get("search") or {}
-        binary_only = sorted(({search.get("scoring", "g_mean")} | set(search.get("floor", {}))) & set(BINARY_METRICS))
-        if search and binary_only:
+        binary_only = sorted(({search.scoring} | set(search.floor)) & set(BINARY_METRICS)) if search else []
+        if binary_only:
             raise DataError(f"{name}: {len(labels)} classes, but the search's metric(s) {', '.join(binary_only)} "
                             "need two; choose another 'search.scoring' / 'search.floor'")
     n_splits = job["cv"]["n_splits"]
@@ -143,24 +145,20 @@ def check_job_data(data: JobData, job: dict) -> None:
         small = labels[np.argmin(counts)]
         raise DataError(f"{name}: class {small} has {counts.min()} rows, fewer than cv.n_splits={n_splits}; "
                         "lower cv.n_splits or add data")
-    if job.get("search"):
-        inner = job["search"].get("cv", 3)
+    if search is not None:
+        inner = search.n_splits
         fewest = int(min(c - -(-c // n_splits) for c in counts))  # a class's rows in the smallest training fold
         if fewest < inner:
             small = labels[np.argmin(counts)]
             raise DataError(f"{name}: class {small} has {counts.min()} rows, so a training fold of "
                             f"{n_splits}-fold CV holds {fewest} of them, fewer than the search's cv={inner} inner "
                             "folds; lower search.cv or cv.n_splits, or add data")
-    _check_fold_sizes(job, name, counts)
+    _check_fold_sizes(job, name, counts, search)
     data._checked_for = key
 
 
-def _stage_settings(job: dict):
-    """``(index, stage, params)`` of every feature stage, once per distinct setting a search gives it."""
-    from ..model_selection.search import stage_params
-    from .spec import job_search
-
-    search = job_search(job)
+def _stage_settings(job: dict, search):
+    """``(index, stage, params)`` of every feature stage, once per distinct setting ``search`` gives it."""
     overrides = [stage_params(params) for params in search.candidates] if search is not None else [{}]
     for i, stage in enumerate(job["features"]):
         seen = []
@@ -171,7 +169,7 @@ def _stage_settings(job: dict):
                 yield i, stage, params
 
 
-def _check_fold_sizes(job: dict, name: str, counts) -> None:
+def _check_fold_sizes(job: dict, name: str, counts, search) -> None:
     """Stage and estimator sizes that every training fold must accommodate."""
     n_splits = job["cv"]["n_splits"]
     # stratified k-fold gives each class's rows to the folds as evenly as possible: the largest
@@ -179,12 +177,12 @@ def _check_fold_sizes(job: dict, name: str, counts) -> None:
     train_counts = [c - -(-c // n_splits) for c in counts]
     train_rows = int(sum(train_counts))
     where = f"the smallest training fold ({n_splits}-fold CV of {int(sum(counts))} rows) has {train_rows} rows"
-    if job.get("search"):  # a search fits on the inner training folds, smaller still
-        inner = job["search"].get("cv", 3)
+    if search is not None:  # a search fits on the inner training folds, smaller still
+        inner = search.n_splits
         train_rows = int(sum(c - -(-c // inner) for c in train_counts))
         where = (f"the smallest inner training fold (the search's {inner} inner folds of {n_splits}-fold CV of "
                  f"{int(sum(counts))} rows) has {train_rows} rows")
-    for i, stage, params in _stage_settings(job):
+    for i, stage, params in _stage_settings(job, search):
         if stage["name"] == "similarity":
             refs = params.get("references", 100)
             if isinstance(refs, (int, np.integer)) and not isinstance(refs, bool) and refs > train_rows:

@@ -272,7 +272,7 @@ def validate_job(spec, *, where="job") -> dict:
                 raise JobSpecError(f"{where}: 'features.{i}.{key}' applies to a stored stage; add 'stored: true'")
     try:
         stored_stage_of(job)  # what a stored stage allows
-        job_search(job)  # every candidate a valid estimator
+        job_search(job, check=True)  # every candidate a valid estimator
     except JobSpecError as exc:
         raise JobSpecError(f"{where}: {exc}") from None
     return job
@@ -282,12 +282,13 @@ def validate_job(spec, *, where="job") -> dict:
 SEARCH_DEFAULTS = {"method": "grid", "random_state": 0, "cv": 3, "scoring": "g_mean", "floor": {}}
 
 
-def job_search(job: dict) -> Search | None:
-    """The job's parameter search (``None`` without a ``search`` key), every candidate checked.
+def job_search(job: dict, *, check: bool = False) -> Search | None:
+    """The job's parameter search (``None`` without a ``search`` key), its defaults filled in.
 
-    Each candidate's parameters are set on the job's estimator and validated
-    as ``estimator.params`` are, so an impossible value fails before work
-    starts, naming the candidate.
+    ``check=True`` (what :func:`validate_job` does) also sets each
+    candidate's parameters on the job's estimator and stages and validates
+    them as ``estimator.params`` are, so an impossible value fails before
+    work starts, naming the candidate; a validated job need not pay that again.
 
     Examples
     --------
@@ -299,7 +300,7 @@ def job_search(job: dict) -> Search | None:
     """
     if job.get("search") is None:
         return None
-    return build_search(job["search"], lambda params: _candidate_pipeline(job, params))
+    return build_search(job["search"], (lambda params: _candidate_pipeline(job, params)) if check else None)
 
 
 def _candidate_pipeline(job: dict, params: dict):
@@ -319,11 +320,11 @@ def _candidate_pipeline(job: dict, params: dict):
     return built, stages
 
 
-def build_search(spec: dict, build) -> Search:
+def build_search(spec: dict, build=None) -> Search:
     """A :class:`Search` from a job's (or a suite method's) ``search`` mapping.
 
-    ``build(params)`` makes the estimator with a candidate's parameters,
-    raising :class:`JobSpecError` for an invalid one.
+    ``build(params)``, if given, makes the estimator with a candidate's
+    parameters, raising :class:`JobSpecError` for an invalid one.
     """
     spec = {**SEARCH_DEFAULTS, **spec}
     if "estimator" in spec["params"]:
@@ -333,7 +334,7 @@ def build_search(spec: dict, build) -> Search:
         raise JobSpecError("'search.n_candidates' applies to 'method: random'; a grid tries every combination")
     candidates = candidate_params(spec["params"], method=spec["method"], n_candidates=spec.get("n_candidates"),
                                   random_state=spec["random_state"])
-    for i, params in enumerate(candidates):
+    for i, params in enumerate(candidates if build is not None else ()):
         try:
             build(params)
         except JobSpecError as exc:

@@ -66,7 +66,7 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
     in_store : bool, default=False
         The data is a store: the outer fold's rows are computed where the tasks run.
     """
-    candidates = plan_candidates(estimators, labels, spec.train, search)
+    options = plan_candidates(estimators, labels, spec.train, search)
     # candidates that set the same stage parameters share an inner fold's prepare task
     feature_sets = search.feature_sets(features) or [list(features)] * len(estimators)
     setting = [json.dumps(stage_params(params), sort_keys=True, default=str) for params in search.candidates]
@@ -105,23 +105,23 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
         prepared = plan.add(prepare_chosen, dict(X=X, y=y, rows=outer, selection=selection,
                                                   feature_sets=plan.share(feature_sets), scaler=scaler,
                                                   impute=impute, stage=stage), name="prepare")
-    options, estimators = plan.share(candidates), plan.share(list(estimators))
-    n_parts = max(len(parts) for parts, _ in candidates)
+    n_parts = max(len(parts) for _, parts, _ in options)
+    options = plan.share(options)
     fitted = [plan.add(fit_chosen_part, dict(X=X, y=y, prepared=prepared, rows=outer, selection=selection,
-                                             options=options, estimators=estimators, index=j),
+                                             options=options, index=j),
                        name="member" if n_parts > 1 else "fit") for j in range(n_parts)]
     return plan.add(finish_chosen, dict(X=X, y=y, prepared=prepared, rows=outer, parts=fitted, selection=selection,
-                                        options=options, estimators=estimators, key=spec.key, metrics=tuple(metrics),
+                                        options=options, key=spec.key, metrics=tuple(metrics),
                                         pos_label=pos_label, keep_model=spec.keep_model,
                                         keep_predictions=keep_predictions),
                     watch=True, name="finish")
 
 
 def plan_candidates(estimators, labels, train, search: Search):
-    """``[(parts, seeds), ...]``: how each candidate would be fitted on the outer training rows."""
+    """``[(estimator, parts, seeds), ...]``: each candidate and how it would be fitted on the outer training rows."""
     if len(estimators) != len(search.candidates):
         raise ValueError(f"{len(estimators)} estimators for {len(search.candidates)} candidates")
-    return [parts_of(estimator, labels[train]) for estimator in estimators]
+    return [(estimator, *parts_of(estimator, labels[train])) for estimator in estimators]
 
 
 def inner_fold_rows(y, *, outer: FoldRows, n_splits: int, fold: int) -> FoldRows:
@@ -174,16 +174,15 @@ def prepare_chosen(X, y, rows, *, selection, feature_sets, scaler, impute, stage
                         stage=stage)
 
 
-def fit_chosen_part(X, y, prepared, rows, *, selection, options, estimators, index, gathered=None):
+def fit_chosen_part(X, y, prepared, rows, *, selection, options, index, gathered=None):
     """Task body: part ``index`` of the chosen candidate (``None`` when it has fewer parts)."""
-    chosen = selection["index"]
-    parts, _ = options[chosen]
+    estimator, parts, _ = options[selection["index"]]
     if index >= len(parts):
         return None
-    return fit_part(X, y, prepared, rows, estimator=estimators[chosen], part=parts[index], gathered=gathered)
+    return fit_part(X, y, prepared, rows, estimator=estimator, part=parts[index], gathered=gathered)
 
 
-def finish_chosen(X, y, prepared, rows, parts, *, selection, options, estimators, key, metrics, pos_label,
+def finish_chosen(X, y, prepared, rows, parts, *, selection, options, key, metrics, pos_label,
                   keep_model=False, keep_predictions=False):
     """Task body: :func:`~dimbsvm.model_selection.bodies.finish_fold` with the chosen candidate.
 
@@ -193,10 +192,9 @@ def finish_chosen(X, y, prepared, rows, parts, *, selection, options, estimators
     inner prepare, fit and prediction, which its ``fit_time`` includes (as
     ``GridSearchCV``'s fit includes its search).
     """
-    chosen = selection["index"]
-    _, seeds = options[chosen]
+    estimator, _, seeds = options[selection["index"]]
     out = finish_fold(X, y, prepared, rows, [part for part in parts if part is not None],
-                      estimator=estimators[chosen], seeds=seeds, key=key, metrics=metrics, pos_label=pos_label,
+                      estimator=estimator, seeds=seeds, key=key, metrics=metrics, pos_label=pos_label,
                       keep_model=keep_model, keep_predictions=keep_predictions)
     if "record" in out:
         out["record"]["params"] = dict(selection["params"])
