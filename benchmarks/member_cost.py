@@ -1,4 +1,4 @@
-"""What one EnSVM-OTHR member costs, against the SVM it wraps (issue 16, item 4).
+"""What one EnSVM-OTHR member costs, against the SVM it wraps.
 
 Usage (from the repository root)::
 

@@ -189,8 +189,11 @@ def module_section(summary: dict, render, *, source="summary") -> list[str]:
     return lines
 
 
-def render_results(directories, *, command: str) -> str:
+def render_results(directories, *, command: str, placeholders: bool = True) -> str:
     """RESULTS.md as text, one section per results directory in the order given.
+
+    ``placeholders``: a "not measured yet" section for the scale benchmark
+    when no directory holds it (a whole file; not when updating one).
 
     Raises
     ------
@@ -224,8 +227,8 @@ def render_results(directories, *, command: str) -> str:
     ]
     for section in sections:
         parts += [*section, ""]
-    if "scale" not in kinds:
-        parts += ["## Scale", "", "Not measured yet (`benchmarks/scale.py`, issue 3).", ""]
+    if placeholders and "scale" not in kinds:
+        parts += ["## Scale", "", "Not measured yet (`benchmarks/scale.py`).", ""]
     return "\n".join(parts)
 
 
@@ -236,7 +239,7 @@ def update_results(existing: str, directories, *, command: str) -> str:
     section at hand: the other sections are kept as they are, and the ones
     given are still only ever written by their renderer.
     """
-    rendered = render_results(directories, command=command)
+    rendered = render_results(directories, command=command, placeholders=False)
     new_sections = _sections(rendered)[1:]  # [0] is the generated header
     old = _sections(existing)
     titles = [section[0] for section in old]

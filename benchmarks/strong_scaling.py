@@ -97,9 +97,17 @@ def _task_phases(stream) -> dict:
     return {k: dict(v, wall=v["stop"] - v["start"]) for k, v in phases.items()}
 
 
-def run_config(store: Path, n_workers: int, stages, memory_limit: str) -> dict:
-    """Every stage on a fresh cluster of ``n_workers`` single-threaded worker processes."""
+def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: str = "dimbsvm") -> dict:
+    """Every stage on a fresh cluster of ``n_workers`` single-threaded worker processes.
+
+    ``malloc``: ``"dimbsvm"`` starts the workers with dimbsvm's malloc settings
+    (:mod:`dimbsvm.distributed.worker_memory`, as ``dimbsvm run`` does),
+    ``"dask"`` with Dask's defaults.
+    """
+    from dask.utils import parse_bytes
     from distributed import Client, LocalCluster, get_task_stream
+
+    from dimbsvm.distributed.worker_memory import spawning_workers
 
     from dimbsvm.features import write_distance_blocks
     from dimbsvm.model_selection.folds import FoldSpec, run_folds
@@ -109,9 +117,10 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str) -> dict:
     n = int(stored.X.shape[0])
     y = np.asarray(stored.y.compute())
     rows = StoreRows(store, stored.X.shape)
-    out = {"n": n, "workers": n_workers, "stages": {}}
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      memory_limit=memory_limit) as cluster, Client(cluster) as client:
+    out = {"n": n, "workers": n_workers, "malloc": malloc, "stages": {}}
+    # (each cluster's nannies leave this process's environment as they found it, so arms do not mix)
+    with spawning_workers(parse_bytes(memory_limit), malloc=malloc == "dimbsvm"), LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                memory_limit=memory_limit) as cluster, Client(cluster) as client:
         client.run(lambda: None)  # workers up before any timing
 
         def measured(name, func):
@@ -164,10 +173,11 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str) -> dict:
 
 def with_speedups(runs: list[dict]) -> list[dict]:
     """Speed-up and efficiency of every stage against the one-worker run of the same n."""
-    base = {(r["n"], name): s["wall"] for r in runs if r["workers"] == 1 for name, s in r["stages"].items()}
+    base = {(r["n"], r.get("malloc"), r.get("repeat"), name): s["wall"] for r in runs if r["workers"] == 1
+            for name, s in r["stages"].items()}
     for r in runs:
         for name, s in r["stages"].items():
-            one = base.get((r["n"], name))
+            one = base.get((r["n"], r.get("malloc"), r.get("repeat"), name))
             if one:
                 s["speedup"] = one / s["wall"]
                 s["efficiency"] = s["speedup"] / r["workers"]
@@ -190,18 +200,33 @@ def merge(directories, *, labels, title=None, description=None) -> dict:
 def render_markdown(summary: dict) -> str:
     """The strong-scaling table, as RESULTS.md shows it."""
     labelled = any("label" in r for r in summary["runs"])
-    lines = ["| " + ("code | " if labelled else "") + "n | workers | stage | wall s | CPU s (workers) | speed-up "
+    mallocs = any("malloc" in r for r in summary["runs"])  # (runs before the option have none)
+    lines = ["| " + ("code | " if labelled else "") + ("malloc | " if mallocs else "") +
+             "n | workers | stage | wall s | CPU s (workers) | speed-up "
              "| efficiency | utilisation | member phase s | peak worker GiB |",
-             "|---" * (11 if labelled else 10) + "|"]
+             "|---" * (10 + labelled + mallocs) + "|"]
     for r in summary["runs"]:
         for name, s in r["stages"].items():
             member = s["phases"].get("member", {}).get("wall")
             lines.append(
-                ("| " + r["label"] + " " if labelled else "") +
-                f"| {r['n']:,} | {r['workers']} | {name} | {s['wall']:.1f} | {s['cpu_workers']:.1f} | "
+                ("| " + r["label"] + " " if labelled else "") + ("| " + r.get("malloc", "dask") + " " if mallocs else "")
+                + f"| {r['n']:,} | {r['workers']} | {name} | {s['wall']:.1f} | {s['cpu_workers']:.1f} | "
                 f"{s.get('speedup', float('nan')):.2f} | {s.get('efficiency', float('nan')):.2f} | "
                 f"{(s['utilisation'] or 0):.2f} | {'' if member is None else f'{member:.1f}'} | "
                 f"{r['peak_worker_rss_bytes'] / 2**30:.2f} |")
+    if max((r.get("repeat") or 0 for r in summary["runs"]), default=0) > 0:
+        lines += ["", "Medians over the repeats (speed-up: the median of each repeat's ratio to its own one-worker "
+                  "run):", "", "| malloc | n | workers | stage | repeats | wall s | speed-up | task busy s |",
+                  "|---|---|---|---|---|---|---|---|"]
+        groups = {}
+        for r in summary["runs"]:
+            for name, s in r["stages"].items():
+                groups.setdefault((r.get("malloc", "dask"), r["n"], r["workers"], name), []).append(s)
+        for (malloc, n, workers, name), stages in groups.items():
+            busy = [sum(p["busy"] for p in s["phases"].values()) for s in stages]
+            lines.append(f"| {malloc} | {n:,} | {workers} | {name} | {len(stages)} | "
+                         f"{np.median([s['wall'] for s in stages]):.1f} | "
+                         f"{np.median([s.get('speedup', np.nan) for s in stages]):.2f} | {np.median(busy):.1f} |")
     return "\n".join(lines)
 
 
@@ -214,6 +239,9 @@ def main(argv=None) -> int:
     parser.add_argument("--stages", nargs="+", default=["features", "ensemble", "job"],
                         choices=["features", "ensemble", "job"])
     parser.add_argument("--memory-limit", default="6GiB", help="per worker")
+    parser.add_argument("--malloc", nargs="+", choices=["dimbsvm", "dask"], default=["dimbsvm"],
+                        help="workers' malloc settings: dimbsvm's (as dimbsvm run starts them) and/or Dask's defaults")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each configuration, alternating")
     parser.add_argument("--workdir", help="where the stores go (default: a temporary directory)")
     parser.add_argument("--out", default="benchmarks/results/strong_scaling")
     parser.add_argument("--merge", nargs="+", metavar="DIR", help="combine these results directories into --out "
@@ -243,10 +271,13 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             store = make_store(n, args.chunks, workdir)
             summary.setdefault("ingest_seconds", {})[str(n)] = time.perf_counter() - start
-            for workers in args.workers:
-                summary["runs"].append(run_config(store, workers, args.stages, args.memory_limit))
-                with_speedups(summary["runs"])
-                (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+            for repeat in range(args.repeats):
+                for malloc in args.malloc:
+                    for workers in args.workers:
+                        run = run_config(store, workers, args.stages, args.memory_limit, malloc)
+                        summary["runs"].append(dict(run, repeat=repeat))
+                        with_speedups(summary["runs"])
+                        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

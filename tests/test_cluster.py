@@ -7,6 +7,7 @@ any task runs.
 
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -25,7 +26,9 @@ pytestmark = pytest.mark.slow
 def _env():
     # Worker processes unpickle task functions by reference: they must import
     # this checkout's dimbsvm, installed or not.
-    return dict(os.environ, PYTHONPATH=str(ROOT), DASK_LOGGING__DISTRIBUTED="warning",
+    # (no MALLOC_* inherited from an embedded cluster of this process: workers get what their nanny sets)
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    return dict(inherited, PYTHONPATH=str(ROOT), DASK_LOGGING__DISTRIBUTED="warning",
                 PYTHONWARNINGS="ignore")
 
 
@@ -41,7 +44,7 @@ def _wait_for(predicate, timeout, what):
 class DaskProcesses:
     """A scheduler and nanny-managed workers, started as real processes."""
 
-    def __init__(self, workdir: Path, *, n_workers=2, memory_limit="2GiB", tls_args=()):
+    def __init__(self, workdir: Path, *, n_workers=2, memory_limit="2GiB", tls_args=(), worker_args=()):
         self.workdir = workdir
         self.scheduler_file = workdir / "scheduler.json"
         self.procs = []
@@ -53,7 +56,7 @@ class DaskProcesses:
         for i in range(n_workers):
             self._start(["worker", "--scheduler-file", str(self.scheduler_file), "--nanny", "--nthreads", "1",
                          "--host", "127.0.0.1", "--no-dashboard", "--memory-limit", memory_limit,
-                         "--name", f"w{i}", *tls_args], f"worker{i}")
+                         "--name", f"w{i}", *tls_args, *worker_args], f"worker{i}")
 
     def _start(self, args, name):
         log = open(self.workdir / f"{name}.log", "w")
@@ -76,9 +79,13 @@ class DaskProcesses:
                 proc.kill()
 
 
+WORKER_MEMORY_PRELOAD = ("--preload-nanny", "dimbsvm.distributed.worker_memory")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    procs = DaskProcesses(tmp_path_factory.mktemp("dask"))
+    # as deploy/ starts workers: dimbsvm's malloc settings through a nanny preload
+    procs = DaskProcesses(tmp_path_factory.mktemp("dask"), worker_args=WORKER_MEMORY_PRELOAD)
     try:
         procs.wait_for_workers(2)
         yield procs
@@ -435,3 +442,32 @@ def test_searched_job_over_a_store_on_worker_processes_equals_gridsearchcv(clust
                              scoring=make_scorer(g_mean)).fit(X[train], y[train])
         assert {f"svc__{k}": v for k, v in record["params"].items()} == truth.best_params_
         assert record["g_mean"] == pytest.approx(g_mean(y[test], truth.predict(X[test])), abs=1e-12)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc tunables are glibc's")
+def test_preloaded_nanny_starts_workers_that_keep_arrays_on_the_heap(cluster):
+    """``--preload-nanny dimbsvm.distributed.worker_memory``: a 2 GiB worker keeps arrays up to 512 MiB on
+    the heap (glibc's mallinfo2 shows no mmapped block for a 32 MiB array; see tests/test_worker_memory.py
+    for the contrast under Dask's defaults)."""
+    import importlib.util
+
+    import cloudpickle
+    from distributed import Client
+
+    # the probe of tests/test_worker_memory.py, sent by value: the workers cannot import the tests
+    name = "_dimbsvm_worker_memory_probe"
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_worker_memory.py"))
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    sys.modules[name] = probe
+    cloudpickle.register_pickle_by_value(probe)
+    try:
+        with Client(cluster.address, timeout=30) as client:
+            results = client.run(probe.mmapped_bytes_of_an_array)
+    finally:
+        cloudpickle.unregister_pickle_by_value(probe)
+        del sys.modules[name]
+    assert len(results) == 2
+    for gained, environ in results.values():
+        assert environ["MALLOC_MMAP_THRESHOLD_"] == environ["MALLOC_TRIM_THRESHOLD_"] == str(2**29)
+        assert gained == 0

@@ -7,6 +7,7 @@ certificates, and a `dask scheduler --protocol tls` and a worker configured only
 through a filled-in copy of deploy/tls/dask-tls.yaml accept TLS clients.
 """
 
+import ast
 import configparser
 import json
 import os
@@ -113,6 +114,12 @@ def test_kubernetes_manifests_are_well_formed(path):
         assert doc.get("metadata", {}).get("name"), path
 
 
+def _preloads_worker_memory(argv):
+    """The worker command loads dimbsvm's malloc settings into its nanny (dimbsvm.distributed.worker_memory)."""
+    argv = list(argv)
+    return any(a == "--preload-nanny" and b == "dimbsvm.distributed.worker_memory" for a, b in zip(argv, argv[1:]))
+
+
 def _pod_containers(pod_spec):
     return {c["name"]: c for c in pod_spec["containers"]}
 
@@ -124,6 +131,7 @@ def test_daskcluster_and_cronjob_agree():
     worker = _pod_containers(cluster["spec"]["worker"]["spec"])["worker"]
     scheduler = _pod_containers(cluster["spec"]["scheduler"]["spec"])["scheduler"]
     assert worker["args"][:2] == ["dask", "worker"] and "--nanny" in worker["args"]
+    assert _preloads_worker_memory(worker["args"])
     assert scheduler["args"][:2] == ["dask", "scheduler"]
     assert cluster["spec"]["worker"]["replicas"] >= 1
     ports = {p["name"]: p["port"] for p in cluster["spec"]["scheduler"]["service"]["ports"]}
@@ -160,6 +168,7 @@ def test_compose_services():
     worker = services["worker"]
     assert worker["command"][:2] == ["dask", "worker"] and "--nanny" in worker["command"]
     assert worker["command"][2] == "tcp://scheduler:8786"
+    assert _preloads_worker_memory(worker["command"])
     assert worker["deploy"]["replicas"] == 2
     assert worker["deploy"]["resources"]["limits"]["memory"]
     retrainer = services["retrainer"]
@@ -240,6 +249,7 @@ def test_systemd_units(name):
     assert service["User"] == "dimbsvm"
     if command[0] == "dask" and command[1] == "worker":
         assert "--nanny" in argv and argv[2] == "tcp://scheduler.example:8786"
+        assert _preloads_worker_memory(argv)
     if command[0] == "dimbsvm":
         args = _check_dimbsvm_command(argv)
         assert args.scheduler == "tcp://scheduler.example:8786" and args.registry
@@ -372,6 +382,7 @@ def test_start_cluster_lifecycle_with_a_stand_in_for_dask_jobqueue(tmp_path):
         kwargs = json.loads(log.read_text())
         assert kwargs["cores"] == kwargs["processes"]  # single-threaded workers
         assert "--lifetime" in kwargs["worker_extra_args"]
+        assert _preloads_worker_memory(ast.literal_eval(kwargs["worker_extra_args"]))  # (logged as repr)
         with Client(scheduler_file=str(scheduler_file), timeout=30) as client:
             client.wait_for_workers(2, timeout=30)
             assert client.submit(sum, [1, 2, 3]).result() == 6

@@ -247,9 +247,11 @@ SLOW_FOLDS = 9  # 3-fold CV x 3 repeats
 
 
 def _slow_job(d: Path) -> Path:
+    # slow enough that folds keep arriving for seconds after the first is saved (with 3,000 rows the
+    # last eight came within 1.6 s, and under load the signal once landed after the run was done)
     rng = np.random.default_rng(1)
-    X = rng.normal(size=(3000, 10))
-    y = (rng.random(3000) < 0.1).astype(int)
+    X = rng.normal(size=(6000, 10))
+    y = (rng.random(6000) < 0.1).astype(int)
     X[y == 1] += 0.5
     np.savez(d / "slow.npz", X=X, y=y)
     return _job(d, d / "slow.npz", filename="slow.yaml", **{"name": "slowjob", "estimator": {"name": "othr"},

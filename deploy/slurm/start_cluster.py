@@ -90,7 +90,8 @@ def main(argv=None) -> int:
         queue=args.queue, account=args.account, interface=args.interface, security=security,
         job_name="dimbsvm-worker", local_directory=args.local_directory,
         log_directory=os.path.expanduser(args.log_directory), job_extra_directives=args.sbatch,
-        worker_extra_args=["--lifetime", f"{lifetime}s", "--lifetime-stagger", "300s"],
+        worker_extra_args=["--lifetime", f"{lifetime}s", "--lifetime-stagger", "300s",
+                           "--preload-nanny", "dimbsvm.distributed.worker_memory"],
         scheduler_options={"port": args.port, "dashboard_address": ":8787"},
     )
     if args.dry_run:

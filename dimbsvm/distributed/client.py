@@ -249,6 +249,9 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         connection would not be encrypted while encryption is required.
     """
     from distributed import Client, LocalCluster
+    from distributed.worker_memory import parse_memory_limit
+
+    from .worker_memory import spawning_workers
 
     check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls, require_encryption=require_encryption)
     address = scheduler or (None if scheduler_file else os.environ.get("DASK_SCHEDULER_ADDRESS"))
@@ -275,25 +278,28 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
     n_workers = n_workers or os.cpu_count() or 1
     logger.info("starting an embedded LocalCluster with %d worker(s)", n_workers)
     local_security = True if require_encryption else None  # temporary certificates
-    try:
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                               dashboard_address=dashboard_address, security=local_security,
-                               protocol="tls://" if require_encryption else None,
-                               preload=[_WORKER_SETUP] if processes else None)
-    except ImportError as exc:  # cryptography missing after all
-        raise ClusterConnectionError(f"cannot start an encrypted embedded cluster: {exc}; "
-                                     "install it with `pip install cryptography`") from exc
-    try:
-        client = Client(cluster)
-    except BaseException:
-        with _signals_held():
-            cluster.close()
-        raise
-    try:
-        yield client
-    finally:
-        with _signals_held():
-            _close_embedded(client, cluster)
+    # each worker's share of this machine's memory, as LocalCluster would give it
+    memory_limit = parse_memory_limit("auto", 1, n_workers, logger=logger)
+    with spawning_workers(memory_limit):  # the workers' malloc settings (see .worker_memory)
+        try:
+            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
+                                   dashboard_address=dashboard_address, security=local_security,
+                                   protocol="tls://" if require_encryption else None,
+                                   preload=[_WORKER_SETUP] if processes else None, memory_limit=memory_limit)
+        except ImportError as exc:  # cryptography missing after all
+            raise ClusterConnectionError(f"cannot start an encrypted embedded cluster: {exc}; "
+                                         "install it with `pip install cryptography`") from exc
+        try:
+            client = Client(cluster)
+        except BaseException:
+            with _signals_held():
+                cluster.close()
+            raise
+        try:
+            yield client
+        finally:
+            with _signals_held():
+                _close_embedded(client, cluster)
 
 
 #: Run in every embedded worker process as it starts (see :mod:`dimbsvm.distributed._worker_setup`).
