@@ -108,7 +108,6 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: s
     from distributed import Client, LocalCluster, get_task_stream
 
     from dimbsvm.distributed.worker_memory import spawning_workers
-
     from dimbsvm.features import write_distance_blocks
     from dimbsvm.model_selection.folds import FoldSpec, run_folds
     from dimbsvm.store import StoreRows, open_store
@@ -119,8 +118,9 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: s
     rows = StoreRows(store, stored.X.shape)
     out = {"n": n, "workers": n_workers, "malloc": malloc, "stages": {}}
     # (each cluster's nannies leave this process's environment as they found it, so arms do not mix)
-    with spawning_workers(parse_bytes(memory_limit), malloc=malloc == "dimbsvm"), LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                memory_limit=memory_limit) as cluster, Client(cluster) as client:
+    with spawning_workers(parse_bytes(memory_limit), malloc=malloc == "dimbsvm"), \
+            LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                         memory_limit=memory_limit) as cluster, Client(cluster) as client:
         client.run(lambda: None)  # workers up before any timing
 
         def measured(name, func):

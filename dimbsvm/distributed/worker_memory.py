@@ -31,7 +31,7 @@ import logging
 import os
 
 __all__ = ["MALLOC_BOUND_MAX", "MALLOC_BOUND_MIN", "MALLOC_VARIABLES", "dask_setup", "malloc_environment",
-           "spawning_workers", "worker_spawn_config"]
+           "spawning_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,20 +65,6 @@ def malloc_environment(memory_limit=None) -> dict[str, str]:
     return {"MALLOC_MMAP_THRESHOLD_": str(bound), "MALLOC_TRIM_THRESHOLD_": str(bound)}
 
 
-def worker_spawn_config(memory_limit=None) -> dict:
-    """Dask config under which nannies start workers with :func:`malloc_environment`.
-
-    Use as ``with dask.config.set(worker_spawn_config(limit)): LocalCluster(...)``;
-    nannies read it when they are created. Dask's other pre-spawn variables
-    (``OMP_NUM_THREADS`` and the like) are kept.
-    """
-    import dask
-
-    environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
-    environ.update(malloc_environment(memory_limit))
-    return {"distributed.nanny.pre-spawn-environ": environ}
-
-
 @contextlib.contextmanager
 def spawning_workers(memory_limit=None, *, malloc=True):
     """Nannies created within start workers with :func:`malloc_environment`; this process is left as it was.
@@ -89,7 +75,8 @@ def spawning_workers(memory_limit=None, *, malloc=True):
     over its configuration: a cluster started earlier in this process with
     Dask's defaults leaves ``MALLOC_TRIM_THRESHOLD_=65536`` behind, which
     would win over these settings. So, within, this process's
-    :data:`MALLOC_VARIABLES` are set to them (or removed, ``malloc=False``),
+    :data:`MALLOC_VARIABLES` are set to them (or removed, ``malloc=False``):
+    Dask's nannies take them from there (and spawned workers inherit them),
     and on leaving they are restored. Keep the cluster's whole life within
     (a nanny restarting a worker reads them again).
 
@@ -100,16 +87,13 @@ def spawning_workers(memory_limit=None, *, malloc=True):
     malloc : bool, default=True
         False: Dask's defaults, as in a clean environment (for comparisons).
     """
-    import dask
-
     saved = {name: os.environ.get(name) for name in MALLOC_VARIABLES}
-    settings = malloc_environment(memory_limit) if malloc else {}
     try:
         for name in MALLOC_VARIABLES:
             os.environ.pop(name, None)
-        os.environ.update(settings)
-        with dask.config.set(worker_spawn_config(memory_limit) if malloc else {}):
-            yield
+        if malloc:
+            os.environ.update(malloc_environment(memory_limit))
+        yield
     finally:
         for name, value in saved.items():
             if value is None:
