@@ -404,6 +404,23 @@ def test_midpoints_reach_the_best_threshold_of_all(seed):
     assert np.unique(margins).size == candidates.size
 
 
+@pytest.mark.parametrize("margins", [
+    np.round(np.random.RandomState(0).normal(size=5000), 2),  # many ties
+    np.random.RandomState(1).normal(size=300),
+    np.array([0.0, -0.0, 1.0, -0.0, 2.0, 0.0]), np.array([-0.0, 0.0, 1.0]),  # signed zeros: one group
+    np.array([1.0, np.nan, 2.0, np.nan]), np.array([np.inf, 1.0, -np.inf, 1.0]), np.array([]), np.array([3.0]),
+])
+def test_midpoint_rows_are_the_first_rows_of_each_margin(margins):
+    # the candidates' rows come from one unstable argsort; the truth is np.unique's stable sort
+    values, first = np.unique(margins, return_index=True)
+    values, first = values[::-1], first[::-1]
+    candidates, upper, lower = midpoint_candidates(margins)
+    np.testing.assert_array_equal(upper[1:], first[:-1])
+    np.testing.assert_array_equal(lower[1:], first[1:])
+    np.testing.assert_array_equal(candidates[1:], -(values[1:] + values[:-1]) / 2)
+    assert np.signbit(candidates[1:]).tolist() == np.signbit(-(values[1:] + values[:-1]) / 2).tolist()
+
+
 def test_smoothed_search_thins_many_candidates(monkeypatch):
     from dimbsvm.svm import threshold
 
@@ -734,6 +751,76 @@ def test_bag_sizes():
     assert bag.size == 50
     bag, _ = draw_bag(positive, rng, bootstrap="balanced", max_samples=8)
     assert bag.size == 8 and positive[bag].sum() == 4
+
+
+@pytest.mark.parametrize("bootstrap, max_samples", [("plain", None), ("stratified", 0.5), ("balanced", 30)])
+def test_a_bag_drawn_ahead_gives_the_member_it_draws_itself(bootstrap, max_samples):
+    # The fold engine draws each member's bag in a task of its own and hands it to the member task;
+    # the member must be the one that draws its own bag, perturbation (drawn after the bag) included.
+    from dimbsvm.svm.bagging import draw_seeded_bag
+    from dimbsvm.svm.members import fit_member
+
+    X, y = _imbalanced(3)
+    rows = np.arange(10, len(y))  # a fold's training rows
+    options = dict(pos_label=1, rows=rows, bootstrap=bootstrap, max_samples=max_samples, perturbation=0.5,
+                   keep_oob="bag")
+    perturbed = []
+    for seed in (3, 5, 7, 11):
+        itself = fit_member(X, y, seed, **options)
+        perturbed.append(itself.threshold != itself.optimal_threshold)
+        drawn = draw_seeded_bag(y[rows] == 1, seed, bootstrap=bootstrap, max_samples=max_samples)
+        ahead = fit_member(X, y, seed, **options, drawn=drawn)
+        again = fit_member(X, y, seed, **options, drawn=drawn)  # the bag is not used up (a retried task)
+        for member in (ahead, again):
+            assert member.threshold == itself.threshold
+            np.testing.assert_array_equal(member.in_bag, itself.in_bag)
+            np.testing.assert_array_equal(member.estimator.support_vectors_, itself.estimator.support_vectors_)
+    assert any(perturbed)  # the generator's state after the bag mattered
+    with pytest.raises(ValueError, match="bag drawn for member 11"):
+        fit_member(X, y, 3, **options, drawn=drawn)
+
+
+def test_balanced_bags_of_smaller_data_are_drawn_as_before():
+    # up to PERMUTED_POPULATION majority rows the majority is sampled by RandomState.choice (a
+    # permutation), as before the rejection sampler: the same bags and the same generator state after
+    positive = np.zeros(5000, dtype=bool)
+    positive[::50] = True
+    for seed in range(4):
+        rng, legacy = np.random.RandomState(seed), np.random.RandomState(seed)
+        bag, _ = draw_bag(positive, rng, bootstrap="balanced", max_samples=400)
+        minority, majority = np.flatnonzero(positive), np.flatnonzero(~positive)
+        expected = np.concatenate([minority[legacy.randint(0, minority.size, size=200)],
+                                   legacy.choice(majority, size=200, replace=False)])
+        np.testing.assert_array_equal(bag, expected)
+        assert rng.uniform() == legacy.uniform()
+
+
+def test_sampling_without_replacement_by_rejection_is_uniform():
+    from scipy.stats import chisquare
+
+    from dimbsvm.svm.bagging import sample_without_replacement
+
+    rng = np.random.RandomState(0)
+    # the rejection path (permuted_up_to=0) on 6 rows, 2 drawn: each of the 30 ordered pairs has probability 1/30
+    pairs = np.array([sample_without_replacement(6, 2, rng, permuted_up_to=0) for _ in range(30_000)])
+    assert np.all(pairs[:, 0] != pairs[:, 1])
+    observed = np.bincount(pairs[:, 0] * 6 + pairs[:, 1], minlength=36)
+    assert np.all(observed[np.arange(6) * 7] == 0)  # (i, i) never
+    assert chisquare(np.delete(observed, np.arange(6) * 7)).pvalue > 1e-3
+    whole = sample_without_replacement(50, 50, rng, permuted_up_to=0)  # the whole population, every row once
+    np.testing.assert_array_equal(np.sort(whole), np.arange(50))
+    with pytest.raises(ValueError, match="cannot draw 7 distinct rows out of 6"):
+        sample_without_replacement(6, 7, rng)
+
+
+def test_a_balanced_bag_from_millions_of_majority_rows_holds_distinct_majority_rows():
+    from dimbsvm.svm.bagging import PERMUTED_POPULATION
+
+    positive = np.zeros(PERMUTED_POPULATION + 1000, dtype=bool)
+    positive[::1000] = True
+    bag, _ = draw_bag(positive, np.random.RandomState(0), bootstrap="balanced", max_samples=20_000)
+    majority_rows = bag[~positive[bag]]
+    assert bag.size == 20_000 and majority_rows.size == 10_000 and np.unique(majority_rows).size == 10_000
 
 
 def test_bags_without_minority_are_redrawn():

@@ -30,7 +30,7 @@ from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
 __all__ = ["FoldRows", "Part", "PreparedFold", "assemble_fold", "chunk_spans", "fold_rows", "finish_fold", "fit_part",
-           "GatheredRows", "gather_block", "member_bag", "minmax_block_range", "model_of", "parts_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges", "record_fold",
+           "ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bag", "minmax_block_range", "model_of", "parts_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges", "record_fold",
            "score_block"]
 
 
@@ -170,22 +170,25 @@ def _scoring(X, prepared: PreparedFold, rows: FoldRows, final, model):
     return model, X
 
 
-def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part, gathered=None):
+def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part, gathered=None, bag=None):
     """Task body: fit one part of the fold's estimator; return ``(fitted part, seconds)``.
 
     An ensemble member (:func:`~dimbsvm.svm.ensemble.fit_member`) reads only
     its bag (and its out-of-bag rows a block at a time); a whole estimator
     reads the fold's training rows. ``gathered``: the member's bag rows, one
-    piece per chunk (:func:`gather_block`), so that it reads no store.
+    piece per chunk (:func:`gather_block`), so that it reads no store;
+    ``bag``: its :func:`member_bag`, so that it does not draw the bag again.
     """
     from ..svm.ensemble import fit_member
 
     start = time.perf_counter()
     X_train, y_train, train = _training_data(X, y, prepared, rows)
     if gathered is not None:
-        X_train = GatheredRows([pieces[part.index] for pieces in gathered], prepared.transformer(), X.shape[0])
+        X_train = GatheredRows([getattr(pieces, "pieces", pieces)[part.index] for pieces in gathered],
+                               prepared.transformer(), X.shape[0])
     if part.seed is not None:
-        fitted = fit_member(X_train, y_train, int(part.seed), rows=train, **part.params)
+        fitted = fit_member(X_train, y_train, int(part.seed), rows=train, **part.params,
+                            drawn=None if bag is None else bag.drawn)
     else:
         if train is not None:
             X_train, y_train = take_rows(X_train, train), np.asarray(y_train)[train]
@@ -298,6 +301,7 @@ def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) ->
     if scaler != "minmax":
         raise ValueError(f"only a min-max scaler is merged from chunk ranges, not {scaler!r}")
     start = time.perf_counter()
+    ranges = [getattr(r, "range", r) for r in ranges]  # (a ChunkPass carries its chunk's range)
     low = np.min(np.stack([r[0] for r in ranges]), axis=0)
     high = np.max(np.stack([r[1] for r in ranges]), axis=0)
     fitted = MinMaxScaler().partial_fit(np.stack([low, high]))
@@ -326,29 +330,39 @@ def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span):
     positions, total, counts : ndarray
         Positions in ``rows.train`` of the chunk's training rows, and their sums.
     """
+    from sklearn import config_context
+
     from ..svm._base import signed_margins
 
-    positions = np.arange(*rows_within(rows.train, span))
+    first, stop = rows_within(rows.train, span)
+    positions = np.arange(first, stop)
     block = _row_view(X, prepared, rows)[rows.train[positions]]
     total = np.zeros(positions.size)
     counts = np.zeros(positions.size, dtype=np.int64)
-    for member, _ in parts:
-        # (a member saved by an interrupted run before members kept their bags lists its out-of-bag rows)
-        out = (~_contains(member.in_bag, positions) if member.in_bag is not None
-               else _contains(member.oob_rows, positions))
-        if out.any():  # (margins are row by row: computed on the whole chunk, kept where out of bag)
-            total[out] += signed_margins(member.estimator, block, member.margin_sign)[out]
-            counts[out] += 1
+    # every member would check the same block for NaN and infinity: checked once here (a block that
+    # fails is left to each member, which raises or, e.g. behind an imputer, handles it as before)
+    with config_context(assume_finite=_all_finite(block)):
+        for member, _ in parts:
+            # (a member saved by an interrupted run before members kept their bags lists its out-of-bag rows)
+            out = (_outside(member.in_bag, first, stop) if member.in_bag is not None
+                   else ~_outside(member.oob_rows, first, stop))
+            if out.any():  # (margins are row by row: computed on the whole chunk, kept where out of bag)
+                total[out] += signed_margins(member.estimator, block, member.margin_sign)[out]
+                counts[out] += 1
     return positions, total, counts
 
 
-def _contains(sorted_values, queries):
-    """Whether each of ``queries`` is in the sorted array ``sorted_values``."""
-    where = np.searchsorted(sorted_values, queries)
-    inside = where < sorted_values.size
-    found = np.zeros(queries.size, dtype=bool)
-    found[inside] = sorted_values[where[inside]] == queries[inside]
-    return found
+def _all_finite(block):
+    """Whether a dense block holds no NaN or infinity (sparse and other blocks: not known, ``False``)."""
+    return isinstance(block, np.ndarray) and block.dtype.kind == "f" and bool(np.isfinite(block).all())
+
+
+def _outside(sorted_positions, first, stop):
+    """Mask over positions ``first:stop``: True where the position is not in ``sorted_positions``."""
+    lo, hi = np.searchsorted(sorted_positions, [first, stop])
+    outside = np.ones(stop - first, dtype=bool)
+    outside[np.asarray(sorted_positions[lo:hi], dtype=np.int64) - first] = False
+    return outside
 
 
 def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, pooled=None):
@@ -425,34 +439,69 @@ def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label
 # Instead one task per chunk slices every member's rows out of that chunk, read once.
 
 
-def member_bag(y, rows: FoldRows, *, part: Part):
-    """Task body: one member's distinct bag rows (dataset row numbers, sorted), drawn as the member draws them.
+@dataclass(frozen=True)
+class MemberBag:
+    """A member's bag drawn ahead of it: the draw (handed to the member) and its distinct dataset rows."""
+
+    drawn: object  # DrawnBag
+    rows: np.ndarray
+
+
+def member_bag(y, rows: FoldRows, *, part: Part) -> MemberBag:
+    """Task body: one member's bag, drawn as the member draws it, and its distinct rows (dataset row numbers, sorted).
 
     :func:`~dimbsvm.svm.members.fit_member` draws its bag first from
     ``RandomState(seed)`` over the positive labels of the fold's training
     rows; this draws the same bag (one task per member: a draw without
-    replacement from millions of rows takes a fraction of a second).
+    replacement from millions of rows takes a fraction of a second), the
+    gather tasks cut its rows out of the chunks and the member task fits on
+    it without drawing again.
     """
-    from ..svm.bagging import draw_bag
+    from ..svm.bagging import draw_seeded_bag
 
     train = rows.train
     positive = np.asarray(np.asarray(y)[train] == part.params["pos_label"])
-    bag, _ = draw_bag(positive, np.random.RandomState(int(part.seed)), bootstrap=part.params["bootstrap"],
-                      max_samples=part.params["max_samples"], max_draws=part.params["max_bag_draws"])
-    return train[np.unique(bag)]
+    drawn = draw_seeded_bag(positive, part.seed, bootstrap=part.params["bootstrap"],
+                            max_samples=part.params["max_samples"], max_draws=part.params["max_bag_draws"])
+    return MemberBag(drawn, train[np.unique(drawn.bag)])
 
 
 def gather_block(X, bags, *, span):
     """Task body: every member's bag rows that lie in one chunk, read once: ``[(ids, rows), ...]`` per member."""
     start, stop = span
     stop = min(stop, int(X.shape[0]))
-    pieces = [(bag[first:last], None) for bag in bags
-              for first, last in [rows_within(bag, (start, stop))]]
+    pieces = [(bag.rows[first:last], None) for bag in bags
+              for first, last in [rows_within(bag.rows, (start, stop))]]
     wanted = np.unique(np.concatenate([ids for ids, _ in pieces])) if pieces else np.empty(0, dtype=np.int64)
     if wanted.size == 0:
         return [(ids, np.empty((0, *X.shape[1:]))) for ids, _ in pieces]
     block = take_rows(X, wanted)
     return [(ids, block[np.searchsorted(wanted, ids)]) for ids, _ in pieces]
+
+
+@dataclass(frozen=True)
+class ChunkPass:
+    """One read of a training chunk: its rows' min-max range and every member's bag rows in it."""
+
+    range: tuple  # as minmax_block_range returns it
+    pieces: list  # as gather_block returns them
+
+
+def range_and_gather_block(X, bags, *, rows: FoldRows, span) -> ChunkPass:
+    """Task body: :func:`minmax_block_range` and :func:`gather_block` of one chunk from a single read.
+
+    The bags are cheap to draw, so waiting for them costs less than reading
+    every chunk a second time (a read is most of either task).
+    """
+    first, stop = rows_within(rows.train, span)
+    train_rows = rows.train[first:stop]
+    block = take_rows(X, train_rows)
+    pieces = []
+    for bag in bags:
+        lo, hi = rows_within(bag.rows, span)
+        ids = bag.rows[lo:hi]  # a bag's rows are training rows of the fold, so all in the block
+        pieces.append((ids, block[np.searchsorted(train_rows, ids)]))
+    return ChunkPass((np.nanmin(block, axis=0), np.nanmax(block, axis=0), stop - first), pieces)
 
 
 class GatheredRows:

@@ -29,7 +29,7 @@ from ..distributed.tasks import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, gather_block,
                      member_bag, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold,
-                     prepare_from_ranges, record_fold, score_block)
+                     prepare_from_ranges, range_and_gather_block, record_fold, score_block)
 from .scoring import needs_scores
 from .search import Search
 from .searched_folds import add_searched_fold
@@ -158,10 +158,19 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
                      and getattr(estimator, "pools_out_of_bag", lambda: False)())
     if pool_by_chunk:
         parts = [replace(part, params=dict(part.params, keep_oob="bag")) for part in parts]
-    if len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features:
+    merged_ranges = len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features
+    gathered, bags = None, [None] * len(parts)
+    if pool_by_chunk and stage is None:
+        # the members' bags cut out of each chunk in one pass (not a full read per member), in the
+        # same read as the chunk's scaler statistics when those are merged from chunks
+        bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag", priority=10) for part in parts]
+        gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, rows=rows, span=span), name="read")
+                    if merged_ranges else plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather")
+                    for span in train_chunks]
+    if merged_ranges:
         # the scaler's statistics as one task per stored chunk, merged exactly
-        ranges = [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range")
-                  for span in train_chunks]
+        ranges = gathered or [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range")
+                              for span in train_chunks]
         prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, rows=rows, stage=stage),
                             name="prepare")
     else:
@@ -169,20 +178,14 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
                                                 features=features, stage=stage), name="prepare")
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
-    gathered = None
-    if pool_by_chunk and stage is None:
-        # the members' bags cut out of each chunk in one pass (not a full read per member)
-        # ahead of the chunks' range tasks: every gather task waits for all bags
-        bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag", priority=10) for part in parts]
-        gathered = [plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather") for span in train_chunks]
-    for part in parts:
+    for part, bag in zip(parts, bags):
         found = part_store.load(spec.key, part.index) if saving else None
         if found is not None:
             fitted.append(found)
             reused += 1
             continue
         ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part,
-                                      gathered=gathered), watch=saving, name="member" if seeds is not None else "fit")
+                                      gathered=gathered, bag=bag), watch=saving, name="member" if seeds is not None else "fit")
         if saving:
             saved_parts[ref.id] = (spec.key, part.index)
         fitted.append(ref)

@@ -7,12 +7,15 @@ subsample. Arrays in, arrays out: no estimators and no Dask here.
 
 from __future__ import annotations
 
+import copy
 import logging
+from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
 
-__all__ = ["BOOTSTRAPS", "draw_bag", "set_random_states"]
+__all__ = ["BOOTSTRAPS", "PERMUTED_POPULATION", "DrawnBag", "draw_bag", "draw_seeded_bag",
+           "sample_without_replacement", "set_random_states"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +37,8 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
         paper); a bag that misses a class is redrawn. ``"stratified"``: each
         class bootstrapped separately, keeping the class counts.
         ``"balanced"``: the minority bootstrapped and as many majority rows
-        drawn without replacement (with replacement if there are too few), so
-        every bag is balanced and small.
+        drawn without replacement (:func:`sample_without_replacement`; with
+        replacement if there are too few), so every bag is balanced and small.
     max_samples : int, float or None, default=None
         Bag size. ``None``: ``n_samples`` (plain), the class counts
         (stratified), twice the minority count (balanced). A float in (0, 1]
@@ -103,10 +106,98 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
         else:
             size = _scaled(max_samples, n_minority)
         from_minority = minority[random_state.randint(0, n_minority, size=size)]
-        replace = size > majority.size
-        from_majority = random_state.choice(majority, size=size, replace=replace)
+        if size > majority.size:
+            from_majority = random_state.choice(majority, size=size, replace=True)
+        else:
+            from_majority = majority[sample_without_replacement(majority.size, size, random_state)]
         return np.concatenate([from_minority, from_majority]).astype(np.int64), 1
     raise ValueError(f"bootstrap must be one of {BOOTSTRAPS}; got {bootstrap!r}.")
+
+
+@dataclass(frozen=True)
+class DrawnBag:
+    """A member's bag drawn from its seed, and its generator as the draw left it.
+
+    A member draws its bag first from ``RandomState(seed)`` and then goes on
+    drawing from the same generator (its perturbation ``u``), so a bag drawn
+    elsewhere (one task per member, ahead of the members) can stand in for
+    the member's own draw only together with that generator's state.
+
+    Attributes
+    ----------
+    seed : int
+    n_rows : int
+        How many rows it was drawn from (``positive.size``).
+    bag, n_draws
+        As :func:`draw_bag` returns them.
+    random_state : RandomState
+        The generator after the draw; :meth:`generator` hands out copies.
+    """
+
+    seed: int
+    n_rows: int
+    bag: np.ndarray
+    n_draws: int
+    random_state: np.random.RandomState
+
+    def generator(self):
+        """A copy of the generator after the draw (the bag stays reusable, e.g. by a retried task)."""
+        return copy.deepcopy(self.random_state)
+
+
+def draw_seeded_bag(positive, seed, **options):
+    """:func:`draw_bag` from ``RandomState(seed)``, kept with the generator's state after it.
+
+    Examples
+    --------
+    >>> positive = np.array([True, True, False, False, False, False])
+    >>> drawn = draw_seeded_bag(positive, 0, bootstrap="balanced")
+    >>> drawn.bag.tolist() == draw_bag(positive, np.random.RandomState(0), bootstrap="balanced")[0].tolist()
+    True
+    """
+    random_state = np.random.RandomState(int(seed))
+    positive = np.asarray(positive, dtype=bool)
+    bag, n_draws = draw_bag(positive, random_state, **options)
+    return DrawnBag(int(seed), int(positive.size), bag, n_draws, random_state)
+
+
+#: Populations up to this size are sampled without replacement by ``RandomState.choice``
+#: (a permutation of the whole population); larger ones by rejection, in time of the sample.
+PERMUTED_POPULATION = 1_000_000
+
+
+def sample_without_replacement(n_population, size, random_state, *, permuted_up_to=PERMUTED_POPULATION):
+    """``size`` distinct positions of ``range(n_population)``, uniformly, in random order.
+
+    Up to ``permuted_up_to`` rows this is ``random_state.choice(n_population,
+    size, replace=False)``, which permutes the whole population: bags of data
+    of that size are the ones earlier versions drew. Above, it keeps the first
+    ``size`` distinct values of i.i.d. uniform draws (sequential rejection,
+    an exact uniform sample without replacement), so a balanced bag of
+    10,000 majority rows out of 8 million costs a millisecond, not the 0.4 s
+    (and 64 MB of scattered memory traffic) of permuting 8 million rows in
+    every member.
+
+    Examples
+    --------
+    >>> rng = np.random.RandomState(0)
+    >>> picked = sample_without_replacement(5_000_000, 4, rng)
+    >>> picked.size, np.unique(picked).size
+    (4, 4)
+    """
+    if not 0 <= size <= n_population:
+        raise ValueError(f"cannot draw {size} distinct rows out of {n_population}")
+    if n_population <= permuted_up_to:
+        return np.asarray(random_state.choice(n_population, size=size, replace=False), dtype=np.int64)
+    chosen = np.empty(0, dtype=np.int64)
+    while chosen.size < size:
+        missing = size - chosen.size
+        # a few more than missing: duplicates are rare when size << n_population
+        draws = random_state.randint(0, n_population, size=missing + missing // 64 + 8).astype(np.int64)
+        sequence = np.concatenate([chosen, draws])
+        _, first = np.unique(sequence, return_index=True)
+        chosen = sequence[np.sort(first)][:size]  # first occurrences, in the order drawn
+    return chosen
 
 
 def _scaled(max_samples, default):

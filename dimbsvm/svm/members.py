@@ -23,7 +23,7 @@ from sklearn.model_selection import StratifiedGroupKFold
 from dimbsvm.rows import map_row_blocks, take_rows
 from dimbsvm.svm._base import default_estimator, margin_sign, out_of_fold_margins, signed_margins
 from dimbsvm.svm._native_rng import liblinear_guard
-from dimbsvm.svm.bagging import draw_bag, set_random_states
+from dimbsvm.svm.bagging import draw_seeded_bag, set_random_states
 from dimbsvm.svm.threshold import othr_threshold
 
 __all__ = ["MEMBER_MARGINS", "OTHRMember", "fit_member", "pooled_oob_margins"]
@@ -106,6 +106,7 @@ def fit_member(
     knn_method="auto",
     max_bag_draws=20,
     keep_oob=False,
+    drawn=None,
 ):
     """Fit one EnSVM-OTHR member from arrays and a seed.
 
@@ -157,6 +158,12 @@ def fit_member(
         ``oob_margins``. ``"bag"``: return only the bag's distinct rows as
         ``in_bag`` (a few kilobytes instead of the margins of every other
         row), for a caller that computes the out-of-bag margins itself.
+    drawn : DrawnBag, default=None
+        The member's bag already drawn (:func:`~dimbsvm.svm.bagging.draw_seeded_bag`
+        with this ``seed`` and these bag options over ``rows``' labels), so
+        that it is not drawn twice: a balanced draw from millions of rows
+        costs more than fitting a linear member on its bag. The member is the
+        one it would draw itself.
 
     Returns
     -------
@@ -176,26 +183,25 @@ def fit_member(
             max_samples=max_samples, margins=margins, cv=cv, objective=objective, candidates=candidates,
             smoothing=smoothing, tolerance=tolerance, min_precision=min_precision,
             perturbation=perturbation, n_neighbors=n_neighbors, knn_method=knn_method,
-            max_bag_draws=max_bag_draws, keep_oob=keep_oob,
+            max_bag_draws=max_bag_draws, keep_oob=keep_oob, drawn=drawn,
         )
 
 
 def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_samples, margins, cv, objective,
                 candidates, smoothing, tolerance, min_precision, perturbation, n_neighbors, knn_method,
-                max_bag_draws, keep_oob):
-    random_state = np.random.RandomState(seed)
+                max_bag_draws, keep_oob, drawn):
     # The bag is drawn from the labels alone, so a handle on a store is asked
     # only for the bag's rows (and the out-of-bag rows a block at a time).
     rows = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
     y = np.asarray(y)[rows]
     positive = np.asarray(y == pos_label)
-    bag, n_draws = draw_bag(
-        positive,
-        random_state,
-        bootstrap=bootstrap,
-        max_samples=max_samples,
-        max_draws=max_bag_draws,
-    )
+    if drawn is None:
+        drawn = draw_seeded_bag(positive, seed, bootstrap=bootstrap, max_samples=max_samples,
+                                max_draws=max_bag_draws)
+    elif (drawn.seed, drawn.n_rows) != (int(seed), positive.size):
+        raise ValueError(f"member {seed} over {positive.size} rows was given the bag drawn for member "
+                         f"{drawn.seed} over {drawn.n_rows} rows")
+    bag, n_draws, random_state = drawn.bag, drawn.n_draws, drawn.generator()
     u = random_state.uniform(-1.0, 1.0)
     template = clone(default_estimator() if estimator is None else estimator)
     set_random_states(template, seed)
