@@ -127,9 +127,10 @@ def test_store_rows_are_read_per_member_and_match(scheduler, small, sequential_f
     _same_records(records, [sequential_fold(X32, y, estimator, n_splits=4, seed=s, fold=f) for s, f in keys])
 
 
-@pytest.mark.parametrize("name, params, oob_tasks", [("svc_balanced", {}, False),
-                                                     ("ensemble_othr", {"n_estimators": 3}, True)])
-def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob_tasks):
+@pytest.mark.parametrize("name, params, oob_tasks, scaler", [("svc_balanced", {}, False, "minmax"),
+                                                             ("ensemble_othr", {"n_estimators": 3}, True, "minmax"),
+                                                             ("ensemble_othr", {"n_estimators": 3}, True, "none")])
+def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob_tasks, scaler):
     """Scaler statistics, out-of-bag pooling and test scoring run as one task per stored chunk; the scaler is exact."""
     from sklearn.preprocessing import MinMaxScaler
 
@@ -143,14 +144,20 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     [spec] = _specs(y, [(0, 0)], 3)
     plan = TaskPlan()
     finish, _, _ = add_fold(plan, spec, X=plan.share(rows), y=plan.share(y), labels=y,
-                            estimator=make_estimator(name, params), scaler="minmax", impute="none",
+                            estimator=make_estimator(name, params), scaler=scaler, impute="none",
                             features=(), metrics=METRICS, pos_label=1, block_rows=64)
     names = [task.name for task in plan.tasks]
     n_chunks = -(-len(y) // 64)
-    assert names.count("range") == n_chunks and names.count("score") == n_chunks  # every chunk holds both
+    assert names.count("score") == n_chunks  # every chunk holds test rows
     assert names.count("oob") == (n_chunks if oob_tasks else 0)
-    assert names.count("gather") == (n_chunks if oob_tasks else 0)  # the members' bags, one pass over the chunks
+    # one read per training chunk before the members: its scaler statistics and/or the members' bag rows
+    merged = scaler == "minmax"
+    assert names.count("range") == (n_chunks if merged and not oob_tasks else 0)
+    assert names.count("read") == (n_chunks if merged and oob_tasks else 0)
+    assert names.count("gather") == (n_chunks if oob_tasks and not merged else 0)
     assert run_plan(plan)[finish.id]["record"]["n_test"] == len(spec.test)
+    if not merged:
+        return
     # the merged scaler is the scaler fitted on all training rows at once
     X32 = X.astype(np.float32).astype(np.float64)
     fold = FoldRows(spec.train, spec.test)
@@ -159,6 +166,35 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     direct = MinMaxScaler().fit(X32[spec.train])
     for attr in ("data_min_", "data_max_", "scale_", "min_", "n_samples_seen_"):
         np.testing.assert_array_equal(getattr(merged, attr), getattr(direct, attr))
+
+
+def test_out_of_bag_pooling_still_rejects_a_nan_row(small):
+    # the chunk is checked for NaN once for all members; a NaN row left out of the bags must still fail
+    # as every member's own check failed, not pool a NaN margin into the threshold search
+    from dimbsvm.model_selection.bodies import FoldRows, PreparedFold, pooled_oob_block
+    from dimbsvm.svm.members import fit_member
+
+    X, y = small
+    fold = FoldRows(np.arange(len(y)), np.empty(0, dtype=np.int64))
+    member = fit_member(X, y, 0, pos_label=1, bootstrap="balanced", max_samples=20, keep_oob="bag")
+    prepared = PreparedFold(steps=[], train_features=None, fit_time=0.0)
+    positions, total, counts = pooled_oob_block(X, prepared, fold, [(member, 0.0)], span=(0, 64))
+    out_of_bag = np.setdiff1d(np.arange(64), member.in_bag)
+    np.testing.assert_array_equal(counts, np.isin(np.arange(64), out_of_bag))
+    np.testing.assert_allclose(total[out_of_bag], member.estimator.decision_function(X[out_of_bag]) * member.margin_sign)
+    X = X.copy()
+    X[out_of_bag[0], 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        pooled_oob_block(X, prepared, fold, [(member, 0.0)], span=(0, 64))
+
+
+def test_a_chunks_out_of_bag_mask_equals_set_membership():
+    from dimbsvm.model_selection.bodies import _outside
+
+    rng = np.random.RandomState(0)
+    in_bag = np.unique(rng.randint(0, 1000, size=300))
+    for first, stop in [(0, 64), (100, 400), (960, 1000), (5, 5)]:
+        np.testing.assert_array_equal(_outside(in_bag, first, stop), ~np.isin(np.arange(first, stop), in_bag))
 
 
 def test_saved_parts_are_reused_not_refitted(client, small, sequential_fold, tmp_path):

@@ -88,6 +88,26 @@ def test_damaged_chunk_is_found(tmp_path):
         verify_store(path)
     with pytest.raises(StoreError, match="damaged chunk"):
         open_store(path).to_dataset()
+    from dimbsvm.store import StoreRows
+
+    with pytest.raises(StoreError, match="damaged chunk"):
+        StoreRows(path, (60, 3))[np.arange(20, 40)]
+
+
+def test_contiguous_and_scattered_rows_read_the_same(tmp_path):
+    from dimbsvm.store import StoreRows
+
+    X = np.random.default_rng(2).normal(size=(70, 3))
+    path = tmp_path / "s.zarr"
+    ingest((X, np.arange(70) % 2), path, chunk_rows=20)
+    rows = StoreRows(path, X.shape)
+    for index in [np.arange(20, 40), np.arange(15, 70), np.arange(0, 1), np.array([5, 6, 8]), np.array([9, 8, 7]),
+                  np.array([3, 3, 4]), np.arange(20, 40, dtype=np.int32), np.arange(70) < 30]:
+        block = rows[index]
+        assert block.dtype == np.float64
+        np.testing.assert_array_equal(block, X[index])
+    with pytest.raises(IndexError):  # past the last row: an error, not a short read
+        rows[np.arange(65, 75)]
 
 
 def test_not_a_store(tmp_path):
@@ -151,6 +171,8 @@ def test_missing_chunk_is_an_error_not_zeros(tmp_path):
     np.testing.assert_array_equal(rows[np.arange(0, 40)], X[:40])  # intact chunks still read
     with pytest.raises(StoreError, match=message):
         rows[np.array([3, 45])]
+    with pytest.raises(StoreError, match=message):  # a contiguous run of rows is read as a slice
+        rows[np.arange(35, 50)]
     # re-ingesting the same source over the damaged store says so; --overwrite rebuilds it
     with pytest.raises(StoreError, match=r"holds this source, but it is damaged: chunk 2 of X \(rows 40..59\) "
                                          r"is missing on disk; pass overwrite=True"):

@@ -47,6 +47,8 @@ class StoreRows:
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
         try:
+            if _is_contiguous(rows) and rows[-1] < self._array.shape[0]:  # e.g. a chunk: a slice is twice as fast
+                return np.asarray(self._array[int(rows[0]):int(rows[-1]) + 1], dtype=np.float64)
             # zarr reads the chunks these rows touch; sorting keeps that sequential
             order = np.argsort(rows, kind="stable")
             block = self._array.get_orthogonal_selection((rows[order],))
@@ -69,6 +71,13 @@ class StoreRows:
 
     def __repr__(self):
         return f"StoreRows({self.path!r}, shape={self.shape})"
+
+
+def _is_contiguous(rows) -> bool:
+    """Whether ``rows`` are ``first, first + 1, ..., last`` (non-negative integers)."""
+    if rows.ndim != 1 or rows.size == 0 or rows.dtype.kind not in "iu" or rows[0] < 0:
+        return False
+    return int(rows[-1]) - int(rows[0]) == rows.size - 1 and bool(np.all(rows[1:] > rows[:-1]))
 
 
 class StoreLabels:
