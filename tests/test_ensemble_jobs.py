@@ -178,10 +178,14 @@ def test_out_of_bag_pooling_still_rejects_a_nan_row(small):
     fold = FoldRows(np.arange(len(y)), np.empty(0, dtype=np.int64))
     member = fit_member(X, y, 0, pos_label=1, bootstrap="balanced", max_samples=20, keep_oob="bag")
     prepared = PreparedFold(steps=[], train_features=None, fit_time=0.0)
-    positions, total, counts = pooled_oob_block(X, prepared, fold, [(member, 0.0)], span=(0, 64))
+    chunk = pooled_oob_block(X, prepared, fold, [(member, 0.0)], span=(0, 64))
     out_of_bag = np.setdiff1d(np.arange(64), member.in_bag)
-    np.testing.assert_array_equal(counts, np.isin(np.arange(64), out_of_bag))
-    np.testing.assert_allclose(total[out_of_bag], member.estimator.decision_function(X[out_of_bag]) * member.margin_sign)
+    assert chunk.first == 0
+    np.testing.assert_array_equal(chunk.counts, np.isin(np.arange(64), out_of_bag))
+    np.testing.assert_allclose(chunk.margins[out_of_bag],
+                               member.estimator.decision_function(X[out_of_bag]) * member.margin_sign)
+    assert np.isnan(chunk.margins[member.in_bag[member.in_bag < 64]]).all()
+    np.testing.assert_array_equal(chunk.order, np.argsort(chunk.margins, kind="stable"))
     X = X.copy()
     X[out_of_bag[0], 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):

@@ -29,9 +29,10 @@ from ..svm._native_rng import fit_guard
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
-__all__ = ["FoldRows", "Part", "PreparedFold", "assemble_fold", "chunk_spans", "fold_rows", "finish_fold", "fit_part",
-           "ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bag", "minmax_block_range", "model_of", "parts_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges", "record_fold",
-           "score_block"]
+__all__ = ["ChunkPass", "FoldRows", "GatheredRows", "MemberBag", "Part", "PooledChunk", "PreparedFold",
+           "assemble_fold", "chunk_spans", "finish_fold", "fit_part", "fold_rows", "gather_block", "member_bag",
+           "minmax_block_range", "model_of", "parts_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges",
+           "range_and_gather_block", "record_fold", "score_block"]
 
 
 @dataclass(frozen=True)
@@ -311,14 +312,40 @@ def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) ->
     return PreparedFold(steps=[fitted], train_features=None, fit_time=time.perf_counter() - start, stage=stage)
 
 
-def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span):
-    """Task body: the summed out-of-bag margins of one chunk's training rows over an ensemble's members.
+@dataclass(frozen=True)
+class PooledChunk:
+    """The pooled out-of-bag margins of one chunk's training rows (:func:`pooled_oob_block`).
+
+    Attributes
+    ----------
+    first : int
+        Position in ``rows.train`` of the chunk's first training row; the
+        arrays cover the positions ``first, first + 1, ...``.
+    margins : ndarray of float64
+        Each row's mean margin over the members it is out of bag for (NaN: none).
+    counts : ndarray of int64
+        How many members each row is out of bag for.
+    order : ndarray of int64
+        ``np.argsort(margins, kind="stable")``: the chunk's sorted run, merged
+        with the others' into the fold's order for the threshold search.
+    """
+
+    first: int
+    margins: np.ndarray
+    counts: np.ndarray
+    order: np.ndarray
+
+
+def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span) -> PooledChunk:
+    """Task body: the pooled out-of-bag margins of one chunk's training rows over an ensemble's members.
 
     The members were fitted with ``keep_oob="bag"`` and carry their bag's
     rows (``in_bag``, numbered within the fold's training rows); each row of
     the chunk adds the margin of every member whose bag does not hold it, in
-    member order, as :func:`~dimbsvm.svm.members.pooled_oob_margins` does.
-    The chunk is read once for all members.
+    member order, as :func:`~dimbsvm.svm.members.pooled_oob_margins` does,
+    and the sum is divided by their number there too. The chunk is read once
+    for all members, and its margins are sorted here, in parallel with the
+    other chunks, so that the threshold search only merges sorted runs.
 
     Parameters
     ----------
@@ -327,18 +354,16 @@ def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span):
 
     Returns
     -------
-    positions, total, counts : ndarray
-        Positions in ``rows.train`` of the chunk's training rows, and their sums.
+    PooledChunk
     """
     from sklearn import config_context
 
     from ..svm._base import signed_margins
 
     first, stop = rows_within(rows.train, span)
-    positions = np.arange(first, stop)
-    block = _row_view(X, prepared, rows)[rows.train[positions]]
-    total = np.zeros(positions.size)
-    counts = np.zeros(positions.size, dtype=np.int64)
+    block = _row_view(X, prepared, rows)[rows.train[first:stop]]
+    total = np.zeros(stop - first)
+    counts = np.zeros(stop - first, dtype=np.int64)
     # every member would check the same block for NaN and infinity: checked once here (a block that
     # fails is left to each member, which raises or, e.g. behind an imputer, handles it as before)
     with config_context(assume_finite=_all_finite(block)):
@@ -349,7 +374,9 @@ def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span):
             if out.any():  # (margins are row by row: computed on the whole chunk, kept where out of bag)
                 total[out] += signed_margins(member.estimator, block, member.margin_sign)[out]
                 counts[out] += 1
-    return positions, total, counts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        margins = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
+    return PooledChunk(int(first), margins, counts, np.argsort(margins, kind="stable"))
 
 
 def _all_finite(block):
@@ -384,18 +411,33 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
             X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
         pooled_margins = None
         if pooled is not None:
-            total = np.zeros(len(rows.train))
-            counts = np.zeros(len(rows.train), dtype=np.int64)
-            for positions, block_total, block_counts in pooled:
-                total[positions], counts[positions] = block_total, block_counts
-            with np.errstate(invalid="ignore", divide="ignore"):
-                pooled_margins = (np.where(counts > 0, total / np.maximum(counts, 1), np.nan), counts)
+            pooled_margins = _pooled_margins(pooled, len(rows.train))
         final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds, pooled_margins=pooled_margins)
     else:
         [final] = fitted
     fit_time = prepared.fit_time + sum(seconds for _, seconds in parts) + time.perf_counter() - start
     return {"model": _pipeline(prepared, final), "final": final, "prepared": prepared, "fit_time": fit_time,
             "thresholds": fitted_thresholds(final)}
+
+
+def _pooled_margins(chunks, n_rows):
+    """``(margins, counts, order)`` of a fold's training rows from its :class:`PooledChunk` results.
+
+    ``order`` is the stable sort order of all margins, merged from the
+    chunks' sorted runs (chunks in row order, so equal margins stay in row
+    order); it is left out when a row the members scored has a NaN margin.
+    """
+    from ..svm.margin_order import merged_stable_order
+
+    margins, counts = np.full(n_rows, np.nan), np.zeros(n_rows, dtype=np.int64)
+    for chunk in chunks:
+        margins[chunk.first:chunk.first + chunk.margins.size] = chunk.margins
+        counts[chunk.first:chunk.first + chunk.counts.size] = chunk.counts
+    if np.isnan(margins[counts > 0]).any():
+        return margins, counts
+    chunks = sorted(chunks, key=lambda chunk: chunk.first)
+    return margins, counts, merged_stable_order([(chunk.first + chunk.order, chunk.margins[chunk.order])
+                                                 for chunk in chunks])
 
 
 def score_block(X, assembled, *, rows: FoldRows, span, pos_label, scores):

@@ -24,6 +24,7 @@ import logging
 import numpy as np
 
 from dimbsvm.graph.knn import KNNIndex, nearest_neighbors
+from dimbsvm.svm.margin_order import resolved_order
 
 __all__ = [
     "CANDIDATES",
@@ -230,7 +231,7 @@ def othr_candidates(margins_minority, margins_majority, neighbour):
     )
 
 
-def midpoint_candidates(margins):
+def midpoint_candidates(margins, order=None):
     """Every cut between two distinct margins, and ``theta = 0``.
 
     A shift between two consecutive distinct margins ``s_k < s_(k+1)`` puts the
@@ -243,6 +244,10 @@ def midpoint_candidates(margins):
     Parameters
     ----------
     margins : array-like of shape (n_samples,)
+    order : ndarray or StableOrder, default=None
+        ``np.argsort(margins, kind="stable")`` when the caller has it
+        (:mod:`dimbsvm.svm.margin_order`; checked), so that the margins are
+        not sorted again.
 
     Returns
     -------
@@ -259,7 +264,13 @@ def midpoint_candidates(margins):
     array([ 0.  , -0.25,  0.5 ])
     """
     margins = np.asarray(margins, dtype=np.float64)
-    values, first = _distinct_with_first_rows(margins)
+    order = resolved_order(margins, order)
+    if order is not None and order.size:
+        ordered = margins[order]
+        first = order[np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))]  # stable: lowest row
+        values = margins[first]
+    else:
+        values, first = _distinct_with_first_rows(margins)
     values, first = values[::-1], first[::-1]  # highest margin first: increasing theta
     theta = -(values[1:] + values[:-1]) / 2
     minus_one = np.array([-1], dtype=np.int64)

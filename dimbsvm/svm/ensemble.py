@@ -437,6 +437,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             ``(margins, counts)`` as :func:`pooled_oob_margins` returns them,
             computed by the caller (members fitted with ``keep_oob="bag"``);
             by default they are pooled from the members' ``oob_margins``.
+            A third entry may give ``np.argsort(margins, kind="stable")``
+            (NaN last), which the shared search then checks and uses instead
+            of sorting the margins itself.
 
         Returns
         -------
@@ -538,12 +541,15 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
     def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None):
         """Search one shift on the pooled out-of-bag margins; set it in every member."""
-        margins, counts = pooled_margins if pooled_margins is not None else pooled_oob_margins(
+        margins, counts, *known_order = pooled_margins if pooled_margins is not None else pooled_oob_margins(
             members, positive.size)
         rows = np.flatnonzero(counts > 0)
         n_positive = int(positive[rows].sum())
+        order = None
         if 0 < n_positive < rows.size:
             self.threshold_margins_ = "oob"
+            if known_order:  # the rows' part of the stable order (their margins sort before the NaN of the rest)
+                order = (np.cumsum(counts > 0) - 1)[known_order[0][:rows.size]]
         else:
             logger.warning(
                 "the out-of-bag rows of %d members hold %d of %d minority rows and %d of %d "
@@ -572,6 +578,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             method=self.knn_method,
             random_state=int(self.seeds_[0]),
             max_candidates=self.max_candidates,
+            order=order,
             **search,
         )
         for column in ("sample", "neighbour"):

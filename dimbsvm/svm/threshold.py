@@ -28,6 +28,7 @@ from dimbsvm.svm.candidates import (
     thin_candidates,
     thr_shift,
 )
+from dimbsvm.svm.margin_order import resolved_order, stable_order
 
 __all__ = [
     "CANDIDATES",
@@ -179,6 +180,7 @@ def best_threshold(
     tolerance=0.0,
     min_precision=0.0,
     sample_weight=None,
+    order=None,
 ):
     """Score every candidate shift on labelled margins and pick the best.
 
@@ -228,6 +230,10 @@ def best_threshold(
         smoothed) is a sum of weights, so an integer weight acts as that many
         copies of the sample. The smoothing bandwidth is computed from the
         unweighted margins.
+    order : ndarray or StableOrder, default=None
+        ``np.argsort(margins, kind="stable")`` when the caller has it
+        (:mod:`dimbsvm.svm.margin_order`; checked): each class's margins are
+        then read off it instead of sorted.
 
     Returns
     -------
@@ -264,8 +270,9 @@ def best_threshold(
     if theta.size == 0:
         raise ValueError("best_threshold needs at least one candidate.")
     weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    order = resolved_order(margins, order)
     (pos_sorted, pos_weights), (neg_sorted, neg_weights) = (
-        _sorted_with_weights(margins, weights, positive), _sorted_with_weights(margins, weights, ~positive))
+        _sorted_with_weights(margins, weights, positive, order), _sorted_with_weights(margins, weights, ~positive, order))
     n_pos, n_neg = _total(pos_sorted, pos_weights), _total(neg_sorted, neg_weights)
     if n_pos == 0 or n_neg == 0:
         raise ValueError(
@@ -327,8 +334,14 @@ def best_threshold(
     return float(theta[best]), table
 
 
-def _sorted_with_weights(margins, weights, rows):
-    """The margins of ``rows`` sorted, and their weights in the same order (None: unweighted)."""
+def _sorted_with_weights(margins, weights, rows, order=None):
+    """The margins of ``rows`` (a mask) sorted, and their weights in the same order (None: unweighted).
+
+    With the margins' stable ``order``, the rows' part of it is their stable order.
+    """
+    if order is not None:
+        in_rows = rows[order]
+        return margins[order[in_rows]], None if weights is None else weights[order[in_rows]]
     if weights is None:
         return np.sort(margins[rows]), None
     order = np.argsort(margins[rows], kind="stable")
@@ -387,6 +400,7 @@ def othr_threshold(
     random_state=None,
     max_candidates=None,
     sample_weight=None,
+    order=None,
 ):
     """SVM-OTHR's threshold search (paper Fig. 3) on labelled samples.
 
@@ -418,6 +432,10 @@ def othr_threshold(
     sample_weight : array-like of shape (n_samples,), default=None
         Weights of the samples in the scoring (:func:`best_threshold`); the
         candidates themselves come from the unweighted samples.
+    order : ndarray, default=None
+        ``np.argsort(margins, kind="stable")`` when the caller has it (e.g.
+        merged from sorted chunks, :func:`~dimbsvm.svm.margin_order.merged_stable_order`):
+        checked once, then used instead of sorting the margins.
 
     Returns
     -------
@@ -441,8 +459,9 @@ def othr_threshold(
         raise ValueError(f"candidates must be one of {CANDIDATES}; got {candidates!r}.")
     positive = np.asarray(y).astype(bool)
     margins = np.asarray(margins, dtype=np.float64)
+    order = None if order is None else stable_order(margins, order)
     if candidates == "midpoints":
-        theta_candidates, sample, neighbour = midpoint_candidates(margins)
+        theta_candidates, sample, neighbour = midpoint_candidates(margins, order)
     else:
         minority_rows = np.flatnonzero(positive)
         majority_rows = np.flatnonzero(~positive)
@@ -472,6 +491,7 @@ def othr_threshold(
         tolerance=tolerance,
         min_precision=min_precision,
         sample_weight=sample_weight,
+        order=order,
     )
     table = {
         "theta": scores.pop("theta"),

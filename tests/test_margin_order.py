@@ -1,0 +1,76 @@
+"""A known sort order of the margins stands in for sorting them, and only the exact stable order is accepted.
+
+The truth is numpy's own ``argsort(kind="stable")`` and the searches run
+without an order.
+"""
+
+import numpy as np
+import pytest
+
+from dimbsvm.svm.margin_order import StableOrder, merged_stable_order, stable_order
+from dimbsvm.svm.threshold import best_threshold, midpoint_candidates, othr_threshold
+
+
+def _tied_margins(seed, n=3000):
+    rng = np.random.RandomState(seed)
+    return np.round(rng.normal(size=n), 2), rng.rand(n) < 0.1  # many equal margins
+
+
+def test_only_the_stable_order_is_accepted():
+    margins, _ = _tied_margins(0)
+    order = np.argsort(margins, kind="stable")
+    assert isinstance(stable_order(margins, order), StableOrder)
+    tie = np.flatnonzero(margins[order][1:] == margins[order][:-1])[0]
+    unstable = order.copy()
+    unstable[[tie, tie + 1]] = unstable[[tie + 1, tie]]  # still sorted, ties not in row order
+    repeated = order.copy()
+    repeated[tie + 1] = repeated[tie]
+    for wrong in (unstable, repeated, order[::-1], order[:-1], order + 1, order.astype(float), np.argsort(-margins)):
+        with pytest.raises(ValueError, match="not the stable sort order"):
+            stable_order(margins, wrong)
+    with pytest.raises(ValueError, match="not the stable sort order"):
+        stable_order(np.array([1.0, np.nan]), np.array([0, 1]))
+
+
+def test_sorted_runs_merge_into_the_stable_order():
+    margins, _ = _tied_margins(1)
+    bounds = [0, 700, 701, 1500, 3000]
+    runs = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        local = np.argsort(margins[start:stop], kind="stable")
+        runs.append((start + local, margins[start:stop][local]))
+    np.testing.assert_array_equal(merged_stable_order(runs), np.argsort(margins, kind="stable"))
+    with_nan = margins.copy()
+    with_nan[[3, 900]] = np.nan  # rows no member scored sort last, in row order
+    runs = [(start + np.argsort(with_nan[start:stop], kind="stable"),
+             np.sort(with_nan[start:stop], kind="stable")) for start, stop in zip(bounds[:-1], bounds[1:])]
+    np.testing.assert_array_equal(merged_stable_order(runs), np.argsort(with_nan, kind="stable"))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [None, "silverman"])
+def test_a_search_given_the_order_equals_the_search_that_sorts(weighted, smoothing):
+    margins, positive = _tied_margins(2)
+    weights = np.random.RandomState(3).rand(margins.size) if weighted else None
+    order = np.argsort(margins, kind="stable")
+    theta, table = othr_threshold(None, positive, margins, candidates="midpoints", smoothing=smoothing,
+                                  sample_weight=weights, max_candidates=500)
+    given, given_table = othr_threshold(None, positive, margins, candidates="midpoints", smoothing=smoothing,
+                                        sample_weight=weights, max_candidates=500, order=order)
+    assert given == theta
+    assert table.keys() == given_table.keys()
+    for column in table:
+        np.testing.assert_array_equal(given_table[column], table[column], err_msg=column)
+    candidates = midpoint_candidates(margins)
+    for expected, actual in zip(candidates, midpoint_candidates(margins, order)):
+        np.testing.assert_array_equal(actual, expected)
+    _, plain = best_threshold(positive, margins, candidates[0], sample_weight=weights)
+    _, ordered = best_threshold(positive, margins, candidates[0], sample_weight=weights, order=order)
+    for column in plain:
+        np.testing.assert_array_equal(ordered[column], plain[column], err_msg=column)
+
+
+def test_a_wrong_order_stops_the_search():
+    margins, positive = _tied_margins(4)
+    with pytest.raises(ValueError, match="not the stable sort order"):
+        othr_threshold(None, positive, margins, candidates="midpoints", order=np.argsort(margins)[::-1])
