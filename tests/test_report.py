@@ -206,3 +206,32 @@ def test_a_fold_recorded_without_predictions_runs_again(tmp_path):
     oof = load_oof(tmp_path / "run")
     for seed in np.unique(oof["seed"]):
         assert np.array_equal(np.sort(oof["row"][oof["seed"] == seed]), np.arange(len(load_keel("yeast5").y)))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_figures_precision_recall_curve_and_average_precision_are_scikit_learns(seed):
+    # one precision-recall curve gives both the drawn curve and its average precision (a sort fewer on
+    # millions of out-of-fold scores); the truth is scikit-learn computing each on its own
+    from sklearn.metrics import PrecisionRecallDisplay, average_precision_score, precision_recall_curve
+
+    from dimbsvm.report.figures import precision_recall_and_average, roc_pr_figure
+
+    rng = np.random.RandomState(seed)
+    positive = rng.rand(3000) < 0.1
+    score = np.round(rng.normal(size=3000) + 1.5 * positive, 1)  # ties
+    precision, recall, average = precision_recall_and_average(positive, score)
+    expected_precision, expected_recall, _ = precision_recall_curve(positive, score)
+    np.testing.assert_array_equal(precision, expected_precision)
+    np.testing.assert_array_equal(recall, expected_recall)
+    assert average == average_precision_score(positive, score)
+    repeat = np.repeat([0, 1], 1500)
+    drawn = roc_pr_figure(positive, score, repeat).axes[1]
+    from matplotlib.figure import Figure
+
+    reference = Figure().add_subplot()
+    for r in (0, 1):
+        here = repeat == r
+        PrecisionRecallDisplay.from_predictions(positive[here], score[here], ax=reference, name=f"repeat {r}")
+    assert drawn.get_legend_handles_labels()[1][:2] == reference.get_legend_handles_labels()[1]
+    for ours, theirs in zip(drawn.get_lines(), reference.get_lines()):
+        np.testing.assert_array_equal(ours.get_xydata(), theirs.get_xydata())

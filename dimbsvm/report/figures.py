@@ -11,8 +11,8 @@ import io
 
 import numpy as np
 
-__all__ = ["confusion_figure", "fold_spread_figure", "member_thresholds_figure", "png", "roc_pr_figure",
-           "threshold_figure"]
+__all__ = ["confusion_figure", "fold_spread_figure", "member_thresholds_figure", "png",
+           "precision_recall_and_average", "roc_pr_figure", "threshold_figure"]
 
 #: Figure size in inches for one panel; 100 dpi.
 PANEL = (4.6, 3.8)
@@ -54,7 +54,9 @@ def roc_pr_figure(positive, score, repeat):
     for seed in np.unique(repeat):
         here = repeat == seed
         RocCurveDisplay.from_predictions(positive[here], score[here], ax=roc, name=f"repeat {seed}")
-        PrecisionRecallDisplay.from_predictions(positive[here], score[here], ax=pr, name=f"repeat {seed}")
+        precision, recall, average_precision = precision_recall_and_average(positive[here], score[here])
+        PrecisionRecallDisplay(precision=precision, recall=recall, average_precision=average_precision).plot(
+            ax=pr, name=f"repeat {seed}")
     roc.plot([0, 1], [0, 1], color="0.7", linestyle=":", linewidth=1)
     pr.axhline(positive.mean(), color="0.7", linestyle=":", linewidth=1, label="chance")
     roc.set_title("ROC (out-of-fold)")
@@ -62,6 +64,20 @@ def roc_pr_figure(positive, score, repeat):
     for ax in (roc, pr):
         ax.legend(fontsize=7, loc="lower right" if ax is roc else "upper right")
     return fig
+
+
+def precision_recall_and_average(positive, score):
+    """``precision_recall_curve`` and ``average_precision_score`` of the same scores, from one sort.
+
+    ``PrecisionRecallDisplay.from_predictions`` computes the curve and then
+    the average precision, which computes the curve again: with 10^7
+    out-of-fold scores each costs ~4 s. The average precision is scikit-learn's
+    step integral of that same curve (its ``_binary_uninterpolated_average_precision``).
+    """
+    from sklearn.metrics import precision_recall_curve
+
+    precision, recall, _ = precision_recall_curve(positive, score)
+    return precision, recall, float(max(0.0, -np.sum(np.diff(recall) * precision[:-1])))
 
 
 def confusion_figure(matrix, class_names, *, title):
