@@ -541,8 +541,11 @@ def range_and_gather_block(X, bags, *, rows: FoldRows, span) -> ChunkPass:
     pieces = []
     for bag in bags:
         lo, hi = rows_within(bag.rows, span)
-        ids = bag.rows[lo:hi]  # a bag's rows are training rows of the fold, so all in the block
-        pieces.append((ids, block[np.searchsorted(train_rows, ids)]))
+        ids = bag.rows[lo:hi]
+        where = np.searchsorted(train_rows, ids)
+        if ids.size and (where[-1] >= train_rows.size or np.any(train_rows[where] != ids)):
+            raise ValueError(f"bag rows {ids[:5].tolist()}... are not training rows of this fold's chunk {span}")
+        pieces.append((ids, block[where]))
     return ChunkPass((np.nanmin(block, axis=0), np.nanmax(block, axis=0), stop - first), pieces)
 
 
