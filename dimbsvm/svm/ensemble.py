@@ -7,12 +7,12 @@ active), and combines the members: one shift shared by all, searched on their
 pooled out-of-bag margins, or the paper's perturbed shift per member and a
 majority vote. Each member is rebuilt from its seed alone, so the fitted
 ensemble is the same whatever runs it. Member fitting lives in
-:mod:`dimbsvm.svm.members`; its names are re-exported here.
+:mod:`dimbsvm.svm.members` (its names are re-exported here), the shared
+shift's search in :mod:`dimbsvm.svm.shared_threshold`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from numbers import Integral, Real
 
@@ -24,13 +24,11 @@ from sklearn.utils.metaestimators import available_if
 
 from dimbsvm._client_param import ClientParamMixin
 from dimbsvm.graph.knn import KNN_METHODS
-from dimbsvm.rows import map_row_blocks, take_rows
 from dimbsvm.svm._base import (
     _ShiftedMarginClassifier,
     binary_classes,
     default_estimator,
     positive_label,
-    signed_margins,
 )
 from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag
 from dimbsvm.svm.calibration import platt_fit
@@ -39,7 +37,7 @@ from dimbsvm.svm.grid_members import candidate_settings, keep_best_settings
 # (skops stores the module path), and code imported fit_member from here.
 from dimbsvm.svm.members import MEMBER_MARGINS, OTHRMember, fit_member, pooled_oob_margins
 from dimbsvm.svm.othr import SEARCH_CONSTRAINTS
-from dimbsvm.svm.threshold import othr_threshold
+from dimbsvm.svm.shared_threshold import search_shared_shift, with_shared_shift
 
 __all__ = [
     "BOOTSTRAPS",
@@ -541,75 +539,17 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
     def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None):
         """Search one shift on the pooled out-of-bag margins; set it in every member."""
-        margins, counts, *known_order = pooled_margins if pooled_margins is not None else pooled_oob_margins(
-            members, positive.size)
-        rows = np.flatnonzero(counts > 0)
-        n_positive = int(positive[rows].sum())
-        order = None
-        if 0 < n_positive < rows.size:
-            self.threshold_margins_ = "oob"
-            if known_order:  # the rows' part of the stable order (their margins sort before the NaN of the rest)
-                order = (np.cumsum(counts > 0) - 1)[known_order[0][:rows.size]]
-        else:
-            logger.warning(
-                "the out-of-bag rows of %d members hold %d of %d minority rows and %d of %d "
-                "majority rows; the shared threshold is searched on the mean margins of all "
-                "training rows instead",
-                len(members),
-                n_positive,
-                int(positive.sum()),
-                rows.size - n_positive,
-                int((~positive).sum()),
-            )
-            self.threshold_margins_ = "train"
-            rows = np.arange(positive.size)
-            margins = np.mean(
-                [
-                    map_row_blocks(lambda b, m=m: signed_margins(m.estimator, b, m.margin_sign), X, rows)
-                    for m in members
-                ],
-                axis=0,
-            )
-        theta, table = othr_threshold(
-            take_rows(X, rows) if search["candidates"] == "othr" else None,
-            positive[rows],
-            margins[rows],
-            n_neighbors=self.n_neighbors,
-            method=self.knn_method,
-            random_state=int(self.seeds_[0]),
-            max_candidates=self.max_candidates,
-            order=order,
-            **search,
-        )
-        for column in ("sample", "neighbour"):
-            table[column] = np.where(table[column] >= 0, rows[table[column]], -1)
-        self.threshold_, self.candidates_ = float(theta), table
+        shift = search_shared_shift(X, positive, members, search, pooled_margins=pooled_margins,
+                                    n_neighbors=self.n_neighbors, knn_method=self.knn_method,
+                                    random_state=int(self.seeds_[0]), max_candidates=self.max_candidates)
+        self.threshold_margins_, self.threshold_, self.candidates_ = shift.margins_used, shift.theta, shift.table
         if self.probability:
             if self.threshold_margins_ != "oob":  # the training rows' own margins would make it overconfident
                 raise ValueError("probability=True needs out-of-bag rows of both classes to calibrate on; "
                                  "these members' bags left none of one class out (use more rows or members)")
             # the shifted margin decision_function returns, on the rows each member did not see
-            self.platt_ = platt_fit(margins[rows] + self.threshold_, positive[rows])
-        logger.debug(
-            "shared threshold %.6g chosen among %d candidates on %s margins of %d rows",
-            theta,
-            table["theta"].size,
-            self.threshold_margins_,
-            rows.size,
-        )
-        label = "pooled_" + self.threshold_margins_
-        return [
-            dataclasses.replace(
-                member,
-                threshold=self.threshold_,
-                optimal_threshold=self.threshold_,
-                margins=label,
-                oob_rows=None,
-                oob_margins=None,
-                in_bag=None,
-            )
-            for member in members
-        ]
+            self.platt_ = platt_fit(shift.margins + self.threshold_, positive[shift.rows])
+        return with_shared_shift(members, self.threshold_, "pooled_" + self.threshold_margins_)
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X):
