@@ -186,9 +186,11 @@ def run_cluster(args, strategy, workers):
                 "target_recall": args.target_recall} if strategy == "partitioned" else {"shard_rows": args.shard_rows})
     tic = time.perf_counter()
     if args.prewarm:  # workers forked from one process that compiled pynndescent
+        from dask.utils import parse_bytes
+
         from dimbsvm.distributed.warmup import prewarm_forkserver
 
-        prewarm_forkserver()
+        prewarm_forkserver(memory_limit=parse_bytes(args.memory_limit))  # (forked workers: dimbsvm's malloc settings)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=args.memory_limit,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         start_s = time.perf_counter() - tic

@@ -100,3 +100,62 @@ def test_embedded_cluster_after_a_dask_default_cluster_in_the_same_process(monke
     assert environ["MALLOC_TRIM_THRESHOLD_"] == environ["MALLOC_MMAP_THRESHOLD_"] != "65536"
     assert gained == 0
     assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"  # left as it was
+
+
+_FORKED_WORKER_SCRIPT = '''
+import ctypes, json, os, sys
+import numpy as np
+
+def probe():
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                         "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    before = libc.mallinfo2().hblkhd
+    array = np.ones(%(bytes)d // 8)
+    gained = libc.mallinfo2().hblkhd - before
+    del array
+    return gained, os.getppid()
+
+if __name__ == "__main__":
+    from distributed import Client, LocalCluster
+    from dimbsvm.distributed.warmup import prewarm_forkserver
+    if sys.argv[1] == "prewarmed":
+        assert prewarm_forkserver(metrics=(), memory_limit=2 * 2**30)  # nothing to compile: only the fork matters
+        assert "MALLOC_MMAP_THRESHOLD_" not in os.environ  # set for the forkserver only
+    else:
+        import dask
+        dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
+            Client(cluster) as client:
+        gained, parent = client.submit(probe, pure=False).result()
+    print(json.dumps({"gained": gained, "forked": parent != os.getpid()}))
+'''
+
+
+@glibc
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["prewarmed", "plain-forkserver"])
+def test_workers_forked_from_the_prewarmed_forkserver_keep_arrays_on_the_heap(tmp_path, how):
+    # a forked worker allocates as its forkserver does (a nanny's pre-spawn variables never reach it):
+    # prewarm_forkserver starts the forkserver with dimbsvm's settings; the contrast, a forkserver that
+    # Dask starts on demand, maps every large array (the check can fail)
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = tmp_path / "forked.py"
+    script.write_text(_FORKED_WORKER_SCRIPT % {"bytes": ARRAY_BYTES})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.update(PYTHONPATH=str(root), PYTHONWARNINGS="ignore", DASK_LOGGING__DISTRIBUTED="error")
+    done = subprocess.run([sys.executable, str(script), how], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["forked"]  # the worker is a fork of the forkserver, not a child of the nanny's process
+    if how == "prewarmed":
+        assert result["gained"] == 0
+    else:
+        assert result["gained"] >= ARRAY_BYTES

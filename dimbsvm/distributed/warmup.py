@@ -35,6 +35,8 @@ import tempfile
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from .worker_memory import spawning_workers
+
 __all__ = ["NumbaCacheDir", "dask_setup", "prewarm_forkserver", "shared_numba_cache_dir", "warm_up_workers"]
 
 logger = logging.getLogger(__name__)
@@ -82,7 +84,7 @@ class NumbaCacheDir(WorkerPlugin):
         _use_cache_dir(self.path or shared_numba_cache_dir())
 
 
-def prewarm_forkserver(metrics=("euclidean",)):
+def prewarm_forkserver(metrics=("euclidean",), memory_limit=None):
     """Make this process's future Dask worker processes forks of one pynndescent-compiled process.
 
     Sets distributed's ``multiprocessing-method`` to ``forkserver``, numba's
@@ -91,6 +93,13 @@ def prewarm_forkserver(metrics=("euclidean",)):
     forkserver's preload to compile pynndescent for ``metrics``. The
     forkserver is started at once, so compiling overlaps with starting the
     scheduler. Call before starting a ``LocalCluster`` (or nannies).
+
+    A forked worker allocates as the forkserver does: glibc read its malloc
+    settings when the forkserver started, and a nanny's pre-spawn variables
+    (Dask's or :mod:`~dimbsvm.distributed.worker_memory`'s) never reach it.
+    So the forkserver starts with dimbsvm's worker settings
+    (:func:`~dimbsvm.distributed.worker_memory.malloc_environment` of
+    ``memory_limit``, the workers' limit in bytes; None: no limit).
 
     Returns
     -------
@@ -113,7 +122,8 @@ def prewarm_forkserver(metrics=("euclidean",)):
     get_mp_context()  # distributed sets its own preload list once; ours is added after it
     modules = list(getattr(server, "_preload_modules", None) or ["distributed"])
     multiprocessing.get_context("forkserver").set_forkserver_preload([*modules, _PRELOAD])
-    forkserver.ensure_running()
+    with spawning_workers(memory_limit):  # the forkserver process starts with them; this one is left as it was
+        forkserver.ensure_running()
     logger.info("forkserver started; it compiles pynndescent for %s before forking workers", ", ".join(metrics))
     return True
 
@@ -121,7 +131,7 @@ def prewarm_forkserver(metrics=("euclidean",)):
 def dask_setup(service):
     """Preload hook: ``dask worker --nworkers N --preload-nanny dimbsvm.distributed.warmup``."""
     if type(service).__name__ == "Nanny":
-        prewarm_forkserver()
+        prewarm_forkserver(memory_limit=getattr(getattr(service, "memory_manager", None), "memory_limit", None))
     else:
         _use_cache_dir(shared_numba_cache_dir())
 
