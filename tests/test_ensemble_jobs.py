@@ -192,6 +192,34 @@ def test_out_of_bag_pooling_still_rejects_a_nan_row(small):
         pooled_oob_block(X, prepared, fold, [(member, 0.0)], span=(0, 64))
 
 
+def test_out_of_bag_pooling_in_cache_sized_pieces_equals_the_members_margins(monkeypatch):
+    # each member's margins are computed a cache-sized piece of the chunk at a time; the pooled mean must
+    # be the members' own margins on the whole chunk, summed in member order (to the last bit)
+    from dimbsvm import rows as row_helpers
+    from dimbsvm.model_selection.bodies import FoldRows, PreparedFold, pooled_oob_block
+    from dimbsvm.svm.members import fit_member
+
+    X, y = make_imbalanced(n_samples=5000, n_features=6, minority_fraction=0.1, random_state=4)
+    X, y = np.asarray(X), np.asarray(y)
+    fold = FoldRows(np.arange(len(y)), np.empty(0, dtype=np.int64))
+    members = [fit_member(X, y, seed, pos_label=1, bootstrap="balanced", max_samples=400, keep_oob="bag")
+               for seed in (1, 2, 3)]
+    monkeypatch.setattr(row_helpers, "CACHE_BLOCK_BYTES", 1)  # pieces of the smallest size, 1024 rows
+    assert len(row_helpers.cache_blocks(X[:3500])) == 4
+    chunk = pooled_oob_block(X, PreparedFold(steps=[], train_features=None, fit_time=0.0), fold,
+                             [(m, 0.0) for m in members], span=(500, 4000))
+    rows = np.arange(500, 4000)
+    total, counts = np.zeros(rows.size), np.zeros(rows.size, dtype=np.int64)
+    for member in members:
+        out = ~np.isin(rows, member.in_bag)
+        total[out] += (member.margin_sign * member.estimator.decision_function(X[rows]))[out]
+        counts[out] += 1
+    assert chunk.first == 500 and counts.min() == 0 < counts.max()
+    np.testing.assert_array_equal(chunk.counts, counts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.testing.assert_array_equal(chunk.margins, np.where(counts > 0, total / np.maximum(counts, 1), np.nan))
+
+
 def test_a_chunks_out_of_bag_mask_equals_set_membership():
     from dimbsvm.model_selection.bodies import _outside
 

@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
-from ..rows import RowSubset, TransformedRows, block_rows_of, row_blocks, take_rows
+from ..rows import RowSubset, TransformedRows, block_rows_of, cache_blocks, row_blocks, take_rows
 from ..svm._native_rng import fit_guard
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
@@ -366,14 +366,17 @@ def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span) 
     counts = np.zeros(stop - first, dtype=np.int64)
     # every member would check the same block for NaN and infinity: checked once here (a block that
     # fails is left to each member, which raises or, e.g. behind an imputer, handles it as before)
+    # (a member saved by an interrupted run before members kept their bags lists its out-of-bag rows)
+    outs = [_outside(member.in_bag, first, stop) if member.in_bag is not None
+            else ~_outside(member.oob_rows, first, stop) for member, _ in parts]
     with config_context(assume_finite=_all_finite(block)):
-        for member, _ in parts:
-            # (a member saved by an interrupted run before members kept their bags lists its out-of-bag rows)
-            out = (_outside(member.in_bag, first, stop) if member.in_bag is not None
-                   else ~_outside(member.oob_rows, first, stop))
-            if out.any():  # (margins are row by row: computed on the whole chunk, kept where out of bag)
-                total[out] += signed_margins(member.estimator, block, member.margin_sign)[out]
-                counts[out] += 1
+        for lo, hi in cache_blocks(block):  # every member's pass over one cache-sized piece at a time
+            piece = block[lo:hi]
+            for (member, _), out in zip(parts, outs):
+                out = out[lo:hi]
+                if out.any():  # (margins are row by row: computed on the whole piece, kept where out of bag)
+                    total[lo:hi][out] += signed_margins(member.estimator, piece, member.margin_sign)[out]
+                    counts[lo:hi][out] += 1
     with np.errstate(invalid="ignore", divide="ignore"):
         margins = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
     return PooledChunk(int(first), margins, counts, np.argsort(margins, kind="stable"))

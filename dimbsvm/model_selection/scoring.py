@@ -12,7 +12,7 @@ from sklearn.metrics import (average_precision_score, balanced_accuracy_score, m
                              recall_score, roc_auc_score)
 
 from ..metrics import a_mean, f_measure, g_mean
-from ..rows import block_rows_of, is_in_memory, row_blocks, take_rows
+from ..rows import block_rows_of, cache_blocks, is_in_memory, row_blocks, take_rows
 
 __all__ = [
     "BINARY_METRICS", "METRICS", "QUALITY_METRICS", "SCORE_METRICS", "TIME_METRICS", "fitted_thresholds",
@@ -71,9 +71,11 @@ def predict_and_score_rows(model, X, rows, *, pos_label, scores=True, block_rows
     predictions, values = [], []
     for block in blocks or [rows]:
         X_block = take_rows(X, block)
-        predictions.append(model.predict(X_block))
-        if scores:
-            values.append(positive_scores(model, X_block, pos_label))
+        for lo, hi in cache_blocks(X_block):  # an ensemble's members each pass over a piece still in cache
+            piece = X_block[lo:hi]
+            predictions.append(model.predict(piece))
+            if scores:
+                values.append(positive_scores(model, piece, pos_label))
     y_pred = np.concatenate(predictions)
     return y_pred, (np.concatenate(values) if scores else None)
 
