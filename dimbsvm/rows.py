@@ -19,9 +19,9 @@ __all__ = ["CACHE_BLOCK_BYTES", "DEFAULT_BLOCK_ROWS", "RowSubset", "TransformedR
 DEFAULT_BLOCK_ROWS = 65_536
 
 #: Bytes of rows that several models' passes (an ensemble's members) read at once. A whole chunk
-#: (78,125 x 32 float64 rows: 20 MB) does not stay in cache across 16 members' passes, and two
-#: workers' chunks overflow a shared 32 MB L3: the passes took 11 ms a chunk on one worker and
-#: 18-23 ms beside a second; in pieces of 2 MB, 7 ms either way (2-core machine, 2026-11-24).
+#: (78,125 x 32 float64 rows: 20 MB) does not stay in cache across 16 members' passes: they took
+#: 18-26 ms a chunk, in pieces of 2 MB 7.5-8.9 ms, on one worker and on two alike
+#: (``python -m benchmarks.chunk_passes``, 2-core machine, 2026-11-24).
 CACHE_BLOCK_BYTES = 2 << 20
 
 
