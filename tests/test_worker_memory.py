@@ -103,20 +103,8 @@ def test_embedded_cluster_after_a_dask_default_cluster_in_the_same_process(monke
 
 
 _FORKED_WORKER_SCRIPT = '''
-import ctypes, json, os, sys
-import numpy as np
-
-def probe():
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
-                                                         "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = MallInfo2
-    before = libc.mallinfo2().hblkhd
-    array = np.ones(%(bytes)d // 8)
-    gained = libc.mallinfo2().hblkhd - before
-    del array
-    return gained, os.getppid()
+import json, os, sys
+from test_worker_memory import mmapped_bytes_of_an_array  # (workers import it too: tests/ is on PYTHONPATH)
 
 if __name__ == "__main__":
     from distributed import Client, LocalCluster
@@ -129,7 +117,8 @@ if __name__ == "__main__":
         dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
             Client(cluster) as client:
-        gained, parent = client.submit(probe, pure=False).result()
+        gained, _ = client.submit(mmapped_bytes_of_an_array, pure=False).result()
+        [parent] = client.run(os.getppid).values()
     print(json.dumps({"gained": gained, "forked": parent != os.getpid()}))
 '''
 
@@ -148,9 +137,10 @@ def test_workers_forked_from_the_prewarmed_forkserver_keep_arrays_on_the_heap(tm
 
     root = Path(__file__).resolve().parents[1]
     script = tmp_path / "forked.py"
-    script.write_text(_FORKED_WORKER_SCRIPT % {"bytes": ARRAY_BYTES})
+    script.write_text(_FORKED_WORKER_SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env.update(PYTHONPATH=str(root), PYTHONWARNINGS="ignore", DASK_LOGGING__DISTRIBUTED="error")
+    env.update(PYTHONPATH=os.pathsep.join([str(root), str(root / "tests")]), PYTHONWARNINGS="ignore",
+               DASK_LOGGING__DISTRIBUTED="error")
     done = subprocess.run([sys.executable, str(script), how], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
