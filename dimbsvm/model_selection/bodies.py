@@ -287,8 +287,12 @@ def rows_within(rows, span):
 def minmax_block_range(X, *, rows: FoldRows, span):
     """Task body: per-feature minimum and maximum of the fold's training rows in one chunk (NaN ignored)."""
     first, stop = rows_within(rows.train, span)
-    block = take_rows(X, rows.train[first:stop])
-    return np.nanmin(block, axis=0), np.nanmax(block, axis=0), stop - first
+    return _range_of(take_rows(X, rows.train[first:stop]))
+
+
+def _range_of(block):
+    """Per-feature minimum and maximum of a block (NaN ignored) and its number of rows."""
+    return np.nanmin(block, axis=0), np.nanmax(block, axis=0), block.shape[0]
 
 
 def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) -> PreparedFold:
@@ -513,15 +517,17 @@ def member_bag(y, rows: FoldRows, *, part: Part) -> MemberBag:
 
 def gather_block(X, bags, *, span):
     """Task body: every member's bag rows that lie in one chunk, read once: ``[(ids, rows), ...]`` per member."""
-    start, stop = span
-    stop = min(stop, int(X.shape[0]))
-    pieces = [(bag.rows[first:last], None) for bag in bags
-              for first, last in [rows_within(bag.rows, (start, stop))]]
-    wanted = np.unique(np.concatenate([ids for ids, _ in pieces])) if pieces else np.empty(0, dtype=np.int64)
+    in_chunk = _bag_rows_in(bags, span)
+    wanted = np.unique(np.concatenate(in_chunk)) if in_chunk else np.empty(0, dtype=np.int64)
     if wanted.size == 0:
-        return [(ids, np.empty((0, *X.shape[1:]))) for ids, _ in pieces]
+        return [(ids, np.empty((0, *X.shape[1:]))) for ids in in_chunk]
     block = take_rows(X, wanted)
-    return [(ids, block[np.searchsorted(wanted, ids)]) for ids, _ in pieces]
+    return [(ids, block[np.searchsorted(wanted, ids)]) for ids in in_chunk]
+
+
+def _bag_rows_in(bags, span):
+    """Each :class:`MemberBag`'s rows (dataset row numbers, sorted) that lie in the chunk ``span``."""
+    return [bag.rows[slice(*rows_within(bag.rows, span))] for bag in bags]
 
 
 @dataclass(frozen=True)
@@ -542,14 +548,12 @@ def range_and_gather_block(X, bags, *, rows: FoldRows, span) -> ChunkPass:
     train_rows = rows.train[first:stop]
     block = take_rows(X, train_rows)
     pieces = []
-    for bag in bags:
-        lo, hi = rows_within(bag.rows, span)
-        ids = bag.rows[lo:hi]
+    for ids in _bag_rows_in(bags, span):
         where = np.searchsorted(train_rows, ids)
         if ids.size and (where[-1] >= train_rows.size or np.any(train_rows[where] != ids)):
             raise ValueError(f"bag rows {ids[:5].tolist()}... are not training rows of this fold's chunk {span}")
         pieces.append((ids, block[where]))
-    return ChunkPass((np.nanmin(block, axis=0), np.nanmax(block, axis=0), stop - first), pieces)
+    return ChunkPass(_range_of(block), pieces)
 
 
 class GatheredRows:

@@ -264,13 +264,7 @@ def midpoint_candidates(margins, order=None):
     array([ 0.  , -0.25,  0.5 ])
     """
     margins = np.asarray(margins, dtype=np.float64)
-    order = resolved_order(margins, order)
-    if order is not None and order.size:
-        ordered = margins[order]
-        first = order[np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))]  # stable: lowest row
-        values = margins[first]
-    else:
-        values, first = _distinct_with_first_rows(margins)
+    values, first = _distinct_with_first_rows(margins, resolved_order(margins, order))
     values, first = values[::-1], first[::-1]  # highest margin first: increasing theta
     theta = -(values[1:] + values[:-1]) / 2
     minus_one = np.array([-1], dtype=np.int64)
@@ -281,15 +275,17 @@ def midpoint_candidates(margins, order=None):
     )
 
 
-def _distinct_with_first_rows(margins):
+def _distinct_with_first_rows(margins, order=None):
     """``np.unique(margins, return_index=True)`` without its stable sort (a third faster on millions of margins).
 
-    One unstable argsort groups equal margins; the first row of each group is
+    One argsort groups equal margins (``order``, when the caller has a
+    checked one, else an unstable argsort); the first row of each group is
     the smallest row number in it, which is what the stable sort finds.
     """
-    if margins.size == 0 or not np.isfinite(margins).all():  # (NaN groups as np.unique groups them)
+    if margins.size == 0 or (order is None and not np.isfinite(margins).all()):  # (NaN as np.unique groups it)
         return np.unique(margins, return_index=True)
-    order = np.argsort(margins)
+    if order is None:
+        order = np.argsort(margins)
     ordered = margins[order]
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
     first = np.minimum.reduceat(order, starts)
