@@ -558,9 +558,101 @@ def test_rebuild_round_raises_recall_of_narrow_graphs(tmp_path, warm):
     X = _clustered(4000, d=32, seed=28)
     graph = build_partitioned_graph(da.from_array(X, chunks=(500, 32)), 10, store=tmp_path / "s.zarr",
                                     method="pynndescent", build_neighbors=10, max_partition_rows=2000,
-                                    random_state=0, recall_sample=500, target_recall=0.999, max_rounds=1)
+                                    random_state=0, recall_sample=500, target_recall=0.999, max_rounds=1,
+                                    pilot=False)
     assert graph.meta["round_widths"] == [10, 13]
     _check_refined(graph, X)
+
+
+def _narrow_build(path, X, **options):
+    options = dict(dict(build_neighbors=10, target_recall=0.999, max_rounds=0), **options)
+    return build_partitioned_graph(da.from_array(X, chunks=(500, X.shape[1])), 10, store=path,
+                                   method="pynndescent", max_partition_rows=2000, random_state=0,
+                                   recall_sample=500, **options)
+
+
+def test_pilot_widens_round_zero_to_the_width_a_plain_build_would_be_given(tmp_path, warm):
+    # The pilot chooses round 0's width before building it, and keeps its own pieces as round 0's: the
+    # graph is the one a build without the pilot makes at the chosen width (same seeds, same names).
+    X = _clustered(4000, d=32, seed=28)
+    piloted = _narrow_build(tmp_path / "pilot.zarr", X)
+    pilot = piloted.meta["pilot_result"]
+    assert piloted.meta["pilot"] is True
+    assert pilot["widths"][0] == 10 and len(pilot["widths"]) > 1  # 10 is far too narrow for 0.999
+    assert pilot["widths"] == sorted(set(pilot["widths"])) and pilot["width"] == pilot["widths"][-1]
+    assert pilot["recalls"][-1] > pilot["recalls"][0]
+    assert piloted.meta["round_widths"] == [pilot["width"]]
+    plain = _narrow_build(tmp_path / "plain.zarr", X, build_neighbors=pilot["width"], pilot=False)
+    assert plain.meta["pilot_result"] is None and plain.meta["pilot"] is False
+    assert plain.meta["recall"] == piloted.meta["recall"]
+    assert piloted.indices.compute().tobytes() == plain.indices.compute().tobytes()
+    assert piloted.distances.compute().tobytes() == plain.distances.compute().tobytes()
+    assert piloted.meta["cpu_s"]["pilot"] > 0
+
+
+def test_pilot_that_meets_the_target_changes_nothing(tmp_path, warm):
+    X = _clustered(4000, d=32, seed=28)
+    piloted = _narrow_build(tmp_path / "pilot.zarr", X, target_recall=0.5)
+    plain = _narrow_build(tmp_path / "plain.zarr", X, target_recall=0.5, pilot=False)
+    assert piloted.meta["pilot_result"]["widths"] == [10] and piloted.meta["round_widths"] == [10]
+    assert piloted.indices.compute().tobytes() == plain.indices.compute().tobytes()
+    assert len(piloted.meta["partition_rows"]) == len(plain.meta["partition_rows"])  # pilot pieces are round 0's
+
+
+def test_interrupted_build_keeps_the_pilots_width(tmp_path, monkeypatch, warm):
+    import functools
+
+    X = _clustered(4000, d=32, seed=28)
+    log = tmp_path / "parts.log"
+    real_merge = partitioned.merge_task
+    monkeypatch.setattr(partitioned, "partition_task", functools.partial(_counting_partition_task, log=str(log)))
+    monkeypatch.setattr(partitioned, "merge_task", _failing_merge_task)
+    with pytest.raises(RuntimeError, match="worker lost"):
+        _narrow_build(tmp_path / "s.zarr", X)
+    first = log.read_text().split()
+    monkeypatch.setattr(partitioned, "merge_task", real_merge)
+    graph = _narrow_build(tmp_path / "s.zarr", X)
+    assert log.read_text().split() == first  # neither the pilot nor round 0 built again
+    pilot = graph.meta["pilot_result"]
+    assert graph.meta["round_widths"] == [pilot["width"]] and len(pilot["widths"]) > 1
+
+
+def test_piece_recall_is_the_share_of_exact_neighbours_among_the_written_candidates(tmp_path):
+    # A hand-made scratch space: one chunk, one partition holding every row, and written candidates that are
+    # the exact neighbours with the last 3 of 10 replaced on even rows: recall 1 - 0.3 / 2 on all rows.
+    from sklearn.neighbors import NearestNeighbors
+
+    rng = np.random.RandomState(30)
+    X = rng.normal(size=(300, 4)).astype(np.float32)
+    exact = NearestNeighbors(n_neighbors=10).fit(X).kneighbors(None)[1]
+    found = exact.copy()
+    found[::2, 7:] = -1
+    scratch = tmp_path / "scratch"
+    for what, array in (("ids", np.arange(300)), ("rows", X), ("pos", np.arange(300)), ("offsets", [0, 300])):
+        partitioned.save_npy(scratch / "route" / f"c000000.{what}.npy", np.asarray(array))
+    name = partitioned.part_name(0, 0)
+    for what, array in (("ind", found), ("dist", np.zeros(found.shape)), ("ids", np.arange(300))):
+        partitioned.save_npy(scratch / "part" / f"{name}.{what}.npy", array)
+    every = partitioned.piece_recall_task(scratch=str(scratch), n_chunks=1, partition=0, piece_number=0,
+                                          piece=(0, 300), direction=None, k=10, metric="euclidean", sample=300,
+                                          seed=0)
+    assert every["recall"] == pytest.approx(0.85) and every["sample"] == 300 and every["rows"] == 300
+    some = partitioned.piece_recall_task(scratch=str(scratch), n_chunks=1, partition=0, piece_number=0,
+                                         piece=(0, 300), direction=None, k=10, metric="euclidean", sample=40,
+                                         seed=1)
+    assert some["sample"] == 40 and 0.7 <= some["recall"] <= 1.0
+
+
+def test_pilot_pieces_are_at_row_weighted_quantiles_of_piece_size():
+    from dimbsvm.model_selection.graph_build import pilot_pieces
+
+    plan = [(0, [(0, 100)], None), (1, [(0, 10)], None), (2, [(0, 400), (400, 800)], np.ones(2)),
+            (3, [(0, 300)], None)]
+    # sizes 10, 100, 300, 400, 400 (1210 rows): the row at quantile 1/4 (302.5) is in the 300-row piece,
+    # at 3/4 (907.5) in the second 400-row piece
+    assert pilot_pieces(plan, 2) == [(3, 0), (2, 1)]
+    assert pilot_pieces(plan, 1) == [(2, 0)]
+    assert pilot_pieces([(0, [(0, 5)], None)], 2) == [(0, 0)]
 
 
 def test_neighbours_of_neighbours_round_crosses_partitions(tmp_path):

@@ -14,7 +14,12 @@ The build (:func:`dimbsvm.model_selection.graph_build.build_partitioned_graph`):
    partitions) and writes each member's ``k`` candidates. A partition over
    ``max_partition_rows`` is cut into pieces along its principal direction
    (:func:`~dimbsvm.graph.partition.rank_buckets`), one task each, so no
-   task holds more rows than its budget;
+   task holds more rows than its budget. Before the first round, a pilot (NN-descent only, when a target recall
+   is set) builds a few pieces' graphs and measures their recall within
+   the piece (:func:`piece_recall_task`); while it is below the target,
+   the width is widened and the pilot pieces built again. The pieces it
+   keeps are round 0's (same names and seeds), so a pilot that widens
+   nothing costs only the recall searches;
 4. one task per chunk (:func:`merge_task`) keeps each row's ``k`` nearest
    distinct candidates from all its partitions;
 5. while the recall measured on a sample is below target, one refinement
@@ -32,6 +37,7 @@ the file that marks a step done last, so an interrupted build resumes from
 the files present::
 
     centroids.npy
+    pilot.json                                    the pilot's widths and recalls; written when it ends
     route/c<chunk>.{ids,rows,pos,offsets}.npy     grouped by partition; offsets last
     part/r<round>/p<partition>-<piece>.{ind,dist,ids}.npy   member ids ascending; ids last
     graph/r<round>/c<chunk>.{ind,dist}.npy                  the graph after round 0 and each refinement
@@ -54,13 +60,13 @@ import numpy as np
 
 from ..exceptions import DataError
 from ..store import create_checksummed_array, open_array, open_group, open_stage, writable
-from .knn import KNNIndex
+from .knn import KNNIndex, recall_of
 from .partition import nearest_centroids, paired_distances, partition_count, top_k_candidates
-from .stored import task_stats
+from .stored import merge_exact_parts, task_stats
 
 __all__ = ["DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR", "check_options", "graph_rows", "merge_task",
-           "open_partitioned_stage", "part_name", "partition_done", "partition_task", "read_sample_task",
-           "refine_task", "remove_scratch", "route_done", "route_task", "save_npy"]
+           "open_partitioned_stage", "part_name", "partition_done", "partition_task", "piece_recall_task",
+           "read_sample_task", "refine_task", "remove_part", "remove_scratch", "route_done", "route_task", "save_npy"]
 
 #: The stage's scratch directory.
 SCRATCH_DIR = "_scratch"
@@ -80,7 +86,7 @@ def _check_int(name, value, low, high=None):
 
 
 def check_options(n, k, *, overlap, overlap_radius, max_partition_rows, n_partitions, target_recall, max_rounds,
-                  refine, widen, kmeans_sample, recall_sample):
+                  refine, widen, kmeans_sample, recall_sample, pilot=True):
     """The partitioned build's options, validated, with defaults resolved for ``n`` rows and ``k`` neighbours.
 
     Raises
@@ -96,6 +102,8 @@ def check_options(n, k, *, overlap, overlap_radius, max_partition_rows, n_partit
     if refine not in ("rebuild", "neighbors"):
         raise ValueError(f"The 'refine' parameter of knn_graph must be one of ('rebuild', 'neighbors'). "
                          f"Got {refine!r} instead.")
+    if not isinstance(pilot, bool):
+        raise ValueError(f"The 'pilot' parameter of knn_graph must be a bool. Got {pilot!r} instead.")
     if isinstance(widen, bool) or not isinstance(widen, Real) or widen < 1:
         raise ValueError(f"The 'widen' parameter of knn_graph must be a float >= 1. Got {widen!r} instead.")
     if target_recall is not None and (isinstance(target_recall, bool) or not isinstance(target_recall, Real)
@@ -109,7 +117,8 @@ def check_options(n, k, *, overlap, overlap_radius, max_partition_rows, n_partit
              else _check_int("n_partitions", n_partitions, 1, n))
     sample = (max(50_000, 100 * parts) if kmeans_sample is None else _check_int("kmeans_sample", kmeans_sample, 1))
     return dict(opts, overlap=min(opts["overlap"], parts), n_partitions=parts, kmeans_sample=min(n, sample),
-                overlap_radius=overlap_radius, target_recall=target_recall, refine=refine, widen=float(widen))
+                overlap_radius=overlap_radius, target_recall=target_recall, refine=refine, widen=float(widen),
+                pilot=pilot)
 
 _REFINE_BLOCK = 1024  # rows whose k * k candidates are gathered at once in a refinement task
 
@@ -248,6 +257,21 @@ def _piece_members(scratch, n_chunks, partition, piece, direction):
     return np.sort(ranked[lo:hi])
 
 
+def _piece_rows(scratch, n_chunks, partition, piece, direction):
+    """The ids (ascending) and rows of one partition, or of one piece of it along ``direction``."""
+    if direction is None:
+        parts = list(_members(scratch, n_chunks, partition))
+        ids = np.concatenate([np.array(i) for i, _ in parts]) if parts else np.empty(0, dtype=np.int64)
+        rows = np.concatenate([np.array(r) for _, r in parts]) if parts else None
+        return ids, rows
+    ids = _piece_members(scratch, n_chunks, partition, piece, np.asarray(direction))
+    rows = []
+    for chunk_ids, chunk_rows in _members(scratch, n_chunks, partition):
+        keep = np.isin(chunk_ids, ids, assume_unique=True)
+        rows.append(np.asarray(chunk_rows[keep]))
+    return ids, np.concatenate(rows)
+
+
 def partition_task(*, scratch, n_chunks, partition, piece_number, piece, direction, k, method, metric,
                    build_neighbors, seed, round_=0):
     """Task body: a kNN graph over one partition (or one piece of it); writes each member's k candidates.
@@ -264,18 +288,7 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
         ``rows`` (members held), ``method``, timings and :func:`task_stats`.
     """
     tic, cpu = time.perf_counter(), time.process_time()
-    if direction is None:
-        parts = list(_members(scratch, n_chunks, partition))
-        ids = np.concatenate([np.array(i) for i, _ in parts]) if parts else np.empty(0, dtype=np.int64)
-        rows = np.concatenate([np.array(r) for _, r in parts]) if parts else None
-        del parts
-    else:
-        ids = _piece_members(scratch, n_chunks, partition, piece, np.asarray(direction))
-        rows = []
-        for chunk_ids, chunk_rows in _members(scratch, n_chunks, partition):
-            keep = np.isin(chunk_ids, ids, assume_unique=True)
-            rows.append(np.asarray(chunk_rows[keep]))
-        rows = np.concatenate(rows)
+    ids, rows = _piece_rows(scratch, n_chunks, partition, piece, direction)
     m = len(ids)
     name = part_name(partition, piece_number, round_)
     ind = np.full((m, k), -1, dtype=np.int64)
@@ -293,6 +306,48 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
     save_npy(_part_file(scratch, name, "dist"), dist)
     save_npy(_part_file(scratch, name, "ids"), ids)  # last: marks the piece built
     return dict(task_stats(), kind="partition", partition=partition, piece=piece_number, rows=m, method=used,
+                seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
+
+
+def remove_part(scratch, name):
+    """Delete one piece's output (its ``ids`` file, the mark of a built piece, first)."""
+    for what in ("ids", "ind", "dist"):
+        _part_file(scratch, name, what).unlink(missing_ok=True)
+
+
+def piece_recall_task(*, scratch, n_chunks, partition, piece_number, piece, direction, k, metric, sample, seed):
+    """Task body: the recall of one built piece's round-0 graph within the piece.
+
+    ``sample`` of the piece's members (seeded by ``seed``) are searched
+    exactly among the piece's members (brute force, ties by row id); the
+    recall is the mean fraction of those exact neighbours among the
+    members' written candidates. It leaves out what routing loses (a
+    neighbour in no partition the row joined) and what overlap gains (a
+    row's candidates from its other partitions).
+
+    Returns
+    -------
+    dict
+        ``recall``, ``rows`` (the piece's members), ``sample`` (rows
+        searched), timings and :func:`task_stats`.
+    """
+    from sklearn import config_context
+    from sklearn.neighbors import NearestNeighbors
+
+    tic, cpu = time.perf_counter(), time.process_time()
+    ids, rows = _piece_rows(scratch, n_chunks, partition, piece, direction)
+    found = np.load(_part_file(scratch, part_name(partition, piece_number, 0), "ind"))
+    m = len(ids)
+    kk = min(k, m - 1)
+    if kk < 1:
+        return dict(task_stats(), recall=1.0, rows=m, sample=0, seconds=time.perf_counter() - tic,
+                    cpu=time.process_time() - cpu)
+    local = np.sort(np.random.RandomState(seed).choice(m, size=min(sample, m), replace=False))
+    with config_context(working_memory=64):  # bounds the sample-by-piece distance slabs
+        dist, near = NearestNeighbors(n_neighbors=kk + 1, metric=metric, algorithm="brute").fit(rows).kneighbors(
+            rows[local])
+    exact = merge_exact_parts([(ids[near], dist)], ids[local], kk)
+    return dict(task_stats(), recall=recall_of(found[local, :kk], exact), rows=m, sample=int(local.size),
                 seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
 
 
