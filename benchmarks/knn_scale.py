@@ -404,7 +404,8 @@ def summarize(out, command=None):
                    files=[str(p.relative_to(out)) for p, _ in runs], command=runs[0][1].get("command"),
                    date=min(r.get("date", "") for _, r in runs), timeout_s=runs[0][1].get("timeout_s"))
         row.update({name: _median([r.get(name) for r in done]) for name in _MEDIANS})
-        for name in ("rounds", "stage_recalls", "n_partitions", "n_shards", "max_partition_rows_held", "timings",
+        for name in ("rounds", "round_widths", "pilot", "stage_recalls", "n_partitions", "n_shards",
+                     "max_partition_rows_held", "timings",
                      "stage_cpu_s", "options", "memory_limit", "threads", "data_bytes"):
             row[name] = done[-1].get(name) if done else None
         rows.append(row)
@@ -439,6 +440,16 @@ def _f(value, fmt=".1f"):
     return "–" if value is None else format(value, fmt)
 
 
+def _widths(widths):
+    return " -> ".join(str(w) for w in widths) if widths else "–"
+
+
+def _pilot(pilot):
+    if not pilot:
+        return "–"
+    return ", ".join(f"{w}: {r:.4f}" for w, r in zip(pilot["widths"], pilot["recalls"]))
+
+
 def render_markdown(summary):
     """The ``knn_scale`` summary as markdown tables (for ``benchmarks/results.py``).
 
@@ -447,22 +458,24 @@ def render_markdown(summary):
     >>> run = {"stage": "single", "n": 10, "d": 2, "workers": None, "build_neighbors": 5, "tag": "", "repeats": 1,
     ...        "failed": [], "wall_s": 1.0, "cpu_s": 2.0, "recall": 0.9, "peak_rss_mib": 100.0}
     >>> print(render_markdown({"runs": [run]}).splitlines()[4])
-    | single | 10 | 2 | – | 5 | 1 | 1.0 | 2.0 | 0.9000 | – | 100 | – | – |
+    | single | 10 | 2 | – | 5 | 1 | 1.0 | 2.0 | 0.9000 | – | – | – | 100 | – | – |
     """
     lines = []
     runs = [r for r in summary.get("runs", []) if r["stage"] != "warmup"]
     if runs:
         lines += ["### Builds", "",
                   ("| strategy | n | d | workers | width | repeats (failed) | wall s | CPU s | recall | rounds "
+                   "| round widths | pilot (width: recall within pieces) "
                    "| peak RSS MiB (per worker) | warm-up s | largest task rows |"),
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in runs:
             failed = f" ({len(r['failed'])}: {', '.join(sorted(set(r['failed'])))})" if r.get("failed") else ""
             peak = r.get("peak_worker_rss_mib") if r["stage"] != "single" else r.get("peak_rss_mib")
             lines.append(f"| {r['stage']}{'-' + r['tag'] if r.get('tag') else ''} | {r['n']:,} | {r['d']} | "
                          f"{r.get('workers') or '–'} | {r.get('build_neighbors') or '–'} | {r['repeats']}{failed} | "
                          f"{_f(r.get('wall_s'))} | {_f(r.get('cpu_s'))} | {_f(r.get('recall'), '.4f')} | "
-                         f"{_f(r.get('rounds'), 'd')} | {_f(peak, '.0f')} | {_f(r.get('warm_up_s'))} | "
+                         f"{_f(r.get('rounds'), 'd')} | {_widths(r.get('round_widths'))} | {_pilot(r.get('pilot'))} | "
+                         f"{_f(peak, '.0f')} | {_f(r.get('warm_up_s'))} | "
                          f"{_f(r.get('max_partition_rows_held'), ',d')} |")
         lines.append("")
     comparisons = summary.get("comparisons", [])

@@ -565,7 +565,7 @@ def test_rebuild_round_raises_recall_of_narrow_graphs(tmp_path, warm):
 
 
 def _narrow_build(path, X, **options):
-    options = dict(dict(build_neighbors=10, target_recall=0.999, max_rounds=0), **options)
+    options = dict(dict(build_neighbors=10, target_recall=0.999, max_rounds=0, pilot=True), **options)
     return build_partitioned_graph(da.from_array(X, chunks=(500, X.shape[1])), 10, store=path,
                                    method="pynndescent", max_partition_rows=2000, random_state=0,
                                    recall_sample=500, **options)

@@ -14,12 +14,13 @@ The build (:func:`dimbsvm.model_selection.graph_build.build_partitioned_graph`):
    partitions) and writes each member's ``k`` candidates. A partition over
    ``max_partition_rows`` is cut into pieces along its principal direction
    (:func:`~dimbsvm.graph.partition.rank_buckets`), one task each, so no
-   task holds more rows than its budget. Before the first round, a pilot (NN-descent only, when a target recall
-   is set) builds a few pieces' graphs and measures their recall within
-   the piece (:func:`piece_recall_task`); while it is below the target,
-   the width is widened and the pilot pieces built again. The pieces it
-   keeps are round 0's (same names and seeds), so a pilot that widens
-   nothing costs only the recall searches;
+   task holds more rows than its budget. Before the first round, an
+   optional pilot (``pilot=True``; NN-descent only, with a target recall)
+   builds a few pieces' graphs and measures their recall within the piece
+   (:func:`piece_recall_task`); while it is below the target, the width is
+   widened and the pilot pieces built again. The pieces it keeps are
+   round 0's (same names and seeds), so a pilot that widens nothing costs
+   only the recall searches;
 4. one task per chunk (:func:`merge_task`) keeps each row's ``k`` nearest
    distinct candidates from all its partitions;
 5. while the recall measured on a sample is below target, one refinement
