@@ -150,6 +150,30 @@ def test_resume_over_replaced_data_is_refused(client, tmp_path):
     assert len(list((partial / "folds").glob("*.json"))) == 3
 
 
+def test_resume_over_the_same_source_stored_as_float32_is_refused(client, tmp_path):
+    # A store keeps its source's fingerprint whatever its dtype; the float32 store holds other numbers, so
+    # folds recorded on the float64 store must not be reused for it.
+    from dimbsvm.store import content_fingerprint, ingest, open_store
+
+    data = load_keel("yeast5")
+    source = tmp_path / "data.csv"
+    _write_csv(source, data.X, data.y)
+    store = tmp_path / "data.zarr"
+    ingest(str(source), store, dtype="float64")
+    job = _job(data={"source": str(store)}, cv={"n_splits": 3, "n_repeats": 1, "random_state": 0})
+    run_job(job, client, out=tmp_path / "run", progress=False)
+    fold = sorted((tmp_path / "run" / "folds").glob("*.json"))[0]
+    recorded = json.loads(fold.read_text())["data_fingerprint"]
+    assert recorded == open_store(store).meta["fingerprint"]  # float64: the bare source fingerprint, as before
+    partial = _interrupt(tmp_path / "run", keep=2)
+    ingest(str(source), store, dtype="float32", overwrite=True)
+    meta = open_store(store).meta
+    assert meta["fingerprint"] == recorded and content_fingerprint(meta) != recorded
+    with pytest.raises(DataError, match=r"interrupted run on other data"):
+        run_job(job, client, out=tmp_path / "run", progress=False)
+    assert len(list((partial / "folds").glob("*.json"))) == 2
+
+
 def test_fold_file_from_other_data_is_refused(client, tmp_path):
     job = _job(cv={"n_splits": 3, "n_repeats": 1, "random_state": 0})
     run_job(job, client, out=tmp_path / "run", progress=False)

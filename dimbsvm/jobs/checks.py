@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..distributed.client import TLSSettings, check_cluster_options
 from ..exceptions import DimbsvmError, JobSpecError
+from ..store import content_fingerprint
 from .data import JobData, check_job_data, load_job_data
 from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
 from .spec import job_search, load_job
@@ -107,7 +108,7 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
     check_job_data(data, job)
     plan = None
     if run_dir:
-        plan = plan_run_dir(job, data.meta.get("fingerprint") or "", out=out, resume=resume, fresh=fresh,
+        plan = plan_run_dir(job, content_fingerprint(data.meta), out=out, resume=resume, fresh=fresh,
                             runs_root=runs_root)
     return CheckedJob(job=job, job_text=job_text, data=data, where=where, run=plan)
 

@@ -33,6 +33,7 @@ from ..model_selection.folds import FoldSpec, run_folds
 from ..model_selection.scoring import score_rows
 from ..model_selection.splits import positive_label
 from ..exceptions import DataError
+from ..store import content_fingerprint
 from .registry import ModelRegistry
 from .data import JobData, check_job_data, load_job_data
 from .runner import pipeline_kwargs
@@ -134,7 +135,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
 
     champion = registry.champion()
     champion_model = registry.load(champion)[0] if champion else None  # verified before any work
-    fingerprints = {"data_fingerprint": data.meta.get("fingerprint"), "model_fingerprint": model_fingerprint(job)}
+    fingerprints = {"data_fingerprint": content_fingerprint(data.meta) or None, "model_fingerprint": model_fingerprint(job)}
     if champion and not force and fingerprints["data_fingerprint"]:
         info = next((v for v in registry.versions() if v["id"] == champion), {})
         if all(info.get(key) == value for key, value in fingerprints.items()):
@@ -176,8 +177,8 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
         model_meta={"job": job["name"], "estimator": job["estimator"], "n_features": int(data.X.shape[1]),
                     "feature_names": data.meta.get("feature_names"),
                     "class_map": data.meta.get("class_map", {}), "positive_label": pos_label,
-                    "data_fingerprint": data.meta.get("fingerprint")})
-    event = {"data_fingerprint": data.meta.get("fingerprint"), "challenger_metrics": challenger_metrics,
+                    "data_fingerprint": content_fingerprint(data.meta) or None})
+    event = {"data_fingerprint": content_fingerprint(data.meta) or None, "challenger_metrics": challenger_metrics,
              "champion": champion, "champion_metrics": champion_metrics}
     if promote:
         promoted = registry.promote(version, reason=reason, expected_champion=champion, event=event)

@@ -31,7 +31,7 @@ from ..model_selection.scoring import TIME_METRICS, summarize
 from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage, stored_stage_of
 from ..report import write_run_report
-from ..store import StoreRows
+from ..store import StoreRows, content_fingerprint
 from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
 from .oof import OOF_DIR, fold_predictions_path, load_oof, save_fold_predictions
@@ -114,7 +114,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
 
     partial = run_dir.with_name(f".{run_dir.name}.partial")
     fingerprint = job_fingerprint(job)
-    data_fingerprint = data.meta.get("fingerprint") or ""
+    data_fingerprint = content_fingerprint(data.meta)
     finished = open_partial(partial, fingerprint, data_fingerprint, job_text, job)
     # a fold recorded without its out-of-fold predictions (a partial run of an earlier dimbsvm) runs
     # again: the report's curves must cover every fold
@@ -250,6 +250,6 @@ def _save_final_model(model, job, data, pos_label, partial):
     save_model(model, partial / "model", meta={
         "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],
         "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]),
-        "class_map": data.meta.get("class_map", {}), "data_fingerprint": data.meta.get("fingerprint"),
+        "class_map": data.meta.get("class_map", {}), "data_fingerprint": content_fingerprint(data.meta) or None,
         "positive_label": pos_label, "feature_names": data.meta.get("feature_names"),
     })

@@ -42,7 +42,8 @@ from ..exceptions import StoreError
 from ._zarr import create_checksummed_array, missing_chunks, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
 
-__all__ = ["StoredData", "default_chunk_rows", "ingest", "open_store", "verify_store", "fingerprint_file", "dataset_fingerprint",
+__all__ = ["StoredData", "content_fingerprint", "default_chunk_rows", "ingest", "open_store", "verify_store",
+           "fingerprint_file", "dataset_fingerprint",
            "find_damage"]
 
 logger = logging.getLogger("dimbsvm.store")
@@ -398,6 +399,28 @@ def _resolve_source(source):
             meta["class_counts"] = {str(int(k)): int(c) for k, c in zip(labels, counts)}
         return X, y, meta
     raise StoreError(f"cannot ingest a {type(source).__name__}: pass a path, a Dataset or (X, y)")
+
+
+def content_fingerprint(meta) -> str:
+    """The identity of the numbers a store (or loaded dataset) holds: its source's fingerprint and dtype.
+
+    A store records its source's fingerprint, so that ingesting the same
+    source again is recognised; a float32 store of that source holds other
+    numbers than a float64 one, and a run or model recorded on one must not
+    pass for the other. float64 (and data without a recorded dtype) keeps the
+    bare source fingerprint, so runs and registries recorded before the
+    dtype was part of it still match.
+
+    Examples
+    --------
+    >>> content_fingerprint({"fingerprint": "ab12", "dtype": "float64"})
+    'ab12'
+    >>> content_fingerprint({"fingerprint": "ab12", "dtype": "float32"})
+    'ab12:float32'
+    """
+    fingerprint = meta.get("fingerprint") or ""
+    dtype = meta.get("dtype")
+    return f"{fingerprint}:{dtype}" if fingerprint and dtype not in (None, "float64") else fingerprint
 
 
 def dataset_fingerprint(dataset: Dataset) -> str:
