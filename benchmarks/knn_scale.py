@@ -183,7 +183,8 @@ def run_cluster(args, strategy, workers):
     path, exact = data_store(args)
     shutil.rmtree(path / "knn", ignore_errors=True)  # time a fresh build, not the reuse of a finished one
     options = ({"overlap": args.overlap, "max_partition_rows": args.max_partition_rows,
-                "target_recall": args.target_recall} if strategy == "partitioned" else {"shard_rows": args.shard_rows})
+                "target_recall": args.target_recall, "pilot": args.pilot} if strategy == "partitioned"
+               else {"shard_rows": args.shard_rows})
     tic = time.perf_counter()
     if args.prewarm:  # workers forked from one process that compiled pynndescent
         from dask.utils import parse_bytes
@@ -316,6 +317,7 @@ def main(argv=None):
     parser.add_argument("--overlap", type=int, default=2)
     parser.add_argument("--max-partition-rows", type=int, default=None)
     parser.add_argument("--target-recall", type=float, default=0.95)
+    parser.add_argument("--pilot", action="store_true", help="partitioned build: choose round 0's width by a pilot")
     parser.add_argument("--shard-rows", type=int, default=250_000)
     parser.add_argument("--chunk-rows", type=int, default=50_000)
     parser.add_argument("--memory-limit", default="4GiB", help="per worker")

@@ -617,30 +617,39 @@ def test_interrupted_build_keeps_the_pilots_width(tmp_path, monkeypatch, warm):
     assert graph.meta["round_widths"] == [pilot["width"]] and len(pilot["widths"]) > 1
 
 
-def test_piece_recall_is_the_share_of_exact_neighbours_among_the_written_candidates(tmp_path):
-    # A hand-made scratch space: one chunk, one partition holding every row, and written candidates that are
-    # the exact neighbours with the last 3 of 10 replaced on even rows: recall 1 - 0.3 / 2 on all rows.
-    from sklearn.neighbors import NearestNeighbors
-
+def test_pilot_samples_members_of_its_piece_and_reads_their_written_candidates(tmp_path):
+    # A hand-made scratch space: one chunk whose 300 rows are split between two partitions, and
+    # partition 1's written candidates.
     rng = np.random.RandomState(30)
     X = rng.normal(size=(300, 4)).astype(np.float32)
-    exact = NearestNeighbors(n_neighbors=10).fit(X).kneighbors(None)[1]
-    found = exact.copy()
-    found[::2, 7:] = -1
+    members = np.sort(rng.choice(300, size=120, replace=False))
+    others = np.setdiff1d(np.arange(300), members)
+    ids = np.concatenate([others, members])
     scratch = tmp_path / "scratch"
-    for what, array in (("ids", np.arange(300)), ("rows", X), ("pos", np.arange(300)), ("offsets", [0, 300])):
+    for what, array in (("ids", ids), ("rows", X[ids]), ("pos", np.arange(300)), ("offsets", [0, 180, 300])):
         partitioned.save_npy(scratch / "route" / f"c000000.{what}.npy", np.asarray(array))
-    name = partitioned.part_name(0, 0)
-    for what, array in (("ind", found), ("dist", np.zeros(found.shape)), ("ids", np.arange(300))):
-        partitioned.save_npy(scratch / "part" / f"{name}.{what}.npy", array)
-    every = partitioned.piece_recall_task(scratch=str(scratch), n_chunks=1, partition=0, piece_number=0,
-                                          piece=(0, 300), direction=None, k=10, metric="euclidean", sample=300,
-                                          seed=0)
-    assert every["recall"] == pytest.approx(0.85) and every["sample"] == 300 and every["rows"] == 300
-    some = partitioned.piece_recall_task(scratch=str(scratch), n_chunks=1, partition=0, piece_number=0,
-                                         piece=(0, 300), direction=None, k=10, metric="euclidean", sample=40,
-                                         seed=1)
-    assert some["sample"] == 40 and 0.7 <= some["recall"] <= 1.0
+    written = rng.randint(0, 300, size=(120, 5))
+    partitioned.save_npy(scratch / "part" / f"{partitioned.part_name(1, 0)}.ind.npy", written)
+    drawn = partitioned.piece_sample_task(scratch=str(scratch), n_chunks=1, partition=1, piece_number=0,
+                                          piece=(0, 120), direction=None, sample=40, seed=3)
+    assert drawn["local"].size == 40 and np.all(np.diff(drawn["local"]) > 0)
+    np.testing.assert_array_equal(drawn["ids"], members[drawn["local"]])
+    np.testing.assert_array_equal(drawn["rows"], X[drawn["ids"]])
+    np.testing.assert_array_equal(partitioned.piece_candidates(str(scratch), 1, 0, drawn["local"]),
+                                  written[drawn["local"]])
+    again = partitioned.piece_sample_task(scratch=str(scratch), n_chunks=1, partition=1, piece_number=0,
+                                          piece=(0, 120), direction=None, sample=500, seed=3)
+    np.testing.assert_array_equal(again["ids"], members)  # more than the piece holds: all of it
+
+
+def test_pilot_recall_is_a_lower_bound_of_the_graphs_on_its_rows(tmp_path, warm):
+    X = _clustered(4000, d=32, seed=28)
+    graph = _narrow_build(tmp_path / "s.zarr", X, target_recall=0.97)
+    pilot = graph.meta["pilot_result"]
+    rows = np.asarray(pilot["sample_rows"])
+    assert rows.size == 500  # recall_sample, split between the pilot pieces
+    exact = _exact_neighbours(X, 10)[rows]
+    assert _recall(graph.indices.compute()[rows], exact) >= pilot["recalls"][-1] - 1e-12
 
 
 def test_pilot_pieces_are_at_row_weighted_quantiles_of_piece_size():

@@ -16,9 +16,10 @@ The build (:func:`dimbsvm.model_selection.graph_build.build_partitioned_graph`):
    (:func:`~dimbsvm.graph.partition.rank_buckets`), one task each, so no
    task holds more rows than its budget. Before the first round, an
    optional pilot (``pilot=True``; NN-descent only, with a target recall)
-   builds a few pieces' graphs and measures their recall within the piece
-   (:func:`piece_recall_task`); while it is below the target, the width is
-   widened and the pilot pieces built again. The pieces it keeps are
+   builds a few pieces' graphs and measures the recall of their candidates
+   for sampled members (:func:`piece_sample_task`) against the members'
+   exact neighbours among all rows; while it is below the target, the
+   width is widened and the pilot pieces built again. The pieces it keeps are
    round 0's (same names and seeds), so a pilot that widens nothing costs
    only the recall searches;
 4. one task per chunk (:func:`merge_task`) keeps each row's ``k`` nearest
@@ -61,13 +62,14 @@ import numpy as np
 
 from ..exceptions import DataError
 from ..store import create_checksummed_array, open_array, open_group, open_stage, writable
-from .knn import KNNIndex, recall_of
+from .knn import KNNIndex
 from .partition import nearest_centroids, paired_distances, partition_count, top_k_candidates
-from .stored import merge_exact_parts, task_stats
+from .stored import task_stats
 
 __all__ = ["DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR", "check_options", "graph_rows", "merge_task",
-           "open_partitioned_stage", "part_name", "partition_done", "partition_task", "piece_recall_task",
-           "read_sample_task", "refine_task", "remove_part", "remove_scratch", "route_done", "route_task", "save_npy"]
+           "open_partitioned_stage", "part_name", "partition_done", "partition_task", "piece_candidates",
+           "piece_sample_task", "read_sample_task", "refine_task", "remove_part", "remove_scratch", "route_done",
+           "route_task", "save_npy"]
 
 #: The stage's scratch directory.
 SCRATCH_DIR = "_scratch"
@@ -316,40 +318,25 @@ def remove_part(scratch, name):
         _part_file(scratch, name, what).unlink(missing_ok=True)
 
 
-def piece_recall_task(*, scratch, n_chunks, partition, piece_number, piece, direction, k, metric, sample, seed):
-    """Task body: the recall of one built piece's round-0 graph within the piece.
-
-    ``sample`` of the piece's members (seeded by ``seed``) are searched
-    exactly among the piece's members (brute force, ties by row id); the
-    recall is the mean fraction of those exact neighbours among the
-    members' written candidates. It leaves out what routing loses (a
-    neighbour in no partition the row joined) and what overlap gains (a
-    row's candidates from its other partitions).
+def piece_sample_task(*, scratch, n_chunks, partition, piece_number, piece, direction, sample, seed):
+    """Task body: ``sample`` members of one piece, drawn by ``seed``: positions in the piece, ids and rows.
 
     Returns
     -------
     dict
-        ``recall``, ``rows`` (the piece's members), ``sample`` (rows
-        searched), timings and :func:`task_stats`.
+        ``local`` (positions among the piece's members, ascending), ``ids``
+        (their row ids), ``rows`` (their rows) and :func:`task_stats`.
     """
-    from sklearn import config_context
-    from sklearn.neighbors import NearestNeighbors
-
     tic, cpu = time.perf_counter(), time.process_time()
     ids, rows = _piece_rows(scratch, n_chunks, partition, piece, direction)
-    found = np.load(_part_file(scratch, part_name(partition, piece_number, 0), "ind"))
-    m = len(ids)
-    kk = min(k, m - 1)
-    if kk < 1:
-        return dict(task_stats(), recall=1.0, rows=m, sample=0, seconds=time.perf_counter() - tic,
-                    cpu=time.process_time() - cpu)
-    local = np.sort(np.random.RandomState(seed).choice(m, size=min(sample, m), replace=False))
-    with config_context(working_memory=64):  # bounds the sample-by-piece distance slabs
-        dist, near = NearestNeighbors(n_neighbors=kk + 1, metric=metric, algorithm="brute").fit(rows).kneighbors(
-            rows[local])
-    exact = merge_exact_parts([(ids[near], dist)], ids[local], kk)
-    return dict(task_stats(), recall=recall_of(found[local, :kk], exact), rows=m, sample=int(local.size),
+    local = np.sort(np.random.RandomState(seed).choice(len(ids), size=min(sample, len(ids)), replace=False))
+    return dict(task_stats(), local=local, ids=ids[local], rows=np.asarray(rows[local]) if len(local) else None,
                 seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
+
+
+def piece_candidates(scratch, partition, piece_number, local):
+    """The round-0 candidates written for the members at positions ``local`` of one built piece."""
+    return np.array(np.load(_part_file(scratch, part_name(partition, piece_number, 0), "ind"), mmap_mode="r")[local])
 
 
 def _write_graph(stage_path, scratch, round_, chunk_id, start, stop, ind, dist):

@@ -348,22 +348,18 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     pilot : bool, default=False
         Choose round 0's width for ``target_recall`` before building it
         (NN-descent partitions only): the graphs of :data:`PILOT_PIECES`
-        pieces (at the row-weighted quantiles of piece size) are built and
-        their recall within the piece measured on up to ``recall_sample``
-        members each; while the mean is below ``target_recall`` (at most
-        :data:`MAX_PILOT_WIDENINGS` times) the width is widened by
-        ``widen`` and the pilot built again. At fixed width NN-descent's
-        recall falls as pieces grow (one 32-d Gaussian blob, width 25:
-        0.93 at 40,000 rows, 0.86 at 200,000), so a round 0 at the
-        configured width can fall short and a whole rebuild round follow.
-        Off by default because the recall within a piece is not the
-        graph's: it leaves out what routing loses and what overlap gains.
-        Measured on clustered 32-d data (2 cores): at 10^6 rows the pilot
-        gave 0.9556 at width 25 and the graph 0.9550; at 10^7 it gave
-        0.8958 at width 25 (the graph: 0.9107) and 0.9528 at 32, but
-        round 0 at 32 reached 0.9467, so a rebuild round at 40 would
-        still follow - more work than round 0 at 25 plus a rebuild at 32.
-        Worth it where the configured width is far too narrow.
+        pieces (at the row-weighted quantiles of piece size) are built,
+        and the recall of their candidates for ``recall_sample`` of their
+        members, against those members' exact neighbours among all rows, is
+        measured: a lower bound of the graph's recall on those rows. While
+        it is below ``target_recall`` (at most :data:`MAX_PILOT_WIDENINGS`
+        times) the width is widened by ``widen`` and the pilot built again.
+        At fixed width NN-descent's recall falls as n grows, so a round 0 at
+        the configured width can fall short and a whole rebuild round
+        follow; the pilot costs two pieces per width and one more exact
+        search. Being a lower bound, it can also widen where round 0 at the
+        configured width would have sufficed. Measurements:
+        ``benchmarks/scaling_notes.md``.
     kmeans_sample : int, default=None
         Rows the centroids are fitted on (default: ``max(50,000, 100 x
         partitions)``, at most n).
@@ -470,7 +466,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     if pilot and nndescent and target_recall is not None and recall_sample and sum(len(r) for _, r, _ in plan) > 1:
         tic = time.perf_counter()
         piloted = _pilot_width(plan, width, target_recall=target_recall, widen=opts["widen"],
-                               sample=recall_sample, **context)
+                               sample=recall_sample, rows_path=rows_path, n=n, **context)
         width = piloted["width"]
         timings["pilot"] = time.perf_counter() - tic
     stats = [*piloted.get("stats", []), *_build_round(0, plan, width, cap, **context)]
@@ -568,22 +564,29 @@ def pilot_pieces(plan, count):
     return chosen
 
 
-def _pilot_width(plan, width, *, target_recall, widen, sample, client, scratch, stage_path, chunks, k, method,
-                 metric, seed, timings):
-    """Round 0's width: widened while the pilot pieces' mean recall within the piece is below ``target_recall``.
+def _pilot_width(plan, width, *, target_recall, widen, sample, rows_path, n, client, scratch, stage_path, chunks, k,
+                 method, metric, seed, timings):
+    """Round 0's width: widened while the pilot's recall, a lower bound of the graph's, is below ``target_recall``.
 
-    The pilot pieces are built as round 0 builds them (names, seeds); the
-    last build is kept for round 0. The outcome is saved in the scratch
-    space, so a resumed build keeps it; pilot pieces found without it are
-    left from an interrupted pilot and built again.
+    ``sample`` members of the :data:`PILOT_PIECES` pilot pieces (split
+    between them) are searched exactly among all rows, once; at each width
+    the pilot pieces are built as round 0 builds them (names, seeds) and the
+    recall of their candidates for those members is measured. The graph can
+    only add to it (a member's other partitions and later rounds add
+    candidates, and the merge keeps the nearest), so it is a lower bound of
+    the graph's recall on those rows. The last build is kept for round 0.
+    The outcome is saved in the scratch space, so a resumed build keeps it;
+    pilot pieces found without it are left from an interrupted pilot and
+    built again.
 
     Returns
     -------
     dict
         ``width`` (chosen), ``widths`` and ``recalls`` (per attempt),
-        ``pieces`` (``[partition, piece]``), ``rows`` (their members) and
-        ``stats``: the tasks' reports, the kept builds as round 0's
-        (``kind="partition"``), the others ``kind="pilot"``.
+        ``pieces`` (``[partition, piece]``), ``rows`` (their members),
+        ``sample_rows`` (the members searched) and ``stats``: the tasks'
+        reports, the kept builds as round 0's (``kind="partition"``), the
+        others ``kind="pilot"``.
     """
     import json
 
@@ -594,31 +597,38 @@ def _pilot_width(plan, width, *, target_recall, widen, sample, client, scratch, 
     calls = [dict(partition=p, piece_number=j, piece=ranges[p][0][j], direction=ranges[p][1], seed=seed + p)
              for p, j in pilot_pieces(plan, PILOT_PIECES)]
     names = [part_tasks.part_name(c["partition"], c["piece_number"]) for c in calls]
-    shared = dict(scratch=scratch, n_chunks=len(chunks), k=k, metric=metric)
-    widths, recalls, stats = [], [], []
+    shared = dict(scratch=scratch, n_chunks=len(chunks))
+    drawn = map_tasks(part_tasks.piece_sample_task, calls, client=client, label="kNN pilot samples",
+                      shared=dict(shared, sample=max(1, sample // len(calls))))
+    stats = [dict({key: value for key, value in d.items() if key not in ("local", "ids", "rows")}, kind="pilot")
+             for d in drawn]
+    drawn = [d for d in drawn if len(d["local"])]
+    sample_ids = np.concatenate([d["ids"] for d in drawn])
+    exact = _exact_sample(rows_path, sample_ids, np.concatenate([d["rows"] for d in drawn]), n, k,
+                          int(chunks[0][2] - chunks[0][1]), metric, client)
+    widths, recalls = [], []
     while True:
         for name in names:
             part_tasks.remove_part(scratch, name)
-        for built in stats:  # the builds of a narrower attempt are the pilot's own cost
-            built["kind"] = "pilot"
-        stats += map_tasks(part_tasks.partition_task, calls, client=client, label="kNN pilot",
-                           shared=dict(shared, method=method, build_neighbors=width, round_=0))
-        measured = map_tasks(part_tasks.piece_recall_task,
-                             [dict({key: c[key] for key in ("partition", "piece_number", "piece", "direction")},
-                                   seed=c["seed"]) for c in calls],
-                             client=client, label="kNN pilot recall", shared=dict(shared, sample=sample))
-        stats += [dict(m, kind="pilot") for m in measured]
+        for stat in stats:  # the builds of a narrower attempt are the pilot's own cost
+            stat["kind"] = "pilot"
+        built = map_tasks(part_tasks.partition_task, calls, client=client, label="kNN pilot",
+                          shared=dict(shared, k=k, method=method, metric=metric, build_neighbors=width, round_=0))
+        stats += built
+        found = np.concatenate([part_tasks.piece_candidates(scratch, c["partition"], c["piece_number"], d["local"])
+                                for c, d in zip(calls, drawn)])
         widths.append(width)
-        recalls.append(float(np.mean([m["recall"] for m in measured])))
-        logger.info("kNN pilot: width %d, recall %.4f within %d piece(s) of %s rows (target %.2f)", width,
-                    recalls[-1], len(calls), [m["rows"] for m in measured], target_recall)
+        recalls.append(recall_of(found, exact))
+        logger.info("kNN pilot: width %d, recall %.4f (a lower bound) of %d members of %d piece(s) of %s rows "
+                    "(target %.2f)", width, recalls[-1], sample_ids.size, len(calls), [b["rows"] for b in built],
+                    target_recall)
         wider = int(np.ceil(width * widen))
         if recalls[-1] >= target_recall or len(widths) > MAX_PILOT_WIDENINGS or wider == width:
             break
         width = wider
     outcome = {"width": width, "widths": widths, "recalls": recalls,
-               "pieces": [[c["partition"], c["piece_number"]] for c in calls], "rows": [m["rows"] for m in measured],
-               "stats": stats}
+               "pieces": [[c["partition"], c["piece_number"]] for c in calls], "rows": [b["rows"] for b in built],
+               "sample_rows": sample_ids.tolist(), "stats": stats}
     tmp = record.with_suffix(".tmp")  # written whole, then renamed: a resumed build reads all of it or nothing
     tmp.write_text(json.dumps(outcome))
     tmp.replace(record)
