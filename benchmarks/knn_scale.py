@@ -183,8 +183,7 @@ def run_cluster(args, strategy, workers):
     path, exact = data_store(args)
     shutil.rmtree(path / "knn", ignore_errors=True)  # time a fresh build, not the reuse of a finished one
     options = ({"overlap": args.overlap, "max_partition_rows": args.max_partition_rows,
-                "target_recall": args.target_recall, "pilot": args.pilot} if strategy == "partitioned"
-               else {"shard_rows": args.shard_rows})
+                "target_recall": args.target_recall} if strategy == "partitioned" else {"shard_rows": args.shard_rows})
     tic = time.perf_counter()
     if args.prewarm:  # workers forked from one process that compiled pynndescent
         from dask.utils import parse_bytes
@@ -211,8 +210,8 @@ def run_cluster(args, strategy, workers):
             "client_cpu_s": client_cpu, "warm_up_s": warm_s, "warm_up_per_worker_s": warm,
             "cluster_start_s": start_s, "prewarmed_forkserver": args.prewarm,
             "recall": recall_of(found, exact), "stage_recall": meta.get("recall"), "stage_recalls": meta.get("recalls"),
-            "rounds": meta.get("rounds"), "round_widths": meta.get("round_widths"), "pilot": meta.get("pilot_result"),
-            "timings": meta.get("timings"), "stage_cpu_s": meta.get("cpu_s"),
+            "rounds": meta.get("rounds"), "round_widths": meta.get("round_widths"), "timings": meta.get("timings"),
+            "stage_cpu_s": meta.get("cpu_s"),
             "build_neighbors": meta.get("build_neighbors"), "n_partitions": meta.get("n_partitions"),
             "n_shards": meta.get("n_shards"), "max_partition_rows_held": max(meta.get("partition_rows") or [0]),
             "peak_worker_rss_mib": max(a["maxrss"] for a in after.values()) / 2**20,
@@ -317,7 +316,6 @@ def main(argv=None):
     parser.add_argument("--overlap", type=int, default=2)
     parser.add_argument("--max-partition-rows", type=int, default=None)
     parser.add_argument("--target-recall", type=float, default=0.95)
-    parser.add_argument("--pilot", action="store_true", help="partitioned build: choose round 0's width by a pilot")
     parser.add_argument("--shard-rows", type=int, default=250_000)
     parser.add_argument("--chunk-rows", type=int, default=50_000)
     parser.add_argument("--memory-limit", default="4GiB", help="per worker")
@@ -406,8 +404,8 @@ def summarize(out, command=None):
                    files=[str(p.relative_to(out)) for p, _ in runs], command=runs[0][1].get("command"),
                    date=min(r.get("date", "") for _, r in runs), timeout_s=runs[0][1].get("timeout_s"))
         row.update({name: _median([r.get(name) for r in done]) for name in _MEDIANS})
-        for name in ("rounds", "round_widths", "pilot", "stage_recalls", "n_partitions", "n_shards",
-                     "max_partition_rows_held", "timings",
+        for name in ("rounds", "round_widths", "stage_recalls", "n_partitions", "n_shards", "max_partition_rows_held",
+                     "timings",
                      "stage_cpu_s", "options", "memory_limit", "threads", "data_bytes"):
             row[name] = done[-1].get(name) if done else None
         rows.append(row)
@@ -446,12 +444,6 @@ def _widths(widths):
     return " -> ".join(str(w) for w in widths) if widths else "–"
 
 
-def _pilot(pilot):
-    if not pilot:
-        return "–"
-    return ", ".join(f"{w}: {r:.4f}" for w, r in zip(pilot["widths"], pilot["recalls"]))
-
-
 def render_markdown(summary):
     """The ``knn_scale`` summary as markdown tables (for ``benchmarks/results.py``).
 
@@ -460,24 +452,23 @@ def render_markdown(summary):
     >>> run = {"stage": "single", "n": 10, "d": 2, "workers": None, "build_neighbors": 5, "tag": "", "repeats": 1,
     ...        "failed": [], "wall_s": 1.0, "cpu_s": 2.0, "recall": 0.9, "peak_rss_mib": 100.0}
     >>> print(render_markdown({"runs": [run]}).splitlines()[4])
-    | single | 10 | 2 | – | 5 | 1 | 1.0 | 2.0 | 0.9000 | – | – | – | 100 | – | – |
+    | single | 10 | 2 | – | 5 | 1 | 1.0 | 2.0 | 0.9000 | – | – | 100 | – | – |
     """
     lines = []
     runs = [r for r in summary.get("runs", []) if r["stage"] != "warmup"]
     if runs:
         lines += ["### Builds", "",
                   ("| strategy | n | d | workers | width | repeats (failed) | wall s | CPU s | recall | rounds "
-                   "| round widths | pilot (width: recall within pieces) "
-                   "| peak RSS MiB (per worker) | warm-up s | largest task rows |"),
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                   "| round widths | peak RSS MiB (per worker) | warm-up s | largest task rows |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in runs:
             failed = f" ({len(r['failed'])}: {', '.join(sorted(set(r['failed'])))})" if r.get("failed") else ""
             peak = r.get("peak_worker_rss_mib") if r["stage"] != "single" else r.get("peak_rss_mib")
             lines.append(f"| {r['stage']}{'-' + r['tag'] if r.get('tag') else ''} | {r['n']:,} | {r['d']} | "
                          f"{r.get('workers') or '–'} | {r.get('build_neighbors') or '–'} | {r['repeats']}{failed} | "
                          f"{_f(r.get('wall_s'))} | {_f(r.get('cpu_s'))} | {_f(r.get('recall'), '.4f')} | "
-                         f"{_f(r.get('rounds'), 'd')} | {_widths(r.get('round_widths'))} | {_pilot(r.get('pilot'))} | "
-                         f"{_f(peak, '.0f')} | {_f(r.get('warm_up_s'))} | "
+                         f"{_f(r.get('rounds'), 'd')} | {_widths(r.get('round_widths'))} | {_f(peak, '.0f')} | "
+                         f"{_f(r.get('warm_up_s'))} | "
                          f"{_f(r.get('max_partition_rows_held'), ',d')} |")
         lines.append("")
     comparisons = summary.get("comparisons", [])

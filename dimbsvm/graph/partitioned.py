@@ -14,14 +14,7 @@ The build (:func:`dimbsvm.model_selection.graph_build.build_partitioned_graph`):
    partitions) and writes each member's ``k`` candidates. A partition over
    ``max_partition_rows`` is cut into pieces along its principal direction
    (:func:`~dimbsvm.graph.partition.rank_buckets`), one task each, so no
-   task holds more rows than its budget. Before the first round, an
-   optional pilot (``pilot=True``; NN-descent only, with a target recall)
-   builds a few pieces' graphs and measures the recall of their candidates
-   for sampled members (:func:`piece_sample_task`) against the members'
-   exact neighbours among all rows; while it is below the target, the
-   width is widened and the pilot pieces built again. The pieces it keeps are
-   round 0's (same names and seeds), so a pilot that widens nothing costs
-   only the recall searches;
+   task holds more rows than its budget;
 4. one task per chunk (:func:`merge_task`) keeps each row's ``k`` nearest
    distinct candidates from all its partitions;
 5. while the recall measured on a sample is below target, one refinement
@@ -39,7 +32,6 @@ the file that marks a step done last, so an interrupted build resumes from
 the files present::
 
     centroids.npy
-    pilot.json                                    the pilot's widths and recalls; written when it ends
     route/c<chunk>.{ids,rows,pos,offsets}.npy     grouped by partition; offsets last
     part/r<round>/p<partition>-<piece>.{ind,dist,ids}.npy   member ids ascending; ids last
     graph/r<round>/c<chunk>.{ind,dist}.npy                  the graph after round 0 and each refinement
@@ -67,9 +59,8 @@ from .partition import nearest_centroids, paired_distances, partition_count, top
 from .stored import task_stats
 
 __all__ = ["DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR", "check_options", "graph_rows", "merge_task",
-           "open_partitioned_stage", "part_name", "partition_done", "partition_task", "piece_candidates",
-           "piece_sample_task", "read_sample_task", "refine_task", "remove_part", "remove_scratch", "route_done",
-           "route_task", "save_npy"]
+           "open_partitioned_stage", "part_name", "partition_done", "partition_task", "read_sample_task",
+           "refine_task", "remove_scratch", "route_done", "route_task", "save_npy"]
 
 #: The stage's scratch directory.
 SCRATCH_DIR = "_scratch"
@@ -89,7 +80,7 @@ def _check_int(name, value, low, high=None):
 
 
 def check_options(n, k, *, overlap, overlap_radius, max_partition_rows, n_partitions, target_recall, max_rounds,
-                  refine, widen, kmeans_sample, recall_sample, pilot=True):
+                  refine, widen, kmeans_sample, recall_sample):
     """The partitioned build's options, validated, with defaults resolved for ``n`` rows and ``k`` neighbours.
 
     Raises
@@ -105,8 +96,6 @@ def check_options(n, k, *, overlap, overlap_radius, max_partition_rows, n_partit
     if refine not in ("rebuild", "neighbors"):
         raise ValueError(f"The 'refine' parameter of knn_graph must be one of ('rebuild', 'neighbors'). "
                          f"Got {refine!r} instead.")
-    if not isinstance(pilot, bool):
-        raise ValueError(f"The 'pilot' parameter of knn_graph must be a bool. Got {pilot!r} instead.")
     if isinstance(widen, bool) or not isinstance(widen, Real) or widen < 1:
         raise ValueError(f"The 'widen' parameter of knn_graph must be a float >= 1. Got {widen!r} instead.")
     if target_recall is not None and (isinstance(target_recall, bool) or not isinstance(target_recall, Real)
@@ -120,8 +109,7 @@ def check_options(n, k, *, overlap, overlap_radius, max_partition_rows, n_partit
              else _check_int("n_partitions", n_partitions, 1, n))
     sample = (max(50_000, 100 * parts) if kmeans_sample is None else _check_int("kmeans_sample", kmeans_sample, 1))
     return dict(opts, overlap=min(opts["overlap"], parts), n_partitions=parts, kmeans_sample=min(n, sample),
-                overlap_radius=overlap_radius, target_recall=target_recall, refine=refine, widen=float(widen),
-                pilot=pilot)
+                overlap_radius=overlap_radius, target_recall=target_recall, refine=refine, widen=float(widen))
 
 _REFINE_BLOCK = 1024  # rows whose k * k candidates are gathered at once in a refinement task
 
@@ -260,21 +248,6 @@ def _piece_members(scratch, n_chunks, partition, piece, direction):
     return np.sort(ranked[lo:hi])
 
 
-def _piece_rows(scratch, n_chunks, partition, piece, direction):
-    """The ids (ascending) and rows of one partition, or of one piece of it along ``direction``."""
-    if direction is None:
-        parts = list(_members(scratch, n_chunks, partition))
-        ids = np.concatenate([np.array(i) for i, _ in parts]) if parts else np.empty(0, dtype=np.int64)
-        rows = np.concatenate([np.array(r) for _, r in parts]) if parts else None
-        return ids, rows
-    ids = _piece_members(scratch, n_chunks, partition, piece, np.asarray(direction))
-    rows = []
-    for chunk_ids, chunk_rows in _members(scratch, n_chunks, partition):
-        keep = np.isin(chunk_ids, ids, assume_unique=True)
-        rows.append(np.asarray(chunk_rows[keep]))
-    return ids, np.concatenate(rows)
-
-
 def partition_task(*, scratch, n_chunks, partition, piece_number, piece, direction, k, method, metric,
                    build_neighbors, seed, round_=0):
     """Task body: a kNN graph over one partition (or one piece of it); writes each member's k candidates.
@@ -291,7 +264,18 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
         ``rows`` (members held), ``method``, timings and :func:`task_stats`.
     """
     tic, cpu = time.perf_counter(), time.process_time()
-    ids, rows = _piece_rows(scratch, n_chunks, partition, piece, direction)
+    if direction is None:
+        parts = list(_members(scratch, n_chunks, partition))
+        ids = np.concatenate([np.array(i) for i, _ in parts]) if parts else np.empty(0, dtype=np.int64)
+        rows = np.concatenate([np.array(r) for _, r in parts]) if parts else None
+        del parts
+    else:
+        ids = _piece_members(scratch, n_chunks, partition, piece, np.asarray(direction))
+        rows = []
+        for chunk_ids, chunk_rows in _members(scratch, n_chunks, partition):
+            keep = np.isin(chunk_ids, ids, assume_unique=True)
+            rows.append(np.asarray(chunk_rows[keep]))
+        rows = np.concatenate(rows)
     m = len(ids)
     name = part_name(partition, piece_number, round_)
     ind = np.full((m, k), -1, dtype=np.int64)
@@ -310,33 +294,6 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
     save_npy(_part_file(scratch, name, "ids"), ids)  # last: marks the piece built
     return dict(task_stats(), kind="partition", partition=partition, piece=piece_number, rows=m, method=used,
                 seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
-
-
-def remove_part(scratch, name):
-    """Delete one piece's output (its ``ids`` file, the mark of a built piece, first)."""
-    for what in ("ids", "ind", "dist"):
-        _part_file(scratch, name, what).unlink(missing_ok=True)
-
-
-def piece_sample_task(*, scratch, n_chunks, partition, piece_number, piece, direction, sample, seed):
-    """Task body: ``sample`` members of one piece, drawn by ``seed``: positions in the piece, ids and rows.
-
-    Returns
-    -------
-    dict
-        ``local`` (positions among the piece's members, ascending), ``ids``
-        (their row ids), ``rows`` (their rows) and :func:`task_stats`.
-    """
-    tic, cpu = time.perf_counter(), time.process_time()
-    ids, rows = _piece_rows(scratch, n_chunks, partition, piece, direction)
-    local = np.sort(np.random.RandomState(seed).choice(len(ids), size=min(sample, len(ids)), replace=False))
-    return dict(task_stats(), local=local, ids=ids[local], rows=np.asarray(rows[local]) if len(local) else None,
-                seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
-
-
-def piece_candidates(scratch, partition, piece_number, local):
-    """The round-0 candidates written for the members at positions ``local`` of one built piece."""
-    return np.array(np.load(_part_file(scratch, part_name(partition, piece_number, 0), "ind"), mmap_mode="r")[local])
 
 
 def _write_graph(stage_path, scratch, round_, chunk_id, start, stop, ind, dist):

@@ -302,8 +302,8 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
 def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", metric="euclidean",
                             build_neighbors=None, overlap=2, overlap_radius="auto", max_partition_rows=None,
                             n_partitions=None, target_recall=0.95, max_rounds=2, refine="rebuild", widen=1.25,
-                            pilot=False, kmeans_sample=None, random_state=None, recall_sample=2000, client=None,
-                            stage="knn", fingerprint=None) -> KNNGraph:
+                            kmeans_sample=None, random_state=None, recall_sample=2000, client=None, stage="knn",
+                            fingerprint=None) -> KNNGraph:
     """Build (or reuse) the ``knn`` stage from k-means partitions; see :mod:`dimbsvm.graph.partitioned`.
 
     Parameters
@@ -344,22 +344,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         much CPU: NN-descent has already joined what a row's k neighbours
         know.
     widen : float, default=1.25
-        Width factor per rebuild round (and per widening of the pilot).
-    pilot : bool, default=False
-        Choose round 0's width for ``target_recall`` before building it
-        (NN-descent partitions only): the graphs of :data:`PILOT_PIECES`
-        pieces (at the row-weighted quantiles of piece size) are built,
-        and the recall of their candidates for ``recall_sample`` of their
-        members, against those members' exact neighbours among all rows, is
-        measured: a lower bound of the graph's recall on those rows. While
-        it is below ``target_recall`` (at most :data:`MAX_PILOT_WIDENINGS`
-        times) the width is widened by ``widen`` and the pilot built again.
-        At fixed width NN-descent's recall falls as n grows, so a round 0 at
-        the configured width can fall short and a whole rebuild round
-        follow; the pilot costs two pieces per width and one more exact
-        search. Being a lower bound, it can also widen where round 0 at the
-        configured width would have sufficed. Measurements:
-        ``benchmarks/scaling_notes.md``.
+        Width factor per rebuild round.
     kmeans_sample : int, default=None
         Rows the centroids are fitted on (default: ``max(50,000, 100 x
         partitions)``, at most n).
@@ -372,9 +357,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     -------
     KNNGraph
         Its meta holds ``recall`` (last measured), ``recalls`` (after the
-        merge and after each refinement round), ``rounds``,
-        ``round_widths``, ``pilot_result`` (:func:`_pilot_width`'s, without
-        its task reports; ``None`` when no pilot ran), ``timings``,
+        merge and after each refinement round), ``rounds``, ``timings``,
         ``partition_rows`` (rows each task held) and ``peak_rss_bytes``.
     """
     store_path, X, source, from_store = _prepare(X, store, method, metric)
@@ -384,7 +367,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     opts = part_tasks.check_options(n, k, overlap=overlap, overlap_radius=overlap_radius,
                                     max_partition_rows=max_partition_rows, n_partitions=n_partitions,
                                     target_recall=target_recall, max_rounds=max_rounds, refine=refine, widen=widen,
-                                    kmeans_sample=kmeans_sample, recall_sample=recall_sample, pilot=pilot)
+                                    kmeans_sample=kmeans_sample, recall_sample=recall_sample)
     overlap, cap, n_parts = opts["overlap"], opts["max_partition_rows"], opts["n_partitions"]
     max_rounds, recall_sample = opts["max_rounds"], opts["recall_sample"]
     big = method == "pynndescent" or (method == "auto" and cap >= EXACT_MAX_ROWS)
@@ -393,9 +376,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     seeds = check_random_state(random_state).randint(np.iinfo(np.int32).max, size=3)
     params = dict(opts, strategy="partitioned", n_neighbors=k, method=method, metric=metric, build_neighbors=width,
                   random_state=jsonable(random_state), rows=n)
-    # the pilot joins the stage's identity only when on: stages built without it keep their fingerprints
-    identity = params if pilot else {key: value for key, value in params.items() if key != "pilot"}
-    fingerprint = fingerprint or stage_fingerprint("knn", source, np.empty(0), identity)
+    fingerprint = fingerprint or stage_fingerprint("knn", source, np.empty(0), params)
     if stage_is_complete(store_path, stage, fingerprint):
         logger.info("knn stage of %s already built for these data and parameters; reusing it", store_path)
         return open_knn_graph(store_path, stage)
@@ -462,14 +443,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     warm = _warm_up(client, metric, timings) if client is not None and nndescent else {}
     context = dict(client=client, scratch=str(scratch), stage_path=str(stage_path), chunks=chunks, k=k,
                    method=method, metric=metric, seed=int(seeds[2]), timings=timings)
-    piloted = {}
-    if pilot and nndescent and target_recall is not None and recall_sample and sum(len(r) for _, r, _ in plan) > 1:
-        tic = time.perf_counter()
-        piloted = _pilot_width(plan, width, target_recall=target_recall, widen=opts["widen"],
-                               sample=recall_sample, rows_path=rows_path, n=n, **context)
-        width = piloted["width"]
-        timings["pilot"] = time.perf_counter() - tic
-    stats = [*piloted.get("stats", []), *_build_round(0, plan, width, cap, **context)]
+    stats = _build_round(0, plan, width, cap, **context)
 
     recalls, widths, round_ = [], [width], 0
     if recall_sample:
@@ -501,14 +475,12 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     finish_stage(group, {
         "recall": recalls[-1] if recalls else None, "recalls": recalls, "rounds": round_, "round_widths": widths,
         "recall_rows": int(recall_rows.size) if recalls else 0, "timings": timings,
-        "pilot_result": {key: value for key, value in piloted.items() if key != "stats"} or None,
-        "peak_rss_bytes": peaks([*route_stats, *stats]), "warm_up_s": warm,
-        "partition_sizes": sizes.tolist(),
+        "peak_rss_bytes": peaks([*route_stats, *stats]), "warm_up_s": warm, "partition_sizes": sizes.tolist(),
         "radius": radius, "members_per_row": float(sizes.sum() / n),
         "partition_rows": [s["rows"] for s in built], "partition_methods": sorted({str(s["method"]) for s in built}),
         "cpu_s": {"route": sum(s["cpu"] for s in route_stats),
                   **{kind: sum(s["cpu"] for s in stats if s["kind"] == kind)
-                     for kind in ("pilot", "partition", "merge", "refine")}}})
+                     for kind in ("partition", "merge", "refine")}}})
     return open_knn_graph(store_path, stage)
 
 
@@ -533,106 +505,6 @@ def drop_starved_centroids(centroids, sample, *, n, k):
     logger.info("kNN partitions: %d of %d k-means centres predict fewer than %d rows; their rows go to the "
                 "next nearest", int((~keep).sum()), len(centroids), MIN_PARTITION_FACTOR * (k + 1))
     return centroids[keep]
-
-
-#: Pieces the pilot builds and measures before round 0 (a constant, so the width it chooses does not
-#: depend on the number of workers).
-PILOT_PIECES = 2
-#: Widenings of the pilot at most (25 -> 32 -> 40 -> 49 with the default ``widen``).
-MAX_PILOT_WIDENINGS = 3
-
-
-def pilot_pieces(plan, count):
-    """The pieces at the row-weighted quantiles ``(i + 1/2) / count`` of piece size, as ``(partition, piece number)``.
-
-    The piece a row of the data at that quantile sits in: the pilot
-    measures pieces as large as most rows see, not the largest alone.
-    Ties in size go to the lower partition and piece number.
-
-    Examples
-    --------
-    >>> pilot_pieces([(0, [(0, 10)], None), (1, [(0, 50), (50, 100)], None), (2, [(0, 5)], None)], 2)
-    [(1, 0), (1, 1)]
-    """
-    pieces = sorted(((hi - lo, p, j) for p, ranges, _ in plan for j, (lo, hi) in enumerate(ranges)))
-    rows = np.cumsum([size for size, _, _ in pieces])
-    chosen = []
-    for i in range(count):
-        _, p, j = pieces[int(np.searchsorted(rows, (i + 0.5) / count * rows[-1]))]
-        if (p, j) not in chosen:
-            chosen.append((p, j))
-    return chosen
-
-
-def _pilot_width(plan, width, *, target_recall, widen, sample, rows_path, n, client, scratch, stage_path, chunks, k,
-                 method, metric, seed, timings):
-    """Round 0's width: widened while the pilot's recall, a lower bound of the graph's, is below ``target_recall``.
-
-    ``sample`` members of the :data:`PILOT_PIECES` pilot pieces (split
-    between them) are searched exactly among all rows, once; at each width
-    the pilot pieces are built as round 0 builds them (names, seeds) and the
-    recall of their candidates for those members is measured. The graph can
-    only add to it (a member's other partitions and later rounds add
-    candidates, and the merge keeps the nearest), so it is a lower bound of
-    the graph's recall on those rows. The last build is kept for round 0.
-    The outcome is saved in the scratch space, so a resumed build keeps it;
-    pilot pieces found without it are left from an interrupted pilot and
-    built again.
-
-    Returns
-    -------
-    dict
-        ``width`` (chosen), ``widths`` and ``recalls`` (per attempt),
-        ``pieces`` (``[partition, piece]``), ``rows`` (their members),
-        ``sample_rows`` (the members searched) and ``stats``: the tasks'
-        reports, the kept builds as round 0's (``kind="partition"``), the
-        others ``kind="pilot"``.
-    """
-    import json
-
-    record = Path(scratch) / "pilot.json"
-    if record.exists():
-        return json.loads(record.read_text())
-    ranges = {p: (r, direction) for p, r, direction in plan}
-    calls = [dict(partition=p, piece_number=j, piece=ranges[p][0][j], direction=ranges[p][1], seed=seed + p)
-             for p, j in pilot_pieces(plan, PILOT_PIECES)]
-    names = [part_tasks.part_name(c["partition"], c["piece_number"]) for c in calls]
-    shared = dict(scratch=scratch, n_chunks=len(chunks))
-    drawn = map_tasks(part_tasks.piece_sample_task, calls, client=client, label="kNN pilot samples",
-                      shared=dict(shared, sample=max(1, sample // len(calls))))
-    stats = [dict({key: value for key, value in d.items() if key not in ("local", "ids", "rows")}, kind="pilot")
-             for d in drawn]
-    drawn = [d for d in drawn if len(d["local"])]
-    sample_ids = np.concatenate([d["ids"] for d in drawn])
-    exact = _exact_sample(rows_path, sample_ids, np.concatenate([d["rows"] for d in drawn]), n, k,
-                          int(chunks[0][2] - chunks[0][1]), metric, client)
-    widths, recalls = [], []
-    while True:
-        for name in names:
-            part_tasks.remove_part(scratch, name)
-        for stat in stats:  # the builds of a narrower attempt are the pilot's own cost
-            stat["kind"] = "pilot"
-        built = map_tasks(part_tasks.partition_task, calls, client=client, label="kNN pilot",
-                          shared=dict(shared, k=k, method=method, metric=metric, build_neighbors=width, round_=0))
-        stats += built
-        found = np.concatenate([part_tasks.piece_candidates(scratch, c["partition"], c["piece_number"], d["local"])
-                                for c, d in zip(calls, drawn)])
-        widths.append(width)
-        recalls.append(recall_of(found, exact))
-        logger.info("kNN pilot: width %d, recall %.4f (a lower bound) of %d members of %d piece(s) of %s rows "
-                    "(target %.2f)", width, recalls[-1], sample_ids.size, len(calls), [b["rows"] for b in built],
-                    target_recall)
-        wider = int(np.ceil(width * widen))
-        if recalls[-1] >= target_recall or len(widths) > MAX_PILOT_WIDENINGS or wider == width:
-            break
-        width = wider
-    outcome = {"width": width, "widths": widths, "recalls": recalls,
-               "pieces": [[c["partition"], c["piece_number"]] for c in calls], "rows": [b["rows"] for b in built],
-               "sample_rows": sample_ids.tolist(), "stats": stats}
-    tmp = record.with_suffix(".tmp")  # written whole, then renamed: a resumed build reads all of it or nothing
-    tmp.write_text(json.dumps(outcome))
-    tmp.replace(record)
-    return outcome
 
 
 def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunks, k, method, metric, seed, timings):
