@@ -92,6 +92,28 @@ def ensemble_run(tmp_path_factory):
     return result, out
 
 
+def test_report_curves_drawn_beside_the_final_model_are_the_ones_drawn_after(tmp_path, monkeypatch):
+    # With a final model to fit, the ROC/PR figure is drawn in a thread of its own once every fold is
+    # saved; the truth is the same figure drawn from the finished run's out-of-fold files.
+    import threading
+
+    from dimbsvm.report import run_report
+
+    real, threads = run_report.oof_curves_png, []
+
+    def recording(*args, **kwargs):  # the real drawing, with the thread it ran in noted
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_report, "oof_curves_png", recording)
+    out = tmp_path / "run"
+    run_job(_job(tmp_path, cv={"n_splits": 3, "n_repeats": 1, "random_state": 0}), None, out=out, progress=False)
+    assert len(threads) == 1 and threads[0].startswith("dimbsvm-report")
+    metrics = json.loads((out / "metrics.json").read_text())
+    drawn = next((out / run_report.FIGURE_DIR).glob("*roc_pr*.png")).read_bytes()
+    assert drawn == real(load_oof(out), 2, metrics["positive_label"])
+
+
 def test_out_of_fold_predictions_cover_every_row_once_per_repeat(ensemble_run):
     result, out = ensemble_run
     data = load_keel("yeast5")

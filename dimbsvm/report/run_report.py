@@ -25,7 +25,7 @@ import numpy as np
 
 from . import figures
 
-__all__ = ["Section", "run_report_sections", "render_html", "render_markdown", "write_run_report"]
+__all__ = ["Section", "oof_curves_png", "run_report_sections", "render_html", "render_markdown", "write_run_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +48,14 @@ class Section:
         self.blocks.append(("table", list(headers), [list(row) for row in rows]))
 
     def figure(self, name, fig, caption):
-        self.blocks.append(("figure", name, figures.png(fig), caption))
+        self.figure_png(name, figures.png(fig), caption)
+
+    def figure_png(self, name, png: bytes, caption):
+        self.blocks.append(("figure", name, png, caption))
 
 
-def write_run_report(directory, *, job, data, metrics, resources, oof, final_estimator=None) -> Path:
+def write_run_report(directory, *, job, data, metrics, resources, oof, final_estimator=None,
+                     oof_curves=None) -> Path:
     """Write ``report.md``, its figures and ``report.html`` into a run directory; return the HTML's path.
 
     Parameters
@@ -69,10 +73,14 @@ def write_run_report(directory, *, job, data, metrics, resources, oof, final_est
     final_estimator : estimator, default=None
         The final model's estimator, for its threshold search; ``None`` when
         the job saves no final model.
+    oof_curves : bytes or concurrent.futures.Future, default=None
+        :func:`oof_curves_png` of these out-of-fold predictions, drawn
+        beforehand (e.g. while the final model was fitting), or a future of
+        it; ``None`` draws it here.
     """
     directory = Path(directory)
     title, sections = run_report_sections(job=job, data=data, metrics=metrics, resources=resources,
-                                          oof=oof, final_estimator=final_estimator)
+                                          oof=oof, final_estimator=final_estimator, oof_curves=oof_curves)
     (directory / "report.md").write_text(render_markdown(title, sections, directory / FIGURE_DIR))
     path = directory / "report.html"
     path.write_text(render_html(title, sections))
@@ -94,8 +102,13 @@ def _fmt(value, digits=4):
     return str(value)
 
 
-def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=None):
-    """The report's title and sections (see :class:`Section`) from a run's outputs."""
+def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=None, oof_curves=None):
+    """The report's title and sections (see :class:`Section`) from a run's outputs.
+
+    ``oof_curves`` as :func:`write_run_report` takes it.
+    """
+    if hasattr(oof_curves, "result"):  # a future: drawn in another thread; no figure is drawn before it is done
+        oof_curves = oof_curves.result()
     names = _class_names(data)
     pos_label = metrics["positive_label"]
     sections = []
@@ -136,7 +149,7 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     sections.append(quality)
     if metrics.get("search"):
         sections.append(_search_section(metrics["search"]))
-    sections.append(_oof_section(oof, names, pos_label, n_repeats=job["cv"]["n_repeats"]))
+    sections.append(_oof_section(oof, names, pos_label, n_repeats=job["cv"]["n_repeats"], curves=oof_curves))
     threshold = _threshold_section(folds, final_estimator)
     if threshold.blocks:
         sections.append(threshold)
@@ -176,18 +189,32 @@ def _search_section(search):
     return section
 
 
-def _oof_section(oof, names, pos_label, *, n_repeats):
+def oof_curves_png(oof, n_classes, pos_label):
+    """The ROC and precision-recall figure of out-of-fold predictions as PNG bytes.
+
+    ``None`` where it has none: more than two classes, or scores that are
+    not all finite. Safe in a thread of its own while nothing else draws
+    (matplotlib's object API, one figure).
+    """
+    if n_classes != 2 or not np.isfinite(oof["score"]).all():
+        return None
+    positive = oof["y_true"] == pos_label
+    return figures.png(figures.roc_pr_figure(positive, oof["score"], oof["seed"]))
+
+
+def _oof_section(oof, names, pos_label, *, n_repeats, curves=None):
     from sklearn.metrics import confusion_matrix
 
     section = Section("Out-of-fold predictions")
     section.text(f"Every row is a test row once per repeat ({n_repeats} repeat(s)); the predictions are in the "
                  "run directory's `oof/` files (one `.npz` per fold: row, y_true, y_pred, score).")
     codes = sorted(names)
-    if len(codes) == 2 and np.isfinite(oof["score"]).all():
-        positive = oof["y_true"] == pos_label
-        section.figure("roc_pr", figures.roc_pr_figure(positive, oof["score"], oof["seed"]),
-                       "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
-                       "(AUC and average precision in the legends); dotted: chance.")
+    if curves is None:
+        curves = oof_curves_png(oof, len(codes), pos_label)
+    if curves is not None:
+        section.figure_png("roc_pr", curves,
+                           "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
+                           "(AUC and average precision in the legends); dotted: chance.")
     matrix = confusion_matrix(oof["y_true"], oof["y_pred"], labels=codes)
     section.figure("confusion", figures.confusion_figure(
         matrix, [names[c] for c in codes],
