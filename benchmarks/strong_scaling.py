@@ -197,14 +197,23 @@ def merge(directories, *, labels, title=None, description=None) -> dict:
     return merged
 
 
+def outside_tasks(stage: dict) -> float:
+    """Seconds of a stage's wall time outside the span of its tasks: the client's work alone (before the
+    first task starts and after the last one ends: label split, checks, report)."""
+    phases = stage["phases"].values()
+    if not phases:
+        return stage["wall"]
+    return stage["wall"] - (max(p["stop"] for p in phases) - min(p["start"] for p in phases))
+
+
 def render_markdown(summary: dict) -> str:
     """The strong-scaling table, as RESULTS.md shows it."""
     labelled = any("label" in r for r in summary["runs"])
     mallocs = any("malloc" in r for r in summary["runs"])  # (runs before the option have none)
     lines = ["| " + ("code | " if labelled else "") + ("malloc | " if mallocs else "") +
              "n | workers | stage | wall s | CPU s (workers) | speed-up "
-             "| efficiency | utilisation | member phase s | peak worker GiB |",
-             "|---" * (10 + labelled + mallocs) + "|"]
+             "| efficiency | utilisation | member phase s | outside tasks s | peak worker GiB |",
+             "|---" * (11 + labelled + mallocs) + "|"]
     for r in summary["runs"]:
         for name, s in r["stages"].items():
             member = s["phases"].get("member", {}).get("wall")
@@ -213,7 +222,7 @@ def render_markdown(summary: dict) -> str:
                 + f"| {r['n']:,} | {r['workers']} | {name} | {s['wall']:.1f} | {s['cpu_workers']:.1f} | "
                 f"{s.get('speedup', float('nan')):.2f} | {s.get('efficiency', float('nan')):.2f} | "
                 f"{(s['utilisation'] or 0):.2f} | {'' if member is None else f'{member:.1f}'} | "
-                f"{r['peak_worker_rss_bytes'] / 2**30:.2f} |")
+                f"{outside_tasks(s):.1f} | {r['peak_worker_rss_bytes'] / 2**30:.2f} |")
     if max((r.get("repeat") or 0 for r in summary["runs"]), default=0) > 0:
         lines += ["", "Medians over the repeats (speed-up: the median of each repeat's ratio to its own one-worker "
                   "run):", "", "| malloc | n | workers | stage | repeats | wall s | speed-up | task busy s |",
