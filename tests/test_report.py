@@ -247,23 +247,14 @@ def test_the_figures_precision_recall_curve_and_average_precision_are_scikit_lea
     np.testing.assert_array_equal(recall, expected_recall)
     assert average == average_precision_score(positive, score)
     repeat = np.repeat([0, 1], 1500)
-    drawn = roc_pr_figure(positive, score, repeat).axes[1]
-    from matplotlib.figure import Figure
-
-    reference = Figure().add_subplot()
-    for r in (0, 1):
-        here = repeat == r
-        PrecisionRecallDisplay.from_predictions(positive[here], score[here], ax=reference, name=f"repeat {r}")
-    assert drawn.get_legend_handles_labels()[1][:2] == reference.get_legend_handles_labels()[1]
-    for ours, theirs in zip(drawn.get_lines(), reference.get_lines()):
-        np.testing.assert_array_equal(ours.get_xydata(), theirs.get_xydata())
+    _assert_panel_is_scikit_learns(roc_pr_figure(positive, score, repeat).axes[1], PrecisionRecallDisplay,
+                                   positive, score, repeat)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_figures_roc_curves_are_scikit_learns_on_the_unsorted_scores(seed):
     # the figure sorts each repeat's rows by score once before drawing both curves; the truth is
     # scikit-learn's display on the rows as given (ties and interleaved repeats included)
-    from matplotlib.figure import Figure
     from sklearn.metrics import RocCurveDisplay
 
     from dimbsvm.report.figures import roc_pr_figure
@@ -272,13 +263,21 @@ def test_the_figures_roc_curves_are_scikit_learns_on_the_unsorted_scores(seed):
     positive = rng.rand(4000) < 0.1
     score = np.round(rng.normal(size=4000) + 1.5 * positive, 1)
     repeat = rng.randint(0, 2, size=4000)
-    drawn = roc_pr_figure(positive, score, repeat).axes[0]
+    _assert_panel_is_scikit_learns(roc_pr_figure(positive, score, repeat).axes[0], RocCurveDisplay,
+                                   positive, score, repeat)
+
+
+def _assert_panel_is_scikit_learns(drawn, display, positive, score, repeat):
+    """The panel's curves and legend are ``display.from_predictions`` of each repeat's rows as given."""
+    from matplotlib.figure import Figure
+
     reference = Figure().add_subplot()
-    for r in (0, 1):
+    for r in np.unique(repeat):
         here = repeat == r
-        RocCurveDisplay.from_predictions(positive[here], score[here], ax=reference, name=f"repeat {r}")
-    assert drawn.get_legend_handles_labels()[1][:2] == reference.get_legend_handles_labels()[1]
-    ours, theirs = drawn.get_lines()[:2], reference.get_lines()
-    assert len(theirs) == 2
-    for line, expected in zip(ours, theirs):
+        display.from_predictions(positive[here], score[here], ax=reference, name=f"repeat {r}")
+    n_repeats = np.unique(repeat).size
+    assert drawn.get_legend_handles_labels()[1][:n_repeats] == reference.get_legend_handles_labels()[1]
+    theirs = reference.get_lines()
+    assert len(theirs) == n_repeats
+    for line, expected in zip(drawn.get_lines()[:n_repeats], theirs):
         np.testing.assert_array_equal(line.get_xydata(), expected.get_xydata())
