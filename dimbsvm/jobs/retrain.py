@@ -135,7 +135,8 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
 
     champion = registry.champion()
     champion_model = registry.load(champion)[0] if champion else None  # verified before any work
-    fingerprints = {"data_fingerprint": content_fingerprint(data.meta) or None, "model_fingerprint": model_fingerprint(job)}
+    fingerprints = {"data_fingerprint": content_fingerprint(data.meta) or None,
+                    "model_fingerprint": model_fingerprint(job)}
     if champion and not force and fingerprints["data_fingerprint"]:
         info = next((v for v in registry.versions() if v["id"] == champion), {})
         if all(info.get(key) == value for key, value in fingerprints.items()):
