@@ -159,11 +159,15 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     curves_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if want_model else None
     unsaved = {spec.key for spec in todo} - {FINAL_MODEL}
     oof_curves = None
-    if curves_ahead is not None and not unsaved:  # a resumed run whose folds were all saved before
-        oof_curves = curves_ahead.submit(_oof_curves, partial, len(np.unique(data.y)), pos_label)
+
+    def draw_curves_once_folds_are_saved():
+        nonlocal oof_curves
+        if curves_ahead is not None and not unsaved and oof_curves is None:
+            oof_curves = curves_ahead.submit(_oof_curves, partial, len(np.unique(data.y)), pos_label)
+
+    draw_curves_once_folds_are_saved()  # a resumed run whose folds were all saved before
 
     def save(spec, result):
-        nonlocal oof_curves
         if search is not None:  # before the fold's record: a fold recorded as finished has its search saved
             save_fold_search(partial, spec.key, result.pop("search"))
         if spec.key != FINAL_MODEL:
@@ -173,8 +177,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
                                   predictions["y_pred"], predictions["score"])
             save_fold(partial, spec.key, result["record"], data_fingerprint)
             unsaved.discard(spec.key)
-            if curves_ahead is not None and not unsaved and oof_curves is None:
-                oof_curves = curves_ahead.submit(_oof_curves, partial, len(np.unique(data.y)), pos_label)
+            draw_curves_once_folds_are_saved()
 
     phases = {}
     stage = stored_stage_of(job)
