@@ -183,7 +183,9 @@ def run_cluster(args, strategy, workers):
     path, exact = data_store(args)
     shutil.rmtree(path / "knn", ignore_errors=True)  # time a fresh build, not the reuse of a finished one
     options = ({"overlap": args.overlap, "max_partition_rows": args.max_partition_rows,
-                "target_recall": args.target_recall} if strategy == "partitioned" else {"shard_rows": args.shard_rows})
+                "target_recall": args.target_recall, "refine": args.refine, "max_rounds": args.max_rounds,
+                "overlap_radius": _radius(args.overlap_radius)}
+               if strategy == "partitioned" else {"shard_rows": args.shard_rows})
     tic = time.perf_counter()
     if args.prewarm:  # workers forked from one process that compiled pynndescent
         from dask.utils import parse_bytes
@@ -198,7 +200,7 @@ def run_cluster(args, strategy, workers):
         warm = warm_up_workers(client)
         warm_s = time.perf_counter() - tic
         before, tic, cpu = client.run(_worker_usage), time.perf_counter(), _cpu_s()
-        knn_graph(str(path), K, method="pynndescent", build_neighbors=args.width, random_state=0, client=client,
+        knn_graph(str(path), K, method=args.method, build_neighbors=args.width, random_state=0, client=client,
                   strategy=strategy, recall_sample=SAMPLE, **options)
         wall, client_cpu = time.perf_counter() - tic, _cpu_s() - cpu
         after = client.run(_worker_usage)
@@ -217,6 +219,11 @@ def run_cluster(args, strategy, workers):
             "peak_worker_rss_mib": max(a["maxrss"] for a in after.values()) / 2**20,
             "peak_worker_rss_mib_by_worker": {w: a["maxrss"] / 2**20 for w, a in after.items()},
             "client_peak_rss_mib": _peak_mib(), "memory_limit": args.memory_limit, "options": options}
+
+
+def _radius(text):
+    """``--overlap-radius``: "auto", "none" (every row in its ``overlap`` nearest partitions) or a float."""
+    return {"auto": "auto", "none": None}.get(text.lower()) if text.lower() in ("auto", "none") else float(text)
 
 
 def run_warmup(args):
@@ -316,6 +323,13 @@ def main(argv=None):
     parser.add_argument("--overlap", type=int, default=2)
     parser.add_argument("--max-partition-rows", type=int, default=None)
     parser.add_argument("--target-recall", type=float, default=0.95)
+    parser.add_argument("--overlap-radius", default="auto",
+                        help="'auto', 'none' (always the overlap nearest partitions) or a distance")
+    parser.add_argument("--method", choices=("pynndescent", "exact", "auto"), default="pynndescent",
+                        help="each partition's (or shard's) graph: NN-descent, or exact blocked distances")
+    parser.add_argument("--refine", choices=("rebuild", "neighbors"), default="rebuild",
+                        help="the partitioned build's refinement round")
+    parser.add_argument("--max-rounds", type=int, default=2, help="refinement rounds at most (partitioned)")
     parser.add_argument("--shard-rows", type=int, default=250_000)
     parser.add_argument("--chunk-rows", type=int, default=50_000)
     parser.add_argument("--memory-limit", default="4GiB", help="per worker")

@@ -582,6 +582,56 @@ def _counting_partition_task(*, log, **kwargs):
 _REAL_PARTITION_TASK = partitioned.partition_task
 
 
+@pytest.mark.parametrize("method", ["exact", "pynndescent"])
+def test_runs_of_small_partitions_built_by_one_task_give_the_same_graph(tmp_path, monkeypatch, method):
+    # 40 partitions of ~200 members: with at least 4 tasks wanted they are built in runs, ~10 per task; with
+    # 10^6 tasks wanted, one task each. Each partition's graph is the same either way (same members, same
+    # seed), and a row's k best over a run are what the merge would keep of them.
+    from dimbsvm.model_selection import graph_build
+
+    X = _clustered(4000, d=4, seed=41)
+
+    def build(path, min_tasks):
+        monkeypatch.setattr(graph_build, "GROUP_MIN_TASKS", min_tasks)
+        return build_partitioned_graph(da.from_array(X, chunks=(500, 4)), 6, store=path, method=method,
+                                       build_neighbors=8, max_partition_rows=400, random_state=5, recall_sample=300,
+                                       target_recall=None)
+
+    grouped, alone = build(tmp_path / "grouped.zarr", 4), build(tmp_path / "alone.zarr", 10**6)
+    assert alone.meta["n_partitions"] == len(alone.meta["partition_rows"]) == 40  # one task per partition
+    assert len(grouped.meta["partition_rows"]) <= 8  # runs of partitions, one task each
+    assert grouped.meta["partition_methods"] == alone.meta["partition_methods"] == [method]
+    assert grouped.indices.compute().tobytes() == alone.indices.compute().tobytes()
+    assert grouped.distances.compute().tobytes() == alone.distances.compute().tobytes()
+    if method == "exact":  # and both are the exact graph where every row's neighbours share its partitions
+        assert grouped.meta["recall"] > 0.9
+
+
+def test_nearest_centroids_in_row_blocks_are_the_brute_force_nearest(monkeypatch):
+    from scipy.spatial.distance import cdist
+
+    from dimbsvm.graph import partition
+
+    rng = np.random.RandomState(43)
+    X, C = rng.rand(3000, 6), rng.rand(500, 6)
+    monkeypatch.setattr(partition, "SCORES_AT_ONCE", 7000)  # 14 rows a block
+    assert np.array_equal(partition.nearest_centroids(X, C, 3), np.argsort(cdist(X, C), axis=1)[:, :3])
+
+
+def test_group_partitions_covers_each_partition_once_within_budget():
+    from dimbsvm.graph.partition import group_partitions
+
+    rng = np.random.RandomState(42)
+    for _ in range(200):
+        sizes = rng.randint(0, 30, size=rng.randint(1, 40))
+        alone = rng.rand(sizes.size) < 0.2
+        budget = int(rng.randint(1, 60))
+        runs = group_partitions(sizes, budget, alone=alone)
+        assert [p for first, stop in runs for p in range(first, stop)] == list(range(sizes.size))
+        for first, stop in runs:
+            assert stop - first == 1 or (sizes[first:stop].sum() <= budget and not alone[first:stop].any())
+
+
 def test_interrupted_partitioned_build_resumes_without_rebuilding_partitions(tmp_path, monkeypatch):
     import functools
 

@@ -5,7 +5,9 @@
 - :func:`nearest_centroids` - each row's ``overlap`` nearest centroids (the partitions it joins).
 - :func:`boundary_radius` - how far beyond a partition's boundary rows still need to join it.
 - :func:`rank_buckets` - rank ranges that cut an oversized partition into pieces within budget.
+- :func:`group_partitions` - consecutive small partitions gathered into one task's work.
 - :func:`top_k_candidates` - each row's k best distinct candidates from any number of lists.
+- :func:`merge_candidate_lists` - the same, for lists that each cover some of the rows.
 - :func:`paired_distances` - distances between matched rows (the refinement round's candidates).
 
 The build itself (routing tasks, one task per partition, merging, refinement)
@@ -19,8 +21,9 @@ import math
 
 import numpy as np
 
-__all__ = ["PAIRED_METRICS", "boundary_radius", "fit_centroids", "nearest_centroids", "paired_distances",
-           "partition_count", "principal_direction", "rank_buckets", "top_k_candidates"]
+__all__ = ["PAIRED_METRICS", "boundary_radius", "fit_centroids", "group_partitions", "merge_candidate_lists",
+           "nearest_centroids", "paired_distances", "partition_count", "principal_direction", "rank_buckets",
+           "top_k_candidates"]
 
 #: Metrics :func:`paired_distances` computes (the refinement round is skipped for others).
 PAIRED_METRICS = ("euclidean", "l2", "sqeuclidean", "manhattan", "l1", "cityblock", "cosine")
@@ -65,6 +68,11 @@ def fit_centroids(sample, n_centroids, *, random_state=0):
     return np.asarray(model.fit(sample).cluster_centers_, dtype=np.float64)
 
 
+#: Row-to-centroid scores :func:`nearest_centroids` holds at once (128 MiB of float64; and as many int64 in
+#: its partial sort). A 50,000-row chunk against 200 centroids (10^7 rows, the default budget) is one block.
+SCORES_AT_ONCE = 1 << 24
+
+
 def nearest_centroids(block, centroids, overlap, *, radius=None):
     """Each row's ``overlap`` nearest centroids (Euclidean), nearest first, ties by centroid number.
 
@@ -100,6 +108,10 @@ def nearest_centroids(block, centroids, overlap, *, radius=None):
     """
     block = np.asarray(block, dtype=np.float64)
     centroids = np.asarray(centroids, dtype=np.float64)
+    step = max(1, SCORES_AT_ONCE // max(1, len(centroids)))
+    if len(block) > step:  # rows a few thousand at a time against thousands of centroids (small leaves)
+        return np.concatenate([nearest_centroids(block[i:i + step], centroids, overlap, radius=radius)
+                               for i in range(0, len(block), step)])
     # ||x - c||^2 up to the row's own ||x||^2, which does not change the order
     scores = (centroids ** 2).sum(axis=1)[None, :] - 2.0 * block @ centroids.T
     if overlap < len(centroids):
@@ -164,6 +176,34 @@ def rank_buckets(n_members, max_rows, margin=0.125):
     core = math.ceil(n_members / pieces)
     pad = int(core * margin)
     return [(max(0, j * core - pad), min(n_members, (j + 1) * core + pad)) for j in range(pieces)]
+
+
+def group_partitions(sizes, max_rows, *, alone=None):
+    """Runs of consecutive partitions ``[(first, stop), ...]`` of at most ``max_rows`` members in all.
+
+    Partitions are taken in order and a run is closed before the partition
+    that would take it over ``max_rows``; a partition of ``max_rows`` or more
+    members, or one marked in ``alone``, is a run of its own. Every partition
+    is in exactly one run.
+
+    Examples
+    --------
+    >>> group_partitions([3, 4, 2, 9, 1, 1], 8)
+    [(0, 2), (2, 3), (3, 4), (4, 6)]
+    >>> group_partitions([1, 1, 1, 1], 8, alone=[False, True, False, False])
+    [(0, 1), (1, 2), (2, 4)]
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    alone = np.zeros(sizes.size, dtype=bool) if alone is None else np.asarray(alone, dtype=bool)
+    runs, first, total = [], 0, 0
+    for p, size in enumerate(sizes):
+        if p > first and (alone[p] or alone[p - 1] or total + size > max_rows):
+            runs.append((first, p))
+            first, total = p, 0
+        total += int(size)
+    if sizes.size:
+        runs.append((first, int(sizes.size)))
+    return runs
 
 
 def principal_direction(rows, seed=0):
@@ -237,6 +277,46 @@ def top_k_candidates(ids, distances, k, *, exclude=None):
     ids, distances = np.take_along_axis(ids, order, axis=1), np.take_along_axis(distances, order, axis=1)
     ids[~np.isfinite(distances)] = -1  # padding sorts last; ties among it are not neighbours
     return ids, distances
+
+
+def merge_candidate_lists(lists, n_rows, k, *, exclude=None):
+    """Each of ``n_rows`` rows' ``k`` nearest distinct candidates from lists that each cover some rows.
+
+    Parameters
+    ----------
+    lists : iterable of (rows, ids, distances)
+        ``rows`` (shape ``(m,)``, distinct within a list) are row positions
+        in ``[0, n_rows)``; ``ids`` and ``distances`` (shape ``(m, k)``)
+        their candidates, ``-1`` / ``inf`` for none.
+    n_rows, k : int
+    exclude : ndarray of shape (n_rows,), default=None
+        An id each row must not list (its own id).
+
+    Returns
+    -------
+    indices, distances : ndarray of shape (n_rows, k)
+        As :func:`top_k_candidates` gives them: the order of the lists does
+        not matter.
+
+    Examples
+    --------
+    >>> ind, dist = merge_candidate_lists([(np.array([0, 1]), np.array([[4], [5]]), np.array([[1.0], [2.0]])),
+    ...                                    (np.array([1]), np.array([[6]]), np.array([[0.5]]))], 2, 1)
+    >>> ind.ravel(), dist.ravel()
+    (array([4, 6]), array([1. , 0.5]))
+    """
+    lists = list(lists)
+    # One row of candidates per row: its lists side by side (a row appears at most once per list).
+    per_row = np.bincount(np.concatenate([rows for rows, _, _ in lists]), minlength=n_rows) if lists else [0]
+    width = max(int(np.max(per_row)), 1) * k
+    ids, dists = np.full((n_rows, width), -1, dtype=np.int64), np.full((n_rows, width), np.inf)
+    filled = np.zeros(n_rows, dtype=np.int64)
+    for rows, ind, dist in lists:
+        columns = filled[rows][:, None] + np.arange(k)
+        ids[rows[:, None], columns], dists[rows[:, None], columns] = ind, dist
+        filled[rows] += k
+    del lists
+    return top_k_candidates(ids, dists, k, exclude=exclude)
 
 
 def paired_distances(A, B, metric="euclidean"):

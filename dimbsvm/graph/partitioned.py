@@ -14,7 +14,8 @@ The build (:func:`dimbsvm.model_selection.graph_build.build_partitioned_graph`):
    partitions) and writes each member's ``k`` candidates. A partition over
    ``max_partition_rows`` is cut into pieces along its principal direction
    (:func:`~dimbsvm.graph.partition.rank_buckets`), one task each, so no
-   task holds more rows than its budget;
+   task holds more rows than its budget; a run of small whole partitions is
+   built by one task (:func:`partition_group_task`), one after the other;
 4. one task per chunk (:func:`merge_task`) keeps each row's ``k`` nearest
    distinct candidates from all its partitions;
 5. while the recall measured on a sample is below target, one refinement
@@ -34,6 +35,7 @@ the files present::
     centroids.npy
     route/c<chunk>.{ids,rows,pos,offsets}.npy     grouped by partition; offsets last
     part/r<round>/p<partition>-<piece>.{ind,dist,ids}.npy   member ids ascending; ids last
+    part/r<round>/g<first>-<stop>.{ind,dist,ids}.npy        a run of whole partitions, as one output
     graph/r<round>/c<chunk>.{ind,dist}.npy                  the graph after round 0 and each refinement
 
 Disk: ``overlap`` copies of the rows (uncompressed) plus 16 bytes per
@@ -55,11 +57,13 @@ import numpy as np
 from ..exceptions import DataError
 from ..store import create_checksummed_array, open_array, open_group, open_stage, writable
 from .knn import KNNIndex
-from .partition import nearest_centroids, paired_distances, partition_count, top_k_candidates
+from .partition import (merge_candidate_lists, nearest_centroids, paired_distances, partition_count,
+                        top_k_candidates)
 from .stored import task_stats
 
 __all__ = ["DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR", "check_options", "graph_rows", "merge_task",
-           "open_partitioned_stage", "part_name", "partition_done", "partition_task", "read_sample_task",
+           "group_name", "open_partitioned_stage", "part_name", "partition_done", "partition_group_task",
+           "partition_task", "read_sample_task",
            "refine_task", "remove_scratch", "route_done", "route_task", "save_npy"]
 
 #: The stage's scratch directory.
@@ -130,6 +134,11 @@ def _route_file(scratch, chunk_id, what):
 def part_name(partition, piece, round_=0):
     """The scratch name of one piece of one partition's output in build round ``round_``."""
     return f"r{round_}/p{partition:05d}-{piece:03d}"
+
+
+def group_name(first, stop, round_=0):
+    """The scratch name of the output of whole partitions ``first:stop`` built by one task in round ``round_``."""
+    return f"r{round_}/g{first:05d}-{stop:05d}"
 
 
 def _part_file(scratch, name, what):
@@ -232,6 +241,35 @@ def _members(scratch, n_chunks, partition):
             yield ids[a:b], rows[a:b]
 
 
+class _RoutedChunks:
+    """The routed chunks' members of partitions ``first:stop``, each chunk's files opened once.
+
+    A task that builds many small partitions would otherwise open every
+    chunk's files once per partition (at 10^7 rows in 200 chunks and 6,000
+    partitions: millions of file opens).
+    """
+
+    def __init__(self, scratch, n_chunks, first, stop):
+        self._sources = []
+        for c in range(n_chunks):
+            offsets = np.load(_route_file(scratch, c, "offsets"))
+            if offsets[stop] > offsets[first]:
+                self._sources.append((offsets, np.load(_route_file(scratch, c, "ids"), mmap_mode="r"),
+                                      np.load(_route_file(scratch, c, "rows"), mmap_mode="r")))
+
+    def members(self, partition):
+        """``(ids, rows)`` of one partition's members, as :func:`_members` yields them, concatenated."""
+        ids, rows = [], []
+        for offsets, chunk_ids, chunk_rows in self._sources:
+            a, b = int(offsets[partition]), int(offsets[partition + 1])
+            if b > a:
+                ids.append(np.array(chunk_ids[a:b]))
+                rows.append(np.array(chunk_rows[a:b]))
+        if not ids:
+            return np.empty(0, dtype=np.int64), None
+        return np.concatenate(ids), np.concatenate(rows)
+
+
 def _piece_members(scratch, n_chunks, partition, piece, direction):
     """Ids of one piece of an oversized partition: a range of members ranked along ``direction``.
 
@@ -254,9 +292,7 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
 
     ``piece`` is a rank range of the partition's members: along
     ``direction`` when that is given (an oversized partition cut into
-    pieces, see :func:`_piece_members`), else all of them. The index is
-    a :class:`~dimbsvm.graph.knn.KNNIndex` with ``n_jobs=None``: numba
-    uses the threads the worker's execution policy allows.
+    pieces, see :func:`_piece_members`), else all of them.
 
     Returns
     -------
@@ -277,23 +313,73 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
             rows.append(np.asarray(chunk_rows[keep]))
         rows = np.concatenate(rows)
     m = len(ids)
-    name = part_name(partition, piece_number, round_)
-    ind = np.full((m, k), -1, dtype=np.int64)
-    dist = np.full((m, k), np.inf)
-    used = None
-    if m >= 2:
-        kk = min(k, m - 1)
-        index = KNNIndex(kk, method=method, metric=metric, build_neighbors=build_neighbors, random_state=seed,
-                         n_jobs=None).fit(rows)
-        local, dist[:, :kk] = index.neighbor_graph(kk)
-        ind[:, :kk] = ids[local]
-        used = index.method_
+    ind, dist, used = _partition_graph(ids, rows, k, method=method, metric=metric, build_neighbors=build_neighbors,
+                                       seed=seed)
     del rows
-    save_npy(_part_file(scratch, name, "ind"), ind)
-    save_npy(_part_file(scratch, name, "dist"), dist)
-    save_npy(_part_file(scratch, name, "ids"), ids)  # last: marks the piece built
+    _save_part(scratch, part_name(partition, piece_number, round_), ids, ind, dist)
     return dict(task_stats(), kind="partition", partition=partition, piece=piece_number, rows=m, method=used,
                 seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
+
+
+def _partition_graph(ids, rows, k, *, method, metric, build_neighbors, seed):
+    """Each member's k candidates (global ids; ``-1`` / ``inf`` past ``len(ids) - 1``) and the search used.
+
+    The index is a :class:`~dimbsvm.graph.knn.KNNIndex` with ``n_jobs=None``:
+    numba uses the threads the worker's execution policy allows.
+    """
+    m = len(ids)
+    ind = np.full((m, k), -1, dtype=np.int64)
+    dist = np.full((m, k), np.inf)
+    if m < 2:
+        return ind, dist, None
+    kk = min(k, m - 1)
+    index = KNNIndex(kk, method=method, metric=metric, build_neighbors=build_neighbors, random_state=seed,
+                     n_jobs=None).fit(rows)
+    local, dist[:, :kk] = index.neighbor_graph(kk)
+    ind[:, :kk] = ids[local]
+    return ind, dist, index.method_
+
+
+def _save_part(scratch, name, ids, ind, dist):
+    save_npy(_part_file(scratch, name, "ind"), ind)
+    save_npy(_part_file(scratch, name, "dist"), dist)
+    save_npy(_part_file(scratch, name, "ids"), ids)  # last: marks the output written
+
+
+def partition_group_task(*, scratch, n_chunks, first, stop, seeds, k, method, metric, build_neighbors, round_=0):
+    """Task body: the kNN graphs of whole partitions ``first:stop``, one after the other; one output.
+
+    Each partition's graph is the one :func:`partition_task` would build
+    (same members in the same order, same seed); the output holds each
+    member's k nearest distinct candidates over the group's partitions (a
+    row in two of them keeps the better), which is what :func:`merge_task`
+    would keep of them. Holds one partition's rows at a time, and ``k``
+    candidates per member of the group.
+
+    Returns
+    -------
+    dict
+        ``rows`` (the most members held at once), ``members``, ``methods``,
+        timings and :func:`task_stats`.
+    """
+    tic, cpu = time.perf_counter(), time.process_time()
+    source = _RoutedChunks(scratch, n_chunks, first, stop)
+    lists, held, used = [], 0, set()
+    for partition, seed in zip(range(first, stop), seeds):
+        ids, rows = source.members(partition)
+        ind, dist, method_used = _partition_graph(ids, rows, k, method=method, metric=metric,
+                                                  build_neighbors=build_neighbors, seed=seed)
+        lists.append((ids, ind, dist))
+        held, used = max(held, len(ids)), used | {method_used} - {None}
+        del rows
+    members = np.unique(np.concatenate([ids for ids, _, _ in lists]))
+    ind, dist = merge_candidate_lists(((np.searchsorted(members, ids), ind, dist) for ids, ind, dist in lists),
+                                      members.size, k, exclude=members)
+    del lists
+    _save_part(scratch, group_name(first, stop, round_), members, ind, dist)
+    return dict(task_stats(), kind="partition", partition=first, partitions=stop - first, piece=0, rows=held,
+                members=int(members.size), method=None, methods=sorted(used), seconds=time.perf_counter() - tic,
+                cpu=time.process_time() - cpu)
 
 
 def _write_graph(stage_path, scratch, round_, chunk_id, start, stop, ind, dist):
@@ -322,27 +408,19 @@ def merge_task(*, stage_path, scratch, chunk_id, start, stop, k, pieces, round_=
     counts = route_done(scratch, chunk_id)
     n_rows = stop - start
     lists = []
-    for partition in np.flatnonzero(counts):
-        for name in pieces[int(partition)]:
-            members = np.load(_part_file(scratch, name, "ids"), mmap_mode="r")
-            a, b = np.searchsorted(members, [start, stop])
-            if b > a:
-                lists.append((np.asarray(members[a:b]) - start,
-                              np.load(_part_file(scratch, name, "ind"), mmap_mode="r")[a:b],
-                              np.load(_part_file(scratch, name, "dist"), mmap_mode="r")[a:b]))
+    # A group's output serves all its partitions: each output is read once.
+    for name in dict.fromkeys(name for partition in np.flatnonzero(counts) for name in pieces[int(partition)]):
+        members = np.load(_part_file(scratch, name, "ids"), mmap_mode="r")
+        a, b = np.searchsorted(members, [start, stop])
+        if b > a:
+            lists.append((np.asarray(members[a:b]) - start,
+                          np.load(_part_file(scratch, name, "ind"), mmap_mode="r")[a:b],
+                          np.load(_part_file(scratch, name, "dist"), mmap_mode="r")[a:b]))
     if round_ > 0:
         lists.append((np.arange(n_rows), np.load(_graph_file(scratch, round_ - 1, chunk_id, "ind")),
                       np.load(_graph_file(scratch, round_ - 1, chunk_id, "dist"))))
-    # One row of candidates per row of the chunk: its lists side by side (a row's members are unique per list).
-    width = np.bincount(np.concatenate([local for local, _, _ in lists]), minlength=n_rows).max() * k
-    ids, dists = np.full((n_rows, width), -1, dtype=np.int64), np.full((n_rows, width), np.inf)
-    filled = np.zeros(n_rows, dtype=np.int64)
-    for local, ind, dist in lists:
-        columns = filled[local][:, None] + np.arange(k)
-        ids[local[:, None], columns], dists[local[:, None], columns] = ind, dist
-        filled[local] += k
+    ind, dist = merge_candidate_lists(lists, n_rows, k, exclude=np.arange(start, stop))
     del lists
-    ind, dist = top_k_candidates(ids, dists, k, exclude=np.arange(start, stop))
     short = np.flatnonzero(ind[:, -1] < 0)
     if short.size:
         raise DataError(f"rows {start + short[:5]} have fewer than k={k} candidates: their partitions are "

@@ -27,6 +27,7 @@ unfinished one resumes from the steps on disk.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -39,13 +40,13 @@ from ..graph import partitioned as part_tasks
 from ..graph import sharded
 from ..graph.knn import EXACT_MAX_ROWS, KNN_METHODS, KNNIndex, _check_metric, default_build_neighbors, recall_of
 from ..graph.knn import sample_recall as _sample_recall_in_memory
-from ..graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, nearest_centroids,
-                               principal_direction, rank_buckets)
+from ..graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, group_partitions,
+                               nearest_centroids, principal_direction, rank_buckets)
 from ..graph.stored import (KNNGraph, check_n_neighbors, exact_chunk_task, float_dtype, jsonable,
                             merge_exact_parts, open_knn_graph, peaks, seed_of)
 from ..store import finish_stage, open_array, stage_is_complete
 from ..store.stages import resolve_input, row_chunked, stage_fingerprint
-from .engine import compute, map_tasks, resolve_client
+from .engine import TaskPlan, compute, map_tasks, resolve_client, run_plan
 
 __all__ = ["STRATEGIES", "KNNGraph", "build_partitioned_graph", "build_sharded_graph", "knn_graph", "open_knn_graph"]
 
@@ -477,7 +478,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         "recall_rows": int(recall_rows.size) if recalls else 0, "timings": timings,
         "peak_rss_bytes": peaks([*route_stats, *stats]), "warm_up_s": warm, "partition_sizes": sizes.tolist(),
         "radius": radius, "members_per_row": float(sizes.sum() / n),
-        "partition_rows": [s["rows"] for s in built], "partition_methods": sorted({str(s["method"]) for s in built}),
+        "partition_rows": [s["rows"] for s in built], "partition_methods": sorted({str(m) for s in built for m in s.get("methods", [s["method"]])}),
         "cpu_s": {"route": sum(s["cpu"] for s in route_stats),
                   **{kind: sum(s["cpu"] for s in stats if s["kind"] == kind)
                      for kind in ("partition", "merge", "refine")}}})
@@ -507,22 +508,66 @@ def drop_starved_centroids(centroids, sample, *, n, k):
     return centroids[keep]
 
 
+#: Small whole partitions are built by one task per run of them, of up to this many members...
+GROUP_MAX_ROWS = part_tasks.DEFAULT_MAX_PARTITION_ROWS
+#: ... and smaller where needed to keep at least this many tasks (many more tasks than workers).
+GROUP_MIN_TASKS = 64
+
+
+def group_whole_partitions(sizes, cut):
+    """Runs ``[(first, stop), ...]`` of partitions (``sizes`` members; ``cut`` into pieces), one task's work each.
+
+    A partition cut into pieces is a run of its own (one task per piece);
+    consecutive whole partitions are gathered into runs of at most
+    ``min(GROUP_MAX_ROWS, members / GROUP_MIN_TASKS)`` members. Small
+    partitions (exact blocked distances take ~0.1 s for 10,000 rows) would
+    otherwise be tasks too short for their scheduling, each reading every
+    routed chunk's files.
+    """
+    budget = min(GROUP_MAX_ROWS, max(1, math.ceil(sum(sizes) / GROUP_MIN_TASKS)))
+    return group_partitions(sizes, budget, alone=cut)
+
+
 def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunks, k, method, metric, seed, timings):
-    """One graph per partition (or piece), then one merge per chunk: the graph of build round ``round_``."""
-    calls = [dict(partition=p, piece_number=j, piece=piece, direction=direction, seed=seed + p + 7919 * round_)
-             for p, ranges, direction in plan for j, piece in enumerate(ranges)
-             if not part_tasks.partition_done(scratch, part_tasks.part_name(p, j, round_))]
-    calls.sort(key=lambda call: -(call["piece"][1] - call["piece"][0]))  # largest first: no straggler at the end
+    """One graph per partition (or piece), then one merge per chunk: the graph of build round ``round_``.
+
+    Runs of small whole partitions are built by one task each
+    (:func:`group_whole_partitions`); partitions cut into pieces and large
+    ones by one task per piece.
+    """
+    seeds = [seed + p + 7919 * round_ for p in range(len(plan))]
+    sizes = [sum(hi - lo for lo, hi in ranges) for _, ranges, _ in plan]
+    pieces, calls, group_calls = {}, [], []
+    for first, stop in group_whole_partitions(sizes, [len(ranges) > 1 for _, ranges, _ in plan]):
+        if stop - first > 1:
+            name = part_tasks.group_name(first, stop, round_)
+            pieces.update((p, [name]) for p in range(first, stop))
+            if not part_tasks.partition_done(scratch, name):
+                group_calls.append(dict(first=first, stop=stop, seeds=seeds[first:stop], rows=sum(sizes[first:stop])))
+            continue
+        p, ranges, direction = plan[first]
+        pieces[p] = [part_tasks.part_name(p, j, round_) for j in range(len(ranges))]
+        calls += [dict(partition=p, piece_number=j, piece=piece, direction=direction, seed=seeds[p])
+                  for j, piece in enumerate(ranges)
+                  if not part_tasks.partition_done(scratch, part_tasks.part_name(p, j, round_))]
+    work = sorted([(call["piece"][1] - call["piece"][0], part_tasks.partition_task, call) for call in calls]
+                  + [(call.pop("rows"), part_tasks.partition_group_task, call) for call in group_calls],
+                  key=lambda item: -item[0])  # largest first: no straggler at the end
     tic = time.perf_counter()
-    part_stats = map_tasks(part_tasks.partition_task, calls, client=client, label="kNN partitions",
-                           shared=dict(scratch=scratch, n_chunks=len(chunks), k=k, method=method, metric=metric,
-                                       build_neighbors=width, round_=round_))
+    tasks = TaskPlan()
+    shared = {key: tasks.share(value) for key, value in dict(
+        scratch=scratch, n_chunks=len(chunks), k=k, method=method, metric=metric, build_neighbors=width,
+        round_=round_).items()}
+    refs = [tasks.add(func, dict(shared, **call), watch=True, name="kNN partitions") for _, func, call in work]
+    results = run_plan(tasks, client=client, retries=2, label="kNN partitions")
+    part_stats = [results[ref.id] for ref in refs]
     timings[f"partitions_{round_}"] = time.perf_counter() - tic
-    logger.info("kNN round %d: %d partition task(s) (width %d) in %.1f s (%d reused); largest held %d rows "
-                "(budget %d)", round_, len(calls), width, timings[f"partitions_{round_}"],
-                sum(len(r) for _, r, _ in plan) - len(calls), max([s["rows"] for s in part_stats], default=0), cap)
+    n_tasks = sum(len(names) for names in dict.fromkeys(map(tuple, pieces.values())))
+    logger.info("kNN round %d: %d partition task(s) (width %d, %d of them building %d small partitions) in %.1f s "
+                "(%d reused); largest held %d rows (budget %d)", round_, len(calls) + len(group_calls), width,
+                len(group_calls), sum(c["stop"] - c["first"] for c in group_calls), timings[f"partitions_{round_}"],
+                n_tasks - len(calls) - len(group_calls), max([s["rows"] for s in part_stats], default=0), cap)
     tic = time.perf_counter()
-    pieces = {p: [part_tasks.part_name(p, j, round_) for j in range(len(ranges))] for p, ranges, _ in plan}
     merge_stats = map_tasks(part_tasks.merge_task, [dict(chunk_id=c, start=c0, stop=c1) for c, c0, c1 in chunks],
                             client=client, label="kNN merges",
                             shared=dict(stage_path=stage_path, scratch=scratch, k=k, pieces=pieces, round_=round_))
