@@ -618,6 +618,15 @@ def test_nearest_centroids_in_row_blocks_are_the_brute_force_nearest(monkeypatch
     assert np.array_equal(partition.nearest_centroids(X, C, 3), np.argsort(cdist(X, C), axis=1)[:, :3])
 
 
+@pytest.mark.parametrize("n_cols", [1024, 1100, 6000])
+@pytest.mark.parametrize("m", [1, 3])
+def test_smallest_columns_of_many_are_those_of_a_full_sort(n_cols, m):
+    from dimbsvm.graph.partition import smallest_columns
+
+    scores = np.random.RandomState(n_cols + m).rand(200, n_cols)
+    assert np.array_equal(smallest_columns(scores, m), np.sort(np.argsort(scores, axis=1)[:, :m], axis=1))
+
+
 def test_group_partitions_covers_each_partition_once_within_budget():
     from dimbsvm.graph.partition import group_partitions
 

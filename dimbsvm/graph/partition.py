@@ -3,6 +3,7 @@
 - :func:`partition_count` - how many partitions a build over ``n`` rows uses.
 - :func:`fit_centroids` - k-means centroids of a sample of rows (the partitions' routing keys).
 - :func:`nearest_centroids` - each row's ``overlap`` nearest centroids (the partitions it joins).
+- :func:`smallest_columns` - each row's m smallest scores, cheaply among thousands of columns.
 - :func:`boundary_radius` - how far beyond a partition's boundary rows still need to join it.
 - :func:`rank_buckets` - rank ranges that cut an oversized partition into pieces within budget.
 - :func:`group_partitions` - consecutive small partitions gathered into one task's work.
@@ -23,7 +24,7 @@ import numpy as np
 
 __all__ = ["PAIRED_METRICS", "boundary_radius", "fit_centroids", "group_partitions", "merge_candidate_lists",
            "nearest_centroids", "paired_distances", "partition_count", "principal_direction", "rank_buckets",
-           "top_k_candidates"]
+           "smallest_columns", "top_k_candidates"]
 
 #: Metrics :func:`paired_distances` computes (the refinement round is skipped for others).
 PAIRED_METRICS = ("euclidean", "l2", "sqeuclidean", "manhattan", "l1", "cityblock", "cosine")
@@ -115,8 +116,7 @@ def nearest_centroids(block, centroids, overlap, *, radius=None):
     # ||x - c||^2 up to the row's own ||x||^2, which does not change the order
     scores = (centroids ** 2).sum(axis=1)[None, :] - 2.0 * block @ centroids.T
     if overlap < len(centroids):
-        # a full sort of every row's scores would cost more than computing them
-        chosen = np.sort(np.argpartition(scores, overlap - 1, axis=1)[:, :overlap], axis=1)
+        chosen = smallest_columns(scores, overlap)
     else:
         chosen = np.broadcast_to(np.arange(len(centroids)), scores.shape)
     picked = np.take_along_axis(scores, chosen, axis=1)
@@ -130,6 +130,37 @@ def nearest_centroids(block, centroids, overlap, *, radius=None):
             boundary = np.where(gap > 0, (picked[:, 1:] - picked[:, :1]) / (2 * gap), 0.0)
         chosen[:, 1:][boundary > radius] = -1
     return chosen
+
+
+#: Columns per block in :func:`smallest_columns` (used from 16 blocks on).
+COLUMN_BLOCK = 64
+
+
+def smallest_columns(scores, m):
+    """The columns of each row's ``m`` smallest scores, ascending by column number (any of equal scores).
+
+    A partial sort of every row (a full sort would cost more than computing
+    the scores). With many columns - a row against thousands of centroids -
+    the partial sort of every column costs several times the scores'
+    product; then the ``m`` smallest are sought among the ``m`` blocks of
+    :data:`COLUMN_BLOCK` columns with the smallest minima, which hold them
+    (a block holding one of them has a minimum no larger than it).
+
+    Examples
+    --------
+    >>> smallest_columns(np.array([[5.0, 1.0, 4.0, 2.0], [0.0, 3.0, 2.0, 1.0]]), 2)
+    array([[1, 3],
+           [0, 3]])
+    """
+    n_rows, n_cols = scores.shape
+    if n_cols < 16 * COLUMN_BLOCK or m * COLUMN_BLOCK >= n_cols:
+        return np.sort(np.argpartition(scores, m - 1, axis=1)[:, :m], axis=1)
+    n_blocks = -(-n_cols // COLUMN_BLOCK)
+    padded = np.pad(scores, ((0, 0), (0, n_blocks * COLUMN_BLOCK - n_cols)), constant_values=np.inf)
+    blocks = np.argpartition(padded.reshape(n_rows, n_blocks, COLUMN_BLOCK).min(axis=2), m - 1, axis=1)[:, :m]
+    columns = (blocks[:, :, None] * COLUMN_BLOCK + np.arange(COLUMN_BLOCK)).reshape(n_rows, -1)
+    best = np.argpartition(np.take_along_axis(padded, columns, axis=1), m - 1, axis=1)[:, :m]
+    return np.sort(np.take_along_axis(columns, best, axis=1), axis=1)
 
 
 def boundary_radius(sample, k, *, quantile=0.9, max_queries=5000, random_state=0):
