@@ -343,7 +343,10 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         32-d data at 10^6 rows, a rebuild round took recall from 0.918 to
         0.989 where two neighbours-of-neighbours rounds reached 0.925 for as
         much CPU: NN-descent has already joined what a row's k neighbours
-        know.
+        know. A neighbours-of-neighbours task reads rows at random through
+        memory maps of all routed rows (about ``overlap x n x d`` values),
+        which count in each worker's resident memory: at 10^7 x 32 float32
+        rows with overlap 3 (3.8 GB) it had 4-GiB workers killed.
     widen : float, default=1.25
         Width factor per rebuild round.
     kmeans_sample : int, default=None
