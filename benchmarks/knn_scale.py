@@ -497,8 +497,9 @@ def render_markdown(summary):
         for r in parts:
             o, cpu, recalls = r.get("options") or {}, r.get("stage_cpu_s") or {}, r.get("stage_recalls") or [None]
             graph = "exact" if r["method"] == "exact" else f"NN-descent {_widths(r.get('round_widths'))}"
+            budget = o.get("max_partition_rows") or DEFAULT_MAX_PARTITION_ROWS
             lines.append(f"| {r['stage']}{'-' + r['tag'] if r.get('tag') else ''} | {r['n']:,} | {graph} | "
-                         f"{o.get('overlap', '–')} | {_f(o.get('max_partition_rows') or DEFAULT_MAX_PARTITION_ROWS, ',d')} | "
+                         f"{o.get('overlap', '–')} | {_f(budget, ',d')} | "
                          f"{_f(r.get('n_partitions'), ',d')} | {o.get('refine', '–')} x {_f(r.get('rounds'), 'd')} | "
                          f"{_f(recalls[0], '.4f')} | {_f(r.get('recall'), '.4f')} | {_f(r.get('wall_s'))} | "
                          + " | ".join(_f(cpu.get(step)) for step in ("route", "partition", "merge", "refine"))

@@ -627,6 +627,30 @@ def test_smallest_columns_of_many_are_those_of_a_full_sort(n_cols, m):
     assert np.array_equal(smallest_columns(scores, m), np.sort(np.argsort(scores, axis=1)[:, :m], axis=1))
 
 
+def test_merge_candidate_lists_keeps_each_rows_k_best_distinct_candidates():
+    from dimbsvm.graph.partition import merge_candidate_lists
+
+    rng = np.random.RandomState(44)
+    n_rows, k = 30, 4
+    lists = []
+    for _ in range(5):
+        rows = np.sort(rng.choice(n_rows, size=rng.randint(0, n_rows), replace=False))
+        ids = rng.randint(-1, 12, size=(rows.size, k))  # repeated ids across lists, some padding
+        lists.append((rows, ids, np.where(ids < 0, np.inf, rng.randint(0, 6, size=ids.shape) / 2.0)))
+    ind, dist = merge_candidate_lists(lists, n_rows, k, exclude=np.full(n_rows, 3))
+    for row in range(n_rows):  # brute force: every candidate of the row, the smallest distance per id
+        best = {}
+        for rows, ids, dists in lists:
+            for i, d in zip(ids[rows == row].ravel(), dists[rows == row].ravel()):
+                if i >= 0 and i != 3:
+                    best[i] = min(d, best.get(i, np.inf))
+        expected = sorted(best.items(), key=lambda item: (item[1], item[0]))[:k]
+        expected += [(-1, np.inf)] * (k - len(expected))
+        assert ind[row].tolist() == [i for i, _ in expected] and dist[row].tolist() == [d for _, d in expected]
+    empty = merge_candidate_lists([], 0, k)
+    assert empty[0].shape == (0, k) and empty[1].shape == (0, k)
+
+
 def test_group_partitions_covers_each_partition_once_within_budget():
     from dimbsvm.graph.partition import group_partitions
 

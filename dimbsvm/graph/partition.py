@@ -338,8 +338,9 @@ def merge_candidate_lists(lists, n_rows, k, *, exclude=None):
     """
     lists = list(lists)
     # One row of candidates per row: its lists side by side (a row appears at most once per list).
-    per_row = np.bincount(np.concatenate([rows for rows, _, _ in lists]), minlength=n_rows) if lists else [0]
-    width = max(int(np.max(per_row)), 1) * k
+    per_row = np.bincount(np.concatenate([rows for rows, _, _ in lists] or [np.empty(0, dtype=np.int64)]),
+                          minlength=n_rows)
+    width = max(int(per_row.max(initial=0)), 1) * k
     ids, dists = np.full((n_rows, width), -1, dtype=np.int64), np.full((n_rows, width), np.inf)
     filled = np.zeros(n_rows, dtype=np.int64)
     for rows, ind, dist in lists:

@@ -481,7 +481,8 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         "recall_rows": int(recall_rows.size) if recalls else 0, "timings": timings,
         "peak_rss_bytes": peaks([*route_stats, *stats]), "warm_up_s": warm, "partition_sizes": sizes.tolist(),
         "radius": radius, "members_per_row": float(sizes.sum() / n),
-        "partition_rows": [s["rows"] for s in built], "partition_methods": sorted({str(m) for s in built for m in s.get("methods", [s["method"]])}),
+        "partition_rows": [s["rows"] for s in built],
+        "partition_methods": sorted({str(m) for s in built for m in s.get("methods", [s["method"]])}),
         "cpu_s": {"route": sum(s["cpu"] for s in route_stats),
                   **{kind: sum(s["cpu"] for s in stats if s["kind"] == kind)
                      for kind in ("partition", "merge", "refine")}}})
@@ -546,7 +547,8 @@ def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunk
             name = part_tasks.group_name(first, stop, round_)
             pieces.update((p, [name]) for p in range(first, stop))
             if not part_tasks.partition_done(scratch, name):
-                group_calls.append(dict(first=first, stop=stop, seeds=seeds[first:stop], rows=sum(sizes[first:stop])))
+                group_calls.append(dict(first=first, stop=stop, seeds=seeds[first:stop],
+                                        rows=sum(sizes[first:stop])))
             continue
         p, ranges, direction = plan[first]
         pieces[p] = [part_tasks.part_name(p, j, round_) for j in range(len(ranges))]
