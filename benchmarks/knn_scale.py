@@ -225,7 +225,9 @@ def run_cluster(args, strategy, workers):
 
 def _radius(text):
     """``--overlap-radius``: "auto", "none" (every row in its ``overlap`` nearest partitions) or a float."""
-    return {"auto": "auto", "none": None}.get(text.lower()) if text.lower() in ("auto", "none") else float(text)
+    if text.lower() == "auto":
+        return "auto"
+    return None if text.lower() == "none" else float(text)
 
 
 def run_warmup(args):

@@ -383,6 +383,23 @@ def test_knn_scale_summary_medians_and_comparison(tmp_path):
     assert comparison["cpu_ratio"] == pytest.approx(1.5) and not comparison["single_at_least_equal_recall"]
     text = knn_scale.render_markdown(json.loads(json.dumps(summary)))
     assert "| partitioned | 1,000 | 2 | 0.9700 | 25 | 0.9600 | no | 1.50 | 0.50 | 0.50 |" in text
+    assert "10^6" not in text and "by partition graph" not in text  # n = 1000; no run records its method
+
+    # A run that records its partition graph gets a row in the per-step table and is no target's evidence.
+    (tmp_path / "exact-0.json").write_text(json.dumps(dict(
+        common, n=1_000_000, stage="partitioned", tag="exact", repeat=0, workers=2, build_neighbors=25, wall_s=9.0,
+        cpu_s=18.0, recall=0.99, peak_worker_rss_mib=250.0, rounds=1, method="exact", n_partitions=40,
+        stage_recalls=[0.9, 0.98], options={"overlap": 3, "max_partition_rows": 500, "refine": "neighbors"},
+        stage_cpu_s={"route": 1.0, "partition": 2.0, "merge": 3.0, "refine": 4.0})))
+    (tmp_path / "single-big.json").write_text(json.dumps(dict(
+        common, n=1_000_000, stage="single", repeat=0, build_neighbors=25, wall_s=20.0, cpu_s=40.0, recall=0.995,
+        peak_rss_mib=500.0)))
+    summary = knn_scale.summarize(tmp_path)
+    assert any(c["tag"] == "exact" for c in summary["comparisons"])  # compared, but not a target's evidence
+    text = knn_scale.render_markdown(summary)
+    assert ("| partitioned-exact | 1,000,000 | exact | 3 | 500 | 40 | neighbors x 1 | 0.9000 | 0.9900 | 9.0 "
+            "| 1.0 | 2.0 | 3.0 | 4.0 |") in text
+    assert "10^6" not in text
 
 
 # --- the partitioned build (issue 16) -----------------------------------------------------------------------
