@@ -230,17 +230,6 @@ def route_task(*, rows_path, scratch, chunk_id, start, stop, overlap, radius, dt
                 cpu=time.process_time() - cpu)
 
 
-def _members(scratch, n_chunks, partition):
-    """Yield ``(ids, rows)`` memory-mapped slices of one partition's members, chunk by chunk."""
-    for c in range(n_chunks):
-        offsets = np.load(_route_file(scratch, c, "offsets"))
-        a, b = int(offsets[partition]), int(offsets[partition + 1])
-        if b > a:
-            ids = np.load(_route_file(scratch, c, "ids"), mmap_mode="r")
-            rows = np.load(_route_file(scratch, c, "rows"), mmap_mode="r")
-            yield ids[a:b], rows[a:b]
-
-
 class _RoutedChunks:
     """The routed chunks' members of partitions ``first:stop``, each chunk's files opened once.
 
@@ -257,27 +246,29 @@ class _RoutedChunks:
                 self._sources.append((offsets, np.load(_route_file(scratch, c, "ids"), mmap_mode="r"),
                                       np.load(_route_file(scratch, c, "rows"), mmap_mode="r")))
 
-    def members(self, partition):
-        """``(ids, rows)`` of one partition's members, as :func:`_members` yields them, concatenated."""
-        ids, rows = [], []
+    def slices(self, partition):
+        """Yield ``(ids, rows)`` memory-mapped slices of one partition's members, chunk by chunk."""
         for offsets, chunk_ids, chunk_rows in self._sources:
             a, b = int(offsets[partition]), int(offsets[partition + 1])
             if b > a:
-                ids.append(np.array(chunk_ids[a:b]))
-                rows.append(np.array(chunk_rows[a:b]))
-        if not ids:
+                yield chunk_ids[a:b], chunk_rows[a:b]
+
+    def members(self, partition):
+        """``(ids, rows)`` of one partition's members, in memory; ``rows`` is None when it has none."""
+        parts = [(np.array(ids), np.array(rows)) for ids, rows in self.slices(partition)]
+        if not parts:
             return np.empty(0, dtype=np.int64), None
-        return np.concatenate(ids), np.concatenate(rows)
+        return np.concatenate([ids for ids, _ in parts]), np.concatenate([rows for _, rows in parts])
 
 
-def _piece_members(scratch, n_chunks, partition, piece, direction):
+def _piece_members(source, partition, piece, direction):
     """Ids of one piece of an oversized partition: a range of members ranked along ``direction``.
 
     Holds 16 bytes per member of the partition (projection and id) and one
-    chunk's slice of rows at a time.
+    chunk's slice of rows at a time (``source``: :class:`_RoutedChunks`).
     """
     proj, ids = [], []
-    for chunk_ids, chunk_rows in _members(scratch, n_chunks, partition):
+    for chunk_ids, chunk_rows in source.slices(partition):
         proj.append(np.asarray(chunk_rows, dtype=np.float64) @ direction)
         ids.append(np.array(chunk_ids))
     proj, ids = np.concatenate(proj), np.concatenate(ids)
@@ -300,18 +291,13 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
         ``rows`` (members held), ``method``, timings and :func:`task_stats`.
     """
     tic, cpu = time.perf_counter(), time.process_time()
+    source = _RoutedChunks(scratch, n_chunks, partition, partition + 1)
     if direction is None:
-        parts = list(_members(scratch, n_chunks, partition))
-        ids = np.concatenate([np.array(i) for i, _ in parts]) if parts else np.empty(0, dtype=np.int64)
-        rows = np.concatenate([np.array(r) for _, r in parts]) if parts else None
-        del parts
+        ids, rows = source.members(partition)
     else:
-        ids = _piece_members(scratch, n_chunks, partition, piece, np.asarray(direction))
-        rows = []
-        for chunk_ids, chunk_rows in _members(scratch, n_chunks, partition):
-            keep = np.isin(chunk_ids, ids, assume_unique=True)
-            rows.append(np.asarray(chunk_rows[keep]))
-        rows = np.concatenate(rows)
+        ids = _piece_members(source, partition, piece, np.asarray(direction))
+        rows = np.concatenate([np.asarray(chunk_rows[np.isin(chunk_ids, ids, assume_unique=True)])
+                               for chunk_ids, chunk_rows in source.slices(partition)])
     m = len(ids)
     ind, dist, used = _partition_graph(ids, rows, k, method=method, metric=metric, build_neighbors=build_neighbors,
                                        seed=seed)

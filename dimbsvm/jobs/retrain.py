@@ -178,8 +178,8 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
         model_meta={"job": job["name"], "estimator": job["estimator"], "n_features": int(data.X.shape[1]),
                     "feature_names": data.meta.get("feature_names"),
                     "class_map": data.meta.get("class_map", {}), "positive_label": pos_label,
-                    "data_fingerprint": content_fingerprint(data.meta) or None})
-    event = {"data_fingerprint": content_fingerprint(data.meta) or None, "challenger_metrics": challenger_metrics,
+                    "data_fingerprint": fingerprints["data_fingerprint"]})
+    event = {"data_fingerprint": fingerprints["data_fingerprint"], "challenger_metrics": challenger_metrics,
              "champion": champion, "champion_metrics": champion_metrics}
     if promote:
         promoted = registry.promote(version, reason=reason, expected_champion=champion, event=event)
