@@ -162,9 +162,12 @@ def run_single(args, width):
     X = zarr.open_array(str(path / "X"), mode="r")[:]
     warm = warm_up()
     tic, cpu = time.perf_counter(), _cpu_s()
-    indices = KNNIndex(K, method="pynndescent", build_neighbors=width, random_state=0).fit(X).neighbor_graph(K)[0]
+    candidates = _candidates(args.max_candidates)
+    index = KNNIndex(K, method="pynndescent", build_neighbors=width, random_state=0, **candidates).fit(X)
+    indices = index.neighbor_graph(K)[0]
     wall, cpu = time.perf_counter() - tic, _cpu_s() - cpu
     return {"build_neighbors": width, "wall_s": wall, "cpu_s": cpu, "warm_up_s": warm,
+            "max_candidates": _candidates_used(candidates, index.build_neighbors_),
             "recall": recall_of(indices[fixed_sample(args.n)], exact), "peak_rss_mib": _peak_mib(),
             "threads": os.cpu_count(), "data_bytes": int(X.nbytes)}
 
@@ -185,7 +188,7 @@ def run_cluster(args, strategy, workers):
     shutil.rmtree(path / "knn", ignore_errors=True)  # time a fresh build, not the reuse of a finished one
     options = ({"overlap": args.overlap, "max_partition_rows": args.max_partition_rows,
                 "target_recall": args.target_recall, "refine": args.refine, "max_rounds": args.max_rounds,
-                "overlap_radius": _radius(args.overlap_radius)}
+                "overlap_radius": _radius(args.overlap_radius), **_candidates(args.max_candidates)}
                if strategy == "partitioned" else {"shard_rows": args.shard_rows})
     tic = time.perf_counter()
     if args.prewarm:  # workers forked from one process that compiled pynndescent
@@ -216,11 +219,25 @@ def run_cluster(args, strategy, workers):
             "rounds": meta.get("rounds"), "round_widths": meta.get("round_widths"), "timings": meta.get("timings"),
             "stage_cpu_s": meta.get("cpu_s"),
             "build_neighbors": meta.get("build_neighbors"), "n_partitions": meta.get("n_partitions"),
+            "max_candidates": meta.get("max_candidates"),
             "n_shards": meta.get("n_shards"), "max_partition_rows_held": max(meta.get("partition_rows") or [0]),
             "peak_worker_rss_mib": max(a["maxrss"] for a in after.values()) / 2**20,
             "peak_worker_rss_mib_by_worker": {w: a["maxrss"] / 2**20 for w, a in after.items()},
             "client_peak_rss_mib": _peak_mib(), "memory_limit": args.memory_limit, "options": options,
             "method": args.method}
+
+
+def _candidates(text):
+    """``--max-candidates``: not given (each build's default), "pynndescent" (its default) or an integer."""
+    if text is None:
+        return {}
+    return {"max_candidates": None if text.lower() == "pynndescent" else int(text)}
+
+
+def _candidates_used(candidates, width):
+    """NN-descent's candidates per row and iteration as pynndescent resolves them (None: min(60, width))."""
+    value = candidates.get("max_candidates")
+    return min(60, width) if value is None else value
 
 
 def _radius(text):
@@ -334,6 +351,9 @@ def main(argv=None):
     parser.add_argument("--refine", choices=("rebuild", "neighbors"), default="rebuild",
                         help="the partitioned build's refinement round")
     parser.add_argument("--max-rounds", type=int, default=2, help="refinement rounds at most (partitioned)")
+    parser.add_argument("--max-candidates", default=None,
+                        help="NN-descent candidates per row and iteration (single and partitioned): an integer, or "
+                             "'pynndescent' for its default min(60, width); not given: each build's default")
     parser.add_argument("--shard-rows", type=int, default=250_000)
     parser.add_argument("--chunk-rows", type=int, default=50_000)
     parser.add_argument("--memory-limit", default="4GiB", help="per worker")
@@ -391,7 +411,7 @@ def _median(values):
     return float(np.median(values)) if values else None
 
 
-_GROUP = ("stage", "n", "d", "workers", "build_neighbors", "tag", "mode")
+_GROUP = ("stage", "n", "d", "workers", "build_neighbors", "max_candidates", "tag", "mode")
 _MEDIANS = ("wall_s", "cpu_s", "worker_cpu_s", "client_cpu_s", "recall", "stage_recall", "warm_up_s",
             "peak_rss_mib", "peak_worker_rss_mib", "first_worker_s", "second_worker_s", "cluster_start_s")
 
@@ -399,7 +419,7 @@ _MEDIANS = ("wall_s", "cpu_s", "worker_cpu_s", "client_cpu_s", "recall", "stage_
 def summarize(out, command=None):
     """Aggregate the result files below ``out`` into the ``knn_scale`` summary (a dict).
 
-    Runs of one configuration (same stage, n, d, workers, width, tag) are
+    Runs of one configuration (same stage, n, d, workers, width, candidates, tag) are
     grouped: medians of wall, CPU, recall and memory over the repeats that
     finished, and the repeats that did not (timed out or failed) counted.
     ``comparisons`` set each partitioned or sharded group against the single
@@ -439,6 +459,7 @@ def summarize(out, command=None):
         base = min(enough, key=lambda s: s["cpu_s"]) if enough else max(same, key=lambda s: s["recall"])
         comparisons.append({"stage": row["stage"], "n": row["n"], "d": row["d"], "workers": row["workers"],
                             "tag": row["tag"], "recall": row["recall"], "single_width": base["build_neighbors"],
+                            "single_max_candidates": base.get("max_candidates"),
                             "single_recall": base["recall"], "single_at_least_equal_recall": bool(enough),
                             "cpu_ratio": row["cpu_s"] / base["cpu_s"], "wall_ratio": row["wall_s"] / base["wall_s"],
                             "memory_ratio": row["peak_worker_rss_mib"] / base["peak_rss_mib"]})
@@ -458,6 +479,11 @@ def _f(value, fmt=".1f"):
     return "–" if value is None else format(value, fmt)
 
 
+def _candidates_label(value):
+    """A record's NN-descent candidates: a number, or pynndescent's default (records before they were kept)."""
+    return "min(60, width)" if value is None else str(value)
+
+
 def _widths(widths):
     return " -> ".join(str(w) for w in widths) if widths else "–"
 
@@ -470,20 +496,21 @@ def render_markdown(summary):
     >>> run = {"stage": "single", "n": 10, "d": 2, "workers": None, "build_neighbors": 5, "tag": "", "repeats": 1,
     ...        "failed": [], "wall_s": 1.0, "cpu_s": 2.0, "recall": 0.9, "peak_rss_mib": 100.0}
     >>> print(render_markdown({"runs": [run]}).splitlines()[4])
-    | single | 10 | 2 | – | 5 | 1 | 1.0 | 2.0 | 0.9000 | – | – | 100 | – | – |
+    | single | 10 | 2 | – | 5 | min(60, width) | 1 | 1.0 | 2.0 | 0.9000 | – | – | 100 | – | – |
     """
     lines = []
     runs = [r for r in summary.get("runs", []) if r["stage"] != "warmup"]
     if runs:
         lines += ["### Builds", "",
-                  ("| strategy | n | d | workers | width | repeats (failed) | wall s | CPU s | recall | rounds "
-                   "| round widths | peak RSS MiB (per worker) | warm-up s | largest task rows |"),
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  ("| strategy | n | d | workers | width | NN-descent candidates | repeats (failed) | wall s | CPU s "
+                   "| recall | rounds | round widths | peak RSS MiB (per worker) | warm-up s | largest task rows |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in runs:
             failed = f" ({len(r['failed'])}: {', '.join(sorted(set(r['failed'])))})" if r.get("failed") else ""
             peak = r.get("peak_worker_rss_mib") if r["stage"] != "single" else r.get("peak_rss_mib")
             lines.append(f"| {r['stage']}{'-' + r['tag'] if r.get('tag') else ''} | {r['n']:,} | {r['d']} | "
-                         f"{r.get('workers') or '–'} | {r.get('build_neighbors') or '–'} | {r['repeats']}{failed} | "
+                         f"{r.get('workers') or '–'} | {r.get('build_neighbors') or '–'} | "
+                         f"{_candidates_label(r.get('max_candidates'))} | {r['repeats']}{failed} | "
                          f"{_f(r.get('wall_s'))} | {_f(r.get('cpu_s'))} | {_f(r.get('recall'), '.4f')} | "
                          f"{_f(r.get('rounds'), 'd')} | {_widths(r.get('round_widths'))} | {_f(peak, '.0f')} | "
                          f"{_f(r.get('warm_up_s'))} | "
@@ -510,12 +537,13 @@ def render_markdown(summary):
     comparisons = summary.get("comparisons", [])
     if comparisons:
         lines += ["### Against one threaded index (same n, same sample rows)", "",
-                  ("| strategy | n | workers | recall | single width | single recall | single ≥ recall | "
-                   "CPU ratio | wall ratio | peak memory ratio (worker / single process) |"),
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  ("| strategy | n | workers | recall | single width | single candidates | single recall "
+                   "| single ≥ recall | CPU ratio | wall ratio | peak memory ratio (worker / single process) |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in comparisons:
             lines.append(f"| {c['stage']}{'-' + c['tag'] if c.get('tag') else ''} | {c['n']:,} | {c['workers']} | "
-                         f"{c['recall']:.4f} | {c['single_width']} | {c['single_recall']:.4f} | "
+                         f"{c['recall']:.4f} | {c['single_width']} | {_candidates_label(c.get('single_max_candidates'))} | "
+                         f"{c['single_recall']:.4f} | "
                          f"{'yes' if c['single_at_least_equal_recall'] else 'no'} | {c['cpu_ratio']:.2f} | "
                          f"{c['wall_ratio']:.2f} | {c['memory_ratio']:.2f} |")
         lines.append("")
@@ -543,7 +571,8 @@ def _targets(summary):
                 and (c["stage"], c["n"], c["workers"], c["tag"]) in default):
             met = c["recall"] >= 0.95 and c["single_at_least_equal_recall"] and c["cpu_ratio"] <= 1.5
             lines.append(f"10^6, {c['workers']} workers: recall {c['recall']:.4f} >= 0.95 with CPU <= 1.5x the "
-                         f"single index at equal recall (width {c['single_width']}, {c['single_recall']:.4f}): "
+                         f"single index at equal recall (width {c['single_width']}, "
+                         f"{_candidates_label(c.get('single_max_candidates'))} candidates, {c['single_recall']:.4f}): "
                          f"{c['cpu_ratio']:.2f}x - {'met' if met else 'not met'}"
                          + ("" if c["single_at_least_equal_recall"] else
                             " (no single width reached this recall: ratio against the most accurate one)"))

