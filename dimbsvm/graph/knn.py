@@ -158,9 +158,10 @@ class KNNIndex:
         NN-descent's candidates per row and iteration (its sample size, rho
         K in Dong et al.); ``None`` means pynndescent's default,
         ``min(60, build_neighbors)``. More candidates converge to a more
-        accurate graph per iteration: on one 32-d Gaussian blob of 100,000
-        rows, width 25 found 0.89 of the true 10 neighbours with 25
-        candidates and 0.96 with 64, in 1.3x the time (width 32 alone: 0.95).
+        accurate graph: on one 32-d Gaussian blob of 100,000 rows, width 25
+        found 0.89 of the true 10 neighbours with 25 candidates and 0.96
+        with 60, in 1.4x the CPU (width 32 with 32 candidates: 0.95 in
+        1.3x; ``benchmarks/nndescent_candidates.py``).
     random_state : int, RandomState instance or None, default=None
         Seeds NN-descent.
     n_jobs : int, default=None

@@ -46,6 +46,7 @@ worker's resident memory (as reclaimable page cache) while the task runs.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import time
@@ -56,14 +57,14 @@ import numpy as np
 
 from ..exceptions import DataError
 from ..store import create_checksummed_array, open_array, open_group, open_stage, writable
-from .knn import KNNIndex
+from .knn import KNNIndex, default_build_neighbors
 from .partition import (merge_candidate_lists, nearest_centroids, paired_distances, partition_count,
                         top_k_candidates)
 from .stored import task_stats
 
-__all__ = ["DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR", "check_options", "graph_rows", "merge_task",
-           "group_name", "open_partitioned_stage", "part_name", "partition_done", "partition_group_task",
-           "partition_task", "read_sample_task",
+__all__ = ["DEFAULT_MAX_CANDIDATES", "DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR", "check_options", "graph_rows",
+           "merge_task", "group_name", "open_partitioned_stage", "part_name", "partition_build_neighbors",
+           "partition_done", "partition_group_task", "partition_task", "read_sample_task",
            "refine_task", "remove_scratch", "route_done", "route_task", "save_npy"]
 
 #: The stage's scratch directory.
@@ -73,11 +74,35 @@ SCRATCH_DIR = "_scratch"
 #: NN-descent graph take about 0.1 GiB beside a worker's 0.6 GiB baseline.
 DEFAULT_MAX_PARTITION_ROWS = 200_000
 
+
+def partition_build_neighbors(n_neighbors):
+    """The NN-descent width of each partition's graph when none is given: 32 for k = 10.
+
+    One widening step (``1.25x``, rounded up) above
+    :func:`~dimbsvm.graph.knn.default_build_neighbors`. Each partition's
+    graph is built once when round 0 meets the target recall, and a
+    rebuild round costs more than a wider first round. On clustered 32-d
+    blobs at 10^7 rows (2 workers, 60 candidates), round 0 at width 25 took
+    927 s to recall 0.9496, just short of 0.95, so a whole second round
+    would have followed; at width 32 it took 1,189 s to 0.960, and the
+    build 1,293 s in all (width 25 with pynndescent's 25 candidates: 825 s
+    to 0.911, then a rebuild round, 2,054 s in all). At 10^6 rows width 32
+    costs 91 CPU s against 66 at width 25 (recall 0.995 against 0.958);
+    ``benchmarks/scaling_notes.md`` has the runs.
+
+    Examples
+    --------
+    >>> partition_build_neighbors(10)
+    32
+    """
+    return math.ceil(1.25 * default_build_neighbors(n_neighbors))
+
+
 #: NN-descent candidates per row and iteration in a partition's graph when not given (pynndescent's own
-#: default is the graph width, at most 60). On 32-d Gaussian data, for the same CPU, more candidates at
-#: width 25 found more true neighbours than a wider graph (100,000 rows: 60 candidates 0.96 against
-#: width 32's 0.95; 200,000 rows: 0.94 against 0.85 at 25 candidates), so round 0 more often meets the
-#: target recall without a rebuild round (see benchmarks/scaling_notes.md).
+#: default is the graph width, at most 60). On one 32-d Gaussian blob, the hardest kind of partition, a
+#: graph of width 32 with 60 candidates found as many true neighbours as one of width 40 with 40, for a
+#: little less CPU (100,000 rows: 0.980 in 10.5 s against 0.979 in 11.4 s; 200,000: 0.972 in 23.4 s
+#: against 0.969 in 25.7 s; ``benchmarks/nndescent_candidates.py``).
 DEFAULT_MAX_CANDIDATES = 60
 
 

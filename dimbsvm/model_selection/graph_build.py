@@ -87,8 +87,11 @@ def knn_graph(X, n_neighbors=10, *, method="auto", metric="euclidean", random_st
         The stored build: :func:`build_partitioned_graph` or
         :func:`build_sharded_graph`.
     build_neighbors : int, default=None
-        NN-descent graph width including the row itself (default
-        :func:`~dimbsvm.graph.knn.default_build_neighbors`, 25 for k = 10).
+        NN-descent graph width including the row itself (default: in memory
+        :func:`~dimbsvm.graph.knn.default_build_neighbors`, 25 for k = 10;
+        the partitioned build
+        :func:`~dimbsvm.graph.partitioned.partition_build_neighbors`, 32;
+        the sharded build 25).
     recall_sample : int, default=2000
         Rows whose exact neighbours are found to measure the recall of an
         approximate graph (logged; for a stored graph kept in its meta);
@@ -382,7 +385,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     max_rounds, recall_sample = opts["max_rounds"], opts["recall_sample"]
     big = method == "pynndescent" or (method == "auto" and cap >= EXACT_MAX_ROWS)
     _check_metric(metric, "pynndescent" if big else "exact", sparse=False)
-    width = int(build_neighbors or default_build_neighbors(k))
+    width = int(build_neighbors or part_tasks.partition_build_neighbors(k))
     seeds = check_random_state(random_state).randint(np.iinfo(np.int32).max, size=3)
     params = dict(opts, strategy="partitioned", n_neighbors=k, method=method, metric=metric, build_neighbors=width,
                   random_state=jsonable(random_state), rows=n)
