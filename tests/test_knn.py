@@ -613,6 +613,38 @@ def _counting_partition_task(*, log, **kwargs):
 _REAL_PARTITION_TASK = partitioned.partition_task
 
 
+def test_refinement_memory_check_takes_the_smallest_limit():
+    from dimbsvm.model_selection.graph_build import check_refinement_memory
+
+    check_refinement_memory(10**12, [])  # in-process: no limit known
+    check_refinement_memory(10**12, [0, 0])  # workers without a limit
+    check_refinement_memory(60, [100, 200])  # 60 % of the smallest
+    for limits in ([100], [200, 100], [0, 100]):
+        with pytest.raises(ValueError, match=r"refine='neighbors' .* more than 60% of the smallest worker memory"):
+            check_refinement_memory(61, limits)
+
+
+def test_neighbours_refinement_refused_before_any_partition_when_maps_exceed_worker_memory(tmp_path):
+    import dask
+    from distributed import Client, LocalCluster
+
+    # 20,000 x 8 float32 rows, each in one or two partitions: 0.6-1.3 MB routed, against workers of 1 MB
+    # (their memory monitor off, so the tiny limit only informs the check).
+    X = da.from_array(np.random.RandomState(3).rand(20000, 8).astype(np.float32), chunks=(5000, 8))
+    off = {f"distributed.worker.memory.{key}": False for key in ("target", "spill", "pause", "terminate")}
+    with dask.config.set(off), LocalCluster(n_workers=1, processes=False, memory_limit="1MB",
+                                            dashboard_address=None) as cluster, Client(cluster) as client:
+        with pytest.raises(ValueError, match=r"refine='neighbors' reads the routed rows \(0\.\d+ GiB\)"):
+            build_partitioned_graph(X, 5, store=tmp_path / "s.zarr", refine="neighbors", max_partition_rows=5000,
+                                    random_state=0, client=client)
+        scratch = tmp_path / "s.zarr" / "knn" / partitioned.SCRATCH_DIR
+        assert (scratch / "route").is_dir() and not (scratch / "part").exists()  # routed, nothing built
+        graph = build_partitioned_graph(X, 5, store=tmp_path / "s.zarr", max_partition_rows=5000, random_state=0,
+                                        client=client)  # the default refinement is not limited by it
+    assert graph.meta["recall"] > 0.9
+
+
+
 @pytest.mark.parametrize("method", ["exact", "pynndescent"])
 def test_runs_of_small_partitions_built_by_one_task_give_the_same_graph(tmp_path, monkeypatch, method):
     # 40 partitions of ~200 members: with at least 4 tasks wanted they are built in runs, ~10 per task; with

@@ -16,7 +16,7 @@ from ..exceptions import DimbsvmError
 logger = logging.getLogger(__name__)
 
 __all__ = ["TLSSettings", "check_cluster_options", "check_scheduler_address", "cluster_client", "current_client",
-           "ClusterConnectionError"]
+           "ClusterConnectionError", "worker_memory_limits"]
 
 #: Address schemes a user may give; Dask's ``inproc://`` only works inside one process (tests).
 SCHEMES = ("tcp", "tls")
@@ -203,6 +203,14 @@ def current_client(client=None):
         return get_client()
     except ValueError:
         return None
+
+
+def worker_memory_limits(client) -> list[int]:
+    """The memory limit (bytes; 0: none) of each worker the scheduler knows now; empty without a client."""
+    if client is None:
+        return []
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    return [int(worker.get("memory_limit") or 0) for worker in workers]
 
 
 @contextlib.contextmanager

@@ -9,11 +9,11 @@ The work itself is submitted by :mod:`dimbsvm.distributed`.
 
 from __future__ import annotations
 
-from ..distributed.client import current_client
+from ..distributed.client import current_client, worker_memory_limits
 from ..distributed.tasks import TaskPlan, map_tasks, run_plan
 from ..distributed.tasks import compute as _compute
 
-__all__ = ["TaskPlan", "compute", "map_tasks", "resolve_client", "run_plan"]
+__all__ = ["TaskPlan", "compute", "map_tasks", "resolve_client", "run_plan", "worker_memory_limits"]
 
 
 def resolve_client(client=None):

@@ -46,7 +46,7 @@ from ..graph.stored import (KNNGraph, check_n_neighbors, exact_chunk_task, float
                             merge_exact_parts, open_knn_graph, peaks, seed_of)
 from ..store import finish_stage, open_array, stage_is_complete
 from ..store.stages import resolve_input, row_chunked, stage_fingerprint
-from .engine import TaskPlan, compute, map_tasks, resolve_client, run_plan
+from .engine import TaskPlan, compute, map_tasks, resolve_client, run_plan, worker_memory_limits
 
 __all__ = ["STRATEGIES", "KNNGraph", "build_partitioned_graph", "build_sharded_graph", "knn_graph", "open_knn_graph"]
 
@@ -354,7 +354,9 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         know. A neighbours-of-neighbours task reads rows at random through
         memory maps of all routed rows (about ``overlap x n x d`` values),
         which count in each worker's resident memory: at 10^7 x 32 float32
-        rows with overlap 3 (3.8 GB) it had 4-GiB workers killed.
+        rows with overlap 3 (3.8 GB) it had 4-GiB workers killed; the build
+        now refuses it after routing when the routed rows exceed 60 % of
+        the smallest worker memory limit (:func:`check_refinement_memory`).
     widen : float, default=1.25
         Width factor per rebuild round.
     kmeans_sample : int, default=None
@@ -447,6 +449,9 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         counts[call["chunk_id"]] = stat["counts"]
     sizes = np.sum([counts[c] for c, _, _ in chunks], axis=0)
     timings["route"] = time.perf_counter() - tic
+    if refine == "neighbors" and max_rounds and target_recall is not None and recall_sample:
+        check_refinement_memory(int(sizes.sum()) * d * np.dtype(float_dtype(X.dtype)).itemsize,
+                                worker_memory_limits(client))
 
     # One task per partition, or per piece of a partition over the budget.
     primary = nearest_centroids(km_sample, centroids, 1)[:, 0]
@@ -498,6 +503,43 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
                   **{kind: sum(s["cpu"] for s in stats if s["kind"] == kind)
                      for kind in ("partition", "merge", "refine")}}})
     return open_knn_graph(store_path, stage)
+
+
+#: Share of the smallest worker memory limit that the routed rows may take when ``refine="neighbors"``
+#: maps them all (Dask's default ``distributed.worker.memory.target``: mapped pages cannot be spilled).
+REFINE_MEMORY_SHARE = 0.6
+
+
+def check_refinement_memory(routed_bytes, memory_limits):
+    """Refuse a neighbours-of-neighbours refinement whose memory maps would not fit the workers.
+
+    A refinement task reads candidate rows at random through memory maps of
+    every routed row; the pages it touches count in the worker's resident
+    memory, and past the nanny's limit the worker is killed (measured: 10^7
+    x 32 float32 rows in 3 partitions each, 3.8 GB, killed 4-GiB workers
+    within seconds, after round 0's ~12 minutes). Checked after routing,
+    before any partition is built.
+
+    Parameters
+    ----------
+    routed_bytes : int
+        Bytes of all routed rows (members of all partitions).
+    memory_limits : list of int
+        Each worker's memory limit in bytes (0: none); empty in-process.
+
+    Raises
+    ------
+    ValueError
+        When the routed rows exceed ``REFINE_MEMORY_SHARE`` of the smallest
+        limit.
+    """
+    limits = [limit for limit in memory_limits if limit]
+    if limits and routed_bytes > REFINE_MEMORY_SHARE * min(limits):
+        raise ValueError(
+            f"refine='neighbors' reads the routed rows ({routed_bytes / 2**30:.2f} GiB) through memory maps whose "
+            f"pages count in each worker's memory, more than {REFINE_MEMORY_SHARE:.0%} of the smallest worker "
+            f"memory limit ({min(limits) / 2**30:.2f} GiB): the workers would be killed. Use refine='rebuild' "
+            "(the default), workers with more memory, or a smaller overlap. No partition graph was built.")
 
 
 #: A centroid whose share of the k-means sample predicts fewer than this many times k + 1 rows is dropped.
