@@ -628,13 +628,14 @@ def test_neighbours_refinement_refused_before_any_partition_when_maps_exceed_wor
     import dask
     from distributed import Client, LocalCluster
 
-    # 20,000 x 8 float32 rows, each in one or two partitions: 0.6-1.3 MB routed, against workers of 1 MB
+    # 20,000 x 8 float32 rows, each in one or two partitions: 0.6-1.3 MB routed and 1.6 MB of graph (k = 5),
+    # against workers of 1 MB
     # (their memory monitor off, so the tiny limit only informs the check).
     X = da.from_array(np.random.RandomState(3).rand(20000, 8).astype(np.float32), chunks=(5000, 8))
     off = {f"distributed.worker.memory.{key}": False for key in ("target", "spill", "pause", "terminate")}
     with dask.config.set(off), LocalCluster(n_workers=1, processes=False, memory_limit="1MB",
                                             dashboard_address=None) as cluster, Client(cluster) as client:
-        with pytest.raises(ValueError, match=r"refine='neighbors' reads the routed rows \(0\.\d+ GiB\)"):
+        with pytest.raises(ValueError, match=r"refine='neighbors' reads the routed rows and the graph \(0\.\d+ GiB\)"):
             build_partitioned_graph(X, 5, store=tmp_path / "s.zarr", refine="neighbors", max_partition_rows=5000,
                                     random_state=0, client=client)
         scratch = tmp_path / "s.zarr" / "knn" / partitioned.SCRATCH_DIR
@@ -786,11 +787,12 @@ def test_partitioned_build_uses_its_max_candidates(tmp_path, warm):
     assert recalls[DEFAULT_MAX_CANDIDATES] > recalls[None] + 0.05
 
 
-def test_index_rejects_bad_max_candidates():
+@pytest.mark.parametrize("method", ["pynndescent", "exact"])
+def test_index_rejects_bad_max_candidates(method):
     X = np.random.RandomState(0).rand(100, 3)
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="max_candidates must be an integer >= 1 or None"):
-            KNNIndex(3, method="pynndescent", max_candidates=bad).fit(X)
+            KNNIndex(3, method=method, max_candidates=bad).fit(X)
 
 
 def test_partitioned_parameter_errors(tmp_path):

@@ -237,6 +237,9 @@ class KNNIndex:
         if n < 2:
             raise ValueError(f"a kNN index needs at least 2 rows; got n_samples = {n}")
         self.method_ = _resolve_method(self.method, n)
+        if self.max_candidates is not None and (isinstance(self.max_candidates, bool) or not isinstance(
+                self.max_candidates, Integral) or self.max_candidates < 1):
+            raise ValueError(f"max_candidates must be an integer >= 1 or None; got {self.max_candidates!r}")
         _check_metric(self.metric, self.method_, sp.issparse(X))
         self._X = X
         self.n_samples_fit_, self.n_features_in_ = n, X.shape[1]
@@ -246,9 +249,6 @@ class KNNIndex:
             width = self.build_neighbors or default_build_neighbors(self.n_neighbors)
             if isinstance(width, bool) or not isinstance(width, Integral) or width < 2:
                 raise ValueError(f"build_neighbors must be an integer >= 2; got {self.build_neighbors!r}")
-            if self.max_candidates is not None and (isinstance(self.max_candidates, bool) or not isinstance(
-                    self.max_candidates, Integral) or self.max_candidates < 1):
-                raise ValueError(f"max_candidates must be an integer >= 1 or None; got {self.max_candidates!r}")
             if n <= width + 1:  # NN-descent needs more rows than its graph width
                 logger.debug("%d rows are too few for an NN-descent graph of width %d; searching exactly",
                              n, width)

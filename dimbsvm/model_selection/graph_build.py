@@ -449,8 +449,9 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         counts[call["chunk_id"]] = stat["counts"]
     sizes = np.sum([counts[c] for c, _, _ in chunks], axis=0)
     timings["route"] = time.perf_counter() - tic
-    if refine == "neighbors" and max_rounds and target_recall is not None and recall_sample:
-        check_refinement_memory(int(sizes.sum()) * d * np.dtype(float_dtype(X.dtype)).itemsize,
+    if refine == "neighbors" and metric in PAIRED_METRICS and max_rounds and target_recall is not None \
+            and recall_sample:  # the routed rows and the graph, each row's k (id, distance) pairs
+        check_refinement_memory(int(sizes.sum()) * d * np.dtype(float_dtype(X.dtype)).itemsize + n * k * 16,
                                 worker_memory_limits(client))
 
     # One task per partition, or per piece of a partition over the budget.
@@ -505,38 +506,40 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     return open_knn_graph(store_path, stage)
 
 
-#: Share of the smallest worker memory limit that the routed rows may take when ``refine="neighbors"``
-#: maps them all (Dask's default ``distributed.worker.memory.target``: mapped pages cannot be spilled).
+#: Share of the smallest worker memory limit that the routed rows and the graph may take when
+#: ``refine="neighbors"`` maps them all (Dask's default ``distributed.worker.memory.target``: mapped pages cannot be spilled).
 REFINE_MEMORY_SHARE = 0.6
 
 
-def check_refinement_memory(routed_bytes, memory_limits):
+def check_refinement_memory(mapped_bytes, memory_limits):
     """Refuse a neighbours-of-neighbours refinement whose memory maps would not fit the workers.
 
-    A refinement task reads candidate rows at random through memory maps of
-    every routed row; the pages it touches count in the worker's resident
-    memory, and past the nanny's limit the worker is killed (measured: 10^7
+    A refinement task reads candidate rows and their graph rows at random
+    through memory maps of every routed row and of the graph; the pages it
+    touches count in the worker's resident memory, and past the nanny's limit the worker is killed (measured: 10^7
     x 32 float32 rows in 3 partitions each, 3.8 GB, killed 4-GiB workers
     within seconds, after round 0's ~12 minutes). Checked after routing,
     before any partition is built.
 
     Parameters
     ----------
-    routed_bytes : int
-        Bytes of all routed rows (members of all partitions).
+    mapped_bytes : int
+        Bytes a refinement task may map: all routed rows (members of all
+        partitions) and the graph so far.
     memory_limits : list of int
         Each worker's memory limit in bytes (0: none); empty in-process.
 
     Raises
     ------
     ValueError
-        When the routed rows exceed ``REFINE_MEMORY_SHARE`` of the smallest
+        When ``mapped_bytes`` exceed ``REFINE_MEMORY_SHARE`` of the smallest
         limit.
     """
     limits = [limit for limit in memory_limits if limit]
-    if limits and routed_bytes > REFINE_MEMORY_SHARE * min(limits):
+    if limits and mapped_bytes > REFINE_MEMORY_SHARE * min(limits):
         raise ValueError(
-            f"refine='neighbors' reads the routed rows ({routed_bytes / 2**30:.2f} GiB) through memory maps whose "
+            f"refine='neighbors' reads the routed rows and the graph ({mapped_bytes / 2**30:.2f} GiB) through memory "
+            "maps whose "
             f"pages count in each worker's memory, more than {REFINE_MEMORY_SHARE:.0%} of the smallest worker "
             f"memory limit ({min(limits) / 2**30:.2f} GiB): the workers would be killed. Use refine='rebuild' "
             "(the default), workers with more memory, or a smaller overlap. No partition graph was built.")
