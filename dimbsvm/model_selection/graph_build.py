@@ -355,8 +355,9 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         memory maps of all routed rows (about ``overlap x n x d`` values),
         which count in each worker's resident memory: at 10^7 x 32 float32
         rows with overlap 3 (3.8 GB) it had 4-GiB workers killed; the build
-        now refuses it after routing when the routed rows exceed 60 % of
-        the smallest worker memory limit (:func:`check_refinement_memory`).
+        now refuses it after routing when the routed rows and the graph
+        exceed 60 % of the smallest worker memory limit
+        (:func:`check_refinement_memory`).
     widen : float, default=1.25
         Width factor per rebuild round.
     kmeans_sample : int, default=None
