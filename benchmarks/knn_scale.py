@@ -162,12 +162,12 @@ def run_single(args, width):
     X = zarr.open_array(str(path / "X"), mode="r")[:]
     warm = warm_up()
     tic, cpu = time.perf_counter(), _cpu_s()
-    candidates = _candidates(args.max_candidates)
-    index = KNNIndex(K, method="pynndescent", build_neighbors=width, random_state=0, **candidates).fit(X)
+    index = KNNIndex(K, method="pynndescent", build_neighbors=width, random_state=0,
+                     **_candidates(args.max_candidates)).fit(X)
     indices = index.neighbor_graph(K)[0]
     wall, cpu = time.perf_counter() - tic, _cpu_s() - cpu
     return {"build_neighbors": width, "wall_s": wall, "cpu_s": cpu, "warm_up_s": warm,
-            "max_candidates": _candidates_used(candidates, index.build_neighbors_),
+            "max_candidates": index.max_candidates_,
             "recall": recall_of(indices[fixed_sample(args.n)], exact), "peak_rss_mib": _peak_mib(),
             "threads": os.cpu_count(), "data_bytes": int(X.nbytes)}
 
@@ -232,12 +232,6 @@ def _candidates(text):
     if text is None:
         return {}
     return {"max_candidates": None if text.lower() == "pynndescent" else int(text)}
-
-
-def _candidates_used(candidates, width):
-    """NN-descent's candidates per row and iteration as pynndescent resolves them (None: min(60, width))."""
-    value = candidates.get("max_candidates")
-    return min(60, width) if value is None else value
 
 
 def _radius(text):
@@ -542,8 +536,8 @@ def render_markdown(summary):
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in comparisons:
             lines.append(f"| {c['stage']}{'-' + c['tag'] if c.get('tag') else ''} | {c['n']:,} | {c['workers']} | "
-                         f"{c['recall']:.4f} | {c['single_width']} | {_candidates_label(c.get('single_max_candidates'))} | "
-                         f"{c['single_recall']:.4f} | "
+                         f"{c['recall']:.4f} | {c['single_width']} | "
+                         f"{_candidates_label(c.get('single_max_candidates'))} | {c['single_recall']:.4f} | "
                          f"{'yes' if c['single_at_least_equal_recall'] else 'no'} | {c['cpu_ratio']:.2f} | "
                          f"{c['wall_ratio']:.2f} | {c['memory_ratio']:.2f} |")
         lines.append("")

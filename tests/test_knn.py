@@ -613,6 +613,16 @@ def _counting_partition_task(*, log, **kwargs):
 _REAL_PARTITION_TASK = partitioned.partition_task
 
 
+def test_neighbours_refinement_skipped_with_a_warning_for_a_metric_it_does_not_know(tmp_path, caplog):
+    X = np.random.RandomState(0).rand(2000, 4)
+    with caplog.at_level(logging.WARNING, logger="dimbsvm.model_selection.graph_build"):
+        graph = build_partitioned_graph(da.from_array(X, chunks=(500, 4)), 5, store=tmp_path / "s.zarr",
+                                        metric="chebyshev", method="exact", refine="neighbors", target_recall=1.0,
+                                        max_partition_rows=600, random_state=0, recall_sample=200)
+    assert "does not know metric 'chebyshev'; not refining" in caplog.text
+    assert graph.meta["rounds"] == 0 and graph.meta["recall"] < 1.0  # below target, and still not refined
+
+
 def test_refinement_memory_check_takes_the_smallest_limit():
     from dimbsvm.model_selection.graph_build import check_refinement_memory
 
@@ -785,6 +795,15 @@ def test_partitioned_build_uses_its_max_candidates(tmp_path, warm):
     assert graphs[DEFAULT_MAX_CANDIDATES].meta["max_candidates"] == DEFAULT_MAX_CANDIDATES == 60
     recalls = {mc: _gaussian_recall(graph.indices.compute(), X, 5) for mc, graph in graphs.items()}
     assert recalls[DEFAULT_MAX_CANDIDATES] > recalls[None] + 0.05
+
+
+def test_index_records_the_candidates_it_used(warm):
+    X = np.random.RandomState(0).rand(500, 4)
+    fitted = lambda **kw: KNNIndex(3, **kw).fit(X).max_candidates_  # noqa: E731
+    assert fitted(method="pynndescent", build_neighbors=8) == 8  # pynndescent's default: the width, at most 60
+    assert fitted(method="pynndescent", build_neighbors=80) == 60
+    assert fitted(method="pynndescent", build_neighbors=8, max_candidates=60) == 60
+    assert fitted(method="exact", max_candidates=60) is None
 
 
 @pytest.mark.parametrize("method", ["pynndescent", "exact"])

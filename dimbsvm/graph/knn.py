@@ -178,6 +178,9 @@ class KNNIndex:
         The search used (``"exact"`` or ``"pynndescent"``).
     build_neighbors_ : int or None
         The NN-descent width used (``None`` for an exact index).
+    max_candidates_ : int or None
+        NN-descent's candidates per row and iteration used (``None`` for an
+        exact index).
     n_samples_fit_, n_features_in_ : int
     build_time_ : float
         Seconds spent building (numba compilation included on the first build
@@ -243,7 +246,7 @@ class KNNIndex:
         _check_metric(self.metric, self.method_, sp.issparse(X))
         self._X = X
         self.n_samples_fit_, self.n_features_in_ = n, X.shape[1]
-        self.build_neighbors_ = None
+        self.build_neighbors_ = self.max_candidates_ = None
         start = time.perf_counter()
         if self.method_ == "pynndescent":
             width = self.build_neighbors or default_build_neighbors(self.n_neighbors)
@@ -255,6 +258,9 @@ class KNNIndex:
                 self.method_ = "exact"
             else:
                 self.build_neighbors_ = int(width)
+                # pynndescent's own default when not given, resolved here so that it is known after the fit
+                self.max_candidates_ = min(60, self.build_neighbors_) if self.max_candidates is None else int(
+                    self.max_candidates)
                 # pynndescent computes in float32 and would keep a float32 copy beside float64 rows:
                 # keep one copy, the one it searches.
                 self._X = X.astype(np.float32, copy=False)
@@ -269,7 +275,7 @@ class KNNIndex:
 
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         self._nnd = NNDescent(self._X, metric=self.metric, n_neighbors=self.build_neighbors_,
-                              max_candidates=self.max_candidates, random_state=seed, n_jobs=self.n_jobs)
+                              max_candidates=self.max_candidates_, random_state=seed, n_jobs=self.n_jobs)
         # The NN-descent graph stays in pynndescent's own int32/float32 arrays; neighbor_graph()
         # converts the k columns it returns (an int64/float64 copy of the whole width would
         # double the index's memory).

@@ -386,6 +386,9 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
                                     max_candidates=max_candidates)
     overlap, cap, n_parts = opts["overlap"], opts["max_partition_rows"], opts["n_partitions"]
     max_rounds, recall_sample = opts["max_rounds"], opts["recall_sample"]
+    if refine == "neighbors" and metric not in PAIRED_METRICS and recall_sample:
+        logger.warning("neighbours-of-neighbours refinement does not know metric %r; not refining", metric)
+        max_rounds = 0
     big = method == "pynndescent" or (method == "auto" and cap >= EXACT_MAX_ROWS)
     _check_metric(metric, "pynndescent" if big else "exact", sparse=False)
     width = int(build_neighbors or part_tasks.partition_build_neighbors(k))
@@ -450,8 +453,8 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         counts[call["chunk_id"]] = stat["counts"]
     sizes = np.sum([counts[c] for c, _, _ in chunks], axis=0)
     timings["route"] = time.perf_counter() - tic
-    if refine == "neighbors" and metric in PAIRED_METRICS and max_rounds and target_recall is not None \
-            and recall_sample:  # the routed rows and the graph, each row's k (id, distance) pairs
+    if refine == "neighbors" and max_rounds and target_recall is not None and recall_sample:
+        # what a refinement task maps: the routed rows, and the graph's k (id, distance) pairs per row
         check_refinement_memory(int(sizes.sum()) * d * np.dtype(float_dtype(X.dtype)).itemsize + n * k * 16,
                                 worker_memory_limits(client))
 
@@ -474,9 +477,6 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         timings["recall"] = time.perf_counter() - tic
         logger.info("kNN graph recall %.4f against exact neighbours of %d sampled rows", recalls[-1],
                     recall_rows.size)
-        if refine == "neighbors" and metric not in PAIRED_METRICS:
-            logger.warning("neighbours-of-neighbours refinement does not know metric %r; not refining", metric)
-            max_rounds = 0
         while target_recall is not None and recalls[-1] < target_recall and round_ < max_rounds:
             round_ += 1
             tic = time.perf_counter()
@@ -508,7 +508,8 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
 
 
 #: Share of the smallest worker memory limit that the routed rows and the graph may take when
-#: ``refine="neighbors"`` maps them all (Dask's default ``distributed.worker.memory.target``: mapped pages cannot be spilled).
+#: ``refine="neighbors"`` maps them all (Dask's default ``distributed.worker.memory.target``; mapped
+#: pages cannot be spilled).
 REFINE_MEMORY_SHARE = 0.6
 
 
@@ -517,10 +518,11 @@ def check_refinement_memory(mapped_bytes, memory_limits):
 
     A refinement task reads candidate rows and their graph rows at random
     through memory maps of every routed row and of the graph; the pages it
-    touches count in the worker's resident memory, and past the nanny's limit the worker is killed (measured: 10^7
-    x 32 float32 rows in 3 partitions each, 3.8 GB, killed 4-GiB workers
-    within seconds, after round 0's ~12 minutes). Checked after routing,
-    before any partition is built.
+    touches count in the worker's resident memory, and past the nanny's
+    limit the worker is killed (measured: 10^7 x 32 float32 rows in 3
+    partitions each, 3.8 GB, killed 4-GiB workers within seconds, after
+    round 0's ~12 minutes). Checked after routing, before any partition is
+    built.
 
     Parameters
     ----------
@@ -539,11 +541,11 @@ def check_refinement_memory(mapped_bytes, memory_limits):
     limits = [limit for limit in memory_limits if limit]
     if limits and mapped_bytes > REFINE_MEMORY_SHARE * min(limits):
         raise ValueError(
-            f"refine='neighbors' reads the routed rows and the graph ({mapped_bytes / 2**30:.2f} GiB) through memory "
-            "maps whose "
-            f"pages count in each worker's memory, more than {REFINE_MEMORY_SHARE:.0%} of the smallest worker "
-            f"memory limit ({min(limits) / 2**30:.2f} GiB): the workers would be killed. Use refine='rebuild' "
-            "(the default), workers with more memory, or a smaller overlap. No partition graph was built.")
+            f"refine='neighbors' reads the routed rows and the graph ({mapped_bytes / 2**30:.2f} GiB) through "
+            f"memory maps whose pages count in each worker's memory, more than {REFINE_MEMORY_SHARE:.0%} of the "
+            f"smallest worker memory limit ({min(limits) / 2**30:.2f} GiB): the workers would be killed. Use "
+            "refine='rebuild' (the default), workers with more memory, or a smaller overlap. No partition graph "
+            "was built.")
 
 
 #: A centroid whose share of the k-means sample predicts fewer than this many times k + 1 rows is dropped.
