@@ -661,12 +661,12 @@ def test_runs_of_small_partitions_built_by_one_task_give_the_same_graph(tmp_path
     # 40 partitions of ~200 members: with at least 4 tasks wanted they are built in runs, ~10 per task; with
     # 10^6 tasks wanted, one task each. Each partition's graph is the same either way (same members, same
     # seed), and a row's k best over a run are what the merge would keep of them.
-    from dimbsvm.model_selection import graph_build
+    from dimbsvm.model_selection.graph_build import partitioned_build
 
     X = _clustered(4000, d=4, seed=41)
 
     def build(path, min_tasks):
-        monkeypatch.setattr(graph_build, "GROUP_MIN_TASKS", min_tasks)
+        monkeypatch.setattr(partitioned_build, "GROUP_MIN_TASKS", min_tasks)
         return build_partitioned_graph(da.from_array(X, chunks=(500, 4)), 6, store=path, method=method,
                                        build_neighbors=8, max_partition_rows=400, random_state=5, recall_sample=300,
                                        target_recall=None)
@@ -874,7 +874,7 @@ def test_a_tiny_kmeans_cluster_does_not_starve_its_rows(tmp_path, monkeypatch):
     stops with the DataError that names the starved rows (the test of the test).
     """
     from dimbsvm.exceptions import DataError
-    from dimbsvm.model_selection import graph_build
+    from dimbsvm.model_selection.graph_build import partitioned_build
 
     rng = np.random.RandomState(5)
     blobs = np.concatenate([rng.normal(loc=c, size=(1000, 3)) for c in (0.0, 12.0, 24.0)])
@@ -885,6 +885,6 @@ def test_a_tiny_kmeans_cluster_does_not_starve_its_rows(tmp_path, monkeypatch):
     assert len(graph.meta["partition_sizes"]) == 3  # the far rows' centre was dropped
     exact = _exact_neighbours(X, 10)
     np.testing.assert_array_equal(np.sort(graph.indices.compute()[-5:], axis=1), np.sort(exact[-5:], axis=1))
-    monkeypatch.setattr(graph_build, "MIN_PARTITION_FACTOR", 0)
+    monkeypatch.setattr(partitioned_build, "MIN_PARTITION_FACTOR", 0)
     with pytest.raises(DataError, match="fewer than k=10 candidates"):
         build_partitioned_graph(da.from_array(X, chunks=(500, 3)), 10, store=tmp_path / "b.zarr", **kwargs)

@@ -1,27 +1,7 @@
-"""Building kNN graphs of whole datasets: in memory, or as tasks into a store's ``knn`` stage.
+"""The partitioned stored kNN build: k-means partitions, one graph each, merged and refined (:func:`build_partitioned_graph`).
 
-:func:`knn_graph` answers in memory for numpy input and, for a Dask array or
-a store, builds the stage with one of two strategies:
-
-``"partitioned"`` (default; :func:`build_partitioned_graph`)
-    rows routed to k-means partitions (each row to its ``overlap`` nearest),
-    one graph per partition, candidates merged per row, refined by
-    neighbours of neighbours while the recall on a sample is below
-    ``target_recall``. Work grows as ``overlap * n``. Task bodies:
-    :mod:`dimbsvm.graph.partitioned`.
-``"sharded"`` (:func:`build_sharded_graph`)
-    every row queried against every shard's index; work grows as
-    ``n * n_shards``. Task bodies: :mod:`dimbsvm.graph.sharded`. Measured
-    on 2 cores (``benchmarks/RESULTS.md``), it won nowhere: at 10^6 rows it
-    took 2x the CPU of a partitioned build of higher recall, at 10^5 1.4x.
-    It remains for metrics whose neighbours Euclidean k-means routing says
-    little about (binary or set metrics), since it relies on no routing.
-
-This module decides what to submit; the task bodies are plain functions in
-:mod:`dimbsvm.graph`, and :mod:`dimbsvm.model_selection.engine` runs them
-(in this process without a client, on the cluster with one). A finished
-stage with the same fingerprint (data and parameters) is reused; an
-unfinished one resumes from the steps on disk.
+Task bodies: :mod:`dimbsvm.graph.partitioned`; routing and partition
+planning: :mod:`dimbsvm.graph.partition`.
 """
 
 from __future__ import annotations
@@ -31,276 +11,23 @@ import math
 import time
 from pathlib import Path
 
-import dask.array as da
 import numpy as np
-from sklearn.utils import check_array, check_random_state
+from sklearn.utils import check_random_state
 
-from ..exceptions import DataError
-from ..graph import partitioned as part_tasks
-from ..graph import sharded
-from ..graph.knn import EXACT_MAX_ROWS, KNN_METHODS, KNNIndex, _check_metric, default_build_neighbors, recall_of
-from ..graph.knn import sample_recall as _sample_recall_in_memory
-from ..graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, group_partitions,
-                               nearest_centroids, principal_direction, rank_buckets)
-from ..graph.stored import (KNNGraph, check_n_neighbors, exact_chunk_task, float_dtype, jsonable,
-                            merge_exact_parts, open_knn_graph, peaks, seed_of)
-from ..store import finish_stage, open_array, stage_is_complete
-from ..store.stages import resolve_input, row_chunked, stage_fingerprint
-from .engine import TaskPlan, compute, map_tasks, resolve_client, run_plan, worker_memory_limits
+from ...graph import partitioned as part_tasks
+from ...graph.knn import EXACT_MAX_ROWS, _check_metric, recall_of
+from ...graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, group_partitions,
+                                nearest_centroids, principal_direction, rank_buckets)
+from ...graph.stored import KNNGraph, check_n_neighbors, float_dtype, jsonable, open_knn_graph, peaks
+from ...store import finish_stage, stage_is_complete
+from ...store.stages import stage_fingerprint
+from ..engine import TaskPlan, map_tasks, resolve_client, run_plan, worker_memory_limits
+from ._steps import check_finite, chunk_bounds, copy_rows, exact_sample, prepare_input, warm_up
 
-__all__ = ["STRATEGIES", "KNNGraph", "build_partitioned_graph", "build_sharded_graph", "knn_graph", "open_knn_graph"]
+__all__ = ["GROUP_MAX_ROWS", "GROUP_MIN_TASKS", "MIN_PARTITION_FACTOR", "REFINE_MEMORY_SHARE",
+           "build_partitioned_graph", "check_refinement_memory", "drop_starved_centroids", "group_whole_partitions"]
 
 logger = logging.getLogger(__name__)
-
-#: The accepted values of ``strategy``.
-STRATEGIES = ("partitioned", "sharded")
-
-_CHUNK_BYTES = 32 * 2**20  # rows per chunk when numpy input is written to a store
-
-
-def knn_graph(X, n_neighbors=10, *, method="auto", metric="euclidean", random_state=None, client=None,
-              store=None, strategy="partitioned", build_neighbors=None, recall_sample=2000, **options):
-    """The k nearest other rows of every row: in memory, or built as tasks into a store.
-
-    Parameters
-    ----------
-    X : {ndarray, sparse matrix}, dask.array.Array or path of a dimbsvm store
-        Rows, 2-D. numpy (or sparse) input is answered in memory with one
-        index; a Dask array or a store path is built as Dask tasks into the
-        store's ``knn`` stage.
-    n_neighbors : int, default=10
-        k, smaller than the number of rows.
-    method : {"auto", "exact", "pynndescent"}, default="auto"
-        Search within one index (in memory: the whole data; otherwise one
-        partition or shard). ``"auto"`` is exact below 20,000 rows.
-    metric : str, default="euclidean"
-        A metric pynndescent knows (:func:`~dimbsvm.graph.knn.pynndescent_metrics`).
-    random_state : int, RandomState instance or None, default=None
-        Seeds k-means, NN-descent and the recall sample.
-    client : distributed.Client, default=None
-        Where the tasks run; the current client when there is one, else
-        this process, one task after the other.
-    store : str or path, default=None
-        The store to write the stage into; defaults to ``X`` when ``X`` is a
-        store path. Giving it with numpy input asks for a stored build.
-    strategy : {"partitioned", "sharded"}, default="partitioned"
-        The stored build: :func:`build_partitioned_graph` or
-        :func:`build_sharded_graph`.
-    build_neighbors : int, default=None
-        NN-descent graph width including the row itself (default: in memory
-        :func:`~dimbsvm.graph.knn.default_build_neighbors`, 25 for k = 10;
-        the partitioned build
-        :func:`~dimbsvm.graph.partitioned.partition_build_neighbors`, 32;
-        the sharded build 25).
-    recall_sample : int, default=2000
-        Rows whose exact neighbours are found to measure the recall of an
-        approximate graph (logged; for a stored graph kept in its meta);
-        0 skips it (and the partitioned build's refinement).
-    **options
-        Options of the stored build: ``overlap``, ``max_partition_rows``,
-        ``target_recall``, ``max_rounds``, ``max_candidates`` (partitioned) or ``shard_rows``,
-        ``query_epsilon`` (sharded); also ``stage`` and ``fingerprint``.
-
-    Returns
-    -------
-    indices : ndarray or dask.array.Array of shape (n_samples, n_neighbors), int64
-        Nearest first; row ``i`` never lists ``i``. Dask arrays (read from
-        the store) for a stored build, so no process holds all rows.
-    distances : same type and shape, float64
-
-    Raises
-    ------
-    ValueError
-        ``n_neighbors`` not in ``[1, n_samples - 1]``, NaN or infinite
-        values, an unknown metric, method or strategy, an option of the
-        other strategy.
-
-    Examples
-    --------
-    >>> X = np.array([[0.0], [1.0], [3.0], [7.0]])
-    >>> indices, distances = knn_graph(X, 1)
-    >>> indices.ravel(), distances.ravel()
-    (array([1, 0, 1, 2]), array([1., 1., 2., 4.]))
-    """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"The 'strategy' parameter of knn_graph must be one of {STRATEGIES}. Got {strategy!r} "
-                         "instead.")
-    if isinstance(X, (str, Path, da.Array)) or store is not None:
-        build = build_partitioned_graph if strategy == "partitioned" else build_sharded_graph
-        graph = build(X, n_neighbors, store=store, method=method, metric=metric, build_neighbors=build_neighbors,
-                      random_state=random_state, recall_sample=recall_sample, client=client, **options)
-        return graph.indices, graph.distances
-    if options:
-        raise ValueError(f"options {sorted(options)} apply to a stored build (a Dask array, a store path or "
-                         "store=...); numpy input is answered in memory")
-    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], input_name="X")
-    check_n_neighbors(n_neighbors, X.shape[0])
-    index = KNNIndex(n_neighbors, method=method, metric=metric, build_neighbors=build_neighbors,
-                     random_state=random_state).fit(X)
-    indices, distances = index.neighbor_graph(n_neighbors)
-    if index.method_ == "pynndescent" and recall_sample:
-        recall, rows = _sample_recall_in_memory(X, indices, metric=metric, sample_size=recall_sample,
-                                                random_state=seed_of(random_state))
-        logger.info("kNN graph (pynndescent, width %d, k=%d): recall %.4f on %d rows; built in %.1f s",
-                    index.build_neighbors_, n_neighbors, recall, rows.size, index.build_time_)
-    return indices, distances
-
-
-# --- shared steps ----------------------------------------------------------------------------------
-
-
-def _prepare(X, store, method, metric):
-    """``(store path, row-chunked Dask X, source fingerprint, X is the store's own)``, validated."""
-    if method not in KNN_METHODS:
-        raise ValueError(f"method must be one of {KNN_METHODS}; got {method!r}.")
-    from_store = isinstance(X, (str, Path))
-    if not from_store and not isinstance(X, da.Array):
-        X = np.asarray(X)
-        X = da.from_array(X, chunks=(max(1, _CHUNK_BYTES // (8 * max(1, X.shape[-1]))), -1))
-    store_path, X, source = resolve_input(X, store)
-    X = row_chunked(X)
-    if X.ndim != 2:
-        raise DataError(f"a kNN graph needs 2-D rows, got shape {X.shape}")
-    return store_path, X, source, from_store
-
-
-def _check_finite(X, client):
-    bad = da.map_blocks(lambda b: ~np.isfinite(b).all(axis=1), X, drop_axis=1, dtype=bool)
-    any_bad, row = compute(bad.any(), da.argmax(bad), client=client)
-    if any_bad:
-        raise DataError(f"X has NaN or infinite values (first in row {int(row)}); a kNN graph needs finite rows")
-
-
-def _chunks(n, chunk):
-    return [(c, c0, min(c0 + chunk, n)) for c, c0 in enumerate(range(0, n, chunk))]
-
-
-def _copy_rows(X, group, client):
-    compute(da.store(X.astype(float_dtype(X.dtype)), group["_rows"], lock=False, compute=False), client=client)
-
-
-def _warm_up(client, metric, timings):
-    """Compile pynndescent on every worker before the first kNN task (once per host with a prewarmed forkserver)."""
-    from ..distributed.warmup import warm_up_workers
-
-    tic = time.perf_counter()
-    warm = warm_up_workers(client, metric)
-    timings["warm_up"] = time.perf_counter() - tic
-    logger.info("numba warm-up per worker (s): %s", {w: round(s, 1) for w, s in warm.items()})
-    return warm
-
-
-def _exact_sample(rows_path, rows, sample, n, k, chunk, metric, client):
-    """The exact k nearest other rows of the sampled rows, one task per chunk."""
-    calls = [dict(start=c0, stop=c1) for _, c0, c1 in _chunks(n, chunk)]
-    parts = map_tasks(exact_chunk_task, calls, client=client, label="exact sample searches",
-                      shared=dict(rows_path=rows_path, sample=sample, k=k, metric=metric))
-    return merge_exact_parts(parts, rows, k)
-
-
-# --- the sharded build -----------------------------------------------------------------------------
-
-
-def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric="euclidean",
-                        build_neighbors=None, shard_rows=None, random_state=None, recall_sample=2000,
-                        client=None, stage="knn", fingerprint=None, query_epsilon=0.3) -> KNNGraph:
-    """Build (or reuse) the ``knn`` stage shard by shard: every row queried against every shard.
-
-    Parameters
-    ----------
-    shard_rows : int, default=None
-        Rows per shard (rounded up to whole chunks); default
-        :data:`~dimbsvm.graph.sharded.DEFAULT_SHARD_ROWS`. Smaller shards
-        need less memory per worker and more query work.
-    stage : str, default="knn"
-        Name of the stage group below the store.
-    fingerprint : str, default=None
-        Identity of data and parameters; derived when not given.
-    query_epsilon : float, default=0.3
-        Search breadth of the queries of other shards' chunks (see
-        :class:`~dimbsvm.graph.KNNIndex`).
-    Other parameters
-        As :func:`knn_graph`.
-
-    Returns
-    -------
-    KNNGraph
-    """
-    store_path, X, source, from_store = _prepare(X, store, method, metric)
-    n, chunk = int(X.shape[0]), int(X.chunks[0][0])
-    check_n_neighbors(n_neighbors, n)
-    k = int(n_neighbors)
-    bounds = sharded.shard_bounds(n, chunk, k, shard_rows or sharded.DEFAULT_SHARD_ROWS)
-    methods = [method if method != "auto" else ("exact" if b - a < EXACT_MAX_ROWS else "pynndescent")
-               for a, b in bounds]
-    for m in set(methods):
-        _check_metric(metric, m, sparse=False)
-    width = build_neighbors or default_build_neighbors(k)
-    seeds = check_random_state(random_state).randint(np.iinfo(np.int32).max, size=len(bounds) + 1)
-    params = {"n_neighbors": k, "method": method, "metric": metric, "build_neighbors": int(width),
-              "shard_rows": int(bounds[0][1] - bounds[0][0]), "random_state": jsonable(random_state),
-              "recall_sample": int(recall_sample), "rows": n, "query_epsilon": float(query_epsilon)}
-    fingerprint = fingerprint or stage_fingerprint("knn", source, np.empty(0), params)
-    if stage_is_complete(store_path, stage, fingerprint):
-        logger.info("knn stage of %s already built for these data and parameters; reusing it", store_path)
-        return open_knn_graph(store_path, stage)
-
-    client = resolve_client(client)
-    tic = time.perf_counter()
-    _check_finite(X, client)
-    timings = {"check": time.perf_counter() - tic}
-    group, done, seeds = sharded.open_or_resume(store_path, stage, fingerprint,
-                                                dict(params, strategy="sharded", seeds=seeds.tolist()), n=n,
-                                                d=int(X.shape[1]), k=k, chunk=chunk, n_shards=len(bounds),
-                                                dtype=float_dtype(X.dtype), copy_rows=not from_store)
-    stage_path = Path(store_path) / stage
-    rows_path = str(Path(store_path) / "X") if from_store else str(stage_path / "_rows")
-    if not from_store and not done.any():
-        tic = time.perf_counter()
-        _copy_rows(X, group, client)
-        timings["copy_rows"] = time.perf_counter() - tic
-    if client is not None and "pynndescent" in methods:
-        _warm_up(client, metric, timings)
-
-    tic = time.perf_counter()
-    calls = [dict(shard=s, start=a, stop=b, method=methods[s], seed=int(seeds[s]))
-             for s, (a, b) in enumerate(bounds) if not done[s]]
-    shared = dict(rows_path=rows_path, stage_path=str(stage_path), n=n, k=k, chunk=chunk, metric=metric,
-                  build_neighbors=int(width), n_jobs=None, query_epsilon=float(query_epsilon))
-    shard_stats = map_tasks(sharded._shard_task, calls, client=client, shared=shared, label="kNN shards")
-    timings["shards"] = time.perf_counter() - tic
-    logger.info("kNN: %d shard(s) built and queried in %.1f s (%d reused)", len(calls), timings["shards"],
-                len(bounds) - len(calls))
-
-    tic = time.perf_counter()
-    merge_calls = [dict(start=c0, stop=c1) for _, c0, c1 in _chunks(n, chunk)]
-    merge_stats = map_tasks(sharded._merge_task, merge_calls, client=client, label="kNN merges",
-                            shared=dict(stage_path=str(stage_path), k=k))
-    timings["merge"] = time.perf_counter() - tic
-
-    recall = None
-    if recall_sample and "pynndescent" in methods:
-        tic = time.perf_counter()
-        rows = np.sort(np.random.RandomState(int(seeds[-1])).choice(n, size=min(recall_sample, n), replace=False))
-        exact = _exact_sample(rows_path, rows, open_array(rows_path).get_orthogonal_selection((rows,)), n, k, chunk,
-                              metric, client)
-        found = group["indices"].get_orthogonal_selection((rows, slice(None)))
-        recall = recall_of(found, exact)
-        timings["recall"] = time.perf_counter() - tic
-        logger.info("kNN graph recall %.4f against exact neighbours of %d sampled rows", recall, rows.size)
-    for name in sharded.SCRATCH:
-        if name in group:
-            del group[name]
-    finish_stage(group, {
-        "recall": recall, "recall_rows": int(min(recall_sample, n)) if recall is not None else 0,
-        "timings": timings, "peak_rss_bytes": peaks([*shard_stats, *merge_stats]), "n_shards": len(bounds),
-        "shard_methods": methods,
-        "shard_times": [{key: stat[key] for key in ("shard", "rows", "build", "build_cpu", "query", "query_cpu",
-                                                    "queried_rows")} for stat in shard_stats]})
-    return open_knn_graph(store_path, stage)
-
-
-# --- the partitioned build -------------------------------------------------------------------------
 
 
 def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", metric="euclidean",
@@ -364,9 +91,9 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         Rows the centroids are fitted on (default: ``max(50,000, 100 x
         partitions)``, at most n).
     stage, fingerprint
-        As :func:`build_sharded_graph`.
+        As :func:`~dimbsvm.model_selection.graph_build.sharded_build.build_sharded_graph`.
     Other parameters
-        As :func:`knn_graph`.
+        As :func:`~dimbsvm.model_selection.graph_build.knn_graph`.
 
     Returns
     -------
@@ -375,7 +102,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
         merge and after each refinement round), ``rounds``, ``timings``,
         ``partition_rows`` (rows each task held) and ``peak_rss_bytes``.
     """
-    store_path, X, source, from_store = _prepare(X, store, method, metric)
+    store_path, X, source, from_store = prepare_input(X, store, method, metric)
     n, d, chunk = int(X.shape[0]), int(X.shape[1]), int(X.chunks[0][0])
     check_n_neighbors(n_neighbors, n)
     k = int(n_neighbors)
@@ -402,7 +129,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
 
     client = resolve_client(client)
     tic = time.perf_counter()
-    _check_finite(X, client)
+    check_finite(X, client)
     timings = {"check": time.perf_counter() - tic}
     group, resumed = part_tasks.open_partitioned_stage(store_path, stage, fingerprint,
                                                        dict(params, seeds=seeds.tolist()), n=n, d=d, k=k,
@@ -411,12 +138,12 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     stage_path = Path(store_path) / stage
     scratch = stage_path / part_tasks.SCRATCH_DIR
     rows_path = str(Path(store_path) / "X") if from_store else str(stage_path / "_rows")
-    chunks = _chunks(n, chunk)
+    chunks = chunk_bounds(n, chunk)
     if resumed:
         logger.info("resuming the knn stage of %s from its scratch files", store_path)
     elif not from_store:
         tic = time.perf_counter()
-        _copy_rows(X, group, client)
+        copy_rows(X, group, client)
         timings["copy_rows"] = time.perf_counter() - tic
 
     # Samples: k-means rows and recall rows, read in one pass, one task per chunk.
@@ -463,7 +190,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     plan = [(p, ranges, principal_direction(km_sample[primary == p], seed=int(seeds[2]) + p)
              if len(ranges) > 1 else None) for p, ranges in enumerate(rank_buckets(int(s), cap) for s in sizes)]
     nndescent = method == "pynndescent" or (method == "auto" and min(int(sizes.max()), cap) >= EXACT_MAX_ROWS)
-    warm = _warm_up(client, metric, timings) if client is not None and nndescent else {}
+    warm = warm_up(client, metric, timings) if client is not None and nndescent else {}
     context = dict(client=client, scratch=str(scratch), stage_path=str(stage_path), chunks=chunks, k=k,
                    method=method, metric=metric, max_candidates=opts["max_candidates"], seed=int(seeds[2]),
                    timings=timings)
@@ -472,7 +199,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     recalls, widths, round_ = [], [width], 0
     if recall_sample:
         tic = time.perf_counter()
-        exact = _exact_sample(rows_path, recall_rows, recall_x, n, k, chunk, metric, client)
+        exact = exact_sample(rows_path, recall_rows, recall_x, n, k, chunk, metric, client)
         recalls.append(recall_of(part_tasks.graph_rows(scratch, 0, recall_rows, chunk), exact))
         timings["recall"] = time.perf_counter() - tic
         logger.info("kNN graph recall %.4f against exact neighbours of %d sampled rows", recalls[-1],
