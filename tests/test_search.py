@@ -375,3 +375,217 @@ def test_a_random_search_equals_randomizedsearchcv(yeast5):
         assert {f"svc__{k}": v for k, v in result["search"]["params"].items()} == truth.best_params_
         assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
                                                            abs=1e-12)
+
+
+# --- candidates that raise: scored error_score and recorded, as GridSearchCV does ---------------------------
+
+#: LinearSVC's (penalty, loss) grid: ("l1", "hinge") raises when fitted, on every fold.
+FAILING_GRID = {"penalty": ["l1", "l2"], "loss": ["hinge", "squared_hinge"], "C": [0.5]}
+
+
+def test_a_failing_candidate_is_scored_nan_and_the_choice_equals_gridsearchcv(scheduler, yeast5):
+    from sklearn.exceptions import FitFailedWarning
+
+    X, y = yeast5
+    estimator = make_estimator("linear_svc")
+    search = Search(candidate_params(FAILING_GRID), n_splits=3, scoring="g_mean")
+    failing = search.candidates.index({"C": 0.5, "loss": "hinge", "penalty": "l1"})
+    specs, results = _engine(estimator, X, y, search, client=scheduler, n_splits=3)
+    for spec, result in zip(specs, results):
+        with pytest.warns(FitFailedWarning):
+            truth = _grid_search(estimator, FAILING_GRID, X[spec.train], y[spec.train], scoring=make_scorer(g_mean),
+                                 error_score=np.nan)
+        chosen = result["search"]
+        assert {f"linearsvc__{k}": v for k, v in chosen["params"].items()} == truth.best_params_
+        np.testing.assert_allclose([row["mean_g_mean"] for row in chosen["candidates"]],
+                                   truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
+        assert np.isnan(chosen["candidates"][failing]["mean_g_mean"])
+        assert [row["rank"] for row in chosen["candidates"]] == truth.cv_results_["rank_test_score"].tolist()
+        assert [row["n_failed"] for row in chosen["candidates"]] == [3 * (c == failing) for c in range(4)]
+        assert chosen["n_failed"] == 3 and {f["candidate"] for f in chosen["failures"]} == {failing}
+        assert all(f["error"].startswith("ValueError: ") for f in chosen["failures"])
+        failed = [r for r in chosen["inner"] if r["candidate"] == failing]
+        assert all("Traceback" in r["traceback"] and np.isnan(r["g_mean"]) for r in failed)
+        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
+                                                           abs=1e-12)
+
+
+def test_a_numeric_error_score_enters_the_means():
+    inner = [{"candidate": c, "inner_fold": i, "g_mean": 0.6 + 0.1 * c, "fit_time": 1.0}
+             for c in range(2) for i in range(2)]
+    inner[3] = {"candidate": 1, "inner_fold": 1, "g_mean": 0.0, "fit_time": 0.5, "error": "ValueError: no"}
+    chosen = select_candidate(inner, search=Search([{"C": 1}, {"C": 2}], n_splits=2, error_score=0.0))
+    assert [row["mean_g_mean"] for row in chosen["candidates"]] == pytest.approx([0.6, 0.35])
+    assert chosen["index"] == 0 and chosen["n_failed"] == 1
+    assert chosen["failures"] == [{"candidate": 1, "inner_fold": 1, "error": "ValueError: no"}]
+
+
+def test_a_search_whose_every_fit_fails_stops_with_the_first_error(scheduler, yeast5):
+    X, y = yeast5
+    search = Search(candidate_params({"penalty": ["l1"], "loss": ["hinge"], "C": [0.5, 1.0]}), n_splits=3)
+    with pytest.raises(ValueError, match=r"every one of the search's 6 inner fits failed; the first \(candidate 0 "
+                                         r"[\s\S]*Traceback[\s\S]*penalty='l1'"):
+        _engine(make_estimator("linear_svc"), X, y, search, client=scheduler, n_splits=3)
+
+
+def test_error_score_raise_stops_at_the_first_failure(yeast5):
+    X, y = yeast5
+    search = Search(candidate_params(FAILING_GRID), n_splits=3, error_score="raise")
+    with pytest.raises(ValueError, match="penalty='l1'"):
+        _engine(make_estimator("linear_svc"), X, y, search, client=None, n_splits=3)
+    with pytest.raises(JobSpecError, match="error_score"):
+        Search([{"C": 1}], error_score="ignore")
+
+
+def test_failing_member_tasks_are_recorded_as_one_task_per_candidate_records_them(monkeypatch, client):
+    """An ensemble candidate whose members raise: the member-task path and the one-task path agree."""
+    from dimbsvm.model_selection import searched_folds
+
+    X, y = make_imbalanced(600, n_features=4, minority_fraction=0.1, random_state=4)
+    X, y = np.asarray(X), np.asarray(y)
+    estimator = make_estimator("ensemble_othr", {"estimator": "linear_svc", "n_estimators": 2, "random_state": 2})
+    search = Search(candidate_params({"estimator__penalty": ["l2", "l1"], "estimator__loss": ["hinge"]}),
+                    n_splits=3, scoring="auc")
+    _, merged = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
+    monkeypatch.setattr(searched_folds, "MEMBER_TASKS_FROM_ROWS", 0)
+    _, per_member = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
+    assert [r["record"] for r in merged] == [r["record"] for r in per_member]
+    for results in (merged, per_member):
+        for result in results:
+            assert [row["n_failed"] for row in result["search"]["candidates"]] == [0, 3]
+            assert result["search"]["index"] == 0 and result["record"]["params"]["estimator__penalty"] == "l2"
+    assert ([f["error"] for r in merged for f in r["search"]["failures"]]
+            == [f["error"] for r in per_member for f in r["search"]["failures"]])
+
+
+def test_a_searched_job_records_failed_candidates_and_warns(client, tmp_path, caplog):
+    import csv
+    import logging
+
+    job = validate_job({"name": "failing", "data": {"source": "yeast5"}, "estimator": {"name": "linear_svc"},
+                        "cv": {"n_splits": 3, "n_repeats": 1}, "metrics": ["g_mean"],
+                        "search": {"params": FAILING_GRID}})
+    assert job_search(job).error_score != job_search(job).error_score  # NaN by default
+    with caplog.at_level(logging.WARNING, logger="dimbsvm.jobs.search_results"):
+        outcome = run_job(job, client, out=tmp_path / "run", progress=False)
+    warned = [r.getMessage() for r in caplog.records if "inner fits failed" in r.getMessage()]
+    assert len(warned) == 4 and all("3 of 12 inner fits failed and were scored nan" in m for m in warned)
+    rows = list(csv.DictReader((outcome.run_dir / "search.csv").read_text().splitlines()))
+    failed = [row for row in rows if row["error"]]
+    assert len(failed) == 4 * 3 and all(json.loads(row["params"])["penalty"] == "l1" for row in failed)
+    assert all(json.loads(row["params"])["loss"] == "hinge" for row in failed)
+    metrics = json.loads((outcome.run_dir / "metrics.json").read_text())
+    assert [c["failed_inner_fits"] for c in metrics["search"]["candidates"]] == [
+        12 if (c["params"]["penalty"], c["params"]["loss"]) == ("l1", "hinge") else 0
+        for c in metrics["search"]["candidates"]]
+    assert metrics["search"]["space"]["error_score"] == "nan"
+    report = (outcome.run_dir / "report.md").read_text()
+    assert ('1 candidate(s) raised on inner folds and were scored nan there' in report
+            and '{"C": 0.5, "loss": "hinge", "penalty": "l1"} on 12 inner fit(s)' in report)
+
+
+@pytest.mark.parametrize("value, expected", [(0, 0.0), (-1.5, -1.5), ("nan", "nan"), ("raise", "raise")])
+def test_error_score_in_a_job(value, expected):
+    job = validate_job({"name": "s", "data": {"source": "yeast5"}, "estimator": {"name": "svc"},
+                        "search": {"params": {"C": [1, 2]}, "error_score": value}})
+    got = job_search(job).error_score
+    assert (np.isnan(got) if expected == "nan" else got == expected)
+
+
+def test_a_bad_error_score_is_refused():
+    with pytest.raises(JobSpecError, match="error_score"):
+        validate_job({"name": "s", "data": {"source": "yeast5"}, "estimator": {"name": "svc"},
+                      "search": {"params": {"C": [1, 2]}, "error_score": "ignore"}})
+
+
+class _Raising:
+    """A classifier whose fit raises the error it is given (a stand-in for a candidate that fails)."""
+
+    def __init__(self, error=None):
+        self.error = error
+
+    def get_params(self, deep=True):
+        return {"error": self.error}
+
+    def set_params(self, **params):
+        self.error = params.get("error", self.error)
+        return self
+
+    def fit(self, X, y):
+        raise self.error
+
+
+@pytest.mark.parametrize("error, recorded", [(ValueError("bad value"), True), (ZeroDivisionError("x"), True),
+                                             (FileNotFoundError("gone"), True), (ConnectionResetError("reset"), False),
+                                             (OSError(5, "Input/output error"), False)])
+def test_an_inner_fit_records_its_error_unless_a_retry_may_cure_it(error, recorded):
+    """Deterministic errors become the candidate's record; transient I/O errors are raised for the engine to retry."""
+    from dimbsvm.model_selection.bodies import FoldRows, parts_of, prepare_fold
+    from dimbsvm.model_selection.searched_folds import FailedFit, fit_inner_part
+
+    X, y = make_imbalanced(100, n_features=3, minority_fraction=0.2, random_state=0)
+    X, y = np.asarray(X), np.asarray(y)
+    rows = FoldRows(np.arange(80), np.arange(80, 100))
+    prepared = prepare_fold(X, y, rows, scaler="minmax", impute="none", features=())
+    estimator = _Raising(error)
+    [part], _ = parts_of(estimator, y[rows.train])
+    if recorded:
+        failed = fit_inner_part(X, y, prepared, rows, estimator=estimator, part=part, error_score=np.nan)
+        assert isinstance(failed, FailedFit) and failed.error == f"{type(error).__name__}: {error}"
+        assert "Traceback" in failed.traceback and failed.seconds >= 0
+    else:
+        with pytest.raises(type(error)):
+            fit_inner_part(X, y, prepared, rows, estimator=estimator, part=part, error_score=np.nan)
+    with pytest.raises(type(error)):
+        fit_inner_part(X, y, prepared, rows, estimator=estimator, part=part, error_score="raise")
+
+
+class _FailingStage:
+    """A feature stage that passes rows through, or raises when fitted with ``fail=True``."""
+
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    def get_params(self, deep=True):
+        return {"fail": self.fail}
+
+    def set_params(self, **params):
+        self.fail = params.get("fail", self.fail)
+        return self
+
+    def fit(self, X, y=None):
+        if self.fail:
+            raise ValueError("this stage setting cannot be fitted")
+        return self
+
+    def transform(self, X):
+        return X
+
+    def fit_transform(self, X, y=None):
+        return self.fit(X, y).transform(X)
+
+
+def test_a_stage_setting_that_fails_fails_its_candidates_as_in_gridsearchcv(scheduler, yeast5):
+    """A failing inner prepare (shared by a stage setting's candidates) scores all of them error_score."""
+    from sklearn.exceptions import FitFailedWarning
+    from sklearn.pipeline import Pipeline
+
+    X, y = yeast5
+    estimator = make_estimator("linear_svc")
+    search = Search(candidate_params({"features.0.fail": [False, True], "C": [0.1, 1.0]}), n_splits=3)
+    specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=0))]
+    results, _ = run_folds(estimator, X, y, specs, client=scheduler, scaler="minmax", impute="none",
+                           features=[_FailingStage()], metrics=("g_mean",), pos_label=positive_label(y), search=search)
+    for spec, result in zip(specs, results):
+        with pytest.warns(FitFailedWarning):
+            truth = GridSearchCV(Pipeline([("scale", MinMaxScaler()), ("b_stage", _FailingStage()),
+                                           ("a_svm", estimator)]),
+                                 {"b_stage__fail": [False, True], "a_svm__C": [0.1, 1.0]}, cv=3,
+                                 scoring=make_scorer(g_mean), error_score=np.nan).fit(X[spec.train], y[spec.train])
+        params = result["search"]["params"]
+        assert {"b_stage__fail": params["features.0.fail"], "a_svm__C": params["C"]} == truth.best_params_
+        np.testing.assert_allclose([row["mean_g_mean"] for row in result["search"]["candidates"]],
+                                   truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
+        assert [row["n_failed"] for row in result["search"]["candidates"]] == [0, 3, 0, 3]
+        assert {f["error"] for f in result["search"]["failures"]} == {
+            "ValueError: this stage setting cannot be fitted"}

@@ -37,7 +37,8 @@ from .artifacts import save_model
 from .data import JobData, check_job_data, load_job_data
 from .oof import OOF_DIR, fold_predictions_path, load_oof, save_fold_predictions
 from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown, write_json
-from .search_results import load_fold_search, save_fold_search, search_overview, write_search_tables
+from .search_results import (load_fold_search, save_fold_search, search_overview, warn_failed_fits,
+                             write_search_tables)
 from .spec import SEARCH_DEFAULTS, job_search
 
 __all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data", "pipeline_kwargs"]
@@ -169,7 +170,9 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
 
     def save(spec, result):
         if search is not None:  # before the fold's record: a fold recorded as finished has its search saved
-            save_fold_search(partial, spec.key, result.pop("search"))
+            selection = result.pop("search")
+            save_fold_search(partial, spec.key, selection)
+            warn_failed_fits(spec.key, selection, search.error_score)
         if spec.key != FINAL_MODEL:
             # predictions first: a fold recorded as finished has its out-of-fold predictions saved
             predictions = result.pop("predictions")

@@ -5,9 +5,11 @@ In the run directory:
 * ``search/<fold>.json``: one outer fold's (or the final model's, ``final.json``)
   selection, saved with the fold so a resumed run keeps it;
 * ``search.csv``: one row per (outer fold, candidate, inner fold) with the
-  candidate's parameters, its inner-fold metrics and fit time;
+  candidate's parameters, its inner-fold metrics and fit time, and ``error``
+  where the candidate raised on that inner fold (its traceback is in the
+  fold's JSON);
 * ``search_summary.csv``: one row per (outer fold, candidate): mean and spread
-  over the inner folds, fit time, rank, and whether it was chosen.
+  over the inner folds, fit time, rank, failed inner folds, and whether it was chosen.
 
 ``metrics.json`` gets :func:`search_overview`: the parameters chosen per outer
 fold and for the final model, and each candidate's inner score averaged over
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +28,9 @@ import numpy as np
 from .run_dir import fold_file, write_json
 
 __all__ = ["SEARCH_DIR", "fold_search_path", "load_fold_search", "save_fold_search", "search_overview",
-           "write_search_tables"]
+           "warn_failed_fits", "write_search_tables"]
+
+logger = logging.getLogger(__name__)
 
 #: Where each fold's selection is saved, in the (partial) run directory.
 SEARCH_DIR = "search"
@@ -63,7 +68,7 @@ def write_search_tables(directory, selections: dict, *, scoring: str) -> None:
             values = {k: v for k, v in record.items() if k not in ("candidate", "inner_fold")
                       and isinstance(v, (int, float))}
             inner_rows.append({**_outer(key), "candidate": record["candidate"], "params": params[record["candidate"]],
-                               "inner_fold": record["inner_fold"], **values})
+                               "inner_fold": record["inner_fold"], **values, "error": record.get("error", "")})
         for row in selection["candidates"]:
             summary_rows.append({**_outer(key), **{k: v for k, v in row.items() if k != "params"},
                                  "params": params[row["candidate"]],
@@ -80,6 +85,21 @@ def _write_csv(path: Path, rows: list) -> None:
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
+
+
+def warn_failed_fits(key, selection: dict, error_score) -> None:
+    """Log a warning naming the candidates of one outer fold's search that raised on inner folds."""
+    failures = selection.get("failures") or []
+    if not failures:
+        return
+    candidates = sorted({f["candidate"] for f in failures})
+    first = failures[0]
+    logger.warning("search of %s: %d of %d inner fits failed and were scored %s (candidate(s) %s); the first, "
+                   "candidate %d %s on inner fold %d: %s. Every error is in search.csv and its traceback in %s/",
+                   "the final model" if len(key) != 2 else f"fold {tuple(key)}", len(failures),
+                   len(selection["inner"]), error_score, ", ".join(map(str, candidates)), first["candidate"],
+                   selection["candidates"][first["candidate"]]["params"], first["inner_fold"], first["error"],
+                   SEARCH_DIR)
 
 
 def search_overview(selections: dict, *, search: dict, scoring: str) -> dict:
@@ -103,6 +123,8 @@ def search_overview(selections: dict, *, search: dict, scoring: str) -> dict:
         candidates.append({"candidate": c, "params": row["params"],
                            f"mean_{scoring}": float(np.mean(scores)) if scores else None,
                            "times_chosen": sum(s["index"] == c for s in folds),
+                           "failed_inner_fits": int(sum(s["candidates"][c].get("n_failed", 0)
+                                                        for s in selections.values())),
                            "seconds": float(sum(s["candidates"][c].get("fit_time", 0.0)
                                                 + s["candidates"][c].get("predict_time", 0.0)
                                                 for s in selections.values()))})

@@ -29,6 +29,7 @@ Example job::
       method: grid              # grid | random (with n_candidates)
       cv: 3                     # inner stratified folds
       scoring: g_mean           # the objective; floor: {f_measure: 0.5} to require a minimum
+      error_score: nan          # a candidate that raises on an inner fold scores this (a number, nan) or: raise
     cv:
       n_splits: 5
       n_repeats: 2
@@ -126,6 +127,7 @@ JOB_SCHEMA = {
                     "propertyNames": {"enum": list(QUALITY_METRICS)},
                     "additionalProperties": {"type": "number"},
                 },
+                "error_score": {"anyOf": [{"type": "number"}, {"enum": ["nan", "raise"]}]},
             },
         },
         "metrics": {
@@ -279,7 +281,8 @@ def validate_job(spec, *, where="job") -> dict:
 
 
 #: A job's ``search`` keys left out, and their values.
-SEARCH_DEFAULTS = {"method": "grid", "random_state": 0, "cv": 3, "scoring": "g_mean", "floor": {}}
+SEARCH_DEFAULTS = {"method": "grid", "random_state": 0, "cv": 3, "scoring": "g_mean", "floor": {},
+                   "error_score": "nan"}
 
 
 def job_search(job: dict, *, check: bool = False) -> Search | None:
@@ -339,7 +342,10 @@ def build_search(spec: dict, build=None) -> Search:
             build(params)
         except JobSpecError as exc:
             raise JobSpecError(f"'search' candidate {i} {params}: {exc}") from None
-    return Search(candidates, n_splits=spec["cv"], scoring=spec["scoring"], floor=dict(spec["floor"]))
+    error_score = spec["error_score"]
+    error_score = error_score if error_score == "raise" else float(error_score)  # "nan" (the default) too
+    return Search(candidates, n_splits=spec["cv"], scoring=spec["scoring"], floor=dict(spec["floor"]),
+                  error_score=error_score)
 
 
 #: Mappings a job gives whole: they replace the default instead of merging into it.

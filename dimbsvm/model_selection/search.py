@@ -10,7 +10,11 @@ The choice follows :class:`sklearn.model_selection.GridSearchCV` with an
 integer ``cv``: inner folds are an unshuffled :class:`StratifiedKFold` of the
 outer training rows, a candidate's score is the mean over its inner folds,
 and ties go to the first candidate in order; a candidate whose mean is NaN
-(a metric undefined on a fold) is never preferred to one with a number.
+(a metric undefined on a fold, or a fit that failed with the default
+``error_score``) is never preferred to one with a number. A candidate that
+raises on an inner fold is recorded with its error and scored
+``error_score``, as GridSearchCV does; only when every fit of every candidate
+fails does the search stop.
 """
 
 from __future__ import annotations
@@ -58,12 +62,22 @@ class Search:
     floor : dict
         ``{metric: value}``: a candidate whose mean of any of these metrics is
         below its value is chosen only if no candidate reaches every floor.
+    error_score : float or "raise"
+        The score of every metric of an inner fold on which a candidate
+        raised (its error is recorded); ``"raise"``: the error stops the
+        search. NaN (the default, as in GridSearchCV) ranks the candidate
+        last.
     """
 
     candidates: list
     n_splits: int = 3
     scoring: str = "g_mean"
     floor: dict = field(default_factory=dict)
+    error_score: float | str = float("nan")
+
+    def __post_init__(self):
+        if self.error_score != "raise" and not isinstance(self.error_score, (int, float)):
+            raise JobSpecError(f"'search.error_score' must be a number or 'raise'; got {self.error_score!r}")
 
     def estimators(self, template) -> list:
         """Unfitted clones of ``template``, one per candidate, with its estimator parameters set."""
@@ -232,16 +246,32 @@ def select_candidate(inner, *, search: Search) -> dict:
         (False: no candidate reached every floor, the one closest to them was
         chosen), ``candidates`` (one row per candidate: ``mean_<metric>``,
         ``std_<metric>``, ``fit_time`` and ``predict_time`` summed over its
-        inner folds, ``rank``), ``search_time`` (every candidate's fit and
-        predict time and each inner fold's prepare time, once per stage
-        setting) and ``inner`` (the records given).
+        inner folds, ``rank``, ``n_failed``: inner folds on which it raised),
+        ``search_time`` (every candidate's fit and predict time and each
+        inner fold's prepare time, once per stage setting), ``n_failed``
+        (failed inner fits in all), ``failures`` (``candidate``,
+        ``inner_fold``, ``error`` of each) and ``inner`` (the records given).
+
+    Raises
+    ------
+    ValueError
+        When every candidate failed on every inner fold (naming the first error).
     """
     n = len(search.candidates)
+    failures = [{"candidate": r["candidate"], "inner_fold": r["inner_fold"], "error": r["error"]}
+                for r in sorted(inner, key=lambda r: (r["candidate"], r["inner_fold"])) if "error" in r]
+    if inner and len(failures) == len(inner):
+        first = next(r for r in inner if (r["candidate"], r["inner_fold"]) == (failures[0]["candidate"],
+                                                                               failures[0]["inner_fold"]))
+        raise ValueError(f"every one of the search's {len(inner)} inner fits failed; the first (candidate "
+                         f"{failures[0]['candidate']} {search.candidates[failures[0]['candidate']]}, inner fold "
+                         f"{failures[0]['inner_fold']}):\n{first.get('traceback') or failures[0]['error']}")
     by_candidate = [[r for r in inner if r["candidate"] == c] for c in range(n)]
     rows = []
     for c, records in enumerate(by_candidate):
         records = sorted(records, key=lambda r: r["inner_fold"])
-        row = {"candidate": c, "params": search.candidates[c], "n_inner": len(records)}
+        row = {"candidate": c, "params": search.candidates[c], "n_inner": len(records),
+               "n_failed": sum("error" in r for r in records)}
         for name in search.metrics:
             if name in TIMES:
                 row[name] = float(sum(r.get(name, 0.0) for r in records))
@@ -268,8 +298,12 @@ def select_candidate(inner, *, search: Search) -> dict:
     prepares = {(r["inner_fold"], json.dumps(stage_params(search.candidates[r["candidate"]]), sort_keys=True,
                                              default=str)): r.get("prepare_time", 0.0) for r in inner}
     search_time = float(sum(row.get(name, 0.0) for row in rows for name in TIMES) + sum(prepares.values()))
+    if failures:
+        logger.info("%d of %d inner fits failed and scored %s; the first (candidate %d): %s", len(failures),
+                       len(inner), search.error_score, failures[0]["candidate"], failures[0]["error"])
     return {"index": index, "params": search.candidates[index], "floor_met": bool(eligible.any()),
-            "search_time": search_time, "candidates": rows, "inner": list(inner)}
+            "search_time": search_time, "n_failed": len(failures), "failures": failures, "candidates": rows,
+            "inner": list(inner)}
 
 
 def _ranks(scores):

@@ -18,21 +18,34 @@ own inner folds are scored, while other folds' candidates are still running.
 Inner folds' row numbers are computed where the tasks run, from the outer
 fold's rows, so they never travel in the graph.
 
+A candidate that raises while it is fitted or scored on an inner fold does not
+stop the job unless the search says ``error_score="raise"``: the inner-fold
+tasks catch the error and record it with every metric set to the search's
+``error_score`` (NaN by default), as :class:`~sklearn.model_selection.GridSearchCV`
+does; the selection then prefers candidates that did not fail. Transient
+(I/O) errors are still raised, for the engine to retry. The outer fold's refit
+of the chosen candidate is not guarded.
+
 Task bodies here are plain functions, as in :mod:`~dimbsvm.model_selection.bodies`.
 """
 
 from __future__ import annotations
 
 import json
+import time
+import traceback
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..distributed.policy import is_transient
 from ..distributed.tasks import TaskPlan
 from .bodies import FoldRows, finish_fold, fit_part, fold_rows, parts_of, prepare_fold
 from .search import Search, inner_splits, select_candidate, stage_params
 
-__all__ = ["MEMBER_TASKS_FROM_ROWS", "add_searched_fold", "fit_and_score", "fit_chosen_part", "finish_chosen",
-           "finish_inner", "inner_fold_rows", "prepare_chosen", "select_from_scored"]
+__all__ = ["MEMBER_TASKS_FROM_ROWS", "FailedFit", "add_searched_fold", "fit_and_score", "fit_chosen_part",
+           "fit_inner_part", "finish_chosen", "finish_inner", "inner_fold_rows", "prepare_chosen", "prepare_inner",
+           "select_from_scored"]
 
 #: Inner training folds of at least this many rows fit an ensemble candidate's members as tasks of
 #: their own; smaller ones fit and score each candidate in one task, its members in turn: a member
@@ -75,26 +88,30 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
         outer = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
     else:
         outer = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
-    scored = []
+    scored, error_score = [], search.error_score
     for i, (inner_train, _) in enumerate(inner_splits(labels[spec.train], search.n_splits)):
         rows = plan.add(inner_fold_rows, dict(y=y, outer=outer, n_splits=search.n_splits, fold=i), name="inner-rows")
-        preparing = {key: plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
-                                                      features=feature_sets[c], stage=stage), name="inner-prepare")
+        preparing = {key: plan.add(prepare_inner, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
+                                                       features=feature_sets[c], stage=stage, error_score=error_score),
+                                   name="inner-prepare")
                      for key, c in first_of.items()}
         y_inner_train = labels[spec.train][inner_train]
         for c, estimator in enumerate(estimators):
             prepared = preparing[setting[c]]
             if len(inner_train) < MEMBER_TASKS_FROM_ROWS:
                 scored.append(plan.add(fit_and_score, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
-                                                           key=(c, i), metrics=search.metrics, pos_label=pos_label),
+                                                           key=(c, i), metrics=search.metrics, pos_label=pos_label,
+                                                           error_score=error_score),
                                        watch=True, name="inner-score"))  # watched: progress counts the search
                 continue
             parts, seeds = parts_of(estimator, y_inner_train)
-            fitted = [plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part),
+            fitted = [plan.add(fit_inner_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
+                                                    part=part, error_score=error_score),
                                name="inner-fit") for part in parts]
             scored.append(plan.add(finish_inner, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                                       estimator=estimator, seeds=seeds, key=(c, i),
-                                                      metrics=search.metrics, pos_label=pos_label),
+                                                      metrics=search.metrics, pos_label=pos_label,
+                                                      error_score=error_score),
                                    watch=True, name="inner-score"))  # watched: progress counts the search
     # the choice is small and many refit tasks wait for it: run it first
     selection = plan.add(select_from_scored, dict(scored=scored, search=search), name="select", priority=10)
@@ -131,27 +148,102 @@ def inner_fold_rows(y, *, outer: FoldRows, n_splits: int, fold: int) -> FoldRows
     return FoldRows(train[inner_train], train[inner_test])
 
 
-def fit_and_score(X, y, prepared, rows, *, estimator, key, metrics, pos_label):
+@dataclass(frozen=True)
+class FailedFit:
+    """What an inner-fold task returns in place of its result when the candidate raised.
+
+    Attributes
+    ----------
+    error : str
+        ``"ExceptionType: message"``.
+    traceback : str
+        The formatted traceback (the task's frames), for the run's logs.
+    seconds : float
+        How long the task ran before it raised.
+    """
+
+    error: str
+    traceback: str
+    seconds: float
+
+
+def _guarded(error_score, body, *args, **kwargs):
+    """``body(*args, **kwargs)``, or a :class:`FailedFit` when it raises and ``error_score`` is not ``"raise"``.
+
+    Transient (I/O) errors are raised, not recorded: the engine retries the
+    task (:func:`~dimbsvm.distributed.policy.is_transient`), and a retry that
+    succeeds must score the candidate as if nothing had happened.
+    """
+    if error_score == "raise":
+        return body(*args, **kwargs)
+    start = time.perf_counter()
+    try:
+        return body(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - a candidate's failure is recorded (GridSearchCV's error_score)
+        if is_transient(exc):
+            raise
+        return FailedFit(f"{type(exc).__name__}: {exc}", traceback.format_exc(), time.perf_counter() - start)
+
+
+def _failure_record(key, metrics, error_score, failures) -> dict:
+    """An inner fold's record for a candidate that failed: every quality metric ``error_score``, the error kept."""
+    from .search import TIMES
+
+    record = {"seed": int(key[0]), "fold": int(key[1])}
+    record.update({name: float(error_score) for name in metrics if name not in TIMES})
+    record.update(fit_time=float(sum(f.seconds for f in failures)), predict_time=0.0, error=failures[0].error,
+                  traceback=failures[0].traceback)
+    return {"record": record}
+
+
+def prepare_inner(X, y, rows, *, scaler, impute, features, stage=None, error_score="raise"):
+    """Task body: :func:`~dimbsvm.model_selection.bodies.prepare_fold` for an inner fold (guarded: see the module)."""
+    return _guarded(error_score, prepare_fold, X, y, rows, scaler=scaler, impute=impute, features=features,
+                    stage=stage)
+
+
+def fit_inner_part(X, y, prepared, rows, *, estimator, part, error_score="raise"):
+    """Task body: :func:`~dimbsvm.model_selection.bodies.fit_part` for an inner fold (guarded: see the module)."""
+    if isinstance(prepared, FailedFit):
+        return prepared
+    return _guarded(error_score, fit_part, X, y, prepared, rows, estimator=estimator, part=part)
+
+
+def fit_and_score(X, y, prepared, rows, *, estimator, key, metrics, pos_label, error_score="raise"):
     """Task body: one candidate fitted on an inner fold's training rows (all its parts here) and scored.
 
     The same parts, in the same order, as the engine's part tasks, so the
     result equals theirs.
     """
-    parts, seeds = parts_of(estimator, np.asarray(y)[rows.train])
-    fitted = [fit_part(X, y, prepared, rows, estimator=estimator, part=part) for part in parts]
-    return finish_inner(X, y, prepared, rows, fitted, estimator=estimator, seeds=seeds, key=key, metrics=metrics,
-                        pos_label=pos_label)
+    def fit_all():
+        parts, seeds = parts_of(estimator, np.asarray(y)[rows.train])
+        return [fit_part(X, y, prepared, rows, estimator=estimator, part=part) for part in parts], seeds
+
+    if isinstance(prepared, FailedFit):
+        return _failure_record(key, metrics, error_score, [prepared])
+    fitted = _guarded(error_score, fit_all)
+    if isinstance(fitted, FailedFit):
+        return _failure_record(key, metrics, error_score, [fitted])
+    return finish_inner(X, y, prepared, rows, fitted[0], estimator=estimator, seeds=fitted[1], key=key,
+                        metrics=metrics, pos_label=pos_label, error_score=error_score)
 
 
-def finish_inner(X, y, prepared, rows, parts, *, estimator, seeds, key, metrics, pos_label):
+def finish_inner(X, y, prepared, rows, parts, *, estimator, seeds, key, metrics, pos_label, error_score="raise"):
     """Task body: a candidate's inner-fold record, its ``fit_time`` without the shared ``prepare_time``.
 
     The prepare task is shared by the candidates of a stage setting: its
     seconds are counted once per inner fold in the search's cost, not once
-    per candidate.
+    per candidate. A candidate whose prepare or parts failed, or whose
+    finishing raises (guarded: see the module), gets a record with
+    ``error`` and ``traceback`` and every quality metric ``error_score``.
     """
-    out = finish_fold(X, y, prepared, rows, parts, estimator=estimator, seeds=seeds, key=key, metrics=metrics,
-                      pos_label=pos_label)
+    failed = [p for p in [prepared, *parts] if isinstance(p, FailedFit)]
+    if failed:
+        return _failure_record(key, metrics, error_score, failed)
+    out = _guarded(error_score, finish_fold, X, y, prepared, rows, parts, estimator=estimator, seeds=seeds, key=key,
+                   metrics=metrics, pos_label=pos_label)
+    if isinstance(out, FailedFit):
+        return _failure_record(key, metrics, error_score, [out])
     if "fit_time" in out["record"]:
         out["record"]["fit_time"] -= prepared.fit_time
         out["record"]["prepare_time"] = prepared.fit_time

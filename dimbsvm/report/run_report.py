@@ -186,6 +186,13 @@ def _search_section(search):
                     f"{c['seconds']:.2f}"] for c in ranked[:SEARCH_ROWS_SHOWN]])
     if len(ranked) > SEARCH_ROWS_SHOWN:
         section.text(f"The best {SEARCH_ROWS_SHOWN} of {len(ranked)} candidates are shown.")
+    failed = [c for c in search["candidates"] if c.get("failed_inner_fits")]
+    if failed:
+        section.text(f"{len(failed)} candidate(s) raised on inner folds and were scored "
+                     f"{space.get('error_score', 'nan')} there (the error of each is in `search.csv`, its traceback "
+                     "in `search/`): "
+                     + "; ".join(f"{json.dumps(c['params'], sort_keys=True)} on {c['failed_inner_fits']} inner fit(s)"
+                                 for c in failed[:SEARCH_ROWS_SHOWN]) + ".")
     return section
 
 
