@@ -24,7 +24,9 @@ worker processes (cluster start not timed):
 
 Per stage: wall seconds, CPU seconds (worker processes and this one),
 speed-up and parallel efficiency against one worker, peak worker memory
-(``VmHWM``, not ``ru_maxrss``, which carries the spawning process's peak). A summary JSON is written to ``--out``.
+(``VmHWM``, not ``ru_maxrss``, which carries the spawning process's peak),
+and per task kind the seconds its thread spent on a CPU and off it (Dask's
+fine performance metrics). A summary JSON is written to ``--out``.
 """
 
 from __future__ import annotations
@@ -58,6 +60,32 @@ def _cpu_seconds(dask_worker=None) -> float:
 
 def _peak_rss(dask_worker=None) -> int:
     return peak_rss_bytes()
+
+
+def _execute_seconds(dask_worker) -> dict:
+    """The worker's cumulative seconds of task execution per (task kind, activity), from Dask's fine
+    performance metrics: ``thread-cpu`` (the task thread on a CPU) and ``thread-noncpu`` (the task running
+    but its thread not on a CPU: waiting for a CPU, for I/O or for another thread, such as zarr's decoding)."""
+    seconds = {}
+    for key, value in dask_worker.digests_total.items():  # ("execute", span id, task kind, activity, unit)
+        if isinstance(key, tuple) and len(key) == 5 and key[0] == "execute" and key[4] == "seconds":
+            name = f"{key[2]}|{key[3]}"
+            seconds[name] = seconds.get(name, 0.0) + value
+    return seconds
+
+
+def fine_phases(before: dict, after: dict) -> dict:
+    """``{task kind: {"thread_cpu": s, "thread_noncpu": s}}`` over all workers between two snapshots
+    (``{worker: _execute_seconds()}``; a worker absent from ``before`` counts from zero)."""
+    out = {}
+    for worker, seconds in after.items():
+        for name, value in seconds.items():
+            kind, activity = name.split("|")
+            if activity in ("thread-cpu", "thread-noncpu"):
+                delta = value - before.get(worker, {}).get(name, 0.0)
+                phase = out.setdefault(kind, {"thread_cpu": 0.0, "thread_noncpu": 0.0})
+                phase[activity.replace("-", "_")] += delta
+    return out
 
 
 def _ensemble():
@@ -126,12 +154,14 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: s
         def measured(name, func):
             cpu_workers = sum(client.run(_cpu_seconds).values())
             cpu_here = _cpu_seconds()
+            fine_before = client.run(_execute_seconds)
             start = time.perf_counter()
             with get_task_stream(client) as stream:
                 result = func()
             wall = time.perf_counter() - start
             stage = {"wall": wall, "cpu_workers": sum(client.run(_cpu_seconds).values()) - cpu_workers,
-                     "cpu_client": _cpu_seconds() - cpu_here, "phases": _task_phases(stream.data)}
+                     "cpu_client": _cpu_seconds() - cpu_here, "phases": _task_phases(stream.data),
+                     "fine": fine_phases(fine_before, client.run(_execute_seconds))}
             busy = sum(p["busy"] for p in stage["phases"].values())
             stage["utilisation"] = busy / (wall * n_workers) if wall > 0 else None
             out["stages"][name] = stage
@@ -236,7 +266,29 @@ def render_markdown(summary: dict) -> str:
             lines.append(f"| {malloc} | {n:,} | {workers} | {name} | {len(stages)} | "
                          f"{np.median([s['wall'] for s in stages]):.1f} | "
                          f"{np.median([s.get('speedup', np.nan) for s in stages]):.2f} | {np.median(busy):.1f} |")
+    if any(s.get("fine") for r in summary["runs"] for s in r["stages"].values()):
+        lines += ["", *render_fine(summary)]
     return "\n".join(lines)
+
+
+def render_fine(summary: dict, kinds=("read", "oob", "assemble", "member", "bag", "score")) -> list:
+    """Per run and stage, each task kind's seconds of thread CPU and of waiting (Dask's fine metrics), summed
+    over workers: ``cpu / waiting``."""
+    labelled = any("label" in r for r in summary["runs"])
+    lines = ["Task seconds by kind, summed over workers: thread CPU / thread not on a CPU (Dask's fine "
+             "performance metrics: waiting for a CPU, for I/O or for another thread such as zarr's decoding):", "",
+             "| " + ("code | " if labelled else "") + "workers | repeat | stage | " + " | ".join(kinds) + " |",
+             "|---" * (3 + labelled + len(kinds)) + "|"]
+    for r in summary["runs"]:
+        for name, s in r["stages"].items():
+            fine = s.get("fine")
+            if not fine:
+                continue
+            cells = [f"{fine[k]['thread_cpu']:.2f} / {fine[k]['thread_noncpu']:.2f}" if k in fine else ""
+                     for k in kinds]
+            lines.append(("| " + r["label"] + " " if labelled else "") + f"| {r['workers']} | {r.get('repeat', 0)} "
+                         f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv=None) -> int:

@@ -519,3 +519,19 @@ def test_dimbsvm_bench_runs_the_smoke_suite_from_the_installed_package(tmp_path)
     again = json.loads((tmp_path / "out" / "summary.json").read_text())["over_datasets"]
     for method, result in summary["over_datasets"]["g_mean"].items():  # the same folds, re-read from folds.csv
         assert again["g_mean"][method]["mean"] == pytest.approx(result["mean"], rel=1e-9)
+
+
+def test_strong_scaling_fine_phases_are_per_kind_differences_over_workers():
+    """Task kinds' CPU and waiting seconds between two snapshots of the workers' cumulative metrics."""
+    from benchmarks.strong_scaling import fine_phases, render_fine
+
+    before = {"w1": {"oob|thread-cpu": 1.0, "oob|thread-noncpu": 0.5, "read|thread-cpu": 2.0}}
+    after = {"w1": {"oob|thread-cpu": 3.0, "oob|thread-noncpu": 0.75, "read|thread-cpu": 2.0, "read|other": 9.0},
+             "w2": {"oob|thread-cpu": 0.5, "member|thread-noncpu": 0.25}}  # w2 joined after the first snapshot
+    fine = fine_phases(before, after)
+    assert fine == {"oob": {"thread_cpu": 2.5, "thread_noncpu": 0.25},
+                    "read": {"thread_cpu": 0.0, "thread_noncpu": 0.0},
+                    "member": {"thread_cpu": 0.0, "thread_noncpu": 0.25}}
+    lines = render_fine({"runs": [{"workers": 2, "repeat": 0, "stages": {"ensemble": {"fine": fine}}}]},
+                        kinds=("read", "oob", "score"))
+    assert lines[-1] == "| 2 | 0 | ensemble | 0.00 / 0.00 | 2.50 / 0.25 |  |"
