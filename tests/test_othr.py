@@ -1169,3 +1169,64 @@ def test_recommended_is_an_unfitted_grid_ensemble_that_fits_with_and_without_a_c
     fitted = model.set_params(n_estimators=2).fit(X, y)
     assert len(fitted.members_) == 2 * fitted.top_candidates and len(fitted.search_results_["oob_auc"]) == 32
     assert {m.estimator.class_weight for m in fitted.members_} <= {None, "balanced"}
+
+
+# --- signed_margins: linear members without scikit-learn's per-call validation --------------------------------
+
+
+def _linear_models():
+    from sklearn.linear_model import LogisticRegression, SGDClassifier
+    from sklearn.svm import LinearSVC
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(600, 7))
+    y = (X[:, 0] + 0.3 * rng.normal(size=600) > 0.8).astype(int)
+    return X, y, [LinearSVC(dual=False).fit(X, y), LogisticRegression().fit(X, y),
+                  SGDClassifier(random_state=0).fit(X, y)]
+
+
+@pytest.mark.parametrize("assume_finite", [False, True])
+def test_signed_margins_of_linear_models_equal_their_decision_function_bit_for_bit(assume_finite):
+    from sklearn import config_context
+
+    from dimbsvm.svm._base import _is_plain_linear_call, signed_margins
+
+    X, _, models = _linear_models()
+    rows = np.random.RandomState(1).normal(size=(333, 7))
+    for model in models:
+        assert _is_plain_linear_call(model, rows)
+        with config_context(assume_finite=assume_finite):
+            for sign in (1.0, -1.0):
+                got = signed_margins(model, rows, sign)
+                assert got.shape == (333,) and got.dtype == np.float64
+                assert got.tobytes() == (sign * model.decision_function(rows)).tobytes()
+
+
+def test_signed_margins_leave_other_inputs_to_decision_function_and_its_errors():
+    import scipy.sparse as sp
+    from sklearn.svm import SVC
+
+    from dimbsvm.svm._base import _is_plain_linear_call, signed_margins
+
+    X, y, [svc, *_] = _linear_models()
+    rows = X[:50].copy()
+    for other in (rows.astype(np.float32), sp.csr_matrix(rows), rows[:, :6], rows.tolist()):
+        assert not _is_plain_linear_call(svc, other)
+    np.testing.assert_array_equal(signed_margins(svc, sp.csr_matrix(rows), 1.0),
+                                  svc.decision_function(sp.csr_matrix(rows)))
+    with pytest.raises(ValueError, match="features"):
+        signed_margins(svc, rows[:, :6], 1.0)
+    bad = rows.copy()
+    bad[3, 2] = np.nan
+    assert not _is_plain_linear_call(svc, bad)
+    with pytest.raises(ValueError, match="NaN"):
+        signed_margins(svc, bad, 1.0)
+    from sklearn.linear_model import RidgeClassifier
+
+    # SVC has a decision_function of its own; RidgeClassifier's binary coef_ is 1-D: both left to scikit-learn
+    for own in (SVC(kernel="linear").fit(X, y), RidgeClassifier().fit(X, y)):
+        assert not _is_plain_linear_call(own, rows)
+        np.testing.assert_array_equal(signed_margins(own, rows, -1.0), -own.decision_function(rows))
+    pandas = pytest.importorskip("pandas")
+    named = type(svc)(dual=False).fit(pandas.DataFrame(X, columns=[f"f{i}" for i in range(7)]), y)
+    assert not _is_plain_linear_call(named, rows)  # decision_function warns about the missing names: kept
