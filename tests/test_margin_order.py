@@ -47,10 +47,23 @@ def test_sorted_runs_merge_into_the_stable_order():
     np.testing.assert_array_equal(merged_stable_order(runs), np.argsort(with_nan, kind="stable"))
 
 
+def _distinct_margins(seed, n=3000):
+    rng = np.random.RandomState(seed)
+    return rng.normal(size=n), rng.rand(n) < 0.1
+
+
+def _signed_zero_margins(seed, n=3000):
+    margins, positive = _tied_margins(seed, n)
+    margins[::7] = 0.0
+    margins[3::7] = -0.0  # equal to 0.0: one group whose value is its first row's
+    return margins, positive
+
+
+@pytest.mark.parametrize("make", [_tied_margins, _distinct_margins, _signed_zero_margins])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("smoothing", [None, "silverman"])
-def test_a_search_given_the_order_equals_the_search_that_sorts(weighted, smoothing):
-    margins, positive = _tied_margins(2)
+def test_a_search_given_the_order_equals_the_search_that_sorts(weighted, smoothing, make):
+    margins, positive = make(2)
     weights = np.random.RandomState(3).rand(margins.size) if weighted else None
     order = np.argsort(margins, kind="stable")
     theta, table = othr_threshold(None, positive, margins, candidates="midpoints", smoothing=smoothing,
@@ -62,8 +75,11 @@ def test_a_search_given_the_order_equals_the_search_that_sorts(weighted, smoothi
     for column in table:
         np.testing.assert_array_equal(given_table[column], table[column], err_msg=column)
     candidates = midpoint_candidates(margins)
-    for expected, actual in zip(candidates, midpoint_candidates(margins, order)):
-        np.testing.assert_array_equal(actual, expected)
+    for given_order in (order, stable_order(margins, order)):  # the order alone, or checked with its sorted margins
+        for expected, actual in zip(candidates, midpoint_candidates(margins, given_order)):
+            assert actual.tobytes() == expected.tobytes()  # (bytes: the sign of a zero counts)
+    values, first = np.unique(margins, return_index=True)  # the truth of the distinct values and their first rows
+    assert np.array_equal(candidates[0][1:], -(values[::-1][1:] + values[::-1][:-1]) / 2)
     _, plain = best_threshold(positive, margins, candidates[0], sample_weight=weights)
     _, ordered = best_threshold(positive, margins, candidates[0], sample_weight=weights, order=order)
     for column in plain:
@@ -74,3 +90,22 @@ def test_a_wrong_order_stops_the_search():
     margins, positive = _tied_margins(4)
     with pytest.raises(ValueError, match="not the stable sort order"):
         othr_threshold(None, positive, margins, candidates="midpoints", order=np.argsort(margins)[::-1])
+
+
+@pytest.mark.parametrize("unscored", [0, 40])
+def test_the_shared_search_given_pooled_margins_and_their_order_equals_the_one_that_sorts(unscored):
+    """Pooled margins with their merged order (every row scored, or some rows without a margin)."""
+    from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
+    from dimbsvm.svm.shared_threshold import search_shared_shift
+
+    margins, positive = _tied_margins(5)
+    counts = np.full(margins.size, 3, dtype=np.int64)
+    counts[np.random.RandomState(6).choice(margins.size, unscored, replace=False)] = 0
+    margins = np.where(counts > 0, margins, np.nan)
+    search = EnsembleOTHRClassifier()._threshold_search()
+    plain = search_shared_shift(None, positive, [], search, pooled_margins=(margins, counts), max_candidates=300)
+    given = search_shared_shift(None, positive, [], search, max_candidates=300,
+                                pooled_margins=(margins, counts, np.argsort(margins, kind="stable")))
+    assert given.theta == plain.theta and np.array_equal(given.rows, plain.rows)
+    for column in plain.table:
+        np.testing.assert_array_equal(given.table[column], plain.table[column], err_msg=column)

@@ -24,7 +24,7 @@ import logging
 import numpy as np
 
 from dimbsvm.graph.knn import KNNIndex, nearest_neighbors
-from dimbsvm.svm.margin_order import resolved_order
+from dimbsvm.svm.margin_order import resolved_sorted
 
 __all__ = [
     "CANDIDATES",
@@ -264,7 +264,7 @@ def midpoint_candidates(margins, order=None):
     array([ 0.  , -0.25,  0.5 ])
     """
     margins = np.asarray(margins, dtype=np.float64)
-    values, first = _distinct_with_first_rows(margins, resolved_order(margins, order))
+    values, first = _distinct_with_first_rows(margins, *resolved_sorted(margins, order))
     values, first = values[::-1], first[::-1]  # highest margin first: increasing theta
     theta = -(values[1:] + values[:-1]) / 2
     minus_one = np.array([-1], dtype=np.int64)
@@ -275,21 +275,27 @@ def midpoint_candidates(margins, order=None):
     )
 
 
-def _distinct_with_first_rows(margins, order=None):
+def _distinct_with_first_rows(margins, order=None, ordered=None):
     """``np.unique(margins, return_index=True)`` without its stable sort (a third faster on millions of margins).
 
     One argsort groups equal margins (``order``, when the caller has a
     checked one, else an unstable argsort); the first row of each group is
     the smallest row number in it, which is what the stable sort finds.
+    ``ordered``: ``margins[order]``, when the caller has it.
     """
     if margins.size == 0 or (order is None and not np.isfinite(margins).all()):  # (NaN as np.unique groups it)
         return np.unique(margins, return_index=True)
-    if order is None:
-        order = np.argsort(margins)
-    ordered = margins[order]
+    stable = order is not None
+    if not stable:
+        order, ordered = np.argsort(margins), None
+    if ordered is None:
+        ordered = margins[order]
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    if starts.size == order.size:  # all distinct: each group is one row
+        return ordered, order
     first = np.minimum.reduceat(order, starts)
-    return margins[first], first
+    # in the stable order a group's first row comes first (-0.0 and 0.0 are one group: the value of that row)
+    return (ordered[starts] if stable else margins[first]), first
 
 
 def thin_candidates(theta, max_candidates):

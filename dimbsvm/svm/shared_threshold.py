@@ -86,7 +86,9 @@ def search_shared_shift(X, positive, members, search, *, pooled_margins=None, n_
     order = None
     if 0 < n_positive < rows.size:
         used = "oob"
-        if known_order:  # the rows' part of the stable order (their margins sort before the NaN of the rest)
+        if known_order and rows.size == counts.size:  # every row scored: the order as given
+            order = np.asarray(known_order[0])
+        elif known_order:  # the rows' part of the stable order (their margins sort before the NaN of the rest)
             order = (np.cumsum(counts > 0) - 1)[known_order[0][:rows.size]]
     else:
         logger.warning(

@@ -28,7 +28,7 @@ from dimbsvm.svm.candidates import (
     thin_candidates,
     thr_shift,
 )
-from dimbsvm.svm.margin_order import resolved_order, stable_order
+from dimbsvm.svm.margin_order import resolved_sorted, stable_order
 
 __all__ = [
     "CANDIDATES",
@@ -270,9 +270,10 @@ def best_threshold(
     if theta.size == 0:
         raise ValueError("best_threshold needs at least one candidate.")
     weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    order = resolved_order(margins, order)
+    order, ordered = resolved_sorted(margins, order)
     (pos_sorted, pos_weights), (neg_sorted, neg_weights) = (
-        _sorted_with_weights(margins, weights, positive, order), _sorted_with_weights(margins, weights, ~positive, order))
+        _sorted_with_weights(margins, weights, positive, order, ordered),
+        _sorted_with_weights(margins, weights, ~positive, order, ordered))
     n_pos, n_neg = _total(pos_sorted, pos_weights), _total(neg_sorted, neg_weights)
     if n_pos == 0 or n_neg == 0:
         raise ValueError(
@@ -334,14 +335,17 @@ def best_threshold(
     return float(theta[best]), table
 
 
-def _sorted_with_weights(margins, weights, rows, order=None):
+def _sorted_with_weights(margins, weights, rows, order=None, ordered=None):
     """The margins of ``rows`` (a mask) sorted, and their weights in the same order (None: unweighted).
 
-    With the margins' stable ``order``, the rows' part of it is their stable order.
+    With the margins' stable ``order``, the rows' part of it is their stable
+    order; ``ordered`` (``margins[order]``) gives their margins without a
+    gather.
     """
     if order is not None:
         in_rows = rows[order]
-        return margins[order[in_rows]], None if weights is None else weights[order[in_rows]]
+        sorted_margins = ordered[in_rows] if ordered is not None else margins[order[in_rows]]
+        return sorted_margins, None if weights is None else weights[order[in_rows]]
     if weights is None:
         return np.sort(margins[rows]), None
     order = np.argsort(margins[rows], kind="stable")
