@@ -109,3 +109,16 @@ def test_the_shared_search_given_pooled_margins_and_their_order_equals_the_one_t
     assert given.theta == plain.theta and np.array_equal(given.rows, plain.rows)
     for column in plain.table:
         np.testing.assert_array_equal(given.table[column], plain.table[column], err_msg=column)
+
+
+def test_weighted_counts_stay_within_their_totals():
+    """A cut above every positive margin has TP = 0 exactly, not a rounding error below it (NaN G-mean before)."""
+    margins, positive = _signed_zero_margins(2)
+    weights = np.random.RandomState(3).rand(margins.size)
+    candidates = midpoint_candidates(margins)[0]
+    with np.errstate(invalid="raise"):
+        _, table = best_threshold(positive, margins, candidates, sample_weight=weights)
+    assert np.isfinite(table["g_mean"]).all()
+    assert table["tpr"].min() == 0.0 and table["tpr"].max() <= 1.0 and table["tnr"].max() <= 1.0
+    below_all = candidates < -margins[positive].max()  # every positive margin is at or below the cut
+    assert below_all.any() and (table["tpr"][below_all] == 0.0).all() and (table["g_mean"][below_all] == 0.0).all()

@@ -283,6 +283,8 @@ def best_threshold(
     # margin + theta > 0  <=>  margin > -theta  (exact in IEEE arithmetic)
     tp = n_pos - _at_or_below(pos_sorted, pos_weights, -theta)
     tn = _at_or_below(neg_sorted, neg_weights, -theta)
+    if weights is not None:  # a cumulative sum and a total of the same weights can differ in the last bits
+        tp, tn = np.clip(tp, 0.0, n_pos), np.clip(tn, 0.0, n_neg)
     fp = n_neg - tn
     tpr, tnr = tp / n_pos, tn / n_neg
     predicted = tp + fp
