@@ -110,6 +110,20 @@ def test_contiguous_and_scattered_rows_read_the_same(tmp_path):
         rows[np.arange(65, 75)]
 
 
+def test_rows_read_as_stored_are_the_same_values(tmp_path):
+    """``take(rows, dtype=None)`` reads a float32 store as float32; converted, the values are ``rows[...]``'s."""
+    from dimbsvm.store import StoreRows
+
+    X = np.random.default_rng(3).normal(size=(70, 3)).astype(np.float32)
+    ingest((X, np.arange(70) % 2), tmp_path / "s.zarr", chunk_rows=20, dtype="float32")
+    rows = StoreRows(tmp_path / "s.zarr", X.shape)
+    for index in [np.arange(20, 40), np.array([9, 8, 7, 40]), np.arange(70) < 30]:
+        stored = rows.take(index, dtype=None)
+        assert stored.dtype == np.float32
+        np.testing.assert_array_equal(stored, X[index])
+        assert stored.astype(np.float64).tobytes() == rows[index].tobytes()
+
+
 def test_not_a_store(tmp_path):
     with pytest.raises(StoreError, match="not a dimbsvm store"):
         open_store(tmp_path)

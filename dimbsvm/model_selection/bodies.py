@@ -25,6 +25,7 @@ from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
 from ..rows import RowSubset, TransformedRows, block_rows_of, cache_blocks, row_blocks, take_rows
+from ..store.rows import StoreRows
 from ..svm._native_rng import fit_guard
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
@@ -291,8 +292,12 @@ def minmax_block_range(X, *, rows: FoldRows, span):
 
 
 def _range_of(block):
-    """Per-feature minimum and maximum of a block (NaN ignored) and its number of rows."""
-    return np.nanmin(block, axis=0), np.nanmax(block, axis=0), block.shape[0]
+    """Per-feature minimum and maximum of a block (NaN ignored) as float64, and its number of rows.
+
+    (The extremes of float32 values, converted, are the extremes of the converted values.)
+    """
+    return (np.nanmin(block, axis=0).astype(np.float64, copy=False),
+            np.nanmax(block, axis=0).astype(np.float64, copy=False), block.shape[0])
 
 
 def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) -> PreparedFold:
@@ -546,7 +551,8 @@ def range_and_gather_block(X, bags, *, rows: FoldRows, span) -> ChunkPass:
     """
     first, stop = rows_within(rows.train, span)
     train_rows = rows.train[first:stop]
-    block = take_rows(X, train_rows)
+    # as stored (float32 stores: half the bytes read, converted and sent); members convert their rows
+    block = X.take(train_rows, dtype=None) if isinstance(X, StoreRows) else take_rows(X, train_rows)
     pieces = []
     for ids in _bag_rows_in(bags, span):
         where = np.searchsorted(train_rows, ids)

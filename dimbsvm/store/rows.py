@@ -42,13 +42,22 @@ class StoreRows:
         return self._array
 
     def __getitem__(self, rows):
+        return self.take(rows)
+
+    def take(self, rows, dtype=np.float64):
+        """Rows ``rows`` (integer or boolean index) as ``dtype``; ``None``: as stored (no conversion).
+
+        ``rows[index]`` is ``take(index)``. A task that only looks at the
+        values (a range, a gather) reads them as stored: a float32 store's
+        block is half the bytes, and converting later gives the same values.
+        """
         self._open()
         rows = np.asarray(rows)
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
         try:
             if _is_contiguous(rows) and rows[-1] < self._array.shape[0]:  # e.g. a chunk: a slice is twice as fast
-                return np.asarray(self._array[int(rows[0]):int(rows[-1]) + 1], dtype=np.float64)
+                return np.asarray(self._array[int(rows[0]):int(rows[-1]) + 1], dtype=dtype)
             # zarr reads the chunks these rows touch; sorting keeps that sequential
             order = np.argsort(rows, kind="stable")
             block = self._array.get_orthogonal_selection((rows[order],))
@@ -56,7 +65,7 @@ class StoreRows:
             raise
         except ValueError as exc:  # a failed checksum
             raise StoreError(f"store {self.path} has a damaged chunk: {exc}") from exc
-        out = np.empty_like(block, dtype=np.float64)
+        out = np.empty_like(block, dtype=dtype or block.dtype)
         out[order] = block
         return out
 
