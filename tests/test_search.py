@@ -589,3 +589,21 @@ def test_a_stage_setting_that_fails_fails_its_candidates_as_in_gridsearchcv(sche
         assert [row["n_failed"] for row in result["search"]["candidates"]] == [0, 3, 0, 3]
         assert {f["error"] for f in result["search"]["failures"]} == {
             "ValueError: this stage setting cannot be fitted"}
+
+
+def test_a_suite_method_whose_candidates_fail_counts_them_in_its_folds(caplog):
+    import logging
+
+    from dimbsvm.bench.quality import run_suite
+    from dimbsvm.bench.suite import validate_suite
+
+    suite = validate_suite({
+        "datasets": ["yeast5"], "metrics": ["g_mean"], "protocol": {"n_splits": 3, "n_repeats": 1},
+        "methods": [{"name": "searched", "kind": "registry", "estimator": "linear_svc",
+                     "search": {"params": FAILING_GRID}}]})
+    with caplog.at_level(logging.WARNING, logger="dimbsvm.bench.quality"):
+        records = run_suite(suite, None, progress=False)
+    assert [r["failed_inner_fits"] for r in records] == [3, 3, 3]  # (l1, hinge) on each of 3 inner folds
+    failing = {"C": 0.5, "loss": "hinge", "penalty": "l1"}
+    assert all(r["error"] is None and json.loads(r["params"]) != failing for r in records)  # never chosen
+    assert sum("3 inner fit(s) of the search failed" in m for m in caplog.messages) == 3
