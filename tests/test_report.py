@@ -248,7 +248,37 @@ def test_the_figures_precision_recall_curve_and_average_precision_are_scikit_lea
     assert average == average_precision_score(positive, score)
     repeat = np.repeat([0, 1], 1500)
     _assert_panel_is_scikit_learns(roc_pr_figure(positive, score, repeat).axes[1], PrecisionRecallDisplay,
-                                   positive, score, repeat)
+                                   positive, score, repeat, same_path=True)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_drawn_precision_recall_path_is_scikit_learns_from_fewer_vertices(seed):
+    """Each run of equal recall keeps its ends: the drawn steps-post path equals scikit-learn's, point for point."""
+    from sklearn.metrics import precision_recall_curve
+
+    from dimbsvm.report.figures import step_vertices
+
+    rng = np.random.RandomState(seed)
+    positive = rng.rand(20_000) < 0.01
+    score = rng.normal(size=20_000) + positive
+    precision, recall, _ = precision_recall_curve(positive, score)
+    kept = step_vertices(recall)
+    assert kept.size <= 2 * np.unique(recall).size < recall.size // 10
+    np.testing.assert_array_equal(_steps_post(recall[kept], precision[kept]), _steps_post(recall, precision))
+
+
+def _steps_post(x, y):
+    """The corners of matplotlib's steps-post path through (x, y), collinear corners merged (the drawn path)."""
+    xs = np.repeat(x, 2)[1:]
+    ys = np.repeat(y, 2)[:-1]
+    corners = np.column_stack([xs, ys])
+    keep = np.ones(len(corners), dtype=bool)  # a corner between two on the same vertical or horizontal line
+    same_x = (corners[1:-1, 0] == corners[:-2, 0]) & (corners[1:-1, 0] == corners[2:, 0])
+    same_y = (corners[1:-1, 1] == corners[:-2, 1]) & (corners[1:-1, 1] == corners[2:, 1])
+    between = ((corners[1:-1] - corners[:-2]) * (corners[2:] - corners[1:-1]) >= 0).all(axis=1)
+    keep[1:-1] = ~((same_x | same_y) & between)
+    corners = corners[keep]
+    return corners[np.concatenate([[True], (np.diff(corners, axis=0) != 0).any(axis=1)])]
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -267,8 +297,11 @@ def test_the_figures_roc_curves_are_scikit_learns_on_the_unsorted_scores(seed):
                                    positive, score, repeat)
 
 
-def _assert_panel_is_scikit_learns(drawn, display, positive, score, repeat):
-    """The panel's curves and legend are ``display.from_predictions`` of each repeat's rows as given."""
+def _assert_panel_is_scikit_learns(drawn, display, positive, score, repeat, same_path=False):
+    """The panel's curves and legend are ``display.from_predictions`` of each repeat's rows as given.
+
+    ``same_path``: the drawn steps-post path is the same, from a subset of the vertices.
+    """
     from matplotlib.figure import Figure
 
     reference = Figure().add_subplot()
@@ -280,4 +313,8 @@ def _assert_panel_is_scikit_learns(drawn, display, positive, score, repeat):
     theirs = reference.get_lines()
     assert len(theirs) == n_repeats
     for line, expected in zip(drawn.get_lines()[:n_repeats], theirs):
-        np.testing.assert_array_equal(line.get_xydata(), expected.get_xydata())
+        if same_path:
+            assert line.get_drawstyle() == expected.get_drawstyle() == "steps-post"
+            np.testing.assert_array_equal(_steps_post(*line.get_xydata().T), _steps_post(*expected.get_xydata().T))
+        else:
+            np.testing.assert_array_equal(line.get_xydata(), expected.get_xydata())
