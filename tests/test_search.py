@@ -433,8 +433,9 @@ def test_error_score_raise_stops_at_the_first_failure(yeast5):
     search = Search(candidate_params(FAILING_GRID), n_splits=3, error_score="raise")
     with pytest.raises(ValueError, match="penalty='l1'"):
         _engine(make_estimator("linear_svc"), X, y, search, client=None, n_splits=3)
-    with pytest.raises(JobSpecError, match="error_score"):
-        Search([{"C": 1}], error_score="ignore")
+    for bad in ("ignore", True, None):
+        with pytest.raises(JobSpecError, match="error_score"):
+            Search([{"C": 1}], error_score=bad)
 
 
 def test_failing_member_tasks_are_recorded_as_one_task_per_candidate_records_them(monkeypatch, client):

@@ -76,7 +76,8 @@ class Search:
     error_score: float | str = float("nan")
 
     def __post_init__(self):
-        if self.error_score != "raise" and not isinstance(self.error_score, (int, float)):
+        if self.error_score != "raise" and (isinstance(self.error_score, bool)
+                                            or not isinstance(self.error_score, (int, float))):
             raise JobSpecError(f"'search.error_score' must be a number or 'raise'; got {self.error_score!r}")
 
     def estimators(self, template) -> list:
@@ -300,7 +301,7 @@ def select_candidate(inner, *, search: Search) -> dict:
     search_time = float(sum(row.get(name, 0.0) for row in rows for name in TIMES) + sum(prepares.values()))
     if failures:
         logger.info("%d of %d inner fits failed and scored %s; the first (candidate %d): %s", len(failures),
-                       len(inner), search.error_score, failures[0]["candidate"], failures[0]["error"])
+                    len(inner), search.error_score, failures[0]["candidate"], failures[0]["error"])
     return {"index": index, "params": search.candidates[index], "floor_met": bool(eligible.any()),
             "search_time": search_time, "n_failed": len(failures), "failures": failures, "candidates": rows,
             "inner": list(inner)}
