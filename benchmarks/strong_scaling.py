@@ -97,15 +97,15 @@ def _ensemble():
                                   max_samples=BAG, random_state=0)
 
 
-def make_store(n: int, chunks: int, workdir: Path) -> Path:
-    """Generate the data once into a store of ``chunks`` equal chunks."""
+def make_store(n: int, chunks: int, workdir: Path, compression: str = "zstd") -> Path:
+    """Generate the data once into a store of ``chunks`` equal chunks (``syn-<n>.zarr``; ``syn-<n>-lz4.zarr``)."""
     from dimbsvm.datasets import make_imbalanced
     from dimbsvm.store import ingest
 
     chunk_rows = -(-n // chunks)
     X, y = make_imbalanced(n, n_features=N_FEATURES, minority_fraction=MINORITY, chunks=chunk_rows, random_state=0)
-    path = workdir / f"syn-{n}.zarr"
-    ingest((X, y), path, chunk_rows=chunk_rows, dtype="float32")
+    path = workdir / (f"syn-{n}.zarr" if compression == "zstd" else f"syn-{n}-{compression}.zarr")
+    ingest((X, y), path, chunk_rows=chunk_rows, dtype="float32", compression=compression)
     return path
 
 
@@ -303,6 +303,7 @@ def main(argv=None) -> int:
     parser.add_argument("--malloc", nargs="+", choices=["dimbsvm", "dask"], default=["dimbsvm"],
                         help="workers' malloc settings: dimbsvm's (as dimbsvm run starts them) and/or Dask's defaults")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each configuration, alternating")
+    parser.add_argument("--compression", choices=["zstd", "lz4"], default="zstd", help="the store's chunk codec")
     parser.add_argument("--workdir", help="where the stores go (default: a temporary directory)")
     parser.add_argument("--out", default="benchmarks/results/strong_scaling")
     parser.add_argument("--merge", nargs="+", metavar="DIR", help="combine these results directories into --out "
@@ -330,7 +331,7 @@ def main(argv=None) -> int:
     try:
         for n in args.sizes:
             start = time.perf_counter()
-            store = make_store(n, args.chunks, workdir)
+            store = make_store(n, args.chunks, workdir, args.compression)
             summary.setdefault("ingest_seconds", {})[str(n)] = time.perf_counter() - start
             for repeat in range(args.repeats):
                 for malloc in args.malloc:

@@ -10,7 +10,8 @@ Verbs::
     dimbsvm models DIR
     dimbsvm promote DIR VERSION --reason TEXT
     dimbsvm rollback DIR --reason TEXT
-    dimbsvm ingest SOURCE STORE [--chunk-rows N] [--dtype float64|float32] [--overwrite] [--verify]
+    dimbsvm ingest SOURCE STORE [--chunk-rows N] [--dtype float64|float32] [--compression zstd|lz4]
+                   [--overwrite] [--verify]
     dimbsvm datasets
     dimbsvm bench SUITE.yaml [--out DIR] [--scheduler ADDRESS] | dimbsvm bench --rewrite RESULTS_DIR
     dimbsvm estimators [--json]
@@ -220,6 +221,9 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--dtype", choices=("float64", "float32"),
                         help="feature precision in the store (default: float64 for files; float32 halves the "
                              "size and keeps about 7 significant digits)")
+    ingest.add_argument("--compression", choices=("zstd", "lz4"),
+                        help="chunk codec: zstd (default; smaller on data of few distinct values) or lz4 "
+                             "(decodes several times faster)")
     ingest.add_argument("--overwrite", action="store_true",
                         help="replace a store holding other data, or rebuild a damaged one")
     ingest.add_argument("--verify", action="store_true",
@@ -507,7 +511,7 @@ def _cmd_ingest(args) -> int:
         raise DimbsvmError(f"store {store} is an existing file, not a store directory")
     check_writable(store, "store")  # before the source is read
     stored = ingest(args.source, args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
-                    verify=args.verify, dtype=args.dtype)
+                    verify=args.verify, dtype=args.dtype, compression=args.compression)
     print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows, "
           f"classes {stored.meta.get('class_counts')}")
     return 0

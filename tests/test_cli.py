@@ -62,6 +62,9 @@ def test_ingest_and_datasets(tmp_path):
     assert "X (1484, 8) float64 in chunks of 500 rows" in proc.stdout
     proc = _dimbsvm("datasets")
     assert proc.returncode == 0 and "yeast5" in proc.stdout
+    proc = _dimbsvm("ingest", "yeast5", tmp_path / "l.zarr", "--compression", "lz4")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "l.zarr" / "zarr.json").read_text())["attributes"]["dimbsvm"]["compression"] == "lz4"
 
 
 def test_store_as_job_source(tmp_path):

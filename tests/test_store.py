@@ -259,3 +259,31 @@ def test_file_precision_is_kept_unless_float32_is_asked_for(tmp_path):
     assert ingest(src, tmp_path / "p32.zarr", dtype="float64", overwrite=True).X[0, 0].compute() == 123456789.123
     with pytest.raises(StoreError, match="dtype must be one of float64, float32"):
         ingest(src, tmp_path / "p16.zarr", dtype="float16")
+
+
+def test_an_lz4_store_reads_the_same_values_and_is_kept_as_asked(tmp_path, caplog):
+    """Compression changes the bytes on disk, never the values; a store of another compression is not reused silently."""
+    X, y = make_imbalanced(3000, n_features=5, minority_fraction=0.1, random_state=0)
+    X = np.round(np.asarray(X), 2)  # few distinct values: zstd keeps them smaller
+    zstd = ingest((X, y), tmp_path / "z.zarr", chunk_rows=700)
+    lz4 = ingest((X, y), tmp_path / "l.zarr", chunk_rows=700, compression="lz4", verify=True)
+    assert zstd.meta["compression"] == "zstd" and lz4.meta["compression"] == "lz4"
+    codecs = zarr.open_array(tmp_path / "l.zarr" / "X", mode="r").metadata.codecs
+    assert [type(c).__name__ for c in codecs] == ["BytesCodec", "BloscCodec", "Crc32cCodec"]
+    assert np.asarray(lz4.X).tobytes() == np.asarray(zstd.X).tobytes() == X.tobytes()
+    np.testing.assert_array_equal(np.asarray(lz4.y), np.asarray(zstd.y))
+
+    def disk(path):
+        return sum(f.stat().st_size for f in (path / "X").rglob("*") if f.is_file())
+
+    assert disk(tmp_path / "z.zarr") < disk(tmp_path / "l.zarr")  # the trade: zstd is smaller here
+    first_chunk = tmp_path / "l.zarr" / "X" / "c" / "0" / "0"
+    mtime = first_chunk.stat().st_mtime_ns
+    with caplog.at_level(logging.INFO, logger="dimbsvm.store"):
+        assert ingest((X, y), tmp_path / "l.zarr").meta["compression"] == "lz4"  # not asked: reused as it is
+    assert "reusing it" in caplog.text and first_chunk.stat().st_mtime_ns == mtime
+    with pytest.raises(StoreError, match="compressed with lz4, not the zstd asked for"):
+        ingest((X, y), tmp_path / "l.zarr", compression="zstd")
+    assert ingest((X, y), tmp_path / "l.zarr", compression="zstd", overwrite=True).meta["compression"] == "zstd"
+    with pytest.raises(StoreError, match="compression must be one of zstd, lz4"):
+        ingest((X, y), tmp_path / "x.zarr", compression="gzip")

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 import zarr
-from zarr.codecs import Crc32cCodec, ZstdCodec
+from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 from zarr.storage import LocalStore
 
 from ..exceptions import StoreError
 
-__all__ = ["CheckedLocalStore", "create_checksummed_array", "expected_chunk_keys", "missing_chunks", "open_array",
+__all__ = ["COMPRESSIONS", "CheckedLocalStore", "create_checksummed_array", "expected_chunk_keys", "missing_chunks", "open_array",
            "open_group", "writable"]
 
 #: Array config of everything dimbsvm writes: every chunk is on disk, even all-zero ones.
@@ -88,15 +88,31 @@ def writable(array):
     return array.with_config(WRITE_CONFIG)
 
 
-def create_checksummed_array(group, name, *, shape, dtype, chunks):
-    """A new array in ``group`` whose chunks are zstd-compressed and crc32c-checksummed.
+#: How a store's chunks may be compressed (before their crc32c checksum). ``"zstd"`` (level 3, the
+#: default) keeps data of few distinct values small (2.2x on features rounded to 0.01); ``"lz4"``
+#: (Blosc, byte shuffle) decodes a 10 MB float32 chunk in 1-2 ms against zstd's 7-11 ms for about
+#: zstd's size on data that hardly compresses (1.07x against 1.08x on Gaussian floats), so chunk
+#: passes that read the store again and again wait less (``benchmarks/scaling_notes.md``).
+COMPRESSIONS = ("zstd", "lz4")
+
+
+def _compressor(compression):
+    if compression == "zstd":
+        return ZstdCodec(level=3)
+    if compression == "lz4":
+        return BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
+    raise ValueError(f"compression must be one of {COMPRESSIONS}; got {compression!r}")
+
+
+def create_checksummed_array(group, name, *, shape, dtype, chunks, compression="zstd"):
+    """A new array in ``group`` whose chunks are compressed (:data:`COMPRESSIONS`) and crc32c-checksummed.
 
     Every array dimbsvm writes goes through here, so every chunk on disk can
     be verified, and every chunk is written (all-zero ones too), so a missing
     chunk is damage.
     """
     return group.create_array(name, shape=shape, dtype=dtype, chunks=chunks,
-                              compressors=[ZstdCodec(level=3), Crc32cCodec()], overwrite=True,
+                              compressors=[_compressor(compression), Crc32cCodec()], overwrite=True,
                               config=WRITE_CONFIG)
 
 

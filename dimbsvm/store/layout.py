@@ -39,7 +39,7 @@ import numpy as np
 
 from ..datasets import Dataset, load
 from ..exceptions import StoreError
-from ._zarr import create_checksummed_array, missing_chunks, open_group
+from ._zarr import COMPRESSIONS, create_checksummed_array, missing_chunks, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
 
 __all__ = ["StoredData", "content_fingerprint", "default_chunk_rows", "ingest", "open_store", "verify_store",
@@ -128,7 +128,8 @@ def fingerprint_file(path) -> str:
 DTYPES = ("float64", "float32")
 
 
-def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=False, dtype=None) -> StoredData:
+def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=False, dtype=None,
+           compression=None) -> StoredData:
     """Write a dataset into a Zarr store and return it opened.
 
     Parameters
@@ -160,6 +161,12 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         and integer arrays, and the array's own dtype for float arrays (numpy
         or Dask). ``"float32"`` halves the size and keeps about 7 significant
         digits; the store's meta records the dtype.
+    compression : {"zstd", "lz4"}, default=None
+        How the chunks are compressed (:data:`~dimbsvm.store.COMPRESSIONS`):
+        ``"zstd"`` (the default for a new store) is smaller on data of few
+        distinct values, ``"lz4"`` decodes several times faster, which jobs
+        that pass over the store many times (an ensemble's folds) feel. The
+        values read are the same; the store's meta records it.
 
     Returns
     -------
@@ -188,12 +195,14 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     asked_dtype = None if dtype is None else _dtype_name(dtype)
     if asked_dtype is not None and asked_dtype not in DTYPES:
         raise StoreError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if compression is not None and compression not in COMPRESSIONS:
+        raise StoreError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
 
     existing = _read_attrs(path)
     if existing is not None and existing.get("complete"):
         if existing.get("fingerprint") == meta["fingerprint"]:
             if _reusable(path, existing, chunk_rows, overwrite, checksums=verify,
-                         dtype=asked_dtype):  # else rebuilt below
+                         dtype=asked_dtype, compression=compression):  # else rebuilt below
                 logger.info("store %s already holds this source (fingerprint %s); reusing it",
                             path, meta["fingerprint"][:12])
                 return open_store(path)
@@ -201,6 +210,8 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
                 chunk_rows = int(existing["chunk_rows"])  # a rebuild keeps the store's chunking
             if asked_dtype is None and existing.get("dtype") in DTYPES:
                 asked_dtype = existing["dtype"]  # and its dtype
+            if compression is None:
+                compression = existing.get("compression", "zstd")  # and its compression
         elif not overwrite:
             raise StoreError(
                 f"store {path} already holds another dataset ({existing.get('name')!r}); "
@@ -215,13 +226,16 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         chunk_rows = default_chunk_rows(n_rows, row_bytes)
     chunk_rows = int(chunk_rows)
 
+    compression = compression or "zstd"
     count_classes = meta.pop("count_classes", False)
     group = open_group(path, mode="w")
-    meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows, dtype=store_dtype.name)
+    meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows, dtype=store_dtype.name,
+                compression=compression)
     group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
     x_arr = create_checksummed_array(group, "X", shape=X.shape, dtype=store_dtype.name,
-                                     chunks=(chunk_rows, *X.shape[1:]))
-    y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,))
+                                     chunks=(chunk_rows, *X.shape[1:]), compression=compression)
+    y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,),
+                                     compression=compression)
 
     X_dask = da.asarray(X).astype(store_dtype).rechunk((chunk_rows, *X.shape[1:]))
     y_dask = da.asarray(y).astype(np.int32).rechunk((chunk_rows,))
@@ -234,16 +248,18 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         dask.compute(writes)
     meta["complete"] = True
     group.attrs[_ATTR] = meta  # the completion marker, written last
-    logger.info("ingested %d rows into %s (%d-row chunks, %s)", n_rows, path, chunk_rows, store_dtype.name)
+    logger.info("ingested %d rows into %s (%d-row chunks, %s, %s)", n_rows, path, chunk_rows, store_dtype.name,
+                compression)
     return verify_store(path) if verify else open_store(path)
 
 
-def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checksums: bool, dtype=None) -> bool:
+def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checksums: bool, dtype=None,
+              compression=None) -> bool:
     """Whether a complete store of the same source can be reused as it is.
 
     False (rebuild) under ``overwrite`` when it is of an older format, damaged,
-    chunked otherwise or of another dtype than asked for; without
-    ``overwrite`` the latter three are refused.
+    chunked otherwise or of another dtype or compression than asked for;
+    without ``overwrite`` the latter four are refused.
     """
     if existing.get("store_format", 1) < STORE_FORMAT:
         logger.info("store %s was written by an older dimbsvm (format %s); rebuilding it",
@@ -255,6 +271,9 @@ def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checks
     stored_dtype = existing.get("dtype") or _array_dtype(path)
     if dtype is not None and stored_dtype != dtype:
         problems.append(f"it holds {stored_dtype} features, not the {dtype} asked for")
+    stored_compression = existing.get("compression", "zstd")  # (stores from before the option: zstd)
+    if compression is not None and stored_compression != compression:
+        problems.append(f"it is compressed with {stored_compression}, not the {compression} asked for")
     damage = find_damage(path, checksums=checksums)
     if damage:
         problems.append(f"it is damaged: {damage}")
