@@ -11,9 +11,10 @@ import numpy as np
 
 from ...exceptions import DataError
 from ...graph.knn import KNN_METHODS
-from ...graph.stored import exact_chunk_task, float_dtype, merge_exact_parts
+from ...graph.stored import exact_chunk_task, float_dtype, merge_exact_parts, open_knn_graph
+from ...store import stage_is_complete
 from ...store.stages import resolve_input, row_chunked
-from ..engine import compute, map_tasks
+from ..engine import compute, map_tasks, resolve_client
 
 logger = logging.getLogger(__name__)
 
@@ -67,3 +68,19 @@ def exact_sample(rows_path, rows, sample, n, k, chunk, metric, client):
     parts = map_tasks(exact_chunk_task, calls, client=client, label="exact sample searches",
                       shared=dict(rows_path=rows_path, sample=sample, k=k, metric=metric))
     return merge_exact_parts(parts, rows, k)
+
+
+def finished_graph(store_path, stage, fingerprint):
+    """The stage's graph when a finished one of this fingerprint is in the store (said in the log), else None."""
+    if not stage_is_complete(store_path, stage, fingerprint):
+        return None
+    logger.info("knn stage of %s already built for these data and parameters; reusing it", store_path)
+    return open_knn_graph(store_path, stage)
+
+
+def start_build(X, client):
+    """``(client, timings)``: where the tasks run, once the rows are checked finite (timed as ``check``)."""
+    client = resolve_client(client)
+    tic = time.perf_counter()
+    check_finite(X, client)
+    return client, {"check": time.perf_counter() - tic}

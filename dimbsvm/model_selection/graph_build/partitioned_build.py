@@ -19,10 +19,10 @@ from ...graph.knn import EXACT_MAX_ROWS, _check_metric, recall_of
 from ...graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, group_partitions,
                                 nearest_centroids, principal_direction, rank_buckets)
 from ...graph.stored import KNNGraph, check_n_neighbors, float_dtype, jsonable, open_knn_graph, peaks
-from ...store import finish_stage, stage_is_complete
+from ...store import finish_stage
 from ...store.stages import stage_fingerprint
-from ..engine import TaskPlan, map_tasks, resolve_client, run_plan, worker_memory_limits
-from ._steps import check_finite, chunk_bounds, copy_rows, exact_sample, prepare_input, warm_up
+from ..engine import TaskPlan, map_tasks, run_plan, worker_memory_limits
+from ._steps import chunk_bounds, copy_rows, exact_sample, finished_graph, prepare_input, start_build, warm_up
 
 __all__ = ["GROUP_MAX_ROWS", "GROUP_MIN_TASKS", "MIN_PARTITION_FACTOR", "REFINE_MEMORY_SHARE",
            "build_partitioned_graph", "check_refinement_memory", "drop_starved_centroids", "group_whole_partitions"]
@@ -123,14 +123,11 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     params = dict(opts, strategy="partitioned", n_neighbors=k, method=method, metric=metric, build_neighbors=width,
                   random_state=jsonable(random_state), rows=n)
     fingerprint = fingerprint or stage_fingerprint("knn", source, np.empty(0), params)
-    if stage_is_complete(store_path, stage, fingerprint):
-        logger.info("knn stage of %s already built for these data and parameters; reusing it", store_path)
-        return open_knn_graph(store_path, stage)
+    reused = finished_graph(store_path, stage, fingerprint)
+    if reused is not None:
+        return reused
 
-    client = resolve_client(client)
-    tic = time.perf_counter()
-    check_finite(X, client)
-    timings = {"check": time.perf_counter() - tic}
+    client, timings = start_build(X, client)
     group, resumed = part_tasks.open_partitioned_stage(store_path, stage, fingerprint,
                                                        dict(params, seeds=seeds.tolist()), n=n, d=d, k=k,
                                                        chunk=chunk, dtype=float_dtype(X.dtype),

@@ -17,10 +17,10 @@ from sklearn.utils import check_random_state
 from ...graph import sharded
 from ...graph.knn import EXACT_MAX_ROWS, _check_metric, default_build_neighbors, recall_of
 from ...graph.stored import KNNGraph, check_n_neighbors, float_dtype, jsonable, open_knn_graph, peaks
-from ...store import finish_stage, open_array, stage_is_complete
+from ...store import finish_stage, open_array
 from ...store.stages import stage_fingerprint
-from ..engine import map_tasks, resolve_client
-from ._steps import check_finite, chunk_bounds, copy_rows, exact_sample, prepare_input, warm_up
+from ..engine import map_tasks
+from ._steps import chunk_bounds, copy_rows, exact_sample, finished_graph, prepare_input, start_build, warm_up
 
 __all__ = ["build_sharded_graph"]
 
@@ -67,14 +67,11 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
               "shard_rows": int(bounds[0][1] - bounds[0][0]), "random_state": jsonable(random_state),
               "recall_sample": int(recall_sample), "rows": n, "query_epsilon": float(query_epsilon)}
     fingerprint = fingerprint or stage_fingerprint("knn", source, np.empty(0), params)
-    if stage_is_complete(store_path, stage, fingerprint):
-        logger.info("knn stage of %s already built for these data and parameters; reusing it", store_path)
-        return open_knn_graph(store_path, stage)
+    reused = finished_graph(store_path, stage, fingerprint)
+    if reused is not None:
+        return reused
 
-    client = resolve_client(client)
-    tic = time.perf_counter()
-    check_finite(X, client)
-    timings = {"check": time.perf_counter() - tic}
+    client, timings = start_build(X, client)
     group, done, seeds = sharded.open_or_resume(store_path, stage, fingerprint,
                                                 dict(params, strategy="sharded", seeds=seeds.tolist()), n=n,
                                                 d=int(X.shape[1]), k=k, chunk=chunk, n_shards=len(bounds),
