@@ -262,7 +262,7 @@ def test_file_precision_is_kept_unless_float32_is_asked_for(tmp_path):
 
 
 def test_an_lz4_store_reads_the_same_values_and_is_kept_as_asked(tmp_path, caplog):
-    """Compression changes the bytes on disk, never the values; a store of another compression is not reused silently."""
+    """Compression changes the bytes on disk, never the values; a store compressed otherwise is not reused silently."""
     X, y = make_imbalanced(3000, n_features=5, minority_fraction=0.1, random_state=0)
     X = np.round(np.asarray(X), 2)  # few distinct values: zstd keeps them smaller
     zstd = ingest((X, y), tmp_path / "z.zarr", chunk_rows=700)

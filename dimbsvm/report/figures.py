@@ -87,7 +87,7 @@ def precision_recall_and_average(positive, score):
 
 
 def step_vertices(recall):
-    """Positions of a precision-recall curve's vertices that its drawn path needs: each run of equal recall's first and last.
+    """Positions of the precision-recall curve's vertices its drawn path needs: each equal-recall run's ends.
 
     Along a run of equal recall only false positives change, so precision
     moves one way and the points between the run's ends lie on the

@@ -13,7 +13,8 @@ from .rows import StoreLabels, StoreRows
 from .stages import finish_stage, open_finished_stage, open_stage, stage_is_complete
 
 __all__ = [
-    "COMPRESSIONS", "StoreLabels", "StoreRows", "StoredData", "content_fingerprint", "create_checksummed_array", "dataset_fingerprint", "find_damage", "fingerprint_file",
-    "finish_stage", "ingest", "open_array", "open_finished_stage", "open_group", "open_stage", "open_store", "stage_is_complete",
-    "verify_store", "writable",
+    "COMPRESSIONS", "StoreLabels", "StoreRows", "StoredData", "content_fingerprint", "create_checksummed_array",
+    "dataset_fingerprint", "find_damage", "fingerprint_file", "finish_stage", "ingest", "open_array",
+    "open_finished_stage", "open_group", "open_stage", "open_store", "stage_is_complete", "verify_store",
+    "writable",
 ]

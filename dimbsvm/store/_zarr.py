@@ -28,8 +28,8 @@ from zarr.storage import LocalStore
 
 from ..exceptions import StoreError
 
-__all__ = ["COMPRESSIONS", "CheckedLocalStore", "create_checksummed_array", "expected_chunk_keys", "missing_chunks", "open_array",
-           "open_group", "writable"]
+__all__ = ["COMPRESSIONS", "CheckedLocalStore", "create_checksummed_array", "expected_chunk_keys", "missing_chunks",
+           "open_array", "open_group", "writable"]
 
 #: Array config of everything dimbsvm writes: every chunk is on disk, even all-zero ones.
 WRITE_CONFIG = {"write_empty_chunks": True}

@@ -1,4 +1,4 @@
-"""The partitioned stored kNN build: k-means partitions, one graph each, merged and refined (:func:`build_partitioned_graph`).
+"""The partitioned stored kNN build (:func:`build_partitioned_graph`): k-means partitions, one graph each, merged.
 
 Task bodies: :mod:`dimbsvm.graph.partitioned`; routing and partition
 planning: :mod:`dimbsvm.graph.partition`.
