@@ -512,8 +512,8 @@ def _cmd_ingest(args) -> int:
     check_writable(store, "store")  # before the source is read
     stored = ingest(args.source, args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
                     verify=args.verify, dtype=args.dtype, compression=args.compression)
-    print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows, "
-          f"classes {stored.meta.get('class_counts')}")
+    print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows "
+          f"({stored.meta.get('compression', 'zstd')}), classes {stored.meta.get('class_counts')}")
     return 0
 
 

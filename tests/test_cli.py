@@ -64,6 +64,7 @@ def test_ingest_and_datasets(tmp_path):
     assert proc.returncode == 0 and "yeast5" in proc.stdout
     proc = _dimbsvm("ingest", "yeast5", tmp_path / "l.zarr", "--compression", "lz4")
     assert proc.returncode == 0, proc.stderr
+    assert "in chunks of" in proc.stdout and "rows (lz4), classes" in proc.stdout
     assert json.loads((tmp_path / "l.zarr" / "zarr.json").read_text())["attributes"]["dimbsvm"]["compression"] == "lz4"
 
 
