@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.pipeline import make_pipeline
@@ -499,18 +500,11 @@ def test_a_bad_error_score_is_refused():
                       "search": {"params": {"C": [1, 2]}, "error_score": "ignore"}})
 
 
-class _Raising:
+class _Raising(BaseEstimator, ClassifierMixin):
     """A classifier whose fit raises the error it is given (a stand-in for a candidate that fails)."""
 
     def __init__(self, error=None):
         self.error = error
-
-    def get_params(self, deep=True):
-        return {"error": self.error}
-
-    def set_params(self, **params):
-        self.error = params.get("error", self.error)
-        return self
 
     def fit(self, X, y):
         raise self.error
@@ -541,18 +535,11 @@ def test_an_inner_fit_records_its_error_unless_a_retry_may_cure_it(error, record
         fit_inner_part(X, y, prepared, rows, estimator=estimator, part=part, error_score="raise")
 
 
-class _FailingStage:
+class _FailingStage(TransformerMixin, BaseEstimator):
     """A feature stage that passes rows through, or raises when fitted with ``fail=True``."""
 
     def __init__(self, fail=False):
         self.fail = fail
-
-    def get_params(self, deep=True):
-        return {"fail": self.fail}
-
-    def set_params(self, **params):
-        self.fail = params.get("fail", self.fail)
-        return self
 
     def fit(self, X, y=None):
         if self.fail:
@@ -561,9 +548,6 @@ class _FailingStage:
 
     def transform(self, X):
         return X
-
-    def fit_transform(self, X, y=None):
-        return self.fit(X, y).transform(X)
 
 
 def test_a_stage_setting_that_fails_fails_its_candidates_as_in_gridsearchcv(scheduler, yeast5):

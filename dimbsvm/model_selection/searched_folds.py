@@ -41,7 +41,7 @@ import numpy as np
 from ..distributed.policy import is_transient
 from ..distributed.tasks import TaskPlan
 from .bodies import FoldRows, finish_fold, fit_part, fold_rows, parts_of, prepare_fold
-from .search import Search, inner_splits, select_candidate, stage_params
+from .search import TIMES, Search, inner_splits, select_candidate, stage_params
 
 __all__ = ["MEMBER_TASKS_FROM_ROWS", "FailedFit", "add_searched_fold", "fit_and_score", "fit_chosen_part",
            "fit_inner_part", "finish_chosen", "finish_inner", "inner_fold_rows", "prepare_chosen", "prepare_inner",
@@ -187,8 +187,6 @@ def _guarded(error_score, body, *args, **kwargs):
 
 def _failure_record(key, metrics, error_score, failures) -> dict:
     """An inner fold's record for a candidate that failed: every quality metric ``error_score``, the error kept."""
-    from .search import TIMES
-
     record = {"seed": int(key[0]), "fold": int(key[1])}
     record.update({name: float(error_score) for name in metrics if name not in TIMES})
     record.update(fit_time=float(sum(f.seconds for f in failures)), predict_time=0.0, error=failures[0].error,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["StableOrder", "merged_stable_order", "resolved_order", "resolved_sorted", "stable_order"]
+__all__ = ["StableOrder", "merged_stable_order", "resolved_sorted", "stable_order"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,21 +64,11 @@ def stable_order(margins, order) -> StableOrder:
                      f"({order.shape} positions for {margins.shape} margins)")
 
 
-def resolved_order(margins, order):
-    """``order`` as a checked index array for ``margins`` (``None`` stays ``None``; a :class:`StableOrder` of the
-    same array is not checked again)."""
-    if order is None:
-        return None
-    if isinstance(order, StableOrder) and order.margins is margins:
-        return order.order
-    return stable_order(margins, getattr(order, "order", order)).order
-
-
 def resolved_sorted(margins, order):
-    """``(order, margins[order])`` as :func:`resolved_order` checks it; ``(None, None)`` without an order.
+    """``(order, margins[order])`` for a given order, checked once; ``(None, None)`` without one.
 
-    The sorted margins come from the :class:`StableOrder` when it has them
-    (the same values: ``ordered`` is ``margins[order]``).
+    A :class:`StableOrder` of the same array is not checked again, and its
+    sorted margins are used as they are (``ordered`` is ``margins[order]``).
     """
     if order is None:
         return None, None
