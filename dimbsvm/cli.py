@@ -505,11 +505,11 @@ def _client(args, *, tls=None, **kwargs):
 def _cmd_ingest(args) -> int:
     from .jobs.run_dir import check_writable
     from .store import ingest
+    from .store.placement import check_target
 
     store = Path(args.store)
-    if store.exists() and not store.is_dir():
-        raise DimbsvmError(f"store {store} is an existing file, not a store directory")
-    check_writable(store, "store")  # before the source is read
+    check_target(store)  # before the source is read: only a store of dimbsvm's is ever replaced
+    check_writable(store.parent if store.exists() else store, "store")  # the new store is staged beside it
     stored = ingest(args.source, args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
                     verify=args.verify, dtype=args.dtype, compression=args.compression)
     print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows "

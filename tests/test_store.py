@@ -67,13 +67,25 @@ def _failing_block(block, block_info=None):
     return block
 
 
-def test_crashed_ingest_is_not_complete(tmp_path):
+def test_crashed_ingest_leaves_nothing(tmp_path):
+    # the store is written beside its path and moved there only when complete
     X = da.map_blocks(_failing_block, da.ones((100, 3), chunks=(20, 3)), dtype=float)
     y = da.zeros(100, chunks=20, dtype=int)
     with pytest.raises(RuntimeError, match="disk full"):
         ingest((X, y), tmp_path / "s.zarr", chunk_rows=20)
-    with pytest.raises(StoreError, match="incomplete"):
+    with pytest.raises(StoreError, match="does not exist"):
         open_store(tmp_path / "s.zarr")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".s.zarr.lock"]
+
+
+def test_incomplete_store_is_refused(tmp_path):
+    # a store whose completion marker is missing (an ingest by a dimbsvm that wrote in place)
+    path = tmp_path / "s.zarr"
+    ingest((np.zeros((4, 2)), np.array([0, 1, 0, 1])), path)
+    group = zarr.open_group(str(path), mode="r+")
+    group.attrs["dimbsvm"] = dict(group.attrs["dimbsvm"], complete=False)
+    with pytest.raises(StoreError, match="incomplete"):
+        open_store(path)
 
 
 def test_damaged_chunk_is_found(tmp_path):

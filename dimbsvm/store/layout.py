@@ -8,7 +8,12 @@ A store is a Zarr v3 group on local disk::
       y/               int32, chunked like X's rows
 
 The ``complete`` flag is written last, after every chunk is on disk, so a store
-whose ingest crashed part-way can never be opened as if it were whole. Every
+whose ingest crashed part-way can never be opened as if it were whole. An
+ingest writes the store beside its path and swaps it in only when complete,
+under the path's lock, and writes only over a store of its own
+(:mod:`dimbsvm.store.placement`): a failed ingest leaves the old store (or
+nothing) in place, two ingests into one path run one after the other, and a
+directory dimbsvm did not write is refused, never replaced. Every
 chunk is written (all-zero ones too) and read through a store that refuses
 an absent chunk (:mod:`dimbsvm.store._zarr`), so a deleted chunk file is an
 error, never zeros. Each chunk carries a crc32c checksum (a Zarr codec), so a
@@ -27,9 +32,9 @@ float32); integer arrays become float64.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +44,7 @@ import numpy as np
 
 from ..datasets import Dataset, load
 from ..exceptions import StoreError
+from . import placement
 from ._zarr import COMPRESSIONS, create_checksummed_array, missing_chunks, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
 
@@ -148,7 +154,9 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         Replace an existing store: one with a different source, a different
         ``chunk_rows`` or ``dtype``, or a damaged one. An undamaged complete
         store of the same source (chunking and dtype) is reused whatever this
-        says.
+        says. Only a dimbsvm store is ever replaced, and only once the new
+        one is complete: any other file or non-empty directory at ``path``
+        is refused whatever this says.
     name : str, default=None
         Dataset name recorded in the meta (defaults to the source's name).
     verify : bool, default=False
@@ -175,8 +183,10 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     Raises
     ------
     StoreError
-        Without ``overwrite``: the path holds another dataset, the same one in
-        other chunks, or a damaged store (a missing chunk file).
+        The path holds something that is not a dimbsvm store; without
+        ``overwrite``: the path holds another dataset, the same one in other
+        chunks, or a damaged store (a missing chunk file); the disk filled up
+        (the store at ``path`` is then unchanged).
 
     Examples
     --------
@@ -187,9 +197,6 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     ((1484, 8), 'float64', 1)
     """
     path = Path(path)
-    X, y, meta = _resolve_source(source)
-    if name is not None:
-        meta["name"] = name
     if chunk_rows is not None and (isinstance(chunk_rows, bool) or int(chunk_rows) < 1):
         raise StoreError(f"chunk_rows must be >= 1, got {chunk_rows}")
     asked_dtype = None if dtype is None else _dtype_name(dtype)
@@ -197,30 +204,53 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         raise StoreError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if compression is not None and compression not in COMPRESSIONS:
         raise StoreError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
+    placement.check_target(path)  # before the source is read: a foreign directory is refused at once
+    X, y, meta = _resolve_source(source)
+    if name is not None:
+        meta["name"] = name
 
-    existing = _read_attrs(path)
-    if existing is not None and existing.get("complete"):
-        if existing.get("fingerprint") == meta["fingerprint"]:
-            if _reusable(path, existing, chunk_rows, overwrite, checksums=verify,
-                         dtype=asked_dtype, compression=compression):  # else rebuilt below
-                logger.info("store %s already holds this source (fingerprint %s); reusing it",
-                            path, meta["fingerprint"][:12])
-                return open_store(path)
-            if chunk_rows is None and existing.get("chunk_rows"):
-                chunk_rows = int(existing["chunk_rows"])  # a rebuild keeps the store's chunking
-            if asked_dtype is None and existing.get("dtype") in DTYPES:
-                asked_dtype = existing["dtype"]  # and its dtype
-            if compression is None:
-                compression = existing.get("compression", "zstd")  # and its compression
-        elif not overwrite:
-            raise StoreError(
-                f"store {path} already holds another dataset ({existing.get('name')!r}); "
-                "pass overwrite=True (CLI: --overwrite) to replace it")
-    if path.exists():
-        shutil.rmtree(path)
+    with placement.lock_target(path):
+        placement.clean_leftovers(path)
+        target_state = placement.check_target(path)  # again: another writer may have finished meanwhile
+        existing = _read_attrs(path) if target_state == "store" else None
+        if existing is not None and existing.get("complete"):
+            if existing.get("fingerprint") == meta["fingerprint"]:
+                if _reusable(path, existing, chunk_rows, overwrite, checksums=verify,
+                             dtype=asked_dtype, compression=compression):  # else rebuilt below
+                    logger.info("store %s already holds this source (fingerprint %s); reusing it",
+                                path, meta["fingerprint"][:12])
+                    return open_store(path)
+                if chunk_rows is None and existing.get("chunk_rows"):
+                    chunk_rows = int(existing["chunk_rows"])  # a rebuild keeps the store's chunking
+                if asked_dtype is None and existing.get("dtype") in DTYPES:
+                    asked_dtype = existing["dtype"]  # and its dtype
+                if compression is None:
+                    compression = existing.get("compression", "zstd")  # and its compression
+            elif not overwrite:
+                raise StoreError(
+                    f"store {path} already holds another dataset ({existing.get('name')!r}); "
+                    "pass overwrite=True (CLI: --overwrite) to replace it")
+        if target_state == "store":
+            placement.check_replaceable(path)
+        staged = placement.stage_beside(path)
+        try:
+            _write_store(staged, X, y, meta, chunk_rows=chunk_rows, dtype=asked_dtype, compression=compression)
+            placement.swap_in(staged, path, target_state)
+        except BaseException as exc:
+            placement.discard_staged(staged)
+            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                raise StoreError(f"no space left on device while writing store {path} (staged in {staged.parent}); "
+                                 "the store at that path is unchanged") from None
+            raise
+    logger.info("ingested %d rows into %s (%d-row chunks, %s, %s)", int(X.shape[0]), path, meta["chunk_rows"],
+                meta["dtype"], meta["compression"])
+    return verify_store(path) if verify else open_store(path)
 
+
+def _write_store(path: Path, X, y, meta: dict, *, chunk_rows, dtype, compression) -> None:
+    """Write a complete store at a fresh ``path``; ``meta`` gains the chunking, dtype and completion marker."""
     n_rows = int(X.shape[0])
-    store_dtype = np.dtype(asked_dtype or _default_dtype(X))
+    store_dtype = np.dtype(dtype or _default_dtype(X))
     if chunk_rows is None:
         row_bytes = store_dtype.itemsize * int(np.prod(X.shape[1:], dtype=np.int64))
         chunk_rows = default_chunk_rows(n_rows, row_bytes)
@@ -248,9 +278,6 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         dask.compute(writes)
     meta["complete"] = True
     group.attrs[_ATTR] = meta  # the completion marker, written last
-    logger.info("ingested %d rows into %s (%d-row chunks, %s, %s)", n_rows, path, chunk_rows, store_dtype.name,
-                compression)
-    return verify_store(path) if verify else open_store(path)
 
 
 def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checksums: bool, dtype=None,
@@ -297,6 +324,8 @@ def open_store(path) -> StoredData:
         or its arrays disagree with the meta.
     """
     path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path} is not a dimbsvm store (it does not exist)")
     meta = _read_attrs(path)
     if meta is None:
         raise StoreError(f"{path} is not a dimbsvm store (no Zarr group with dimbsvm metadata)")
