@@ -498,6 +498,16 @@ def _rows() -> list:
             creates=("s.zarr",)),
         Row("ingest-keeps-float64", "17.18", lambda d: ["ingest", _precise_csv(d), d / "s.zarr"], r"",
             code=0, lines=0, creates=("s.zarr",), check=_check_precision),
+        # issue 30: never delete what dimbsvm did not write; replacements and concurrent ingests lose nothing
+        *[Row(f"ingest-into-{kind}{'-overwrite' if overwrite else ''}", "30.1", _ingest_over(kind, overwrite),
+              _FOREIGN_MESSAGES[kind], check=_check_untouched(kind))
+          for kind in ("notes", "registry", "cwd") for overwrite in (False, True)],
+        Row("ingest-overwrite-store-with-notes", "30.1",
+            lambda d: ["ingest", _good_csv(d), _store_with_notes(d), "--overwrite"],
+            r"store .*data\.zarr also holds notes\.txt, which dimbsvm did not write", creates=("data.zarr",),
+            check=lambda d, r: (d / "data.zarr" / "notes.txt").read_text() == "mine" or _fail("notes.txt changed")),
+        Row("ingest-concurrent-writers", "30.3", None, r"", code=0, lines=0, driver=_concurrent_ingests,
+            check=_check_concurrent_ingests),
         # paths with spaces and non-ASCII characters
         Row("path-spaces-non-ascii", "ok", lambda d: with_cells(d, {(3, 0): "nan"}, name="dätä files/my data.csv"),
             r"dätä files/my data\.csv: .*missing values \(NaN\), first in row 3"),
@@ -575,6 +585,83 @@ def _rechunk(d: Path):
 
     ingest(_good_csv(d), d / "s.zarr", chunk_rows=50)
     return ["ingest", d / "data.csv", d / "s.zarr", "--chunk-rows", "40"]
+
+
+_FOREIGN_MESSAGES = {
+    "notes": r"store path notes is an existing directory that is not a dimbsvm store \(it holds a\.txt\)",
+    "registry": r"store path registry is an existing directory that is not a dimbsvm store \(it holds "
+                r"champion\.json, history\.jsonl, versions\)",
+    "cwd": r"store path \. is the current directory",
+}
+
+
+def _ingest_over(kind: str, overwrite: bool):
+    """``dimbsvm ingest`` aimed at a directory of the user's (what deleted it before issue 30)."""
+    def setup(d: Path):
+        source = _good_csv(d)
+        if kind == "notes":
+            _write(d / "notes" / "a.txt", "mine")
+            target = "notes"
+        elif kind == "registry":
+            _write(d / "registry" / "champion.json", '{"version": "v0001"}\n')
+            _write(d / "registry" / "history.jsonl", '{"action": "promote", "version": "v0001"}\n')
+            _write(d / "registry" / "versions" / "v0001" / "version.json", "{}\n")
+            target = "registry"
+        else:
+            target = "."
+        return ["ingest", source, target, *(["--overwrite"] if overwrite else [])]
+    return setup
+
+
+def _tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _check_untouched(kind: str):
+    def check(d: Path, result: Result):
+        expected = {"notes": {"notes/a.txt": b"mine"},
+                    "registry": {"registry/champion.json": b'{"version": "v0001"}\n',
+                                 "registry/history.jsonl": b'{"action": "promote", "version": "v0001"}\n',
+                                 "registry/versions/v0001/version.json": b"{}\n"},
+                    "cwd": {}}[kind]
+        files = _tree(d)
+        assert files.pop("data.csv") == _good_csv(d / "again").read_bytes()  # the source is still there
+        assert files == expected, sorted(files)
+    return check
+
+
+def _store_with_notes(d: Path) -> Path:
+    path = _store(d)
+    _write(path / "notes.txt", "mine")
+    return path
+
+
+def _concurrent_ingests(d: Path) -> Result:
+    """Two ``ingest --overwrite`` of different data into one store at once: one after the other, never mixed."""
+    first, second = _good_csv(d, "first.csv"), _csv(d / "second.csv", *_binary_data(150, 30, seed=4))
+    start = time.monotonic()
+    procs = [subprocess.Popen([*CLI, "ingest", source, "s.zarr", "--overwrite", "--chunk-rows", "20"], cwd=d,
+                              env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for source in (first, second)]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    seconds = time.monotonic() - start
+    codes = [proc.returncode for proc in procs]
+    # the catalogue checks one process; the other must have succeeded as quietly
+    stderr = "".join(err for _, err in outputs if "waiting for it to finish" not in err)
+    return Result(max(codes), "".join(out for out, _ in outputs), stderr, seconds, set(), set(),
+                  extra={"codes": codes})
+
+
+def _check_concurrent_ingests(d: Path, result: Result):
+    from dimbsvm.datasets import load
+    from dimbsvm.store import verify_store
+
+    assert result.extra["codes"] == [0, 0]
+    stored = verify_store(d / "s.zarr")
+    source = {"first.csv": load(d / "first.csv"), "second.csv": load(d / "second.csv")}[Path(stored.meta["source"]).name]
+    np.testing.assert_array_equal(stored.X.compute(), source.X)  # the rows of the dataset its meta names
+    np.testing.assert_array_equal(stored.y.compute(), source.y)
+    assert not list(d.glob(".s.zarr.staging-*"))
 
 
 def _precise_csv(d: Path) -> Path:
