@@ -58,6 +58,24 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C so that everything unwinds in order."""
 
 
+#: Arguments that name a local (or shared-filesystem) path, never object storage, with what they are.
+_LOCAL_ONLY = {"out": "output directories and files", "registry": "model registries",
+               "model": "model directories"}
+
+
+def _refuse_urls_for_local_paths(args) -> None:
+    """One line for a URL where only a local path works (``Path("s3://b/x")`` would be the directory ``s3:/b/x``)."""
+    from .store.location import is_url
+
+    for name, what in _LOCAL_ONLY.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str) and is_url(value.split("@", 1)[0]):
+            flag = name if name == "model" or args.verb in ("models", "promote", "rollback") else f"--{name}"
+            raise DimbsvmError(f"{flag} {value}: {what} are written on a local or shared filesystem, not at a URL; "
+                               "object storage holds data stores (dimbsvm ingest SOURCE s3://BUCKET/NAME.zarr, "
+                               "then data.source: s3://BUCKET/NAME.zarr)")
+
+
 def main(argv=None) -> int:
     """Entry point of the ``dimbsvm`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -67,6 +85,7 @@ def main(argv=None) -> int:
     _configure_logging(args.verbose)
     restore = _terminate_as_interrupt() if args.verb != "schedule" else None  # schedule stops on its own
     try:
+        _refuse_urls_for_local_paths(args)
         return args.handler(args)
     except RunInterrupted as exc:
         print(f"dimbsvm: {_one_line(exc)}", file=sys.stderr)

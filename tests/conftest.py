@@ -94,3 +94,55 @@ def graph_array_sizes():
         return [a.size for task in plan.tasks for value in task.kwargs.values() for a in _arrays_in(value)]
 
     return sizes
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API server (moto's server mode) on 127.0.0.1, for the whole session.
+
+    Yields the environment a client needs to reach it (endpoint and dummy
+    credentials, as s3fs and boto read them). Skipped when moto is absent.
+    """
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("moto", reason="the S3 test server is moto's server mode (the dev extra installs it)")
+    pytest.importorskip("s3fs", reason="s3:// URLs need s3fs (the s3 and dev extras install it)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail("moto's S3 server did not start within 30 s")
+            time.sleep(0.1)
+    try:
+        yield {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_bucket(s3_server, monkeypatch, request):
+    """A new bucket on the session's S3 server, with this test's environment pointing at the server."""
+    import re
+
+    import s3fs
+
+    for key, value in s3_server.items():
+        monkeypatch.setenv(key, value)
+    s3fs.S3FileSystem.clear_instance_cache()
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + f"-{id(request) % 10**6}"
+    s3fs.S3FileSystem().mkdir(name)
+    return name

@@ -7,7 +7,7 @@ doors:
 
 * every array it creates writes every chunk (``write_empty_chunks``), so on a
   complete array each chunk exists on disk;
-* read-only handles go through :class:`CheckedLocalStore`, which raises
+* read-only handles go through :class:`CheckedStore`, which raises
   :class:`~dimbsvm.exceptions.StoreError` naming the array and its rows when a
   chunk is absent.
 
@@ -17,18 +17,18 @@ must read the (not yet written) rest as the fill value.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
-from zarr.storage import LocalStore
+from zarr.storage import WrapperStore
 
 from ..exceptions import StoreError
+from .location import filesystem, join, location, read_json, zarr_store
 
-__all__ = ["COMPRESSIONS", "CheckedLocalStore", "create_checksummed_array", "expected_chunk_keys", "missing_chunks",
+__all__ = ["COMPRESSIONS", "CheckedStore", "create_checksummed_array", "expected_chunk_keys", "missing_chunks",
            "open_array", "open_group", "writable"]
 
 #: Array config of everything dimbsvm writes: every chunk is on disk, even all-zero ones.
@@ -37,50 +37,62 @@ WRITE_CONFIG = {"write_empty_chunks": True}
 _CHUNK_KEY = re.compile(r"^(?:(?P<array>.+)/)?c/(?P<coords>\d+(?:/\d+)*)$")
 
 
-class CheckedLocalStore(LocalStore):
-    """A local Zarr store on which reading an absent chunk raises ``StoreError``.
+class CheckedStore(WrapperStore):
+    """A read-only Zarr store (local or fsspec) on which reading an absent chunk raises ``StoreError``.
 
-    Metadata keys behave as in :class:`zarr.storage.LocalStore` (absent means
-    absent); only chunk keys (``<array>/c/<i>/<j>...``) are checked.
+    Metadata keys behave as in the wrapped store (absent means absent); only
+    chunk keys (``<array>/c/<i>/<j>...``) are checked. ``where`` names the
+    store in messages.
     """
+
+    def __init__(self, store, where: str | None = None):
+        super().__init__(store)
+        self.where = where or str(store)
+
+    def _with_store(self, store):
+        return type(self)(store, self.where)
 
     async def get(self, key, prototype=None, byte_range=None):
         value = await super().get(key, prototype, byte_range)
         if value is None:
-            match = _CHUNK_KEY.match(key)
-            if match is not None:
-                raise StoreError(_missing_message(Path(str(self.root)), match["array"] or "",
-                                                  [int(c) for c in match["coords"].split("/")]))
+            self._refuse_missing(key)
         return value
 
     async def get_partial_values(self, prototype, key_ranges):
         key_ranges = list(key_ranges)
         values = await super().get_partial_values(prototype, key_ranges)
         for (key, _), value in zip(key_ranges, values):
-            match = _CHUNK_KEY.match(key) if value is None else None
-            if match is not None:
-                raise StoreError(_missing_message(Path(str(self.root)), match["array"] or "",
-                                                  [int(c) for c in match["coords"].split("/")]))
+            if value is None:
+                self._refuse_missing(key)
         return values
+
+    def _refuse_missing(self, key: str) -> None:
+        match = _CHUNK_KEY.match(key)
+        if match is not None:
+            raise StoreError(_missing_message(self.where, match["array"] or "",
+                                              [int(c) for c in match["coords"].split("/")]))
 
 
 def open_group(path, mode: str = "r"):
-    """A Zarr group on local disk; read-only groups check for missing chunks.
+    """A Zarr group at a location (a local directory or an fsspec URL); read-only groups check for missing chunks.
 
     Parameters
     ----------
     path : str or path
+        A directory, or a URL (:mod:`dimbsvm.store.location`).
     mode : {"r", "r+", "w", "a"}
-        ``"r"`` opens through :class:`CheckedLocalStore`.
+        ``"r"`` opens through :class:`CheckedStore`.
     """
+    loc = location(path)
     if mode == "r":
-        return zarr.open_group(store=CheckedLocalStore(str(path), read_only=True), mode="r")
-    return zarr.open_group(str(path), mode=mode, zarr_format=3)
+        return zarr.open_group(store=CheckedStore(zarr_store(loc, read_only=True), str(loc)), mode="r")
+    return zarr.open_group(store=zarr_store(loc, read_only=False), mode=mode, zarr_format=3)
 
 
 def open_array(path):
-    """A read-only Zarr array on local disk whose missing chunks raise ``StoreError``."""
-    return zarr.open_array(store=CheckedLocalStore(str(path), read_only=True), mode="r")
+    """A read-only Zarr array at a location whose missing chunks raise ``StoreError``."""
+    loc = location(path)
+    return zarr.open_array(store=CheckedStore(zarr_store(loc, read_only=True), str(loc)), mode="r")
 
 
 def writable(array):
@@ -125,23 +137,30 @@ def expected_chunk_keys(shape, chunks) -> list[tuple[int, ...]]:
 
 
 def missing_chunks(array_dir) -> list[tuple[int, ...]]:
-    """Chunk coordinates of the array at ``array_dir`` that have no file on disk."""
-    array_dir = Path(array_dir)
-    shape, chunks = _array_grid(array_dir)
+    """Chunk coordinates of the array at ``array_dir`` (a directory or URL) that have no file or object."""
+    loc = location(array_dir)
+    shape, chunks = _array_grid(loc)
+    if isinstance(loc, Path):
+        return [coords for coords in expected_chunk_keys(shape, chunks)
+                if not loc.joinpath("c", *[str(c) for c in coords]).is_file()]
+    fs, root = filesystem(join(loc, "c"))
+    present = {key[len(root):].strip("/") for key in fs.find(root)}  # one listing, not one request per chunk
     return [coords for coords in expected_chunk_keys(shape, chunks)
-            if not array_dir.joinpath("c", *[str(c) for c in coords]).is_file()]
+            if "/".join(str(c) for c in coords) not in present]
 
 
-def _array_grid(array_dir: Path):
-    meta = json.loads((array_dir / "zarr.json").read_text())
+def _array_grid(array_dir):
+    meta = read_json(join(array_dir, "zarr.json"))
+    if meta is None:
+        raise FileNotFoundError(f"{join(array_dir, 'zarr.json')} does not exist")
     return meta["shape"], meta["chunk_grid"]["configuration"]["chunk_shape"]
 
 
-def _missing_message(root: Path, array: str, coords: list[int]) -> str:
+def _missing_message(root: str, array: str, coords: list[int]) -> str:
     row_chunked = not any(coords[1:])  # dimbsvm's arrays are cut along rows only
     where = f"chunk {coords[0] if row_chunked else tuple(coords)} of {array or 'the array'}"
     try:
-        shape, chunks = _array_grid(root / array)
+        shape, chunks = _array_grid(join(root, array) if array else root)
         first = coords[0] * chunks[0]
         where += f" (rows {first}..{min(first + chunks[0], shape[0]) - 1})"
     except (OSError, KeyError, ValueError, IndexError):

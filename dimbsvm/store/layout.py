@@ -45,6 +45,7 @@ import numpy as np
 from ..datasets import Dataset, load
 from ..exceptions import StoreError
 from . import placement
+from .location import filesystem, is_url, join, location, name_of, read_json
 from ._zarr import COMPRESSIONS, create_checksummed_array, missing_chunks, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
 
@@ -94,13 +95,14 @@ class StoredData:
     meta : dict
         Everything :meth:`dimbsvm.datasets.Dataset.meta` records, plus
         ``fingerprint`` and ``store_format``.
-    path : pathlib.Path
+    path : pathlib.Path or str
+        A local directory, or the store's URL.
     """
 
     X: da.Array
     y: da.Array
     meta: dict
-    path: Path
+    path: Path | str
 
     def to_dataset(self) -> Dataset:
         """Read the whole store into memory as a :class:`~dimbsvm.datasets.Dataset`."""
@@ -116,7 +118,7 @@ class StoredData:
             feature_names=list(self.meta.get("feature_names", [])),
             nominal_columns=list(self.meta.get("nominal_columns", [])),
             class_map=dict(self.meta.get("class_map", {})),
-            name=self.meta.get("name", self.path.stem),
+            name=self.meta.get("name", name_of(self.path).rsplit(".", 1)[0]),
             source=str(self.path),
         )
 
@@ -196,59 +198,89 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     >>> stored.X.shape, stored.X.dtype.name, stored.meta["class_map"]["positive"]
     ((1484, 8), 'float64', 1)
     """
-    path = Path(path)
+    path = location(path)
     if chunk_rows is not None and (isinstance(chunk_rows, bool) or int(chunk_rows) < 1):
         raise StoreError(f"chunk_rows must be >= 1, got {chunk_rows}")
-    asked_dtype = None if dtype is None else _dtype_name(dtype)
-    if asked_dtype is not None and asked_dtype not in DTYPES:
+    asked = {"chunk_rows": chunk_rows, "dtype": None if dtype is None else _dtype_name(dtype),
+             "compression": compression}
+    if asked["dtype"] is not None and asked["dtype"] not in DTYPES:
         raise StoreError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if compression is not None and compression not in COMPRESSIONS:
         raise StoreError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
-    placement.check_target(path)  # before the source is read: a foreign directory is refused at once
+    # before the source is read: a foreign directory is refused at once
+    target_state = placement.check_url_target(path) if is_url(path) else placement.check_target(path)
     X, y, meta = _resolve_source(source)
     if name is not None:
         meta["name"] = name
 
-    with placement.lock_target(path):
-        placement.clean_leftovers(path)
-        target_state = placement.check_target(path)  # again: another writer may have finished meanwhile
-        existing = _read_attrs(path) if target_state == "store" else None
-        if existing is not None and existing.get("complete"):
-            if existing.get("fingerprint") == meta["fingerprint"]:
-                if _reusable(path, existing, chunk_rows, overwrite, checksums=verify,
-                             dtype=asked_dtype, compression=compression):  # else rebuilt below
-                    logger.info("store %s already holds this source (fingerprint %s); reusing it",
-                                path, meta["fingerprint"][:12])
+    if is_url(path):
+        if target_state == "store" and _reuse_or_rebuild(path, meta, asked, overwrite=False, verify=verify):
+            return open_store(path)
+        placement.claim_url(path)  # one writer: the first to create the store's zarr.json
+        _write_store(path, X, y, meta, mode="r+", **asked)
+    else:
+        with placement.lock_target(path):
+            placement.clean_leftovers(path)
+            target_state = placement.check_target(path)  # again: another writer may have finished meanwhile
+            if target_state == "store":
+                if _reuse_or_rebuild(path, meta, asked, overwrite=overwrite, verify=verify):
                     return open_store(path)
-                if chunk_rows is None and existing.get("chunk_rows"):
-                    chunk_rows = int(existing["chunk_rows"])  # a rebuild keeps the store's chunking
-                if asked_dtype is None and existing.get("dtype") in DTYPES:
-                    asked_dtype = existing["dtype"]  # and its dtype
-                if compression is None:
-                    compression = existing.get("compression", "zstd")  # and its compression
-            elif not overwrite:
-                raise StoreError(
-                    f"store {path} already holds another dataset ({existing.get('name')!r}); "
-                    "pass overwrite=True (CLI: --overwrite) to replace it")
-        if target_state == "store":
-            placement.check_replaceable(path)
-        staged = placement.stage_beside(path)
-        try:
-            _write_store(staged, X, y, meta, chunk_rows=chunk_rows, dtype=asked_dtype, compression=compression)
-            placement.swap_in(staged, path, target_state)
-        except BaseException as exc:
-            placement.discard_staged(staged)
-            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-                raise StoreError(f"no space left on device while writing store {path} (staged in {staged.parent}); "
-                                 "the store at that path is unchanged") from None
-            raise
+                placement.check_replaceable(path)
+            staged = placement.stage_beside(path)
+            try:
+                _write_store(staged, X, y, meta, **asked)
+                placement.swap_in(staged, path, target_state)
+            except BaseException as exc:
+                placement.discard_staged(staged)
+                if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                    raise StoreError(f"no space left on device while writing store {path} (staged in "
+                                     f"{staged.parent}); the store at that path is unchanged") from None
+                raise
     logger.info("ingested %d rows into %s (%d-row chunks, %s, %s)", int(X.shape[0]), path, meta["chunk_rows"],
                 meta["dtype"], meta["compression"])
     return verify_store(path) if verify else open_store(path)
 
 
-def _write_store(path: Path, X, y, meta: dict, *, chunk_rows, dtype, compression) -> None:
-    """Write a complete store at a fresh ``path``; ``meta`` gains the chunking, dtype and completion marker."""
+def _reuse_or_rebuild(path, meta: dict, asked: dict, *, overwrite: bool, verify: bool) -> bool:
+    """Whether the store at ``path`` is reused as it is; else it is rebuilt (``asked`` gains its settings).
+
+    Raises
+    ------
+    StoreError
+        Without ``overwrite``, what a rebuild would need: another dataset is
+        there, or this one in other chunks, dtype or compression, or damaged.
+        On object storage a store is never replaced (no rename there).
+    """
+    existing = _read_attrs(path)
+    if not existing.get("complete"):
+        if is_url(path):
+            raise StoreError(f"store {path} is incomplete: an ingest is writing it, or one stopped part-way; if none "
+                             "is running, delete it with your storage tools and ingest again")
+        return False  # a local store from a dimbsvm that wrote in place: replaced, it is dimbsvm's own
+    if existing.get("fingerprint") != meta["fingerprint"]:
+        if not overwrite:
+            hint = ("object storage stores are never replaced: ingest to a new URL" if is_url(path)
+                    else "pass overwrite=True (CLI: --overwrite) to replace it")
+            raise StoreError(f"store {path} already holds another dataset ({existing.get('name')!r}); {hint}")
+        return False
+    if _reusable(path, existing, asked["chunk_rows"], overwrite, checksums=verify, dtype=asked["dtype"],
+                 compression=asked["compression"]):
+        logger.info("store %s already holds this source (fingerprint %s); reusing it", path, meta["fingerprint"][:12])
+        return True
+    if asked["chunk_rows"] is None and existing.get("chunk_rows"):
+        asked["chunk_rows"] = int(existing["chunk_rows"])  # a rebuild keeps the store's chunking
+    if asked["dtype"] is None and existing.get("dtype") in DTYPES:
+        asked["dtype"] = existing["dtype"]  # and its dtype
+    if asked["compression"] is None:
+        asked["compression"] = existing.get("compression", "zstd")  # and its compression
+    return False
+
+
+def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w") -> None:
+    """Write a complete store at a fresh ``path``; ``meta`` gains the chunking, dtype and completion marker.
+
+    ``mode="r+"`` writes into a group already created (a claimed URL), ``"w"`` creates it.
+    """
     n_rows = int(X.shape[0])
     store_dtype = np.dtype(dtype or _default_dtype(X))
     if chunk_rows is None:
@@ -258,7 +290,7 @@ def _write_store(path: Path, X, y, meta: dict, *, chunk_rows, dtype, compression
 
     compression = compression or "zstd"
     count_classes = meta.pop("count_classes", False)
-    group = open_group(path, mode="w")
+    group = open_group(path, mode=mode)
     meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows, dtype=store_dtype.name,
                 compression=compression)
     group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
@@ -323,10 +355,10 @@ def open_store(path) -> StoredData:
         (an ingest that did not finish), it was written by an older format,
         or its arrays disagree with the meta.
     """
-    path = Path(path)
-    if not path.exists():
-        raise StoreError(f"{path} is not a dimbsvm store (it does not exist)")
+    path = location(path)
     meta = _read_attrs(path)
+    if meta is None and not _exists(path):
+        raise StoreError(f"{path} is not a dimbsvm store (it does not exist)")
     if meta is None:
         raise StoreError(f"{path} is not a dimbsvm store (no Zarr group with dimbsvm metadata)")
     if not meta.get("complete"):
@@ -354,11 +386,11 @@ def find_damage(path, *, checksums: bool = True) -> str | None:
     Every chunk must exist on disk; with ``checksums`` each is also read and
     its crc32c checked. The answer names the array, the chunk and its rows.
     """
-    path = Path(path)
+    path = location(path)
     for name in ("X", "y"):
-        if not (path / name / "zarr.json").is_file():
+        if read_json(join(path, name, "zarr.json")) is None:
             return f"array {name} is missing"
-        missing = missing_chunks(path / name)
+        missing = missing_chunks(join(path, name))
         if missing:
             arr = open_group(path, mode="r")[name]
             step = arr.chunks[0]
@@ -394,6 +426,13 @@ def verify_store(path) -> StoredData:
     if damage:
         raise StoreError(f"store {stored.path}: {damage}; rebuild it with `dimbsvm ingest SOURCE STORE --overwrite`")
     return stored
+
+
+def _exists(path) -> bool:
+    if isinstance(path, Path):
+        return path.exists()
+    fs, root = filesystem(path)
+    return fs.exists(root)
 
 
 def _dtype_name(value) -> str:

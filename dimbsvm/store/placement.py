@@ -15,6 +15,11 @@ builds the new store in a staging directory beside the target
   process dies between the two renames, the next ingest into the path puts
   it back (:func:`clean_leftovers`).
 
+On object storage (a URL) there is no rename: a store is written in place,
+its completion marker last, by the one writer that created its ``zarr.json``
+(an exclusive create, S3's conditional write), and an existing store there
+is reused or refused, never replaced.
+
 So whatever byte a crash hits, the path holds the old complete store or the
 new one; the only leftovers are hidden staging directories, which the next
 ingest into the same path removes under the lock (no live writer can own
@@ -28,6 +33,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import json
 import logging
 import os
 import secrets
@@ -36,10 +42,11 @@ import time
 from pathlib import Path
 
 from ..exceptions import StoreError
+from .location import filesystem, join
 from .stages import read_meta
 
-__all__ = ["check_replaceable", "check_target", "clean_leftovers", "discard_staged", "lock_target", "stage_beside",
-           "swap_in"]
+__all__ = ["check_replaceable", "check_target", "check_url_target", "claim_url", "clean_leftovers", "discard_staged",
+           "lock_target", "stage_beside", "swap_in"]
 
 logger = logging.getLogger("dimbsvm.store")
 
@@ -260,3 +267,42 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def check_url_target(url: str) -> str:
+    """What is at a store URL: ``"absent"`` (no object under it) or ``"store"``; anything else is refused."""
+    fs, root = filesystem(url)
+    listed = [key for key in fs.find(root, maxdepth=1, withdirs=True) if key.rstrip("/") != root.rstrip("/")]
+    if not listed:
+        return "absent"
+    if read_meta(url) is None:
+        names = sorted(key.rstrip("/").rsplit("/", 1)[-1] for key in listed)
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise StoreError(f"store URL {url} holds objects that are not a dimbsvm store ({shown}); dimbsvm never "
+                         "writes over them: choose a URL with nothing under it")
+    return "store"
+
+
+def claim_url(url: str) -> None:
+    """Create a new store's ``zarr.json`` at ``url``, failing if any other writer created it first.
+
+    The exclusive create is S3's conditional write (``If-None-Match``); a
+    filesystem without one is checked for the object first, which leaves a
+    window between the check and the write (said in the log).
+    """
+    import socket
+
+    fs, root = filesystem(url)
+    key = f"{root.rstrip('/')}/zarr.json"
+    claim = {"zarr_format": 3, "node_type": "group", "attributes": {
+        "dimbsvm": {"complete": False, "writer": f"{socket.gethostname()}:{os.getpid()}"}}}
+    try:
+        fs.pipe_file(key, json.dumps(claim).encode(), mode="create")
+    except FileExistsError:
+        raise StoreError(f"store {url} was created by another writer meanwhile; ingest again once it has "
+                         "finished (it is then reused or refused)") from None
+    except (TypeError, NotImplementedError):
+        if fs.exists(key):
+            raise StoreError(f"store {url} was created by another writer meanwhile") from None
+        logger.warning("%s: this filesystem has no exclusive create; two ingests started at once could mix", url)
+        fs.pipe_file(key, json.dumps(claim).encode())

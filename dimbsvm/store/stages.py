@@ -27,6 +27,7 @@ import numpy as np
 
 from ..exceptions import DataError, StoreError
 from ._zarr import create_checksummed_array, open_group
+from .location import join, local_path, read_json
 
 __all__ = ["ATTR", "finish_stage", "open_finished_stage", "open_stage", "read_meta", "resolve_input", "row_chunked",
            "stage_fingerprint", "stage_is_complete", "write_small"]
@@ -37,7 +38,7 @@ ATTR = "dimbsvm"
 
 def stage_is_complete(store_path, stage: str, fingerprint: str) -> bool:
     """Whether ``stage`` of the store was finished for exactly this fingerprint."""
-    meta = read_meta(Path(store_path) / stage)
+    meta = read_meta(local_path(store_path, "feature stages") / stage)
     return bool(meta and meta.get("complete") and meta.get("fingerprint") == fingerprint)
 
 
@@ -50,7 +51,7 @@ def open_stage(store_path, stage: str, fingerprint: str, meta: dict | None = Non
         Writable; create its arrays with
         :func:`~dimbsvm.store.create_checksummed_array`.
     """
-    group = open_group(Path(store_path) / stage, mode="w")
+    group = open_group(local_path(store_path, "feature stages") / stage, mode="w")
     group.attrs[ATTR] = dict(meta or {}, fingerprint=fingerprint, complete=False)
     return group
 
@@ -70,7 +71,7 @@ def open_finished_stage(store_path, stage: str):
     StoreError
         The stage does not exist or its completion marker is missing.
     """
-    path = Path(store_path) / stage
+    path = local_path(store_path, "feature stages") / stage
     try:
         group = open_group(path, mode="r")
     except (FileNotFoundError, ValueError) as exc:
@@ -83,14 +84,13 @@ def open_finished_stage(store_path, stage: str):
 
 def read_meta(path: Path):
     """The dimbsvm meta of a group on disk, or None when the path holds no dimbsvm group."""
-    path = Path(path)
-    if not (path / "zarr.json").exists():
-        return None
     try:
-        group = open_group(path, mode="r")
-    except (ValueError, json.JSONDecodeError, FileNotFoundError) as exc:
+        document = read_json(join(path, "zarr.json"))
+    except (ValueError, OSError) as exc:
         raise StoreError(f"store {path} is damaged: cannot read its metadata ({exc})") from exc
-    meta = group.attrs.get(ATTR)
+    if document is None:
+        return None
+    meta = (document.get("attributes") or {}).get(ATTR) if isinstance(document, dict) else None
     return dict(meta) if meta is not None else None
 
 
@@ -120,11 +120,11 @@ def resolve_input(X, store):
         from .layout import open_store
 
         stored = open_store(X)
-        return Path(store or X), stored.X, stored.meta["fingerprint"]
+        return local_path(store or X, "feature stages"), stored.X, stored.meta["fingerprint"]
     if store is None:
         raise StoreError("store is required when X is an array (pass the store path to write to)")
     X = da.asarray(X)
-    return Path(store), X, X.name
+    return local_path(store, "feature stages"), X, X.name
 
 
 

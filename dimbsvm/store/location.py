@@ -1,0 +1,142 @@
+"""Where a store lives: a local directory or an fsspec URL (``s3://``, ``gs://``, ``az://``, ``file://``).
+
+Every part of the store layer names a store by a *location*: a
+:class:`pathlib.Path` for a local directory, or the URL string itself for
+object storage (``file://`` URLs become paths). :func:`join` and
+:func:`zarr_store` are the two things callers need; nothing else in the
+package should turn a URL into a ``Path`` (``Path("s3://b/k")`` is the
+local path ``s3:/b/k``, which is how a run once wrote a directory named
+``s3:``).
+
+Credentials and endpoints come from the environment the filesystem package
+reads (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ... for s3fs), so a
+worker reads the same store as the client without being handed secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..exceptions import StoreError
+
+__all__ = ["EXTRAS", "filesystem", "is_url", "join", "local_path", "location", "name_of", "read_json", "zarr_store"]
+
+#: The extra that installs each URL scheme's filesystem package.
+EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
+
+
+def is_url(value) -> bool:
+    """Whether ``value`` names a location by URL (other than a local ``file://`` one).
+
+    Examples
+    --------
+    >>> is_url("s3://bucket/data.zarr"), is_url("data.zarr"), is_url("file:///tmp/x"), is_url(Path("s3:/b"))
+    (True, False, False, False)
+    """
+    if not isinstance(value, str) or "://" not in value:
+        return False
+    return urlsplit(value).scheme not in ("", "file")
+
+
+def location(value):
+    """A store location: the URL string for object storage, else a :class:`~pathlib.Path`.
+
+    Examples
+    --------
+    >>> location("s3://bucket/x.zarr/"), location("file:///tmp/x.zarr"), location("x.zarr")
+    ('s3://bucket/x.zarr', PosixPath('/tmp/x.zarr'), PosixPath('x.zarr'))
+    """
+    if is_url(value):
+        return str(value).rstrip("/")
+    if isinstance(value, str) and value.startswith("file://"):
+        return Path(urlsplit(value).path)
+    return Path(value)
+
+
+def join(base, *parts):
+    """``base`` with ``parts`` appended, keeping the kind of location.
+
+    Examples
+    --------
+    >>> join("s3://bucket/x.zarr", "knn", "X"), join(Path("x.zarr"), "X")
+    ('s3://bucket/x.zarr/knn/X', PosixPath('x.zarr/X'))
+    """
+    base = location(base)
+    if isinstance(base, Path):
+        return base.joinpath(*parts)
+    return "/".join([base, *(str(p).strip("/") for p in parts)])
+
+
+def local_path(loc, what: str) -> Path:
+    """``loc`` as a local path, or one line saying that ``what`` needs a local (or shared) filesystem.
+
+    Examples
+    --------
+    >>> local_path("x.zarr", "a stage")
+    PosixPath('x.zarr')
+    >>> local_path("s3://b/x.zarr", "feature stages")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.StoreError: store s3://b/x.zarr: feature stages need the store on a local or shared filesystem; a store at a URL holds rows for jobs without stored stages
+    """
+    loc = location(loc)
+    if isinstance(loc, Path):
+        return loc
+    raise StoreError(f"store {loc}: {what} need the store on a local or shared filesystem; a store at a URL holds "
+                     "rows for jobs without stored stages")
+
+
+def name_of(loc) -> str:
+    """The last component of a location (``x.zarr`` for ``s3://bucket/x.zarr``)."""
+    loc = location(loc)
+    return loc.name if isinstance(loc, Path) else loc.rsplit("/", 1)[-1]
+
+
+def filesystem(url: str, storage_options: dict | None = None):
+    """``(fs, path)`` for a URL: its fsspec filesystem and the path on it.
+
+    Raises
+    ------
+    StoreError
+        The scheme's filesystem package is not installed (naming the extra to
+        install), or fsspec does not know the scheme.
+    """
+    import fsspec
+
+    scheme = urlsplit(url).scheme
+    try:
+        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except ImportError as exc:
+        extra = EXTRAS.get(scheme)
+        hint = f'pip install "dimbsvm[{extra}]"' if extra else f"install the fsspec filesystem for {scheme}://"
+        raise StoreError(f"{url}: reading {scheme}:// needs a package that is not installed ({exc}); {hint}") from None
+    except ValueError as exc:
+        raise StoreError(f"{url}: {exc}") from None
+
+
+def zarr_store(loc, *, read_only: bool, storage_options: dict | None = None):
+    """The Zarr store object for a location (local directory, or fsspec URL)."""
+    from zarr.storage import FsspecStore, LocalStore
+
+    loc = location(loc)
+    if isinstance(loc, Path):
+        return LocalStore(str(loc), read_only=read_only)
+    filesystem(loc, storage_options)  # a missing filesystem package is one line naming the extra
+    # from_url makes its own asynchronous filesystem, bound to zarr's event loop
+    return FsspecStore.from_url(loc, storage_options=storage_options, read_only=read_only)
+
+
+def read_json(loc):
+    """A JSON document at a location, or None when it does not exist."""
+    loc = location(loc)
+    if isinstance(loc, Path):
+        if not loc.is_file():
+            return None
+        return json.loads(loc.read_text())
+    fs, path = filesystem(loc)
+    try:
+        return json.loads(fs.cat_file(path))
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,104 @@
+"""Stores on object storage: written, reused, refused and read back through a real S3 API server (issue 32)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dimbsvm.exceptions import StoreError
+from dimbsvm.store import StoreRows, find_damage, ingest, open_store, verify_store
+
+
+def _data(seed=0, n=500):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, 4)), (rng.random(n) < 0.2).astype(np.int64)
+
+
+def test_store_round_trip(s3_bucket, tmp_path):
+    url = f"s3://{s3_bucket}/data/s.zarr"
+    X, y = _data()
+    stored = ingest((X, y), url, chunk_rows=100)
+    assert stored.path == url
+    local = ingest((X, y), tmp_path / "s.zarr", chunk_rows=100)
+    assert stored.meta["fingerprint"] == local.meta["fingerprint"]
+    again = verify_store(url)  # every chunk present and passing its checksum
+    np.testing.assert_array_equal(again.X.compute(), X)
+    np.testing.assert_array_equal(again.y.compute(), y)
+    rows = StoreRows(url, X.shape)  # what a task on a worker reads through
+    np.testing.assert_array_equal(rows[np.array([3, 150, 499])], X[[3, 150, 499]])
+    # the same source again: reused, not rewritten
+    assert ingest((X, y), url, chunk_rows=100).meta == again.meta
+
+
+def test_missing_chunk_is_an_error_not_zeros(s3_bucket):
+    import s3fs
+
+    url = f"s3://{s3_bucket}/s.zarr"
+    X, y = _data()
+    ingest((X, y), url, chunk_rows=100)
+    s3fs.S3FileSystem().rm(f"{s3_bucket}/s.zarr/X/c/2/0")
+    assert find_damage(url, checksums=False) == "chunk 2 of X (rows 200..299) is missing on disk"
+    with pytest.raises(StoreError, match=r"chunk 2 of X \(rows 200\.\.299\) is missing"):
+        open_store(url).X.compute()
+
+
+def test_urls_never_overwrite_or_mix(s3_bucket):
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    url = f"s3://{s3_bucket}/s.zarr"
+    ingest(_data(0), url, chunk_rows=100)
+    for overwrite in (False, True):
+        with pytest.raises(StoreError, match="already holds another dataset.*never replaced: ingest to a new URL"):
+            ingest(_data(1), url, chunk_rows=100, overwrite=overwrite)
+    np.testing.assert_array_equal(open_store(url).X.compute(), _data(0)[0])
+    fs.pipe_file(f"{s3_bucket}/notes/a.txt", b"mine")
+    with pytest.raises(StoreError, match=r"holds objects that are not a dimbsvm store \(a\.txt\)"):
+        ingest(_data(1), f"s3://{s3_bucket}/notes", overwrite=True)
+    assert fs.cat_file(f"{s3_bucket}/notes/a.txt") == b"mine"
+    # a store another writer has claimed (its zarr.json exists, not complete) is refused, not joined
+    fs.pipe_file(f"{s3_bucket}/busy.zarr/zarr.json",
+                 b'{"zarr_format": 3, "node_type": "group", "attributes": {"dimbsvm": {"complete": false}}}')
+    with pytest.raises(StoreError, match="is incomplete: an ingest is writing it"):
+        ingest(_data(1), f"s3://{s3_bucket}/busy.zarr")
+
+
+def test_the_exclusive_create_refuses_a_second_writer(s3_bucket):
+    from dimbsvm.store.placement import claim_url
+
+    url = f"s3://{s3_bucket}/race.zarr"
+    claim_url(url)
+    with pytest.raises(StoreError, match="created by another writer meanwhile"):
+        claim_url(url)
+
+
+def test_a_job_on_an_s3_store_gives_the_local_store_records(s3_bucket, tmp_path):
+    import json
+
+    from dimbsvm.jobs import run_job, validate_job
+
+    url = f"s3://{s3_bucket}/ecoli1.zarr"
+    ingest("ecoli1", url, chunk_rows=100)
+    ingest("ecoli1", tmp_path / "ecoli1.zarr", chunk_rows=100)
+    folds = {}
+    for name, source in (("s3", url), ("local", str(tmp_path / "ecoli1.zarr"))):
+        job = validate_job({"name": name, "data": {"source": source}, "estimator": {"name": "svc_balanced"},
+                            "cv": {"n_splits": 3}, "metrics": ["g_mean", "f_measure", "auc"],
+                            "output": {"model": False}})
+        run_job(job, None, out=tmp_path / f"run-{name}", progress=False)
+        folds[name] = json.loads((tmp_path / f"run-{name}" / "metrics.json").read_text())["folds"]
+    assert folds["s3"] == folds["local"]
+    assert len(folds["s3"]) == 3
+
+
+def test_a_missing_filesystem_package_names_the_extra():
+    from dimbsvm.store.location import filesystem
+
+    pytest.importorskip("fsspec")
+    try:
+        import gcsfs  # noqa: F401
+        pytest.skip("gcsfs is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(StoreError, match=r'needs a package that is not installed .*pip install "dimbsvm\[gcs\]"'):
+        filesystem("gs://bucket/x.zarr")
