@@ -4,7 +4,9 @@ Docker, Kubernetes, SLURM and a running systemd are not available here: their
 files are checked for structure and for the commands they run (parsed by
 dimbsvm's own argument parser). TLS is checked for real: make-certs.sh makes the
 certificates, and a `dask scheduler --protocol tls` and a worker configured only
-through a filled-in copy of deploy/tls/dask-tls.yaml accept TLS clients.
+through a filled-in copy of deploy/tls/dask-tls.yaml accept TLS clients. The
+object-storage setting is checked against a real S3 API server (moto): the
+README's ingest and the CronJob's script, with only the Secret's variables.
 """
 
 import ast
@@ -12,6 +14,7 @@ import configparser
 import json
 import os
 import py_compile
+import re
 import shlex
 import shutil
 import signal
@@ -19,6 +22,7 @@ import stat
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -32,6 +36,9 @@ EXPECTED_FILES = [
     "README.md",
     "docker/Dockerfile", "docker/compose.yaml",
     "kubernetes/daskcluster.yaml", "kubernetes/retrain-cronjob.yaml", "kubernetes/pvc.yaml",
+    "kubernetes/object-storage/daskcluster.yaml", "kubernetes/object-storage/retrain-cronjob.yaml",
+    "kubernetes/object-storage/registry-pvc.yaml", "kubernetes/object-storage/job-configmap.yaml",
+    "kubernetes/object-storage/secret.example.yaml",
     "slurm/start_cluster.py", "slurm/retrain.sbatch",
     "tls/make-certs.sh", "tls/dask-tls.yaml",
     "systemd/dask-scheduler.service", "systemd/dask-worker@.service", "systemd/dimbsvm-retrain.service",
@@ -105,7 +112,8 @@ def test_yaml_parses(path):
     assert _docs(path), f"{path} is empty"
 
 
-@pytest.mark.parametrize("path", sorted((DEPLOY / "kubernetes").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((DEPLOY / "kubernetes").rglob("*.yaml")),
+                         ids=lambda p: str(p.relative_to(DEPLOY / "kubernetes")))
 def test_kubernetes_manifests_are_well_formed(path):
     for doc in _docs(path):
         assert isinstance(doc, dict)
@@ -160,6 +168,264 @@ def test_daskcluster_and_cronjob_agree():
     assert set(claimed) <= set(pvcs), claimed
 
 
+# -- Kubernetes with object storage (kubernetes/object-storage/) -------------------------------------------------
+
+OBJECT_STORAGE = DEPLOY / "kubernetes" / "object-storage"
+#: The placeholder the CronJob writes the night's store URL over, in the job template's data.source.
+STORE_PLACEHOLDER = "@DIMBSVM_STORE@"
+
+
+def _object_storage():
+    """The setting's manifests, by kind (one of each), and its CronJob's pod spec and retrain container."""
+    docs = {}
+    for path in sorted(OBJECT_STORAGE.glob("*.yaml")):
+        for doc in _docs(path):
+            assert doc["kind"] not in docs, f"two {doc['kind']} manifests in {OBJECT_STORAGE}"
+            docs[doc["kind"]] = doc
+    assert set(docs) == {"DaskCluster", "CronJob", "PersistentVolumeClaim", "ConfigMap", "Secret"}, set(docs)
+    pod = docs["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (retrain,) = pod["containers"]
+    return docs, pod, retrain
+
+
+def _secret_refs(container):
+    return [ref["secretRef"]["name"] for ref in container.get("envFrom", []) if "secretRef" in ref]
+
+
+def _botocore_env_names():
+    """The environment variables botocore (s3fs's S3 client, through aiobotocore) reads for credentials,
+    region and endpoint."""
+    import inspect
+
+    pytest.importorskip("botocore", reason="s3fs reads its settings through botocore")
+    from botocore import configprovider, credentials
+
+    names = {credentials.EnvProvider.ACCESS_KEY, credentials.EnvProvider.SECRET_KEY, *credentials.EnvProvider.TOKENS}
+    session = getattr(configprovider, "BOTOCORE_DEFAUT_SESSION_VARIABLES", None) or \
+        configprovider.BOTOCORE_DEFAULT_SESSION_VARIABLES  # (botocore's spelling, and a corrected one)
+    names |= {entry[1] for entry in session.values() if isinstance(entry[1], str)}
+    if "'AWS_ENDPOINT_URL'" in inspect.getsource(configprovider.ConfiguredEndpointProvider):
+        names.add("AWS_ENDPOINT_URL")  # botocore >= 1.31: one endpoint for every service
+    return names
+
+
+def _kubernetes_expand(text, names):
+    """``text`` as Kubernetes makes a container's command from it: ``$(NAME)`` of a variable the container
+    defines is replaced, ``$$`` becomes ``$``, any other ``$(...)`` is left as written."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("$(", i) and ")" in text[i:]:
+            end = text.index(")", i)
+            name = text[i + 2:end]
+            out.append(f"<{name}>" if name in names else text[i:end + 1])
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def test_object_storage_manifests():
+    docs, pod, retrain = _object_storage()
+    cluster, cron, claim, jobs, secret = (docs[k] for k in ("DaskCluster", "CronJob", "PersistentVolumeClaim",
+                                                             "ConfigMap", "Secret"))
+    name = cluster["metadata"]["name"]
+    worker_pod = cluster["spec"]["worker"]["spec"]
+    worker = _pod_containers(worker_pod)["worker"]
+    scheduler_pod = cluster["spec"]["scheduler"]["spec"]
+    scheduler = _pod_containers(scheduler_pod)["scheduler"]
+
+    # the cluster of ../daskcluster.yaml, with no volume and the Secret on the workers only
+    shared = _one(DEPLOY / "kubernetes" / "daskcluster.yaml")
+    assert cluster["apiVersion"] == shared["apiVersion"] and name == shared["metadata"]["name"]
+    assert worker["args"] == _pod_containers(shared["spec"]["worker"]["spec"])["worker"]["args"]
+    assert _preloads_worker_memory(worker["args"])
+    assert cluster["spec"]["scheduler"] == {**shared["spec"]["scheduler"], "spec": scheduler_pod}
+    assert scheduler == {**_pod_containers(shared["spec"]["scheduler"]["spec"])["scheduler"],
+                         "image": scheduler["image"]}
+    assert "volumes" not in worker_pod and "volumeMounts" not in worker
+    assert "volumes" not in scheduler_pod and "envFrom" not in scheduler and "env" not in scheduler
+    secret_name = secret["metadata"]["name"]
+    assert _secret_refs(worker) == [secret_name] and _secret_refs(retrain) == [secret_name]
+
+    # one image, the s3 variant of the shared setting's
+    assert retrain["image"] == worker["image"] == scheduler["image"]
+    base = _pod_containers(shared["spec"]["worker"]["spec"])["worker"]["image"]
+    assert worker["image"] == f"{base}-s3", (worker["image"], base)
+    readme = (DEPLOY / "README.md").read_text()
+    tags = re.findall(r"--build-arg DIMBSVM_EXTRAS=s3 -t (\S+)", readme)
+    assert tags and {tag.rsplit("/", 1)[-1] for tag in tags} == {worker["image"]}, tags
+
+    # the CronJob: as ../retrain-cronjob.yaml, mounting only the registry (RWO) and the job template
+    shared_cron = _one(DEPLOY / "kubernetes" / "retrain-cronjob.yaml")
+    assert (cron["apiVersion"], cron["kind"]) == ("batch/v1", "CronJob")
+    assert {k: v for k, v in cron["spec"].items() if k != "jobTemplate"} == \
+           {k: v for k, v in shared_cron["spec"].items() if k != "jobTemplate"}
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in retrain["volumeMounts"]}
+    assert set(mounts) == set(volumes)
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in volumes.values() if "persistentVolumeClaim" in v]
+    config_maps = [v["configMap"]["name"] for v in volumes.values() if "configMap" in v]
+    assert claims == [claim["metadata"]["name"]] and config_maps == [jobs["metadata"]["name"]]
+    assert len(volumes) == 2
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    shared_claims = {d["metadata"]["name"]: d for d in _docs(DEPLOY / "kubernetes" / "pvc.yaml")}
+    assert claim == shared_claims[claim["metadata"]["name"]]  # the registry claim of ../pvc.yaml
+    env = {e["name"]: e["value"] for e in retrain["env"]}
+    template = Path(env["DIMBSVM_JOB_TEMPLATE"])
+    (jobs_volume,) = (n for n, v in volumes.items() if "configMap" in v)
+    assert str(template.parent) == mounts[jobs_volume] and template.name in jobs["data"]
+    assert STORE_PLACEHOLDER in jobs["data"][template.name]
+    prefix = env["DIMBSVM_STORE_PREFIX"]
+    assert prefix.startswith("s3://") and not prefix.endswith("/")
+
+    # the script: Kubernetes' $(NAME) expansion leaves it as written, and it ends in one dimbsvm command
+    command = retrain["command"]
+    assert command[:2] == ["sh", "-c"] and len(command) == 3 and "args" not in retrain
+    assert _kubernetes_expand(command[2], set(env) | set(secret["stringData"])) == command[2]
+    execs = [line.strip() for line in command[2].splitlines() if line.strip().startswith("exec ")]
+    assert len(execs) == 1 and shlex.split(execs[0])[1:3] == ["dimbsvm", "retrain"]
+    args = _check_dimbsvm_command(shlex.split(execs[0].replace('"$job"', "/tmp/retrain.yaml"))[1:])
+    assert args.scheduler == f"tcp://{name}-scheduler:8786"
+    registry_volume = next(n for n, v in volumes.items() if "persistentVolumeClaim" in v)
+    assert args.registry == mounts[registry_volume]
+
+
+def test_object_storage_secret_is_an_example_of_s3fs_settings():
+    docs, _, _ = _object_storage()
+    secret = docs["Secret"]
+    path = OBJECT_STORAGE / "secret.example.yaml"
+    text = path.read_text()
+    assert "EXAMPLE" in text.splitlines()[0] and "PLACEHOLDER" in text.splitlines()[0]
+    data = secret["stringData"]
+    assert "data" not in secret  # placeholders in plain text, never base64 that could hide a real key
+    assert set(data) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"}
+    assert set(data) <= _botocore_env_names(), set(data) - _botocore_env_names()
+    assert "REPLACE" in data["AWS_ACCESS_KEY_ID"] and "REPLACE" in data["AWS_SECRET_ACCESS_KEY"]
+    assert "REPLACE" in data["AWS_ENDPOINT_URL"] and data["AWS_ENDPOINT_URL"].startswith("https://")
+    assert re.fullmatch(r"[a-z]{2}(-[a-z]+)+-[0-9]", data["AWS_DEFAULT_REGION"])  # a region's name, not a secret
+    # nothing shaped like an AWS access key id anywhere under deploy/
+    for other in sorted(DEPLOY.rglob("*")):
+        if other.is_file():
+            assert not re.search(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b", other.read_text(errors="replace")), other
+
+
+def _run_cronjob_script(tmp_path, env_extra=None, template=None, date="20260101"):
+    """Run the object-storage CronJob's script with stand-ins for `dimbsvm` (records its argv) and `date`
+    (a fixed UTC day, and only as `date -u +%Y%m%d`). Returns (completed process, argv or None)."""
+    docs, _, retrain = _object_storage()
+    for tool in ("sh", "sed", "grep"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    argv_file = tmp_path / "argv.json"
+    argv_file.unlink(missing_ok=True)
+    (bin_dir / "dimbsvm").write_text(f"#!{sys.executable}\nimport json, sys\n"
+                                     f"json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w'))\n")
+    (bin_dir / "date").write_text(f'#!/bin/sh\n[ "$*" = "-u +%Y%m%d" ] || {{ echo "date $*" >&2; exit 9; }}\n'
+                                  f"echo {date}\n")
+    for tool in ("dimbsvm", "date"):
+        (bin_dir / tool).chmod(0o755)
+    jobs_dir, tmp_dir = tmp_path / "jobs", tmp_path / "tmp"
+    jobs_dir.mkdir(exist_ok=True)
+    tmp_dir.mkdir(exist_ok=True)
+    env = {e["name"]: e["value"] for e in retrain["env"]}
+    name = Path(env["DIMBSVM_JOB_TEMPLATE"]).name
+    (jobs_dir / name).write_text(docs["ConfigMap"]["data"][name] if template is None else template)
+    env = {**os.environ, **env, "DIMBSVM_JOB_TEMPLATE": str(jobs_dir / name), "TMPDIR": str(tmp_dir),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("DIMBSVM_STORE", None)
+    env.update(env_extra or {})
+    env = {k: v for k, v in env.items() if v is not None}
+    ran = subprocess.run(retrain["command"], env=env, capture_output=True, text=True, timeout=60)
+    argv = json.loads(argv_file.read_text()) if argv_file.exists() else None
+    return ran, argv
+
+
+def test_object_storage_cronjob_script(tmp_path):
+    from dimbsvm.jobs.spec import load_job
+
+    docs, _, retrain = _object_storage()
+    prefix = next(e["value"] for e in retrain["env"] if e["name"] == "DIMBSVM_STORE_PREFIX")
+    ran, argv = _run_cronjob_script(tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    url = f"{prefix}-20260101.zarr"
+    assert ran.stdout.splitlines() == [f"data.source: {url}"]
+    args = _check_dimbsvm_command(["dimbsvm", *argv])
+    assert args.verb == "retrain" and Path(args.job).parent == tmp_path / "tmp"
+    job = load_job(args.job)  # the schema's checks, without opening the store
+    assert job["data"]["source"] == url
+    # the template is jobs/retrain.yaml but for data.source
+    written = yaml.safe_load(Path(args.job).read_text())
+    example = yaml.safe_load((ROOT / "jobs" / "retrain.yaml").read_text())
+    assert written == {**example, "data": {**example["data"], "source": url}}
+
+    # DIMBSVM_STORE names a given store
+    ran, argv = _run_cronjob_script(tmp_path, {"DIMBSVM_STORE": "s3://other-bucket/x.zarr"})
+    assert ran.returncode == 0 and load_job(argv[1])["data"]["source"] == "s3://other-bucket/x.zarr"
+    # a job without the placeholder would train on whatever it names: refused, dimbsvm not run
+    ran, argv = _run_cronjob_script(tmp_path, template=(ROOT / "jobs" / "retrain.yaml").read_text())
+    assert ran.returncode == 2 and argv is None and STORE_PLACEHOLDER in ran.stderr
+    # no prefix and no store: the shell says which variable is missing
+    ran, argv = _run_cronjob_script(tmp_path, {"DIMBSVM_STORE_PREFIX": None})
+    assert ran.returncode != 0 and argv is None and "DIMBSVM_STORE_PREFIX" in ran.stderr
+
+
+@pytest.mark.slow
+def test_object_storage_ingest_and_cronjob_against_s3(s3_server, tmp_path):
+    """The README's ingest and the CronJob's job, on a real S3 API, with only the Secret's variables."""
+    import s3fs
+
+    docs, _, retrain = _object_storage()
+    secret = docs["Secret"]["stringData"]
+    assert set(s3_server) <= set(secret), "the Secret lacks a variable the S3 server needs"
+    # the environment of a pod: the Secret's keys with this server's values, no other AWS settings or files
+    env = {k: v for k, v in _env().items() if not k.startswith(("AWS_", "BOTO"))}
+    env.update({key: s3_server[key] for key in secret}, AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), HOME=str(tmp_path))
+    prefix = next(e["value"] for e in retrain["env"] if e["name"] == "DIMBSVM_STORE_PREFIX")
+    bucket = prefix[len("s3://"):].split("/", 1)[0]
+    fs = s3fs.S3FileSystem(key=s3_server["AWS_ACCESS_KEY_ID"], secret=s3_server["AWS_SECRET_ACCESS_KEY"],
+                           endpoint_url=s3_server["AWS_ENDPOINT_URL"], skip_instance_cache=True)
+    if not fs.exists(bucket):
+        fs.mkdir(bucket)
+
+    # the README's line, as written (its $(date -u +%Y%m%d) through the stand-in date of the CronJob's run)
+    readme = (DEPLOY / "README.md").read_text()
+    (line,) = [m for m in readme.splitlines() if m.startswith("dimbsvm ingest yeast5 s3://")]
+    assert line.startswith(f"dimbsvm ingest yeast5 {prefix}-$(date -u +%Y%m%d).zarr "), line
+    ran, argv = _run_cronjob_script(tmp_path)  # the night's job; also puts the stand-in date into bin/
+    assert ran.returncode == 0, ran.stderr
+    real = tmp_path / "real-bin"
+    real.mkdir()
+    (real / "dimbsvm").write_text(f"#!{sys.executable}\nimport sys\nfrom dimbsvm.cli import main\nsys.exit(main())\n")
+    (real / "dimbsvm").chmod(0o755)
+    path = os.pathsep.join([str(real), str(tmp_path / "bin"), os.environ["PATH"]])  # real dimbsvm, stand-in date
+    ingest = subprocess.run(["bash", "-c", line], env=dict(env, PATH=path), capture_output=True, text=True,
+                            timeout=300)
+    url = f"{prefix}-20260101.zarr"
+    assert ingest.returncode == 0 and ingest.stdout.startswith(f"{url}: X (1484, 8)"), ingest.stderr
+    assert fs.exists(f"{url[len('s3://'):]}/zarr.json")
+
+    # every check of the night's retraining, on the job the CronJob's script wrote, from the pod's environment
+    job = argv[1]
+    validate = subprocess.run([str(real / "dimbsvm"), "validate", job, "--registry", str(tmp_path / "registry")],
+                              env=env, capture_output=True, text=True, timeout=300)
+    assert validate.returncode == 0, validate.stderr
+    assert "ok, every check before a run passed" in validate.stdout and f"data: {url} (1484 rows" in validate.stdout
+    # without the Secret's credentials the store cannot be read: the variables are what reaches it
+    no_keys = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    no_keys["AWS_EC2_METADATA_DISABLED"] = "true"  # no instance metadata to wait for either
+    refused = subprocess.run([str(real / "dimbsvm"), "validate", job, "--registry", str(tmp_path / "registry")],
+                             env=no_keys, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "credentials" in refused.stderr.lower(), refused.stderr
+
+
 def test_compose_services():
     compose = _one(DEPLOY / "docker" / "compose.yaml")
     services = compose["services"]
@@ -206,8 +472,39 @@ def test_dockerfile_installs_like_the_readme():
     lines = (DEPLOY / "docker" / "Dockerfile").read_text().splitlines()
     assert lines[[line.startswith("FROM ") for line in lines].index(True)].split()[1] == "python:3.11-slim"
     runs = [line[len("RUN "):].strip() for line in lines if line.startswith("RUN ")]
-    assert [r for r in runs if "pip install" in r] == [install]
+    assert [r for r in runs if "pip install" in r] == [install, EXTRAS_RUN]  # then the extras, none by default
     assert "COPY --chown=dimbsvm:dimbsvm . ." in lines and "WORKDIR /opt/dimbsvm" in lines
+
+
+EXTRAS_RUN = 'if [ -n "$DIMBSVM_EXTRAS" ]; then pip install ".[$DIMBSVM_EXTRAS]"; fi'
+
+
+def _pyproject_extras():
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+
+def test_dockerfile_extras_build_arg(tmp_path):
+    """Without --build-arg the extras step runs no pip (the image is as before); with DIMBSVM_EXTRAS=s3, .[s3]."""
+    lines = (DEPLOY / "docker" / "Dockerfile").read_text().splitlines()
+    assert 'ARG DIMBSVM_EXTRAS=""' in lines
+    assert lines.index('ARG DIMBSVM_EXTRAS=""') < lines.index(f"RUN {EXTRAS_RUN}")
+    assert lines.index("RUN pip install .") < lines.index(f"RUN {EXTRAS_RUN}")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "pip.log"
+    (bin_dir / "pip").write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(log))}\n')
+    (bin_dir / "pip").chmod(0o755)
+    for value, expected in (("", ""), ("s3", "install .[s3]\n"), ("s3,gcs", "install .[s3,gcs]\n")):
+        log.write_text("")
+        env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", DIMBSVM_EXTRAS=value)
+        ran = subprocess.run(["sh", "-c", EXTRAS_RUN], env=env, capture_output=True, text=True)
+        assert ran.returncode == 0 and log.read_text() == expected, (value, ran.stderr)
+    # the extras the Dockerfile and the README name exist
+    assert {"s3", "gcs", "azure"} <= _pyproject_extras()
+    text = (DEPLOY / "docker" / "Dockerfile").read_text() + (DEPLOY / "README.md").read_text()
+    named = {extra for value in re.findall(r"--build-arg DIMBSVM_EXTRAS=([a-z0-9,]+)", text)
+             for extra in value.split(",")}
+    assert named and named <= _pyproject_extras(), named
 
 
 # -- systemd ------------------------------------------------------------------
