@@ -11,6 +11,7 @@ Verbs::
     dimbsvm promote DIR VERSION --reason TEXT
     dimbsvm rollback DIR --reason TEXT
     dimbsvm ingest SOURCE STORE [--chunk-rows N] [--dtype float64|float32] [--compression zstd|lz4]
+                   [--target COL] [--id COL] [--drop COL ...] [--nominal COL ...] [--max-categories N]
                    [--overwrite] [--verify]
     dimbsvm datasets
     dimbsvm bench SUITE.yaml [--out DIR] [--scheduler ADDRESS] | dimbsvm bench --rewrite RESULTS_DIR
@@ -234,7 +235,8 @@ def _parser() -> argparse.ArgumentParser:
     rollback.set_defaults(handler=cmd_rollback)
 
     ingest = verbs.add_parser("ingest", help="write a data file into a Zarr store")
-    ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts) or bundled name")
+    ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts), bundled name, or Parquet/CSV "
+                                       "file, directory, glob or URL (s3:// gs:// az:// https://; .csv.gz too)")
     ingest.add_argument("store", help="store directory to create")
     ingest.add_argument("--chunk-rows", type=_positive_int, help="rows per chunk (default: ~128 chunks of 2 to 32 MiB)")
     ingest.add_argument("--dtype", choices=("float64", "float32"),
@@ -247,6 +249,15 @@ def _parser() -> argparse.ArgumentParser:
                         help="replace a store holding other data, or rebuild a damaged one")
     ingest.add_argument("--verify", action="store_true",
                         help="check every chunk's checksum (of a store being reused, and of the one written)")
+    columns = ingest.add_argument_group("columns of a Parquet or CSV source")
+    columns.add_argument("--target", metavar="COL",
+                         help="the label column (default: the one named class, label or target, any case)")
+    columns.add_argument("--id", metavar="COL", help="a row identifier, kept beside the rows (never a feature)")
+    columns.add_argument("--drop", metavar="COL", nargs="+", help="columns to leave out")
+    columns.add_argument("--nominal", metavar="COL", nargs="+",
+                         help="columns to one-hot encode even though they hold numbers")
+    columns.add_argument("--max-categories", metavar="N", type=_positive_int,
+                         help="refuse a nominal column with more distinct values (default: 100)")
     ingest.set_defaults(handler=_cmd_ingest)
 
     datasets = verbs.add_parser("datasets", help="list bundled and shared datasets")
@@ -524,16 +535,33 @@ def _client(args, *, tls=None, **kwargs):
 def _cmd_ingest(args) -> int:
     from .jobs.run_dir import check_writable
     from .store import ingest
-    from .store.placement import check_target
+    from .store.location import is_url
+    from .store.placement import check_target, check_url_target
 
-    store = Path(args.store)
-    check_target(store)  # before the source is read: only a store of dimbsvm's is ever replaced
-    check_writable(store.parent if store.exists() else store, "store")  # the new store is staged beside it
-    stored = ingest(args.source, args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
+    if is_url(args.store):
+        check_url_target(args.store)  # before the source is read: nothing but a dimbsvm store is written over
+    else:
+        store = Path(args.store)
+        check_target(store)  # before the source is read: only a store of dimbsvm's is ever replaced
+        check_writable(store.parent if store.exists() else store, "store")  # the new store is staged beside it
+    stored = ingest(_ingest_source(args), args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
                     verify=args.verify, dtype=args.dtype, compression=args.compression)
+    meta = stored.meta
     print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows "
-          f"({stored.meta.get('compression', 'zstd')}), classes {stored.meta.get('class_counts')}")
+          f"({meta.get('compression', 'zstd')}), classes {meta.get('class_counts')}")
+    if meta.get("target_guessed"):
+        print(f"label column {meta['target']!r}: found by its name (--target COL chooses another)")
+    if meta.get("id_column"):
+        print(f"ids: column {meta['id_column']!r} ({meta.get('id_dtype')}), kept beside the rows as the array 'ids'")
     return 0
+
+
+def _ingest_source(args):
+    """The source as given, or with the columns chosen on the command line (Parquet, CSV, URLs)."""
+    from .store.sources import with_columns
+
+    return with_columns(args.source, target=args.target, id=args.id, drop=args.drop, nominal=args.nominal,
+                        max_categories=args.max_categories)
 
 
 def _cmd_bench(args) -> int:

@@ -137,7 +137,7 @@ DTYPES = ("float64", "float32")
 
 
 def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=False, dtype=None,
-           compression=None) -> StoredData:
+           compression=None, target=None, id=None, drop=None, nominal=None, max_categories=None) -> StoredData:
     """Write a dataset into a Zarr store and return it opened.
 
     Parameters
@@ -177,6 +177,16 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         distinct values, ``"lz4"`` decodes several times faster, which jobs
         that pass over the store many times (an ensemble's folds) feel. The
         values read are the same; the store's meta records it.
+    target, id : str, default=None
+        For a Parquet or CSV source (file, directory, glob, URL) or a
+        DataFrame: the label column (by default the one named ``class``,
+        ``label`` or ``target``), and a column kept beside the rows as the
+        store's ``ids`` array (:func:`dimbsvm.store.sources.open_ids`).
+    drop, nominal : sequence of str, default=None
+        Columns left out; columns one-hot encoded even though they hold numbers.
+    max_categories : int, default=None
+        A nominal column with more distinct values is refused (default 100).
+        See :func:`dimbsvm.store.sources.resolve_tabular_source`.
 
     Returns
     -------
@@ -209,7 +219,10 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         raise StoreError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
     # before the source is read: a foreign directory is refused at once
     target_state = placement.check_url_target(path) if is_url(path) else placement.check_target(path)
-    X, y, meta = _resolve_source(source)
+    from .sources import with_columns
+
+    source = with_columns(source, target=target, id=id, drop=drop, nominal=nominal, max_categories=max_categories)
+    X, y, ids, meta = _resolve_source(source)
     if name is not None:
         meta["name"] = name
 
@@ -217,7 +230,7 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         if target_state == "store" and _reuse_or_rebuild(path, meta, asked, overwrite=False, verify=verify):
             return open_store(path)
         placement.claim_url(path)  # one writer: the first to create the store's zarr.json
-        _write_store(path, X, y, meta, mode="r+", **asked)
+        _write_store(path, X, y, meta, mode="r+", ids=ids, **asked)
     else:
         with placement.lock_target(path):
             placement.clean_leftovers(path)
@@ -228,7 +241,7 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
                 placement.check_replaceable(path)
             staged = placement.stage_beside(path)
             try:
-                _write_store(staged, X, y, meta, **asked)
+                _write_store(staged, X, y, meta, ids=ids, **asked)
                 placement.swap_in(staged, path, target_state)
             except BaseException as exc:
                 placement.discard_staged(staged)
@@ -276,10 +289,11 @@ def _reuse_or_rebuild(path, meta: dict, asked: dict, *, overwrite: bool, verify:
     return False
 
 
-def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w") -> None:
+def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None) -> None:
     """Write a complete store at a fresh ``path``; ``meta`` gains the chunking, dtype and completion marker.
 
-    ``mode="r+"`` writes into a group already created (a claimed URL), ``"w"`` creates it.
+    ``mode="r+"`` writes into a group already created (a claimed URL), ``"w"`` creates it. ``ids`` (a
+    table's id column) is written beside the rows as the array ``ids``.
     """
     n_rows = int(X.shape[0])
     store_dtype = np.dtype(dtype or _default_dtype(X))
@@ -301,7 +315,14 @@ def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode
 
     X_dask = da.asarray(X).astype(store_dtype).rechunk((chunk_rows, *X.shape[1:]))
     y_dask = da.asarray(y).astype(np.int32).rechunk((chunk_rows,))
-    writes = da.store([X_dask, y_dask], [x_arr, y_arr], lock=False, compute=False)
+    sources, targets = [X_dask, y_dask], [x_arr, y_arr]
+    if ids is not None:
+        from .sources.ids import create_ids_array
+
+        ids_dask, ids_arr = create_ids_array(group, ids, chunk_rows=chunk_rows, compression=compression)
+        sources.append(ids_dask)
+        targets.append(ids_arr)
+    writes = da.store(sources, targets, lock=False, compute=False)  # one pass over the source
     if count_classes:
         # Computed together with the writes, so a lazy source is read only once.
         _, counts = dask.compute(writes, da.bincount(y_dask.astype(np.int64)))
@@ -381,13 +402,14 @@ def open_store(path) -> StoredData:
 
 
 def find_damage(path, *, checksums: bool = True) -> str | None:
-    """What is wrong with the chunks of a store's ``X`` and ``y``, or None.
+    """What is wrong with the chunks of a store's ``X`` and ``y`` (and ``ids``, if it keeps them), or None.
 
     Every chunk must exist on disk; with ``checksums`` each is also read and
     its crc32c checked. The answer names the array, the chunk and its rows.
     """
     path = location(path)
-    for name in ("X", "y"):
+    arrays = _row_arrays(path)
+    for name in arrays:
         if read_json(join(path, name, "zarr.json")) is None:
             return f"array {name} is missing"
         missing = missing_chunks(join(path, name))
@@ -401,7 +423,7 @@ def find_damage(path, *, checksums: bool = True) -> str | None:
     if not checksums:
         return None
     group = open_group(path, mode="r")
-    for name in ("X", "y"):
+    for name in arrays:
         arr = group[name]
         step = arr.chunks[0]
         for start in range(0, arr.shape[0], step):
@@ -411,6 +433,12 @@ def find_damage(path, *, checksums: bool = True) -> str | None:
                 return (f"chunk {start // step} of {name} (rows {start}..{min(start + step, arr.shape[0]) - 1}) "
                         f"failed its checksum: {exc}")
     return None
+
+
+def _row_arrays(path) -> tuple[str, ...]:
+    """The arrays of a store cut by rows: ``X``, ``y``, and ``ids`` when its meta names an id column."""
+    meta = _read_attrs(path) or {}
+    return ("X", "y", "ids") if meta.get("id_column") else ("X", "y")
 
 
 def verify_store(path) -> StoredData:
@@ -456,18 +484,22 @@ def _array_dtype(path: Path) -> str | None:
 
 
 def _resolve_source(source):
-    """Arrays and meta (with a fingerprint) for any accepted source."""
+    """``(X, y, ids, meta)`` (meta with a fingerprint) for any accepted source; ``ids`` is None but for tables."""
+    from .sources import is_tabular_source, resolve_tabular_source  # (dask.dataframe only when ingesting)
+
+    if is_tabular_source(source):  # Parquet, CSV, URLs, DataFrames: read by the workers, partition by partition
+        return resolve_tabular_source(source)
     if isinstance(source, (str, Path)):
         dataset = load(source)
         _check_arrays(dataset.X, dataset.y, dataset.source)
         meta = dataset.meta()
         meta["fingerprint"] = dataset_fingerprint(dataset)
-        return dataset.X, dataset.y, meta
+        return dataset.X, dataset.y, None, meta
     if isinstance(source, Dataset):
         _check_arrays(source.X, source.y, source.source or source.name)
         meta = source.meta()
         meta["fingerprint"] = _array_fingerprint(source.X, source.y)
-        return source.X, source.y, meta
+        return source.X, source.y, None, meta
     if isinstance(source, tuple) and len(source) == 2:
         X, y = source
         if not hasattr(X, "shape") or not hasattr(y, "shape"):
@@ -484,7 +516,7 @@ def _resolve_source(source):
         else:
             labels, counts = np.unique(np.asarray(y), return_counts=True)
             meta["class_counts"] = {str(int(k)): int(c) for k, c in zip(labels, counts)}
-        return X, y, meta
+        return X, y, None, meta
     raise StoreError(f"cannot ingest a {type(source).__name__}: pass a path, a Dataset or (X, y)")
 
 

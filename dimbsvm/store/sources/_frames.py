@@ -1,0 +1,141 @@
+"""A tabular source as a lazy Dask DataFrame whose partitions the workers read.
+
+Parquet keeps its column types. CSV is read as text throughout (pyarrow's
+parser, which refuses a row with too few or too many values) and typed
+later from its values, as the in-memory CSV reader types it. A pandas
+DataFrame is cut into partitions; a Dask DataFrame is taken as it is.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+import dask.dataframe as dd
+import pandas as pd
+
+from ...exceptions import DataError
+from ._locate import Location, locate
+
+__all__ = ["Opened", "open_frame"]
+
+#: Bytes of CSV text per partition when none is asked for: a few times a store chunk's size once parsed,
+#: and many partitions for a cluster's workers to share.
+CSV_BLOCKSIZE = 32 * 2**20
+#: Bytes of a pandas DataFrame per partition when none is asked for.
+DATAFRAME_PART_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A source opened lazily.
+
+    Attributes
+    ----------
+    frame : dask.dataframe.DataFrame
+        Columns named by strings; nothing read yet but metadata.
+    format : {"parquet", "csv", "dataframe"}
+    description : str
+        The source as error messages name it.
+    name : str
+        Default dataset name.
+    location : Location or None
+        The files (None for a DataFrame).
+    """
+
+    frame: dd.DataFrame
+    format: str
+    description: str
+    name: str
+    location: Location | None
+
+
+def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
+    """Open a path, URL, pandas or Dask DataFrame as a Dask DataFrame.
+
+    Parameters
+    ----------
+    source : str, path, pandas.DataFrame or dask.dataframe.DataFrame
+    blocksize : int or str, default=None
+        Bytes per partition: of an uncompressed CSV's text (default
+        :data:`CSV_BLOCKSIZE`; a compressed CSV is always one partition per
+        file), of a Parquet file's row groups (default: Dask's choice), of a
+        pandas DataFrame in memory (default :data:`DATAFRAME_PART_BYTES`).
+    storage_options : dict, default=None
+        For the fsspec filesystem of a URL.
+    """
+    if isinstance(source, pd.DataFrame):
+        frame = _from_pandas(source, blocksize)
+        return Opened(frame=frame, format="dataframe", description="the pandas DataFrame", name="dataframe",
+                      location=None)
+    if isinstance(source, dd.DataFrame):
+        return Opened(frame=_string_columns(source, "the Dask DataFrame"), format="dataframe",
+                      description="the Dask DataFrame", name="dataframe", location=None)
+    location = locate(source, storage_options)
+    options = dict(storage_options or {})
+    if location.format == "parquet":
+        kwargs = {} if blocksize is None else {"blocksize": blocksize}
+        frame = dd.read_parquet(list(location.urls), storage_options=options or None, **kwargs)
+        frame = _string_columns(frame, location.text)
+    else:
+        frame = _read_csv(location, blocksize, options)
+    return Opened(frame=frame, format=location.format, description=location.text, name=location.name,
+                  location=location)
+
+
+def _from_pandas(df: pd.DataFrame, blocksize) -> dd.DataFrame:
+    df = _string_columns(df, "the pandas DataFrame")
+    part_bytes = int(blocksize) if blocksize is not None else DATAFRAME_PART_BYTES
+    row_bytes = max(1, int(df.memory_usage(index=False, deep=False).sum()) // max(1, len(df)))
+    # sort=False: the rows keep their order, whatever the index says.
+    return dd.from_pandas(df, chunksize=max(1, part_bytes // row_bytes), sort=False)
+
+
+def _string_columns(frame, description: str):
+    names = [str(c) for c in frame.columns]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise DataError(f"{description}: duplicate column names {duplicated}")
+    if names != list(frame.columns):
+        frame = frame.rename(columns=dict(zip(frame.columns, names)))
+    return frame
+
+
+def _read_csv(location: Location, blocksize, options: dict) -> dd.DataFrame:
+    header = _csv_header(location)
+    compressed = location.compression is not None
+    try:  # Dask parses a sample here, for the columns: a malformed first block fails now
+        frame = dd.read_csv(
+            list(location.urls), dtype=str, keep_default_na=False, engine="pyarrow",
+            blocksize=None if compressed else (blocksize if blocksize is not None else CSV_BLOCKSIZE),
+            compression=location.compression, storage_options=options or None)
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{location.text}: cannot read it: {' '.join(str(exc).split())}") from exc
+    if len(frame.columns) != len(header):
+        raise DataError(f"{location.text}: the header has {len(header)} columns, the CSV parser found "
+                        f"{len(frame.columns)}")
+    # The header's own names (stripped, as the in-memory reader has them), by position.
+    return frame.rename(columns=dict(zip(frame.columns, header)))
+
+
+def _csv_header(location: Location) -> list[str]:
+    """The first file's header row, checked as the in-memory CSV reader checks it."""
+    path = location.paths[0]
+    try:
+        with location.fs.open(path, "rb", compression=location.compression) as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+            reader = csv.reader(text)
+            header = next((row for row in reader if any(c.strip() for c in row)), None)
+            line = reader.line_num
+    except (OSError, EOFError, csv.Error) as exc:
+        raise DataError(f"{location.text}: not a readable CSV file: {' '.join(str(exc).split())}") from exc
+    if header is None:
+        raise DataError(f"{location.text}: empty file (no header row)")
+    header = [c.strip() for c in header]
+    if any(not c for c in header):
+        raise DataError(f"{location.text}, line {line}: empty column name in header")
+    duplicated = sorted({c for c in header if header.count(c) > 1})
+    if duplicated:
+        raise DataError(f"{location.text}, line {line}: duplicate column names {duplicated}")
+    return header

@@ -1,0 +1,297 @@
+"""A tabular source as lazy arrays and a store's meta: the public face of :mod:`dimbsvm.store.sources`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import dask
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from ...exceptions import DataError, DimbsvmError
+from ._columns import choose_roles, column_kinds, id_kind
+from ._decide import Decision, decide
+from ._encode import encode_partition
+from ._frames import Opened, open_frame
+from ._locate import looks_tabular
+from ._scan import ScanPlan, merge_scans, scan_partition
+
+__all__ = ["DEFAULT_MAX_CATEGORIES", "TabularSource", "is_tabular_source", "resolve_tabular_source", "with_columns"]
+
+logger = logging.getLogger("dimbsvm.store")
+
+#: Distinct values a nominal column may have before it is refused (one feature per value).
+DEFAULT_MAX_CATEGORIES = 100
+#: Scan summaries merged per task of the tree reduction.
+_MERGE_EVERY = 8
+
+
+@dataclass(frozen=True)
+class TabularSource:
+    """A Parquet or CSV path or URL, or a DataFrame, with how to read its columns.
+
+    What :func:`dimbsvm.store.ingest` is given when columns are chosen
+    (``dimbsvm ingest --target ...`` builds one); the attributes are the
+    keyword arguments of :func:`resolve_tabular_source`.
+
+    Examples
+    --------
+    >>> TabularSource("s3://bucket/rows/", target="churned", drop=["email"]).drop
+    ('email',)
+    """
+
+    source: object
+    target: str | None = None
+    id: str | None = None
+    drop: tuple = ()
+    nominal: tuple = ()
+    max_categories: int = DEFAULT_MAX_CATEGORIES
+    blocksize: int | str | None = None
+    storage_options: dict | None = field(default=None, hash=False)
+
+    def __post_init__(self):
+        for name in ("drop", "nominal"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value or ()))
+
+    def resolve(self):
+        """``(X, y, ids, meta)``: see :func:`resolve_tabular_source`."""
+        return resolve_tabular_source(self.source, target=self.target, id=self.id, drop=self.drop,
+                                      nominal=self.nominal, max_categories=self.max_categories,
+                                      blocksize=self.blocksize, storage_options=self.storage_options)
+
+
+def with_columns(source, *, target=None, id=None, drop=None, nominal=None, max_categories=None):
+    """``source`` with the columns chosen, or ``source`` itself when nothing is chosen.
+
+    What ``ingest(source, path, target=..., ...)`` and ``dimbsvm ingest
+    --target ...`` hand on.
+
+    Raises
+    ------
+    DataError
+        Columns are chosen for a source that is not tabular (a KEEL ``.dat``
+        file or an ``.npz`` archive has its label where its format says).
+
+    Examples
+    --------
+    >>> with_columns("yeast5")
+    'yeast5'
+    >>> with_columns("rows.parquet", target="y").target
+    'y'
+    """
+    chosen = {key: value for key, value in (("target", target), ("id", id), ("drop", drop), ("nominal", nominal),
+                                            ("max_categories", max_categories)) if value is not None}
+    if not chosen:
+        return source
+    if isinstance(source, TabularSource):
+        return replace(source, **chosen)
+    if not is_tabular_source(source):
+        raise DataError(f"{source}: choosing columns ({', '.join(chosen)}) applies to Parquet and CSV sources "
+                        "(files, directories, globs, URLs) and DataFrames; this source's format says which "
+                        "column is the label")
+    return TabularSource(source, **chosen)
+
+
+def is_tabular_source(source) -> bool:
+    """Whether ``source`` is read by this package rather than by :func:`dimbsvm.datasets.load`.
+
+    True for a :class:`TabularSource`, a pandas or Dask DataFrame, any URL,
+    a glob, a ``.parquet``/``.pq`` file, a ``.csv`` file (plain or
+    compressed) and a local directory of Parquet files.
+
+    Examples
+    --------
+    >>> is_tabular_source("rows/*.parquet"), is_tabular_source("yeast5"), is_tabular_source("a.dat")
+    (True, False, False)
+    """
+    if isinstance(source, (TabularSource, pd.DataFrame, dd.DataFrame)):
+        return True
+    return isinstance(source, (str, Path)) and looks_tabular(source)
+
+
+def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=None,
+                           max_categories=DEFAULT_MAX_CATEGORIES, blocksize=None, storage_options=None):
+    """Read a tabular source lazily: one pass for what the encoding needs, then lazy arrays.
+
+    The pass runs on the workers (or Dask's local threads), partition by
+    partition, and sends the client one small summary: partition lengths,
+    class counts, each nominal column's categories, and whether each text
+    column holds numbers, words or both. Nothing the client holds grows with
+    the rows. The arrays returned read the source again, on the workers,
+    when they are computed (by ``ingest`` as it writes the store).
+
+    Columns: the label is ``target``, or else the one column named
+    ``class``, ``label`` or ``target`` (any case; ``meta["target_guessed"]``
+    then says so); ``id`` is kept beside the rows, never a feature; ``drop``
+    is left out; the rest are features. A numeric column is read as floats
+    (NaN where missing); a column of text holding only numbers is numeric
+    (as the CSV reader decides; declare it ``nominal`` to one-hot encode
+    it), one holding no number, a categorical column, and any column named
+    in ``nominal`` are one-hot encoded over their sorted categories
+    (``"colour=red"``; a missing cell is all zeros). Text cells are
+    stripped; an empty cell, ``?`` and ``<null>`` are missing. Labels
+    become integers by the one label rule (binary: the minority is 1),
+    applied to the class counts of the pass.
+
+    Parameters
+    ----------
+    source : str, path, pandas.DataFrame, dask.dataframe.DataFrame or TabularSource
+        A Parquet file, directory or glob; a CSV file (``.csv``, ``.csv.gz``,
+        ``.csv.bz2``, ``.csv.xz``, ``.csv.zst``), directory or glob; local or
+        an fsspec URL (``s3://``, ``gs://``, ``az://``, ``file://``,
+        ``http(s)://``). Reading ``s3://`` needs ``pip install "dimbsvm[s3]"``
+        (``[gcs]``, ``[azure]`` likewise).
+    target : str, default=None
+        The label column.
+    id : str, default=None
+        A column of row identifiers (integers, or anything else as text),
+        returned as ``ids``.
+    drop : str or sequence of str, default=None
+        Columns left out.
+    nominal : str or sequence of str, default=None
+        Columns one-hot encoded whatever their values.
+    max_categories : int, default=100
+        A nominal column with more distinct values is refused, before any
+        encoding (an identifier or free text would make a feature per row).
+    blocksize : int or str, default=None
+        Bytes per partition (see :func:`~dimbsvm.store.sources._frames.open_frame`).
+    storage_options : dict, default=None
+        For a URL's fsspec filesystem (credentials, ``endpoint_url``); by
+        default the filesystem's own configuration (e.g. ``AWS_*`` variables).
+
+    Returns
+    -------
+    X : dask.array.Array of shape (n_samples, n_features), float64
+        Chunked by partition, chunk lengths known.
+    y : dask.array.Array of shape (n_samples,), int32
+    ids : dask.array.Array of shape (n_samples,) or None
+        int64 for an integer id column, else object (str).
+    meta : dict
+        ``name, source, n_samples, shape, feature_names, nominal_columns,
+        class_map, class_counts, fingerprint`` (as
+        :meth:`dimbsvm.datasets.Dataset.meta` has them) and ``format,
+        partitions, target, target_guessed, categories, dropped`` and, with
+        an id, ``id_column, id_dtype``.
+
+    Raises
+    ------
+    DataError
+        One line: unknown columns (listing the columns there are), no label
+        column, a numeric column with stray words (naming the cells), a
+        nominal column past ``max_categories``, a missing label or id, an
+        unreadable file, a URL whose filesystem package is not installed.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"uid": [7, 8, 9], "size": [1.5, 2.0, 0.5], "colour": ["red", "blue", "red"],
+    ...                    "class": ["a", "b", "b"]})
+    >>> X, y, ids, meta = resolve_tabular_source(df, id="uid")
+    >>> meta["feature_names"], meta["class_map"], meta["target_guessed"]
+    (['size', 'colour=blue', 'colour=red'], {'b': 0, 'a': 1}, True)
+    >>> X.compute().tolist(), y.compute().tolist(), ids.compute().tolist()
+    ([[1.5, 0.0, 1.0], [2.0, 1.0, 0.0], [0.5, 0.0, 1.0]], [1, 0, 0], [7, 8, 9])
+    """
+    if isinstance(source, TabularSource):
+        return source.resolve()
+    max_categories = _check_max_categories(max_categories)
+    opened = open_frame(source, blocksize=blocksize, storage_options=storage_options)
+    frame = opened.frame
+    roles = choose_roles(list(frame.columns), target=target, id=id, drop=drop, nominal=nominal,
+                         source=opened.description)
+    kinds = column_kinds(frame.dtypes, roles, source=opened.description)
+    id_dtype = id_kind(frame.dtypes[roles.id]) if roles.id is not None else None
+    parts = frame[roles.read].to_delayed()
+    skip_blank = opened.format == "csv"
+    scan = _scan(parts, ScanPlan(kinds=kinds, target=roles.target, id=roles.id, max_categories=max_categories,
+                                 skip_blank_rows=skip_blank), opened.description)
+    decision = decide(scan, roles, kinds, source=opened.description, max_categories=max_categories,
+                      id_dtype=id_dtype, skip_blank_rows=skip_blank)
+    X, y, ids = _lazy_arrays(parts, decision)
+    meta = _meta(opened, roles, decision, _fingerprint(opened, roles, id_dtype))
+    if roles.target_guessed:
+        logger.info("%s: label column %r found by its name; pass target= (--target) to choose another",
+                    opened.description, roles.target)
+    return X, y, ids, meta
+
+
+def _check_max_categories(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise DataError(f"max_categories must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _scan(parts, plan: ScanPlan, description: str):
+    """Summarise every partition and merge the summaries in a tree; one small object reaches the client."""
+    level = [dask.delayed(scan_partition, pure=True)(part, plan, k) for k, part in enumerate(parts)]
+    while len(level) > 1:
+        level = [dask.delayed(merge_scans, pure=True)(*level[i:i + _MERGE_EVERY],
+                                                      max_categories=plan.max_categories)
+                 for i in range(0, len(level), _MERGE_EVERY)]
+    try:
+        (scan,) = dask.compute(level[0])
+    except DimbsvmError:
+        raise
+    except (ValueError, OSError) as exc:  # a malformed CSV row, an unreadable file, an object store's refusal
+        raise DataError(f"{description}: cannot read it: {' '.join(str(exc).split())}") from exc
+    return scan
+
+
+def _lazy_arrays(parts, decision: Decision):
+    """X, y and ids as Dask arrays of known chunk lengths, one chunk per non-empty partition."""
+    plan = dask.delayed(decision.plan, pure=True)  # one copy in the graph, not one per task
+    n_features = decision.plan.n_features
+    xs, ys, id_chunks = [], [], []
+    first_row = 1
+    id_dtype = np.int64 if decision.plan.id_dtype == "int64" else object
+    for part, n_rows in zip(parts, decision.lengths):
+        if n_rows:
+            encoded = dask.delayed(encode_partition, pure=True, nout=3)(part, plan, first_row)
+            xs.append(da.from_delayed(encoded[0], shape=(n_rows, n_features), dtype=np.float64))
+            ys.append(da.from_delayed(encoded[1], shape=(n_rows,), dtype=np.int32))
+            id_chunks.append(da.from_delayed(encoded[2], shape=(n_rows,), dtype=id_dtype))
+        first_row += n_rows
+    X, y = da.concatenate(xs, axis=0), da.concatenate(ys)
+    ids = da.concatenate(id_chunks) if decision.plan.id is not None else None
+    return X, y, ids
+
+
+def _meta(opened: Opened, roles, decision: Decision, fingerprint: str) -> dict:
+    n_rows = int(sum(decision.lengths))
+    meta = {
+        "name": opened.name, "source": opened.description, "n_samples": n_rows,
+        "shape": [n_rows, decision.plan.n_features], "feature_names": list(decision.feature_names),
+        "nominal_columns": list(decision.nominal_columns), "class_map": dict(decision.class_map),
+        "class_counts": dict(decision.class_counts), "fingerprint": fingerprint,
+        "format": opened.format, "partitions": len(decision.lengths), "target": roles.target,
+        "target_guessed": roles.target_guessed, "categories": dict(decision.categories), "dropped": list(roles.drop),
+    }
+    if roles.id is not None:
+        meta.update(id_column=roles.id, id_dtype=decision.plan.id_dtype)
+    return meta
+
+
+def _fingerprint(opened: Opened, roles, id_dtype) -> str:
+    """The source's identity and every choice that changes what is stored.
+
+    A local file read with the defaults keeps the bare fingerprint of its
+    bytes, the one stores written by the in-memory readers carry.
+    """
+    if opened.location is not None:
+        content = opened.location.fingerprint()
+    else:  # Dask's deterministic token: of the data of a pandas DataFrame, of the graph of a Dask one
+        content = "dask-" + dask.base.tokenize(opened.frame)
+    if opened.location is not None and opened.location.local and len(opened.location.paths) == 1 \
+            and roles.is_default():
+        return content
+    choices = {"content": content, "target": roles.target, "id": roles.id, "id_dtype": id_dtype,
+               "drop": sorted(roles.drop), "nominal": sorted(roles.nominal)}
+    return hashlib.sha256(json.dumps(choices, sort_keys=True).encode()).hexdigest()
+
