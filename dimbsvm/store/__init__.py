@@ -7,8 +7,8 @@ is an error rather than zeros.
 """
 
 from ._zarr import COMPRESSIONS, create_checksummed_array, open_array, open_group, writable
-from .layout import (StoredData, content_fingerprint, dataset_fingerprint, find_damage, fingerprint_file, ingest,
-                     open_store, verify_store)
+from .fingerprints import content_fingerprint, dataset_fingerprint, fingerprint_file
+from .layout import StoredData, find_damage, ingest, open_store, verify_store
 from .rows import StoreLabels, StoreRows
 from .stages import finish_stage, open_finished_stage, open_stage, stage_is_complete
 

@@ -33,7 +33,6 @@ float32); integer arrays become float64.
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +45,11 @@ from ..datasets import Dataset, load
 from ..exceptions import StoreError
 from . import placement
 from .location import filesystem, is_url, join, location, name_of, read_json
+from .fingerprints import array_fingerprint, dataset_fingerprint
 from ._zarr import COMPRESSIONS, create_checksummed_array, missing_chunks, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
 
-__all__ = ["StoredData", "content_fingerprint", "default_chunk_rows", "ingest", "open_store", "verify_store",
-           "fingerprint_file", "dataset_fingerprint",
-           "find_damage"]
+__all__ = ["StoredData", "default_chunk_rows", "find_damage", "ingest", "open_store", "verify_store"]
 
 logger = logging.getLogger("dimbsvm.store")
 
@@ -121,15 +119,6 @@ class StoredData:
             name=self.meta.get("name", name_of(self.path).rsplit(".", 1)[0]),
             source=str(self.path),
         )
-
-
-def fingerprint_file(path) -> str:
-    """SHA-256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 #: Feature dtypes a store may hold.
@@ -498,7 +487,7 @@ def _resolve_source(source):
     if isinstance(source, Dataset):
         _check_arrays(source.X, source.y, source.source or source.name)
         meta = source.meta()
-        meta["fingerprint"] = _array_fingerprint(source.X, source.y)
+        meta["fingerprint"] = array_fingerprint(source.X, source.y)
         return source.X, source.y, None, meta
     if isinstance(source, tuple) and len(source) == 2:
         X, y = source
@@ -509,7 +498,7 @@ def _resolve_source(source):
         meta = {
             "name": "arrays", "source": "arrays", "n_samples": int(X.shape[0]),
             "shape": list(X.shape), "feature_names": [f"x{i}" for i in range(n_features)],
-            "nominal_columns": [], "class_map": {}, "fingerprint": _array_fingerprint(X, y),
+            "nominal_columns": [], "class_map": {}, "fingerprint": array_fingerprint(X, y),
         }
         if isinstance(X, da.Array) or isinstance(y, da.Array):
             meta["count_classes"] = True  # counted while streaming, never materialised
@@ -518,45 +507,6 @@ def _resolve_source(source):
             meta["class_counts"] = {str(int(k)): int(c) for k, c in zip(labels, counts)}
         return X, y, None, meta
     raise StoreError(f"cannot ingest a {type(source).__name__}: pass a path, a Dataset or (X, y)")
-
-
-def content_fingerprint(meta) -> str:
-    """The identity of the numbers a store (or loaded dataset) holds: its source's fingerprint and dtype.
-
-    A store records its source's fingerprint, so that ingesting the same
-    source again is recognised; a float32 store of that source holds other
-    numbers than a float64 one, and a run or model recorded on one must not
-    pass for the other. float64 (and data without a recorded dtype) keeps the
-    bare source fingerprint, so runs and registries recorded before the
-    dtype was part of it still match.
-
-    Examples
-    --------
-    >>> content_fingerprint({"fingerprint": "ab12", "dtype": "float64"})
-    'ab12'
-    >>> content_fingerprint({"fingerprint": "ab12", "dtype": "float32"})
-    'ab12:float32'
-    """
-    fingerprint = meta.get("fingerprint") or ""
-    dtype = meta.get("dtype")
-    return f"{fingerprint}:{dtype}" if fingerprint and dtype not in (None, "float64") else fingerprint
-
-
-def dataset_fingerprint(dataset: Dataset) -> str:
-    """SHA-256 of the file a dataset was read from, else of its arrays."""
-    src = Path(dataset.source)
-    return fingerprint_file(src) if src.is_file() else _array_fingerprint(dataset.X, dataset.y)
-
-
-def _array_fingerprint(X, y) -> str:
-    """Content hash for in-memory arrays; Dask's deterministic token for lazy ones."""
-    if isinstance(X, da.Array) or isinstance(y, da.Array):
-        return "dask-" + dask.base.tokenize(X, y)
-    digest = hashlib.sha256()
-    for arr in (np.ascontiguousarray(X), np.ascontiguousarray(y)):
-        digest.update(str((arr.dtype, arr.shape)).encode())
-        digest.update(arr.tobytes())
-    return digest.hexdigest()
 
 
 def _check_arrays(X, y, where):

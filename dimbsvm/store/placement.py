@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from ..exceptions import StoreError
-from .location import filesystem, join
+from .location import filesystem
 from .stages import read_meta
 
 __all__ = ["check_replaceable", "check_target", "check_url_target", "claim_url", "clean_leftovers", "discard_staged",

@@ -209,7 +209,7 @@ def _common_root(paths) -> Path:
 
 
 def _file_digest(path) -> str:
-    from ..layout import fingerprint_file  # the one file hash stores are recognised by
+    from ..fingerprints import fingerprint_file  # the one file hash stores are recognised by
 
     return fingerprint_file(path)
 
