@@ -71,6 +71,8 @@ def run(args) -> dict:
     resources = json.loads((work / "run" / "resources.json").read_text())
     stage = next(p for p in (store / "stages").iterdir() if p.name.startswith("knn-"))
     meta = open_knn_graph(store, f"stages/{stage.name}").meta
+    # where the store and the run are left: told here, not recorded (summary.json names no path of this machine)
+    print(f"store and run left in {work}", file=sys.stderr)
     return {
         "rows": args.rows, "features": args.features, "store_bytes_on_disk": _store_bytes(store),
         "features_bytes_float64": args.rows * args.features * 8,
@@ -82,7 +84,6 @@ def run(args) -> dict:
         "graph_peak_rss_bytes": meta.get("peak_rss_bytes"), "graph_partition_sizes_max": max(meta["partition_sizes"]),
         "graph_partitions": len(meta["partition_sizes"]), "graph_members_per_row": meta.get("members_per_row"),
         "g_mean": [round(f["g_mean"], 4) for f in result.folds],
-        "workdir": str(work),
     }
 
 

@@ -13,6 +13,11 @@ writes from the summary's ``command``, ``date`` (or ``started``), ``machine``
 and, if present, ``packages``, ``title``, ``description`` and
 ``wall_seconds``. The numbers in RESULTS.md are only ever written by this
 script, so they always match a results directory.
+
+RESULTS.md names no path of the machine a benchmark ran on: the text is
+passed through :func:`portable_paths`, which turns a recorded ``--cache /tmp/x``
+into ``--cache CACHE_DIR``, ``--out /root/out/x`` into
+``--out benchmarks/results/x`` and any other such path into a placeholder.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -27,9 +33,73 @@ from pathlib import Path
 from dimbsvm.bench import report
 from dimbsvm.environment import utc_now
 
-__all__ = ["RENDERERS", "find_renderer", "machine_line", "main", "module_section", "render_results"]
+__all__ = ["RENDERERS", "find_renderer", "machine_line", "main", "module_section", "portable_paths",
+           "render_results"]
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "RESULTS.md"
+REPOSITORY = DEFAULT_OUTPUT.parent.parent
+
+#: Options whose value is a machine path in a recorded command, and what RESULTS.md shows instead
+#: (``--out``: the path's last parts under ``benchmarks/results/``, where results directories go).
+PATH_OPTIONS = {"--cache": "CACHE_DIR", "--workdir": "WORK_DIR", "--exchange-dir": "SCRATCH_DIR",
+                "--scheduler-file": "scheduler.json", "--out": None}
+
+#: A path of the machine: under its temporary directory, a home, or a scratch or work file system.
+_MACHINE_PATH = re.compile(r"(?<![\w.$~/-])/(?:var/tmp|tmp|root|home/[^/\s`'\"),;|]+|work|scratch|mnt)"
+                           r"(?:/[^\s`'\"),;|]*)?(?=$|[\s`'\"),;|])")
+#: Generic replacement of a machine path's root (the rest of the path is kept).
+_ROOTS = ((re.compile(r"^/(?:var/)?tmp(?=/|$)"), "$TMPDIR"), (re.compile(r"^/(?:root|home/[^/]+)(?=/|$)"), "~"),
+          (re.compile(r"^/(?:work|scratch|mnt)(?=/|$)"), "SCRATCH_DIR"))
+
+
+def _results_dir(path: str) -> str:
+    """``benchmarks/results/`` and the path's parts under its machine root (less a leading ``out``, ``results``)."""
+    parts = [p for p in _generic(path).split("/") if p][1:]  # without the placeholder of the root
+    if parts[:1] in (["out"], ["results"]):
+        parts = parts[1:]
+    return "/".join(["benchmarks", "results", *parts])
+
+
+def _generic(path: str) -> str:
+    for root, placeholder in _ROOTS:
+        if root.match(path):
+            return root.sub(placeholder, path, count=1)
+    return path
+
+
+def portable_paths(text: str) -> str:
+    """``text`` with the paths of the machine it was recorded on replaced (RESULTS.md names none).
+
+    A path inside this repository becomes relative to it; the value of an
+    option of :data:`PATH_OPTIONS` becomes its placeholder (``--out``: a
+    directory under ``benchmarks/results/``); any other path under the
+    temporary directory, a home or ``/work``, ``/scratch``, ``/mnt`` keeps
+    its last parts under ``$TMPDIR``, ``~`` or ``SCRATCH_DIR``. Numbers and
+    other text are left as they are.
+
+    Examples
+    --------
+    >>> portable_paths("python -m benchmarks.hpc_scale --n 1000 --cache /tmp/hpcscale --out /root/out/scale-1e7")
+    'python -m benchmarks.hpc_scale --n 1000 --cache CACHE_DIR --out benchmarks/results/scale-1e7'
+    >>> portable_paths("`git worktree add /tmp/wt-base 293c257`, then the command from /tmp/wt-base; /proc/stat")
+    '`git worktree add $TMPDIR/wt-base 293c257`, then the command from $TMPDIR/wt-base; /proc/stat'
+    >>> portable_paths("--workdir /tmp --out /home/ann/runs/a, in /work/data")
+    '--workdir WORK_DIR --out benchmarks/results/runs/a, in SCRATCH_DIR/data'
+    >>> portable_paths(f"--out {REPOSITORY}/benchmarks/results/scale, from {REPOSITORY}")
+    '--out benchmarks/results/scale, from .'
+    """
+    inside = r"(?<![\w.$~/-])" + re.escape(str(REPOSITORY))
+    text = re.sub(inside + "/", "", text)
+    text = re.sub(inside + r"(?=$|[\s`'\"),;|])", ".", text)
+
+    def option(match):
+        name, path = match.group(1), match.group(3)
+        value = PATH_OPTIONS[name] or _results_dir(path)
+        return f"{name}{match.group(2)}{value}"
+
+    names = "|".join(re.escape(name) for name in PATH_OPTIONS)
+    text = re.sub(rf"(?<![\w-])({names})(=|\s+)({_MACHINE_PATH.pattern})", option, text)
+    return _MACHINE_PATH.sub(lambda match: _generic(match.group(0)), text)
 
 
 def _quality_section(summary: dict, directory: Path) -> list[str]:
@@ -229,7 +299,7 @@ def render_results(directories, *, command: str, placeholders: bool = True) -> s
         parts += [*section, ""]
     if placeholders and "scale" not in kinds:
         parts += ["## Scale", "", "Not measured yet (`benchmarks/scale.py`).", ""]
-    return "\n".join(parts)
+    return portable_paths("\n".join(parts))
 
 
 def update_results(existing: str, directories, *, command: str) -> str:
@@ -254,7 +324,7 @@ def update_results(existing: str, directories, *, command: str) -> str:
             section.pop()
         section.append("")
     text = "\n".join(line for section in old for line in section)
-    return text.rstrip("\n") + "\n"
+    return portable_paths(text.rstrip("\n") + "\n")
 
 
 def _sections(text: str) -> list[list[str]]:
