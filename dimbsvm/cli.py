@@ -26,8 +26,12 @@ unusable scheduler address, a missing optional package, an estimator's
 traceback. Everything ``run`` can check is checked before a cluster starts
 (``validate`` runs exactly those checks). An interrupted ``run`` (SIGINT or
 SIGTERM) exits with status 130 and one line saying what was saved and the
-command that resumes. An unexpected error (a bug) prints one line too, and
-exits with status 1.
+command that resumes. Before any work a remote cluster must have a worker
+within ``--worker-timeout`` seconds, and every worker the client's dimbsvm
+and compatible packages (a one-line error naming the worker, status 2). A
+scheduler lost in the middle of the work ends with status 3 and one line
+naming it (for ``run``: what was saved, and the command that resumes). An
+unexpected error (a bug) prints one line too, and exits with status 1.
 """
 
 from __future__ import annotations
@@ -101,10 +105,14 @@ def main(argv=None) -> int:
         if args.verbose:
             traceback.print_exc()
         print(f"dimbsvm: error: {_describe(exc)}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_status", 2)  # 3: the scheduler was lost (SchedulerLostError)
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: still one line, traceback with -v
         if args.verbose:
             traceback.print_exc()
+        if _from_object_storage(exc):
+            print(f"dimbsvm: error: object storage refused the request: {_one_line(exc)} (check the credentials "
+                  "and endpoint: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...)", file=sys.stderr)
+            return 2
         print(f"dimbsvm: error: unexpected {type(exc).__name__}: {_one_line(exc)} (this is probably a bug in "
               "dimbsvm; rerun with -v for the traceback and report it)", file=sys.stderr)
         return 1
@@ -115,6 +123,12 @@ def main(argv=None) -> int:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _from_object_storage(exc: BaseException) -> bool:
+    """Whether an error was raised by an object-storage client (credentials, endpoint, permissions)."""
+    roots = ("botocore", "aiobotocore", "google.auth", "google.api_core", "azure.core")
+    return any(cls.__module__.startswith(roots) for cls in type(exc).__mro__)
 
 
 def _describe(exc: BaseException) -> str:
@@ -147,6 +161,37 @@ def _positive_int(text: str) -> int:
     return value
 
 
+# -- flag values checked by argparse (issue 30): refused as one usage line before anything starts --------------
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (``nan`` and ``inf`` parse as floats, and would wait forever)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: give a finite number of seconds above 0")
+    return value
+
+
+def _dashboard_address(text: str) -> str:
+    """``[HOST]:PORT`` or ``PORT`` (comma-separated for several), as Dask's dashboard takes it, PORT 0 to 65535.
+
+    Dask parses the value only when the cluster starts, and fails there with
+    an error that is not a user's.
+    """
+    for item in text.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not port.isdigit() or int(port) > 65535 or ":" in host or any(c.isspace() for c in host):
+            raise argparse.ArgumentTypeError(f"{text!r} is not [HOST]:PORT with PORT a number from 0 to 65535 "
+                                             "(e.g. :8787, localhost:0)")
+    return text
+# -- end of the flag values of issue 30 ------------------------------------------------------------------------
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its usage errors as one line like every other error (``-h`` shows the usage)."""
 
@@ -170,10 +215,12 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--tls-ca-file", help="CA certificate (PEM) for a tls:// scheduler")
     group.add_argument("--tls-cert", help="client certificate (PEM)")
     group.add_argument("--tls-key", help="client private key (PEM)")
-    group.add_argument("--connect-timeout", type=float, default=20.0,
+    group.add_argument("--worker-timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                       help="seconds a remote scheduler may take to have its first worker (default: 60)")
+    group.add_argument("--connect-timeout", type=_seconds, default=20.0,
                        help="seconds to wait for a remote scheduler (default: 20)")
     group.add_argument("--no-progress", action="store_true", help="do not show task progress")
-    group.add_argument("--dashboard-address", default=":0", metavar="[HOST]:PORT",
+    group.add_argument("--dashboard-address", type=_dashboard_address, default=":0", metavar="[HOST]:PORT",
                        help="where an embedded cluster serves the Dask dashboard (default :0, a free port)")
 
     run = verbs.add_parser("run", parents=[cluster], help="run a job (YAML) on a Dask cluster")
@@ -195,8 +242,12 @@ def _parser() -> argparse.ArgumentParser:
     predict = verbs.add_parser("predict", parents=[cluster], help="score data with a model, chunk by chunk")
     predict.add_argument("model", help="model directory (a run directory's model/), or REGISTRY@champion, "
                                        "REGISTRY@VERSION (a version id or its unique prefix, e.g. v0003)")
-    predict.add_argument("data", help="Zarr store or data file to score, labelled or not (a CSV's columns are "
-                                      "matched to the model's features by name or count)")
+    predict.add_argument("data", help="Zarr store or data file to score, labelled or not (a CSV may lack the "
+                                      "label). Named columns (CSV header, KEEL .dat attributes, a store's or an "
+                                      ".npz's feature_names) are matched to the model's features by name: a "
+                                      "missing or an extra column is an error (a CSV's other columns, e.g. its "
+                                      "label, are ignored). Formats without names (svmlight, "
+                                      ".npz without feature_names) are taken by position, checked by count only")
     predict.add_argument("--out", required=True, help="file to create: .csv (row, prediction as the class name, "
                                                       "decision) or a Zarr store (y_pred codes, decision)")
     predict.add_argument("--chunk-rows", type=_positive_int, default=100_000, help="rows per task for file input")
@@ -308,6 +359,7 @@ def _search_lines(search: dict) -> str:
 
 
 def _cmd_run(args) -> int:
+    from .distributed import SchedulerLostError
     from .jobs import run_job
     from .jobs.checks import check_job
 
@@ -328,6 +380,8 @@ def _cmd_run(args) -> int:
                              job_text=checked.job_text, data=checked.data)
     except KeyboardInterrupt as exc:
         raise RunInterrupted(_interrupted(args, plan, total, exc)) from None
+    except SchedulerLostError as exc:
+        raise SchedulerLostError(_interrupted(args, plan, total, exc, how=_one_line(exc))) from exc
     print(f"job {job['name']}: {job['estimator']['name']} on {job['data']['source']}")
     if result.reused:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
@@ -343,11 +397,11 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _interrupted(args, plan, total: int, exc: BaseException) -> str:
+def _interrupted(args, plan, total: int, exc: BaseException, how: str | None = None) -> str:
     """The one line an interrupted run ends with: what was saved, and the command that resumes."""
     from .jobs.run_dir import saved_progress
 
-    how = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
+    how = how or ("terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted")
     if plan.run_dir.exists():  # interrupted after the last step: the run is complete
         return f"{how} after the run finished; its run directory is {plan.run_dir}"
     folds, members = saved_progress(plan.partial)
@@ -381,7 +435,7 @@ def _cmd_validate(args) -> int:
 
     run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
     checked = check_job(args.job, run_dir=run_dir, out=args.out, resume=args.resume, fresh=False,
-                        registry=args.registry,
+                        registry=args.registry, claim=False,
                         scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=_tls(args))
     if args.fresh and checked.run is not None and checked.run.resuming:
         checked.run.resuming = False  # --fresh would start over (validate discards nothing)
@@ -392,13 +446,9 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_predict(args) -> int:
-    import dask.array as da
-
-    from .datasets import load, load_csv_features
     from .distributed import check_cluster_options, write_prediction_csv, write_predictions
-    from .distributed.predict import has_probability
+    from .distributed.predict import has_probability, prediction_features
     from .jobs.run_dir import check_writable
-    from .store import open_store
 
     tls = _tls(args)
     check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
@@ -407,17 +457,8 @@ def _cmd_predict(args) -> int:
         raise DimbsvmError(f"prediction output {out} already exists; choose a new --out")
     check_writable(out, "predict --out")
     model, meta = _load_prediction_model(args.model)  # checked before a cluster starts
-    data = Path(args.data)
-    if data.is_dir() and (data / "zarr.json").exists():
-        X = open_store(data).X
-    elif data.suffix.lower() == ".csv":  # labelled or not: the model says which columns are its features
-        X = da.from_array(load_csv_features(data, n_features=meta["n_features"],
-                                            feature_names=meta.get("feature_names")), chunks=(args.chunk_rows, -1))
-    else:
-        X = da.from_array(load(args.data).X, chunks=(args.chunk_rows, -1))
-    if X.ndim != 2 or X.shape[1] != meta["n_features"]:
-        raise DimbsvmError(f"{args.data} has {X.shape[1:]} features per row; the model was trained on "
-                           f"{meta['n_features']}")
+    # columns matched to the model's features by name where the data names them, by position where not
+    X = prediction_features(args.data, meta, chunk_rows=args.chunk_rows)
     extra = ", probability" if has_probability(model) else ""
     with _client(args, tls=tls):  # dask computes on the active client
         if out.suffix.lower() == ".csv":
@@ -475,22 +516,24 @@ def _print_outcome(outcome) -> None:
 
 
 def _cmd_schedule(args) -> int:
-    from .jobs import load_job
     from .jobs.retrain import retrain
     from .jobs.schedule import parse_cron, run_schedule
 
-    from .distributed import check_cluster_options
-    from .jobs.checks import check_registry
+    from .distributed import check_workers
+    from .jobs.checks import check_job
 
-    job = load_job(args.job)
-    parse_cron(args.cron)  # a bad expression fails before a cluster starts
+    parse_cron(args.cron)  # a bad expression, or one that never matches, fails before a cluster starts
     tls = _tls(args)
-    check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls,
-                          require_encryption=job["execution"]["require_encryption"])
-    check_registry(args.registry)
-    job_text = Path(args.job).read_text()
-    with _client(args, tls=tls, require_encryption=job["execution"]["require_encryption"]) as client:
+    # the checks of `retrain` (issue 30: job file, cluster options, registry, data, holdout), once before the
+    # cluster starts; each run then reads the data again, as it is by then
+    checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
+                        scheduler_file=args.scheduler_file, tls=tls)
+    job, job_text = checked.job, checked.job_text
+    # workers are checked before each run (they may come, go or be upgraded between runs), not at start
+    with _client(args, tls=tls, require_encryption=job["execution"]["require_encryption"],
+                 worker_timeout=None) as client:
         def run_once():
+            check_workers(client, timeout=args.worker_timeout)
             outcome = retrain(job, client, args.registry, job_text=job_text)
             _print_outcome(outcome)
             sys.stdout.flush()
@@ -520,6 +563,7 @@ def _client(args, *, tls=None, **kwargs):
 
     kwargs.setdefault("n_workers", args.workers)
     kwargs.setdefault("timeout", args.connect_timeout)
+    kwargs.setdefault("worker_timeout", args.worker_timeout)
     if not (args.scheduler or args.scheduler_file):
         kwargs.setdefault("dashboard_address", args.dashboard_address)
 

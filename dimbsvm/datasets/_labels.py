@@ -14,6 +14,13 @@ whatever file it came from:
 
 Sorted order is numeric when every label is a number (so ``"10"`` follows
 ``"9"``), otherwise lexicographic.
+
+The binary rule depends on the class balance, so two batches of the same
+data may be coded differently. Where codes must not drift (a job that names
+its positive class, a retraining scored against its champion), the labels are
+re-coded by class name: :func:`positive_class_map` builds the map that names
+the positive class, :func:`recode_labels` applies a fixed map to labels coded
+by another.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import numpy as np
 
 from ..exceptions import DataError
 
-__all__ = ["encode_labels", "label_key"]
+__all__ = ["encode_labels", "label_key", "positive_class_map", "recode_labels"]
 
 logger = logging.getLogger(__name__)
 
@@ -164,3 +171,113 @@ def _binary_map(order: list[str], count_of: dict[str, int], source: str) -> dict
     minority = first if count_of.get(first, 0) < count_of.get(second, 0) else second
     majority = second if minority == first else first
     return {majority: 0, minority: 1}
+
+
+def positive_class_map(classes: Sequence[str], positive, *, source: str) -> dict[str, int]:
+    """The class map of two classes that codes ``positive`` as 1 and the other class as 0.
+
+    Parameters
+    ----------
+    classes : sequence of str
+        The class names of the data (keys of its class map).
+    positive : str or number
+        The positive class as it appears in the data; compared by
+        :func:`label_key` (``1``, ``1.0`` and ``"+1"`` name the same class).
+    source : str
+        The data named in error messages.
+
+    Returns
+    -------
+    class_map : dict
+        Class name -> 0 or 1.
+
+    Raises
+    ------
+    DataError
+        ``positive`` is not one of ``classes``, or there are not two classes.
+
+    Examples
+    --------
+    >>> positive_class_map(["no", "yes"], "no", source="demo")
+    {'yes': 0, 'no': 1}
+    >>> positive_class_map(["-1", "1"], 1.0, source="demo")
+    {'-1': 0, '1': 1}
+    >>> positive_class_map(["no", "yes"], "maybe", source="demo")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.DataError: demo: the positive class 'maybe' does not occur in the data; its classes are 'no', 'yes'
+    """
+    names = _sorted_classes([str(c) for c in classes])
+    wanted = label_key(positive)
+    if wanted not in names:
+        raise DataError(f"{source}: the positive class {wanted!r} does not occur in the data; its classes are "
+                        f"{_quoted(names)}")
+    if len(names) != 2:
+        raise DataError(f"{source}: a positive class is named ({wanted!r}), but the data has {len(names)} classes "
+                        f"({_quoted(names)}); a positive class applies to two")
+    other = next(name for name in names if name != wanted)
+    return {other: 0, wanted: 1}
+
+
+def recode_labels(y, class_map: dict[str, int], target: dict[str, int], *, source: str,
+                  reference: str = "the model") -> np.ndarray:
+    """Labels coded by ``class_map``, coded by ``target`` instead: the same classes, by name.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,)
+        Integer labels coded by ``class_map``.
+    class_map : dict
+        Class name -> code in ``y``.
+    target : dict
+        Class name -> the code wanted; its classes must be the classes
+        present in ``y``, no more and no fewer.
+    source : str
+        The data named in error messages.
+    reference : str, default="the model"
+        What ``target`` comes from, named in error messages.
+
+    Returns
+    -------
+    y : ndarray of shape (n_samples,), dtype int64
+
+    Raises
+    ------
+    DataError
+        A class of ``y`` that ``target`` lacks, or a class of ``target``
+        absent from ``y``: scoring either would compare different problems.
+
+    Examples
+    --------
+    >>> recode_labels(np.array([1, 0, 0]), {"a": 1, "b": 0}, {"a": 0, "b": 1}, source="demo").tolist()
+    [0, 1, 1]
+    >>> recode_labels(np.array([1, 0]), {"a": 1, "c": 0}, {"a": 0, "b": 1}, source="demo")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.DataError: demo: its classes are 'a', 'c', those of the model 'a', 'b' (new: 'c'; missing: 'b'); the labels cannot be coded as the model codes them
+    """
+    y = np.asarray(y)
+    present = set(np.unique(y).tolist())
+    names = {name: int(code) for name, code in class_map.items() if int(code) in present}
+    if len(names) != len(present):
+        unnamed = sorted(present - set(names.values()))
+        raise DataError(f"{source}: label code(s) {unnamed} have no class name in its class map")
+    if set(names) != set(target):
+        new, missing = sorted(set(names) - set(target)), sorted(set(target) - set(names))
+        detail = "; ".join(f"{what}: {_quoted(found)}" for what, found in (("new", new), ("missing", missing))
+                           if found)
+        raise DataError(f"{source}: its classes are {_quoted(_sorted_classes(list(names)))}, those of {reference} "
+                        f"{_quoted(_sorted_classes(list(target)))} ({detail}); the labels cannot be coded as "
+                        f"{reference} codes them")
+    return _apply_codes(y, {code: int(target[name]) for name, code in names.items()})
+
+
+def _apply_codes(y: np.ndarray, mapping: dict[int, int]) -> np.ndarray:
+    out = np.empty(y.shape, dtype=np.int64)
+    for old, new in mapping.items():
+        out[y == old] = new
+    return out
+
+
+def _quoted(names) -> str:
+    return ", ".join(repr(str(n)) for n in names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import zipfile
 from pathlib import Path
 
@@ -34,8 +35,11 @@ def load_csv(path, target="class", nominal=()) -> Dataset:
     is nominal and one-hot encoded in sorted category order (columns named
     ``"x0=A"``). A column that is numeric except for some cells is an error
     naming the cells: the reader does not guess whether they are typos or
-    categories. Missing cells (empty, ``?`` or ``<null>``) become NaN in
-    numeric columns and an all-zero block in nominal ones. Labels follow the
+    categories. Neither does it guess at numbers written for a locale
+    (``1,5``, ``1.234,5``, ``12%``): a column of them is an error naming a
+    cell, unless it is named in ``nominal``. Missing cells (empty, ``?`` or
+    ``<null>``) become NaN in numeric columns and an all-zero block in nominal
+    ones. Labels follow the
     binary-minority rule of :func:`~dimbsvm.datasets._labels.encode_labels`.
 
     Parameters
@@ -247,14 +251,33 @@ def _numeric_column(values: list[str], path: Path, column: str, line_numbers: li
     bad = [(i, v) for i, v in present if not _is_number(v)]
     if not bad and present:
         return np.array([np.nan if v in CSV_MISSING else float(v) for v in values], dtype=np.float64)
+    nominal = f"(data.nominal: [{column}] in a job, nominal=[{column!r}] in load_csv)"
+    if present and all(_LOCALE_NUMBER.match(v) for _, v in bad):
+        # else "1,5" and "12%" become categories, one-hot encoded, and the model silently loses their order
+        i, v = bad[0]
+        raise DataError(
+            f"{path}: column {column!r} holds numbers written with a decimal comma, thousands separators or a "
+            f"percent sign (line {line_numbers[i]}: {v!r}, {len(bad)} such cell(s)); convert them to plain "
+            "numbers (1234.5, 0.12 for 12%), or declare the column nominal if it really is categorical "
+            f"{nominal}")
     if len(bad) == len(present):
         return None  # non-numeric throughout (or empty): nominal
     shown = ", ".join(f"line {line_numbers[i]}: {v!r}" for i, v in bad[:5])
     more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
     raise DataError(
         f"{path}: column {column!r} holds numbers except in {len(bad)} cell(s) ({shown}{more}); fix those "
-        "cells (a missing value may be empty, '?' or '<null>'), or declare the column nominal "
-        f"(data.nominal: [{column}] in a job, nominal=[{column!r}] in load_csv)")
+        f"cells (a missing value may be empty, '?' or '<null>'), or declare the column nominal {nominal}")
+
+
+#: A number as a spreadsheet in many locales writes it: thousands grouped by ``,`` ``.`` ``'`` or a (narrow,
+#: non-breaking) space, a decimal comma, a trailing percent sign. Only consulted for cells ``float`` refuses.
+_LOCALE_NUMBER = re.compile(r"""
+    [+-]?
+    (?: \d{1,3} (?: [,.'\u00a0\u202f\ ] \d{3} )+ (?: [.,] \d+ )?    # 1,234,567.8  1.234,5  1 234
+      | \d* [.,] \d+                                                # 0,5  ,5  1,25
+      | \d+ )                                                       # 12 (before a %)
+    \s* %?
+    $""", re.VERBOSE)
 
 
 def _is_number(text: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -16,7 +17,8 @@ from ..exceptions import DimbsvmError
 logger = logging.getLogger(__name__)
 
 __all__ = ["TLSSettings", "check_cluster_options", "check_scheduler_address", "cluster_client", "current_client",
-           "ClusterConnectionError", "worker_memory_limits"]
+           "ClusterConnectionError", "NoWorkersError", "SchedulerLostError", "WorkerMismatchError",
+           "worker_memory_limits"]
 
 #: Address schemes a user may give; Dask's ``inproc://`` only works inside one process (tests).
 SCHEMES = ("tcp", "tls")
@@ -24,6 +26,26 @@ SCHEMES = ("tcp", "tls")
 
 class ClusterConnectionError(DimbsvmError):
     """The scheduler could not be reached, or refused the connection."""
+
+
+class NoWorkersError(ClusterConnectionError):
+    """No worker joined the scheduler in time: nothing could run the job."""
+
+
+class WorkerMismatchError(ClusterConnectionError):
+    """A worker (or the scheduler) runs another dimbsvm, or incompatible versions of what it needs."""
+
+
+class SchedulerLostError(ClusterConnectionError):
+    """The connection to the scheduler was lost in the middle of the work.
+
+    Unlike the other errors here, work may have been done and saved: the
+    CLI says how to resume, and exits with a status of its own,
+    :attr:`exit_status`.
+    """
+
+    #: The CLI's exit status (2 is a user's error, 130 an interruption).
+    exit_status = 3
 
 
 @dataclass(frozen=True)
@@ -217,7 +239,7 @@ def worker_memory_limits(client) -> list[int]:
 def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None = None,
                    tls: TLSSettings | None = None, require_encryption: bool = False,
                    n_workers: int | None = None, threads_per_worker: int = 1, processes: bool = True,
-                   timeout: float = 20, dashboard_address: str = ":0"):
+                   timeout: float = 20, dashboard_address: str = ":0", worker_timeout: float | None = 60):
     """Connect to a scheduler, or start an embedded ``LocalCluster``.
 
     Parameters
@@ -245,6 +267,13 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         Where the embedded cluster serves its dashboard (``":8787"``,
         ``"127.0.0.1:8787"``); ``":0"`` picks a free port. A remote
         scheduler serves its own.
+    worker_timeout : float or None, default=60
+        For a remote scheduler: seconds to wait for its first worker, before
+        :func:`~dimbsvm.distributed.compat.check_workers` checks that every
+        worker runs this dimbsvm (and compatible Python, scikit-learn,
+        NumPy, Dask). ``None``: no check here (a caller that checks before
+        each piece of work, as ``dimbsvm schedule`` does). An embedded
+        cluster's workers run this process's software: not checked.
 
     Yields
     ------
@@ -255,10 +284,17 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
     ClusterConnectionError
         The scheduler is unreachable, refuses the connection, or the
         connection would not be encrypted while encryption is required.
+    NoWorkersError, WorkerMismatchError
+        No worker joined within ``worker_timeout``, or a worker runs other
+        versions (before the caller submits anything).
+    SchedulerLostError
+        The connection to a remote scheduler was lost while the block ran
+        (raised from distributed's error: a cancelled future, a closed comm).
     """
     from distributed import Client, LocalCluster
     from distributed.worker_memory import parse_memory_limit
 
+    from .compat import check_workers, quiet_close, scheduler_lost
     from .worker_memory import spawning_workers
 
     check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls, require_encryption=require_encryption)
@@ -274,13 +310,19 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
             # ValueError: an address Dask cannot parse after all
             raise ClusterConnectionError(f"cannot connect to the scheduler at {target} (waited up to {timeout:g} s): "
                                          f"{_reason(exc)}") from exc
+        where = client.scheduler.address  # resolved from a scheduler file too; gone once the client closes
         try:
-            if require_encryption and not client.scheduler.address.startswith("tls://"):
-                raise ClusterConnectionError(
-                    f"the job requires encryption but {client.scheduler.address} is not tls://")
+            if require_encryption and not where.startswith("tls://"):
+                raise ClusterConnectionError(f"the job requires encryption but {where} is not tls://")
+            if worker_timeout is not None:
+                check_workers(client, timeout=worker_timeout, scheduler=where)
             yield client
+        except Exception as exc:
+            if scheduler_lost(client, exc):
+                raise SchedulerLostError(f"lost the scheduler at {where} ({_lost_reason(exc)})") from exc
+            raise
         finally:
-            with _signals_held():
+            with _signals_held(), quiet_close(client):
                 client.close()
         return
     n_workers = n_workers or os.cpu_count() or 1
@@ -373,6 +415,19 @@ def _signals_held():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _lost_reason(exc: BaseException) -> str:
+    """Why the scheduler was lost, in a few words.
+
+    Distributed's own messages name a task key (a cancelled future) or a
+    connector object (a closed comm): neither helps the user.
+    """
+    from concurrent.futures import CancelledError
+
+    if isinstance(exc, CancelledError):
+        return "its connection closed mid-run"
+    return re.sub(r"^in <[^>]*>: ", "", _reason(exc))
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,4 +1,15 @@
-"""Score a store or a file chunk by chunk and write predictions to Zarr or CSV."""
+"""Score a store or a file chunk by chunk and write predictions to Zarr or CSV.
+
+:func:`prediction_features` opens the data to score and puts its columns in
+the order of the model's training features: by name for every input that
+names its columns (a CSV header, a KEEL ``.dat`` file's attributes, a store's
+``feature_names``, an ``.npz`` archive's ``feature_names``), so that a
+reordered file gives the same decision values; by position, checked by count
+only, for inputs without names (svmlight, an ``.npz`` without
+``feature_names``); a missing named column is refused, and so is an extra
+one, except in a CSV, whose other columns (its label) are ignored. The
+scoring functions below take ``X`` already in the model's column order.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +22,159 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ..datasets import load, load_csv_features
 from ..model_selection.scoring import positive_scores
 from ..exceptions import DataError
-from ..store import create_checksummed_array, finish_stage, open_stage
+from ..store import create_checksummed_array, finish_stage, open_stage, open_store
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["has_probability", "prediction_columns", "predict_chunks", "write_prediction_csv", "write_predictions"]
+__all__ = ["align_features", "feature_order", "has_probability", "prediction_columns", "prediction_features", "predict_chunks",
+           "write_prediction_csv", "write_predictions"]
 
 #: Chunks computed at once when writing CSV: enough to keep a cluster busy, few enough to hold.
 CSV_BATCH_CHUNKS = 32
+
+
+def prediction_features(source, meta: dict, *, chunk_rows: int = 100_000) -> da.Array:
+    """The feature columns of ``source`` in the order the model (its ``meta``) was trained on, as row chunks.
+
+    Parameters
+    ----------
+    source : str or path-like
+        A dimbsvm Zarr store, a data file (any suffix :func:`dimbsvm.datasets.load`
+        reads; a CSV may lack the label column) or a bundled dataset name.
+    meta : dict
+        The model's meta: ``n_features`` and, where recorded, ``feature_names``.
+    chunk_rows : int, default=100_000
+        Rows per chunk (per task) for file input; a store keeps its chunks.
+
+    Returns
+    -------
+    X : dask.array.Array of shape (n_samples, n_features)
+
+    Raises
+    ------
+    DataError
+        A feature the model was trained on is missing from the data, the data
+        has a named column the model was not trained on, or (inputs without
+        names) the column count differs.
+    """
+    path = Path(source)
+    n_features, feature_names = int(meta["n_features"]), meta.get("feature_names")
+    if path.is_dir() and (path / "zarr.json").exists():
+        stored = open_store(path)
+        X, names = stored.X, stored.meta.get("feature_names")
+    elif path.suffix.lower() == ".csv":  # labelled or not: the model's names choose the columns, in its order
+        X, names = load_csv_features(path, n_features=n_features, feature_names=feature_names), None
+    else:
+        dataset = load(source)
+        X, names = dataset.X, dataset.feature_names
+    X = align_features(X, names, feature_names=feature_names, n_features=n_features, source=str(source))
+    return X if isinstance(X, da.Array) else da.from_array(X, chunks=(chunk_rows, -1))
+
+
+def align_features(X, names, *, feature_names, n_features: int, source: str):
+    """``X`` with its columns in the model's training order, matched by name where both sides name them.
+
+    * ``names`` and ``feature_names`` are the same names: the columns are
+      taken by name (reordered where the order differs);
+    * either side has no names (``None``, or the placeholders ``x0, x1, ...``
+      that readers of unnamed formats give): the columns are taken by
+      position, and only their count is checked;
+    * otherwise the data is refused, naming the missing and the extra columns.
+
+    Parameters
+    ----------
+    X : ndarray or dask.array.Array of shape (n_samples, n_columns)
+    names : sequence of str or None
+        ``X``'s column names.
+    feature_names : sequence of str or None
+        The model's training feature names.
+    n_features : int
+        Features per row the model expects.
+    source : str
+        The data, named in messages.
+
+    Returns
+    -------
+    X : ndarray or dask.array.Array of shape (n_samples, n_features)
+
+    Raises
+    ------
+    DataError
+        One line: the count differs, or the named columns differ (missing, extra).
+
+    Examples
+    --------
+    >>> X = np.array([[1.0, 2.0, 3.0]])
+    >>> align_features(X, ["c", "a", "b"], feature_names=["a", "b", "c"], n_features=3, source="new").tolist()
+    [[2.0, 3.0, 1.0]]
+    >>> align_features(X, ["a", "b", "d"], feature_names=["a", "b", "c"], n_features=3, source="new")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.DataError: new: feature column(s) 'c' the model was trained on are missing; column(s) 'd' are not among the model's features (columns are matched to them by name): drop them
+    """
+    if X.ndim != 2:
+        raise DataError(f"{source} has {X.shape[1:]} features per row; the model was trained on {n_features} "
+                        "(prediction needs 2-D features)")
+    order = feature_order(names, X.shape[1], feature_names=feature_names, n_features=n_features, source=source)
+    if order is None:
+        return X
+    logger.info("%s: columns reordered by name to the model's feature order", source)
+    return X[:, order]
+
+
+def feature_order(names, n_columns: int, *, feature_names, n_features: int, source: str) -> list[int] | None:
+    """The data's column of each model feature, in the model's order; ``None`` where the columns are as they are.
+
+    The rules of :func:`align_features`, for data that is not an array
+    (a store's rows).
+
+    Raises
+    ------
+    DataError
+        As :func:`align_features`.
+    """
+    names, feature_names = _named(names), _named(feature_names)
+    if names is not None and feature_names is not None and (set(names) != set(feature_names) or
+                                                           len(names) != len(set(names))):
+        raise DataError(f"{source}: {_differences(names, feature_names)}")
+    if n_columns != n_features:
+        raise DataError(f"{source} has ({n_columns},) features per row; the model was trained on {n_features}")
+    if names is None or feature_names is None or names == feature_names:
+        return None
+    position = {name: j for j, name in enumerate(names)}
+    return [position[name] for name in feature_names]
+
+
+def _named(names) -> list[str] | None:
+    """The column names, or None where there are none (the placeholders ``x0, x1, ...`` of unnamed formats)."""
+    if names is None:
+        return None
+    names = [str(name) for name in names]
+    return None if names == [f"x{j}" for j in range(len(names))] else names
+
+
+def _differences(names: list[str], feature_names: list[str]) -> str:
+    """What differs between the data's column names and the model's feature names, in one line."""
+    missing = [name for name in feature_names if name not in set(names)]
+    extra = [name for name in names if name not in set(feature_names)]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    parts = []
+    if missing:
+        parts.append(f"feature column(s) {_listed(missing)} the model was trained on are missing")
+    if extra:
+        parts.append(f"column(s) {_listed(extra)} are not among the model's features (columns are matched to "
+                     "them by name): drop them")
+    if repeated:
+        parts.append(f"column(s) {_listed(repeated)} occur more than once")
+    return "; ".join(parts)
+
+
+def _listed(names: list[str], shown: int = 5) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(repr(name) for name in names[:shown]) + more
 
 
 def has_probability(model) -> bool:
@@ -41,6 +195,9 @@ def _score_block(block, model, pos_label, with_probability):
 
 def prediction_columns(model, X: da.Array, *, pos_label) -> dict[str, da.Array]:
     """Lazy ``y_pred``, ``decision`` and, where the model has ``predict_proba``, ``probability`` columns.
+
+    ``X``'s columns are taken by position: open the data with
+    :func:`prediction_features` to have them matched to the model's by name.
 
     The model enters the graph once and each task scores one chunk, so no
     task holds more than a chunk of rows. ``decision`` grows with the

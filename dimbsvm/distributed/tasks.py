@@ -239,8 +239,7 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
                 on_result(TaskRef(i, plan.tasks[i].name), results[i])
             bar.advance()
     except BaseException:
-        for future in futures.values():  # stop what is left of the plan
-            future.cancel()
+        _cancel(client, list(futures.values()))  # stop what is left of the plan
         raise
     finally:
         bar.close()
@@ -250,6 +249,21 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
     futures.clear()
     logger.info("%d %s finished on the cluster", len(watched), label)
     return results
+
+
+def _cancel(client, futures) -> None:
+    """Cancel ``futures``, the error being raised meanwhile left as it is.
+
+    A client that lost its scheduler cannot send the cancellation (once
+    closed it raises ``ClosedClientError``); its futures were cancelled by
+    distributed already, and the error on its way up says why.
+    """
+    if not futures:
+        return
+    try:
+        client.cancel(futures)
+    except Exception:  # noqa: BLE001 - the error already being raised is the one to report
+        logger.debug("could not cancel the rest of the plan", exc_info=True)
 
 
 def share(client, value):

@@ -3,7 +3,8 @@
 A model directory holds::
 
     model.skops     the fitted estimator, in skops' format (no pickle)
-    meta.json       what the model is: job, estimator, features, class map
+    meta.json       what the model is: job, estimator, features (names in
+                    training order), class map and positive class
     manifest.json   SHA-256 of every file above, checked on load
 
 skops rebuilds objects only from types it trusts: scikit-learn's own, and the
@@ -27,7 +28,8 @@ import skops.io as sio
 from .. import __version__
 from ..exceptions import StoreError
 
-__all__ = ["TRUSTED_TYPES", "save_model", "load_model", "verify_model", "save_object", "load_object"]
+__all__ = ["TRUSTED_TYPES", "save_model", "load_model", "verify_model", "save_object", "load_object",
+           "positive_class"]
 
 #: dimbsvm classes a model file may contain (full import names). Only estimator
 #: and transformer classes of this package, never functions: loading builds
@@ -124,6 +126,27 @@ def load_model(directory):
     if untrusted:
         raise StoreError(f"model {directory} contains types that are not trusted: {', '.join(untrusted)}")
     return sio.load(path, trusted=list(TRUSTED_TYPES)), meta
+
+
+def positive_class(meta: dict) -> str | None:
+    """The name of a model's positive class, as its meta records it; ``None`` where the meta cannot tell.
+
+    The meta's ``positive_class`` where present; else (models written before
+    it was recorded) the class that ``class_map`` gives the code
+    ``positive_label``.
+
+    Examples
+    --------
+    >>> positive_class({"class_map": {"negative": 0, "positive": 1}, "positive_label": 1})
+    'positive'
+    >>> positive_class({"class_map": {}, "positive_label": 1}) is None
+    True
+    """
+    if meta.get("positive_class") is not None:
+        return str(meta["positive_class"])
+    code = meta.get("positive_label")
+    names = [name for name, value in (meta.get("class_map") or {}).items() if value == code]
+    return names[0] if code is not None and len(names) == 1 else None
 
 
 def save_object(obj, path) -> Path:

@@ -15,24 +15,42 @@ In order, cheapest first:
    foreign directory; writable), ``--registry`` (a directory, writable);
 4. the data: readable, finite, labels that are classes, two where the
    estimator or a metric needs two, every fold feasible
-   (:func:`~dimbsvm.jobs.data.check_job_data`);
-5. the run directory: a new one, or the interrupted run to resume (same job
+   (:func:`~dimbsvm.jobs.data.check_job_data`), at most
+   :data:`MAX_CLASSES` classes;
+5. the retraining settings against the data (:func:`check_retrain`): gates
+   on metrics the classes allow, a separate holdout readable, finite and of
+   the training data's columns, and (for ``retrain``) a holdout fraction
+   that leaves a row of every class on both sides;
+6. the run directory: a new one, or the interrupted run to resume (same job
    and data), see :func:`~dimbsvm.jobs.run_dir.plan_run_dir`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..distributed.client import TLSSettings, check_cluster_options
-from ..exceptions import DimbsvmError, JobSpecError
-from ..store import content_fingerprint
-from .data import JobData, check_job_data, load_job_data
-from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
-from .spec import job_search, load_job
+import numpy as np
 
-__all__ = ["CheckedJob", "check_job", "check_registry", "describe"]
+from ..distributed.client import TLSSettings, check_cluster_options
+from ..exceptions import DataError, DimbsvmError
+from ..model_selection.scoring import BINARY_METRICS
+from ..store import content_fingerprint
+from .data import JobData, _check_finite, check_job_data, load_job_data
+from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
+from .spec import job_search, load_job_file
+
+__all__ = ["MAX_CLASSES", "CheckedJob", "check_class_count", "check_job", "check_registry", "check_retrain",
+           "describe", "format_class_counts"]
+
+#: Most classes a job's data may have. Far above any class-imbalance study (tens of classes); a target of
+#: thousands of classes of a few rows each is an identifier or a continuous column, and every one-vs-one
+#: or per-class step would then run for hours.
+MAX_CLASSES = 1000
+
+#: Classes listed in a message or in ``validate``'s summary; the rest are counted ("and N more").
+SHOWN_CLASSES = 10
 
 
 @dataclass
@@ -63,7 +81,7 @@ class CheckedJob:
 
 def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False, fresh: bool = False,
               registry=None, scheduler: str | None = None, scheduler_file: str | None = None,
-              tls: TLSSettings | None = None, runs_root=RUNS_ROOT) -> CheckedJob:
+              tls: TLSSettings | None = None, runs_root=RUNS_ROOT, claim: bool = True) -> CheckedJob:
     """Run every check of a job before anything starts (see the module docstring).
 
     Parameters
@@ -76,11 +94,15 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
     out, resume, fresh
         See :func:`~dimbsvm.jobs.run_dir.plan_run_dir`.
     registry : path, default=None
-        A model registry directory the run will write (``retrain``).
+        A model registry directory the run will write (``retrain``,
+        ``schedule``); with it, the holdout split is checked too.
     scheduler, scheduler_file, tls
         As given to :func:`~dimbsvm.distributed.cluster_client`.
     runs_root : path, default="runs"
         Where runs go without ``out``.
+    claim : bool, default=True
+        Claim the planned run directory for this process (a run); ``False``
+        only looks (``validate``: it writes nothing).
 
     Returns
     -------
@@ -93,11 +115,7 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
         (``JobSpecError``, ``DataError``, ``StoreError``,
         ``ClusterConnectionError`` or ``DimbsvmError`` for paths).
     """
-    job = load_job(job_path)
-    try:
-        job_text = Path(job_path).read_text()
-    except OSError as exc:  # pragma: no cover - load_job just read it
-        raise JobSpecError(f"cannot read job file {job_path}: {exc.strerror or exc}") from exc
+    job, job_text = load_job_file(job_path)
     where = check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls,
                                   require_encryption=job["execution"]["require_encryption"])
     if run_dir and out is not None:
@@ -106,11 +124,109 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
         check_registry(registry)
     data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
     check_job_data(data, job)
+    check_class_count(data, job["data"]["source"])
+    check_retrain(job, data, split=registry is not None)
     plan = None
     if run_dir:
         plan = plan_run_dir(job, content_fingerprint(data.meta), out=out, resume=resume, fresh=fresh,
-                            runs_root=runs_root)
+                            runs_root=runs_root, claim=claim)
     return CheckedJob(job=job, job_text=job_text, data=data, where=where, run=plan)
+
+
+def check_class_count(data: JobData, name: str) -> None:
+    """Refuse data of more than :data:`MAX_CLASSES` classes, listing only the first few.
+
+    Raises
+    ------
+    DataError
+
+    Examples
+    --------
+    >>> data = JobData(X=np.zeros((4000, 1)), y=np.repeat(np.arange(2000), 2), meta={})
+    >>> check_class_count(data, "ids.csv")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.DataError: ids.csv: 2000 classes (rows per class: 0: 2, 1: 2, 2: 2, 3: 2, 4: 2, 5: 2, \
+6: 2, 7: 2, 8: 2, 9: 2 and 1990 more); a job may have at most 1000: is the target column a class label?
+    """
+    labels, counts = np.unique(data.y, return_counts=True)
+    if len(labels) > MAX_CLASSES:
+        raise DataError(f"{name}: {len(labels)} classes (rows per class: {format_class_counts(labels, counts)}); "
+                        f"a job may have at most {MAX_CLASSES}: is the target column a class label?")
+
+
+def format_class_counts(labels, counts, shown: int = SHOWN_CLASSES) -> str:
+    """``"0: 40, 1: 9"``: the first ``shown`` classes and their rows, then ``"and N more"``.
+
+    Examples
+    --------
+    >>> format_class_counts([0, 1, 2], [5, 3, 1], shown=2)
+    '0: 5, 1: 3 and 1 more'
+    """
+    labels, counts = list(labels), list(counts)
+    text = ", ".join(f"{label}: {int(count)}" for label, count in zip(labels[:shown], counts[:shown]))
+    return text + (f" and {len(labels) - shown} more" if len(labels) > shown else "")
+
+
+def check_retrain(job: dict, data: JobData, *, split: bool = False) -> None:
+    """Check the job's ``retrain`` section against its data, as :func:`~dimbsvm.jobs.retrain.retrain` needs it.
+
+    Every job has the section (its defaults gate on G-mean with a 25 %
+    holdout), so ``validate`` and ``run`` refuse a job whose retraining could
+    never work, and ``retrain`` fails here rather than after its cluster
+    started:
+
+    * a gate on a two-class metric (``f_measure``, ``auc``) with data of more
+      classes;
+    * a separate ``holdout.source`` that cannot be read, holds NaN (without
+      imputation) or infinity, or whose columns are not the training data's;
+    * with ``split=True`` (a retraining without a separate holdout): a
+      stratified ``holdout.fraction`` that leaves fewer rows than classes on
+      either side.
+
+    Raises
+    ------
+    DataError
+    """
+    name = job["data"]["source"]
+    settings = job["retrain"]
+    n_classes = len(np.unique(data.y))
+    binary = sorted(set(settings["gates"]) & set(BINARY_METRICS))
+    if binary and n_classes > 2:
+        raise DataError(f"{name}: {n_classes} classes, but retrain.gates {', '.join(binary)} need two; gate on "
+                        "g_mean or a_mean")
+    source = settings["holdout"].get("source")
+    if source:
+        _check_holdout_source(job, data, source)
+    elif split:
+        _check_holdout_split(settings["holdout"]["fraction"], len(data.y), n_classes, name)
+
+
+def _check_holdout_source(job: dict, data: JobData, source: str) -> None:
+    try:
+        holdout = load_job_data(source, nominal=job["data"].get("nominal", ()))
+    except DataError as exc:
+        raise DataError(f"retrain.holdout.source: {exc}") from None
+    if tuple(holdout.X.shape[1:]) != tuple(data.X.shape[1:]):
+        raise DataError(f"retrain.holdout.source {source} has {_features(holdout.X.shape)} per row, the training "
+                        f"data {job['data']['source']} {_features(data.X.shape)}")
+    ours, theirs = data.meta.get("feature_names"), holdout.meta.get("feature_names")
+    if ours and theirs and list(ours) != list(theirs):
+        j = next(j for j, (a, b) in enumerate(zip(ours, theirs)) if a != b)
+        raise DataError(f"retrain.holdout.source {source}: column {j} is {theirs[j]!r}, in the training data "
+                        f"{job['data']['source']} it is {ours[j]!r}; the holdout needs the training data's columns")
+    _check_finite(holdout, impute=job["preprocessing"]["impute"] != "none", name=f"retrain.holdout.source {source}")
+
+
+def _check_holdout_split(fraction: float, n_rows: int, n_classes: int, name: str) -> None:
+    # as scikit-learn's train_test_split counts them: the test side is rounded up
+    n_test = math.ceil(fraction * n_rows)
+    n_train = n_rows - n_test
+    if min(n_test, n_train) < n_classes:
+        side, rows = ("holds out", n_test) if n_test < n_classes else ("leaves for training", n_train)
+        raise DataError(f"{name}: retrain.holdout.fraction {fraction:g} of {n_rows} rows {side} {rows}, fewer than "
+                        f"its {n_classes} classes (a stratified holdout needs a row of each on both sides); "
+                        "change the fraction or add data")
 
 
 def check_registry(registry) -> None:
@@ -128,14 +244,12 @@ def check_registry(registry) -> None:
 
 def describe(checked: CheckedJob) -> list[str]:
     """Lines saying what a checked job would do (``dimbsvm validate``)."""
-    import numpy as np
-
     job, data = checked.job, checked.data
     labels, counts = np.unique(data.y, return_counts=True)
     cv = job["cv"]
     lines = [
         f"data: {job['data']['source']} ({len(data.y)} rows, {_features(data.X.shape)}, "
-        f"class counts {dict(zip(labels.tolist(), counts.tolist()))})",
+        f"class counts {{{format_class_counts(labels.tolist(), counts.tolist())}}})",
         f"estimator: {job['estimator']['name']} {job['estimator']['params'] or ''}".rstrip(),
         f"protocol: {cv['n_splits']}-fold CV x {cv['n_repeats']} = {cv['n_splits'] * cv['n_repeats']} fold tasks; "
         f"metrics {', '.join(job['metrics'])}",

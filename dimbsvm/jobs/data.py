@@ -1,7 +1,17 @@
-"""A job's data as its tasks see it: opened, and checked before any task starts."""
+"""A job's data as its tasks see it: opened, checked before any task starts, its labels coded.
+
+Readers code binary labels by the class balance (the minority is 1; see
+:func:`dimbsvm.datasets._labels.encode_labels`), so a batch whose balance
+flipped would be coded the other way round. :func:`code_labels` fixes the
+coding where it must not drift: the job's ``data.positive`` names the
+positive class, and a retraining codes its data (and a separate holdout) as
+its champion did, by class name.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,14 +21,20 @@ import numpy as np
 from sklearn.utils import get_tags
 
 from ..datasets import load
+from ..datasets._labels import label_key, positive_class_map, recode_labels
 from ..estimators import make_estimator
 from ..exceptions import DataError, StoreError
 from ..model_selection.scoring import BINARY_METRICS
 from ..model_selection.search import stage_params
+from ..model_selection.splits import positive_label
 from ..store import StoreRows, dataset_fingerprint, find_damage, open_store
+from ..store.location import is_url
+from .artifacts import positive_class
 from .spec import job_search
 
-__all__ = ["JobData", "check_job_data", "load_job_data"]
+__all__ = ["JobData", "check_job_data", "class_names", "code_labels", "coded_as", "load_job_data"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -47,6 +63,10 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
     ``nominal`` names CSV columns to one-hot encode although they hold numbers
     (the job's ``data.nominal``); other sources reject it.
     """
+    if is_url(source):  # object storage holds stores only (files there are ingested first)
+        if nominal:
+            raise DataError(f"data.nominal applies to CSV files; {source} is a store")
+        return _store_data(source)
     path = Path(source)
     if nominal and path.suffix.lower() != ".csv":
         raise DataError(f"data.nominal applies to CSV files; {source} is not one (its reader knows its "
@@ -54,19 +74,144 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
     if path.suffix == ".zarr" and not path.exists():
         raise DataError(f"data source {source} does not exist")
     if path.is_dir() and (path / "zarr.json").exists():
-        stored = open_store(path)
-        try:
-            y = np.asarray(stored.y.compute(scheduler="threads"))
-        except StoreError:
-            raise
-        except ValueError as exc:  # a chunk that fails its checksum or does not decode (truncated)
-            raise _damaged(stored.path, exc) from exc
-        return JobData(X=StoreRows(stored.path, stored.X.shape), y=y, meta=dict(stored.meta, source=str(path)),
-                       lazy_X=stored.X)
+        return _store_data(path)
     if not path.exists() and (os.sep in source or path.suffix):
         raise DataError(f"data source {source} does not exist")
     dataset = load(source, nominal=list(nominal)) if nominal else load(source)
     return JobData(X=dataset.X, y=dataset.y, meta=dict(dataset.meta(), fingerprint=dataset_fingerprint(dataset)))
+
+
+def _store_data(path) -> JobData:
+    """A store's data: its labels read, its rows left in the store (tasks read them through a handle)."""
+    stored = open_store(path)
+    try:
+        y = np.asarray(stored.y.compute(scheduler="threads"))
+    except StoreError:
+        raise
+    except ValueError as exc:  # a chunk that fails its checksum or does not decode (truncated)
+        raise _damaged(stored.path, exc) from exc
+    return JobData(X=StoreRows(stored.path, stored.X.shape), y=y, meta=dict(stored.meta, source=str(path)),
+                   lazy_X=stored.X)
+
+
+def class_names(data: JobData) -> dict[str, int]:
+    """Class name -> code of each class present in ``data.y``.
+
+    Data without a class map (a store ingested from arrays keeps the
+    caller's codes) names each class by its code.
+
+    Examples
+    --------
+    >>> data = JobData(X=np.zeros((3, 1)), y=np.array([0, 1, 1]), meta={"class_map": {"b": 0, "a": 1, "c": 2}})
+    >>> class_names(data)
+    {'b': 0, 'a': 1}
+    """
+    present = set(np.unique(data.y).tolist())
+    class_map = data.meta.get("class_map") or {label_key(code): code for code in present}
+    return {str(name): int(code) for name, code in class_map.items() if int(code) in present}
+
+
+def coded_as(data: JobData, class_map: dict[str, int], *, reference: str) -> JobData:
+    """``data`` with its labels coded by ``class_map`` (the same classes, by name); itself where they already are.
+
+    Parameters
+    ----------
+    data : JobData
+    class_map : dict
+        Class name -> code wanted.
+    reference : str
+        Where ``class_map`` comes from ("the champion v0002"), for messages.
+
+    Raises
+    ------
+    DataError
+        The classes of ``data`` are not those of ``class_map`` (a new class, a
+        missing class), naming both.
+    """
+    names = class_names(data)
+    y = recode_labels(data.y, names, class_map, source=data.name, reference=reference)
+    if names == {name: class_map[name] for name in names}:
+        return data
+    logger.info("%s: labels coded as %s codes them (%s), not as the class balance would", data.name, reference,
+                ", ".join(f"{name!r} -> {code}" for name, code in sorted(class_map.items(), key=lambda kv: kv[1])))
+    labels, counts = np.unique(y, return_counts=True)
+    meta = dict(data.meta, class_map=dict(class_map),
+                class_counts={str(int(k)): int(c) for k, c in zip(labels, counts)})
+    return dataclasses.replace(data, y=y, meta=meta)
+
+
+def code_labels(data: JobData, *, positive=None, champion: dict | None = None,
+                champion_id: str = "champion") -> tuple[JobData, object]:
+    """The data with its labels coded as the job or the champion fixes them, and the positive label (a code).
+
+    In order of precedence:
+
+    * a champion's meta (a retraining): its ``class_map`` and positive class,
+      so that the champion is scored against labels coded as it was trained
+      and the challenger learns the same coding; ``positive``, if given, must
+      name the champion's positive class;
+    * ``positive`` (the job's ``data.positive``): that class is 1, the other 0;
+    * neither: the data as read and its minority class
+      (:func:`~dimbsvm.model_selection.splits.positive_label`), as always.
+
+    Parameters
+    ----------
+    data : JobData
+    positive : str or number, default=None
+        The positive class as it appears in the data.
+    champion : dict, default=None
+        The champion model's meta (``class_map``, ``positive_label``).
+    champion_id : str, default="champion"
+        The champion's version, for messages.
+
+    Returns
+    -------
+    data : JobData
+        ``data`` itself where its coding is already the one fixed.
+    pos_label : int
+        The code of the positive class.
+
+    Raises
+    ------
+    DataError
+        The positive class does not occur in the data, the data's classes
+        differ from the champion's, or ``positive`` is not the champion's
+        positive class.
+
+    Examples
+    --------
+    >>> data = JobData(X=np.zeros((3, 1)), y=np.array([1, 0, 0]), meta={"class_map": {"no": 0, "yes": 1}})
+    >>> coded, pos_label = code_labels(data, positive="no")
+    >>> coded.y.tolist(), coded.meta["class_map"], pos_label
+    ([0, 1, 1], {'yes': 0, 'no': 1}, 1)
+    """
+    if champion is not None:
+        return _champion_coding(data, positive, champion, champion_id)
+    if positive is None:
+        return data, positive_label(data.y)
+    class_map = positive_class_map(list(class_names(data)), positive, source=data.name)
+    return coded_as(data, class_map, reference="data.positive"), 1
+
+
+def _champion_coding(data: JobData, positive, champion: dict, champion_id: str) -> tuple[JobData, object]:
+    reference = f"the champion {champion_id}"
+    name, code = positive_class(champion), champion.get("positive_label")
+    if code is None:
+        raise DataError(f"{reference} records no positive class in its meta; its labels cannot be matched to "
+                        f"{data.name}'s")
+    if positive is not None and name is not None and label_key(positive) != name:
+        raise DataError(f"data.positive is {label_key(positive)!r}, but {reference} was trained with the positive "
+                        f"class {name!r}; name that class, or retrain into a new registry")
+    class_map = champion.get("class_map") or {}
+    if not class_map and data.meta.get("class_map"):
+        raise DataError(f"{reference} records no class names and {data.name} has them "
+                        f"({', '.join(map(repr, class_names(data)))}); its labels cannot be matched by name")
+    if not class_map:  # neither side has names: the codes are the caller's own (no balance rule), kept
+        class_map = class_names(data)
+        if code not in class_map.values():
+            raise DataError(f"{data.name}: the positive label {code!r} of {reference} does not occur in the data; "
+                            f"its labels are {sorted(class_map.values())}")
+    return coded_as(data, {str(k): int(v) for k, v in class_map.items()}, reference=reference), code
 
 
 #: More distinct labels than this, most of them on a single row, is not a class label.
@@ -79,7 +224,8 @@ def check_job_data(data: JobData, job: dict) -> None:
     Checks the shape, NaN/inf (for a store, a chunked Dask reduction that
     also finds damaged chunks), the labels (at least two classes, a class
     label rather than a continuous or identifier column, two classes where
-    the estimator or a metric needs two), and that every fold is feasible:
+    the estimator or a metric needs two, ``data.positive`` one of the two
+    classes), and that every fold is feasible:
     each class has at least ``cv.n_splits`` rows, and each training fold has
     more rows than a feature stage's ``references``/``n_neighbors`` or the
     estimator's ``n_neighbors`` ask for.
@@ -119,6 +265,8 @@ def check_job_data(data: JobData, job: dict) -> None:
     if len(labels) < 2:
         raise DataError(f"{name}: only one class ({labels[0] if len(labels) else 'none'}) in the labels; "
                         "classification needs at least two")
+    if job["data"].get("positive") is not None:  # a class of this data, and one of two
+        positive_class_map(list(class_names(data)), job["data"]["positive"], source=name)
     singletons = int((counts == 1).sum())
     if len(labels) > MAX_CLASSES and singletons > len(labels) / 2:
         raise DataError(

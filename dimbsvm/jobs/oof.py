@@ -21,11 +21,12 @@ fold. :func:`load_oof` gathers them.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import numpy as np
+
+from .._locks import atomic_file
 
 __all__ = ["OOF_DIR", "fold_predictions_path", "load_oof", "save_fold_predictions"]
 
@@ -51,10 +52,8 @@ def save_fold_predictions(directory, key, rows, y_true, y_pred, score) -> Path:
     lengths = {name: len(values) for name, values in arrays.items()}
     if len(set(lengths.values())) != 1:
         raise ValueError(f"out-of-fold arrays of fold {key} differ in length: {lengths}")
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
+    with atomic_file(path) as handle:  # a temporary name of this writer's own, on disk before the rename
         np.savez(handle, **arrays)
-    os.replace(tmp, path)
     return path
 
 

@@ -2,8 +2,11 @@
 
 One retraining run:
 
-1. open the job's current data and split off the holdout (a stratified
-   fraction with a seed, or a separate source);
+1. open the job's current data, code its labels as the champion coded them
+   (its class map and positive class, by class name; the job's
+   ``data.positive`` on the first run, else the minority rule), and split off
+   the holdout (a stratified fraction with a seed, or a separate source coded
+   the same way);
 2. fit the challenger on the remaining rows (through the fold engine: an
    ensemble's members are tasks of their own);
 3. load the champion (its manifest is verified: a tampered artifact stops the
@@ -20,6 +23,7 @@ unless forced.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -28,14 +32,15 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.model_selection import train_test_split
 
+from ..distributed.predict import feature_order
 from ..distributed.tasks import map_tasks
 from ..model_selection.folds import FoldSpec, run_folds
 from ..model_selection.scoring import score_rows
-from ..model_selection.splits import positive_label
 from ..exceptions import DataError
 from ..store import content_fingerprint
 from .registry import ModelRegistry
-from .data import JobData, check_job_data, load_job_data
+from .artifacts import positive_class
+from .data import JobData, check_job_data, class_names, code_labels, coded_as, load_job_data
 from .runner import pipeline_kwargs
 from .spec import job_search
 
@@ -106,7 +111,10 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
         The champion's artifact fails verification (tampered or damaged): no
         challenger is promoted over a model that cannot be checked.
     DataError
-        Bad data, or a holdout source whose features differ from the training data's.
+        Bad data, or a holdout source whose features differ from the training data's (in count, or in the
+        names of its columns: they are matched by name, in any order, as prediction matches them); a positive class
+        (``data.positive``) that is not a class of the data or not the champion's; data or a holdout whose
+        class names are not the champion's (or the training data's): a new or a missing class.
     """
     registry = ModelRegistry(registry_dir)
     if data is None:
@@ -117,24 +125,13 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     binary_gates = sorted(set(gates) & {"f_measure", "auc"})
     if binary_gates and len(np.unique(data.y)) > 2:
         raise DataError(f"{data.name}: gated metric(s) {', '.join(binary_gates)} need two classes")
-    pos_label = positive_label(data.y)
-
-    holdout_source = settings["holdout"].get("source")
-    if holdout_source:
-        train_data, train_rows = data, np.arange(len(data.y))
-        hold_data = load_job_data(holdout_source, nominal=job["data"].get("nominal", ()))
-        if tuple(hold_data.X.shape[1:]) != tuple(data.X.shape[1:]):
-            raise DataError(f"holdout {holdout_source} has {hold_data.X.shape[1:]} features per row, "
-                            f"the training data {data.X.shape[1:]}")
-        hold_rows = np.arange(len(hold_data.y))
-    else:
-        train_rows, hold_rows = train_test_split(
-            np.arange(len(data.y)), test_size=settings["holdout"]["fraction"],
-            random_state=settings["holdout"]["random_state"], stratify=data.y)
-        train_data = hold_data = data
-
     champion = registry.champion()
-    champion_model = registry.load(champion)[0] if champion else None  # verified before any work
+    champion_model, champion_meta = registry.load(champion) if champion else (None, None)  # verified before any work
+    # the champion's coding, not this batch's class balance: else a flipped balance inverts the labels it is
+    # scored against, and the challenger learns the other class as positive
+    data, pos_label = code_labels(data, positive=job["data"].get("positive"), champion=champion_meta,
+                                  champion_id=champion or "champion")
+    train_data, train_rows, hold_data, hold_rows = _holdout(job, data)
     fingerprints = {"data_fingerprint": content_fingerprint(data.meta) or None,
                     "model_fingerprint": model_fingerprint(job)}
     if champion and not force and fingerprints["data_fingerprint"]:
@@ -178,6 +175,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
         model_meta={"job": job["name"], "estimator": job["estimator"], "n_features": int(data.X.shape[1]),
                     "feature_names": data.meta.get("feature_names"),
                     "class_map": data.meta.get("class_map", {}), "positive_label": pos_label,
+                    "positive_class": _positive_name(data, pos_label),
                     "data_fingerprint": fingerprints["data_fingerprint"]})
     event = {"data_fingerprint": fingerprints["data_fingerprint"], "challenger_metrics": challenger_metrics,
              "champion": champion, "champion_metrics": champion_metrics}
@@ -192,6 +190,52 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     return RetrainOutcome(version=version, promoted=promoted, champion=champion,
                           challenger_metrics=challenger_metrics, champion_metrics=champion_metrics, reason=reason,
                           search_params=chosen.get("search_params"))
+
+
+def _holdout(job: dict, data: JobData):
+    """``(train_data, train_rows, hold_data, hold_rows)``: a stratified split of ``data``, or a separate source.
+
+    A separate source is coded as ``data`` is, by class name: its own class
+    balance (a reversed ratio) does not decide its coding.
+    """
+    settings = job["retrain"]["holdout"]
+    source = settings.get("source")
+    if not source:
+        train_rows, hold_rows = train_test_split(np.arange(len(data.y)), test_size=settings["fraction"],
+                                                 random_state=settings["random_state"], stratify=data.y)
+        return data, train_rows, data, hold_rows
+    hold_data = load_job_data(source, nominal=job["data"].get("nominal", ()))
+    if tuple(hold_data.X.shape[1:]) != tuple(data.X.shape[1:]):
+        raise DataError(f"holdout {source} has {hold_data.X.shape[1:]} features per row, "
+                        f"the training data {data.X.shape[1:]}")
+    hold_data = _columns_as(hold_data, data, f"holdout {source}")
+    hold_data = coded_as(hold_data, class_names(data), reference=f"the training data {data.name}")
+    return data, np.arange(len(data.y)), hold_data, np.arange(len(hold_data.y))
+
+
+def _columns_as(hold_data: JobData, data: JobData, source: str) -> JobData:
+    """The holdout with its columns in the training data's order, matched by name as prediction matches them.
+
+    A store's columns cannot be reordered in place: a store holdout whose
+    named columns are in another order is refused.
+    """
+    if len(hold_data.X.shape) != 2:
+        return hold_data  # time series: channels, not named feature columns
+    order = feature_order(hold_data.meta.get("feature_names"), hold_data.X.shape[1],
+                          feature_names=data.meta.get("feature_names"), n_features=data.X.shape[1], source=source)
+    if order is None:
+        return hold_data
+    if not isinstance(hold_data.X, np.ndarray):
+        raise DataError(f"{source}: its columns are the training data's in another order, and a store's columns "
+                        "are not reordered; ingest it with the training data's column order")
+    logger.info("%s: columns reordered by name to the training data's order", source)
+    return dataclasses.replace(hold_data, X=np.ascontiguousarray(hold_data.X[:, order]))
+
+
+def _positive_name(data: JobData, pos_label) -> str:
+    """The positive class's name, recorded in the model's meta so that a later retraining keeps it."""
+    name = positive_class({"class_map": class_names(data), "positive_label": pos_label})
+    return name if name is not None else str(pos_label)
 
 
 def _always_reported(data: JobData):

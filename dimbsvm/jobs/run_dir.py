@@ -10,31 +10,50 @@ given ``--out`` (refused when it names a file, a finished run, an empty or a
 foreign directory, or an unwritable place), or by default
 ``runs/<name>-<UTC timestamp>``, where the newest interrupted run of the same
 job on the same data is resumed instead of starting over.
+
+One writer per run directory: the process that plans a run claims it with an
+exclusive lock on ``.<name>.lock`` beside it (:func:`claim_run_dir`) and holds
+it until the run directory is renamed into place (:func:`release_run_dir`).
+A second process asking for the same ``--out``, or resuming the same
+interrupted run, is refused with one line naming the holder's pid; a default
+timestamped name that is taken or claimed gets a suffix ``-2``, ``-3``...
+The kernel drops the lock when its process dies, so the lock file of a killed
+run is free for the next one.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
 import hashlib
+import itertools
 import json
+import logging
 import os
+import re
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from .._locks import HeldLock, LockHeld, exclusive_lock, write_atomic
 from ..exceptions import DataError, DimbsvmError, JobSpecError
 
-__all__ = ["RunDirPlan", "check_out_path", "check_writable", "fold_file", "job_fingerprint", "open_partial", "partial_dir",
-           "plan_run_dir", "save_fold", "saved_progress", "summary_markdown", "write_json"]
+__all__ = ["RunDirPlan", "check_out_path", "check_writable", "claim_run_dir", "fold_file", "job_fingerprint",
+           "lock_file", "open_partial", "partial_dir", "plan_run_dir", "release_run_dir", "save_fold", "saved_progress",
+           "summary_markdown", "write_json"]
+
+logger = logging.getLogger(__name__)
 
 #: Where runs go without --out.
 RUNS_ROOT = Path("runs")
 _JOB_MARKER = "job-fingerprint"
 _DATA_MARKER = "data-fingerprint"
+_TEMPORARY = re.compile(r"\..+\.\d+-[0-9a-f]+\.tmp")  # the names of dimbsvm._locks.temporary_name
 
 
 @dataclass
@@ -51,12 +70,15 @@ class RunDirPlan:
         ``partial`` holds an interrupted run of the same job and data.
     saved_folds : int
         Folds already saved there.
+    claimed : bool
+        This process holds the run directory's lock (:func:`claim_run_dir`).
     """
 
     run_dir: Path
     partial: Path
     resuming: bool = False
     saved_folds: int = 0
+    claimed: bool = False
 
 
 def partial_dir(run_dir) -> Path:
@@ -121,8 +143,96 @@ def check_writable(path, what: str) -> None:
     os.unlink(name)
 
 
+def lock_file(run_dir) -> Path:
+    """The lock file that claims a run directory.
+
+    Examples
+    --------
+    >>> str(lock_file("runs/quickstart-20250101-120000"))
+    'runs/.quickstart-20250101-120000.lock'
+    """
+    run_dir = Path(run_dir)
+    return run_dir.with_name(f".{run_dir.name}.lock")
+
+
+#: Run directories this process has claimed, by absolute path.
+_CLAIMS: dict[Path, HeldLock] = {}
+_CLAIMS_LOCK = threading.Lock()
+
+
+def _claim_key(run_dir) -> Path:
+    return Path(run_dir).resolve()
+
+
+def claim_run_dir(run_dir) -> bool:
+    """Claim ``run_dir`` for this process: only it may write the run (its partial directory, its rename).
+
+    The claim is an exclusive lock on :func:`lock_file`, held until
+    :func:`release_run_dir` or the end of the process (a killed process's
+    lock dies with it). Claiming what this process already holds is allowed.
+
+    Returns
+    -------
+    bool
+        Whether this call took the claim (False: this process held it already).
+
+    Raises
+    ------
+    LockHeld
+        Another process holds it: "run directory X is being written by another
+        dimbsvm process (pid N); wait for it or choose another --out".
+    DimbsvmError
+        The lock file cannot be created there.
+    """
+    key = _claim_key(run_dir)
+    with _CLAIMS_LOCK:
+        held = _CLAIMS.get(key)
+        if held is not None and held.held:
+            return False
+        try:
+            Path(run_dir).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DimbsvmError(f"run directory {run_dir} cannot be created: {exc.strerror or exc}") from None
+        _CLAIMS[key] = exclusive_lock(lock_file(run_dir), f"run directory {run_dir}",
+                                      hint="wait for it or choose another --out")
+        return True
+
+
+def release_run_dir(run_dir) -> None:
+    """Give up this process's claim on ``run_dir`` and remove its lock file (nothing if not claimed)."""
+    with _CLAIMS_LOCK:
+        held = _CLAIMS.pop(_claim_key(run_dir), None)
+    if held is not None:
+        held.release()
+
+
+def _holds(run_dir) -> bool:
+    held = _CLAIMS.get(_claim_key(run_dir))
+    return held is not None and held.held
+
+
+@atexit.register
+def _release_all() -> None:
+    """Remove the lock files of claims still held at exit (a plan never run: ``dimbsvm validate``)."""
+    with _CLAIMS_LOCK:
+        held = list(_CLAIMS.values())
+        _CLAIMS.clear()
+    for lock in held:
+        lock.release()
+
+
+def _forget_claims() -> None:
+    """In a forked child: the parent's claims are the parent's, not to be released by the child."""
+    global _CLAIMS_LOCK
+    _CLAIMS_LOCK = threading.Lock()
+    _CLAIMS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_claims)
+
+
 def plan_run_dir(job: dict, data_fingerprint: str, *, out=None, resume: bool = False, fresh: bool = False,
-                 runs_root=RUNS_ROOT, now=None) -> RunDirPlan:
+                 runs_root=RUNS_ROOT, now=None, claim: bool = True) -> RunDirPlan:
     """Decide where a run goes and whether it resumes, refusing every path it could not use.
 
     Parameters
@@ -135,16 +245,22 @@ def plan_run_dir(job: dict, data_fingerprint: str, *, out=None, resume: bool = F
         The run directory asked for (``--out``). It must not exist; if its
         partial directory holds an interrupted run of the same job and data,
         that run is resumed. Without it the run goes to
-        ``runs_root/<name>-<UTC timestamp>``, unless an interrupted run of the
-        same job and data is found there: the newest is resumed.
+        ``runs_root/<name>-<UTC timestamp>`` (with a suffix ``-2``, ``-3``...
+        where that name is taken), unless an interrupted run of the same job
+        and data is found there that no process is writing: the newest is resumed.
     resume : bool, default=False
         Require an interrupted run to resume (an error if there is none).
     fresh : bool, default=False
         Start over: with ``out``, the interrupted run in its partial directory
-        is discarded; without, a new timestamped directory is used.
+        is discarded (only a partial directory dimbsvm wrote); without, a new
+        timestamped directory is used.
     runs_root : path, default="runs"
     now : datetime, default=None
         For the timestamp (tests).
+    claim : bool, default=True
+        Claim the run directory for this process (:func:`claim_run_dir`), so
+        that no other process writes it until the run ends; without, the plan
+        only looks (``dimbsvm validate``).
 
     Returns
     -------
@@ -154,44 +270,96 @@ def plan_run_dir(job: dict, data_fingerprint: str, *, out=None, resume: bool = F
     ------
     DimbsvmError
         ``out`` is a file, a finished run, an empty directory, a directory
-        that is not a run, or cannot be written; its partial directory holds
-        a run of another job or other data (without ``fresh``); ``resume``
-        with nothing to resume.
+        that is not a run, or cannot be written; another process is writing
+        it (:class:`~dimbsvm._locks.LockHeld`); its partial directory holds a
+        run of another job or other data (without ``fresh``), or with
+        ``fresh`` is not one dimbsvm wrote; ``resume`` with nothing to resume.
     """
     if resume and fresh:
         raise DimbsvmError("--resume and --fresh contradict each other; give one")
     fingerprint = job_fingerprint(job)
     if out is None:
-        runs_root = Path(runs_root)
-        found = None if fresh else _newest_resumable(runs_root, job["name"], fingerprint, data_fingerprint)
-        if found is not None:
-            run_dir, partial = found
-            return RunDirPlan(run_dir, partial, resuming=True, saved_folds=saved_progress(partial)[0])
-        if resume:
-            raise DimbsvmError(f"--resume: no interrupted run of job {job['name']!r} on this data under "
-                               f"{runs_root}/ (looked for {runs_root}/.{job['name']}-*.partial)")
-        stamp = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y%m%d-%H%M%S")
-        run_dir = runs_root / f"{job['name']}-{stamp}"
-        check_writable(runs_root, "run directory")
-        return RunDirPlan(run_dir, partial_dir(run_dir))
-
+        return _plan_default(job["name"], fingerprint, data_fingerprint, Path(runs_root), resume=resume, fresh=fresh,
+                             now=now, claim=claim)
     run_dir = Path(out)
     check_out_path(run_dir)
+    claimed_here = claim and claim_run_dir(run_dir)
+    try:
+        if claim:
+            check_out_path(run_dir)  # again, now that it is ours: a run that finished meanwhile is complete
+        plan = _plan_out(run_dir, fingerprint, data_fingerprint, resume=resume, fresh=fresh)
+    except BaseException:
+        if claimed_here:
+            release_run_dir(run_dir)
+        raise
+    plan.claimed = claim
+    return plan
+
+
+def _plan_out(run_dir: Path, fingerprint: str, data_fingerprint: str, *, resume: bool, fresh: bool) -> RunDirPlan:
     partial = partial_dir(run_dir)
-    if not partial.exists():
+    if not partial.exists() and not partial.is_symlink():
         if resume:
             raise DimbsvmError(f"--resume: there is no interrupted run to resume at --out {run_dir} "
                                f"(no {partial})")
         return RunDirPlan(run_dir, partial)
-    if not partial.is_dir():
-        raise DimbsvmError(f"{partial} (the partial directory of --out {run_dir}) is a file, not a run; "
+    if partial.is_symlink() or not partial.is_dir():
+        raise DimbsvmError(f"{partial} (the partial directory of --out {run_dir}) is a file or a link, not a run; "
                            "remove it or choose another --out")
     if fresh:
-        shutil.rmtree(partial)
+        _discard_partial(partial)
         return RunDirPlan(run_dir, partial)
     check_writable(partial, "--out")
     _check_partial(partial, fingerprint, data_fingerprint)
     return RunDirPlan(run_dir, partial, resuming=True, saved_folds=saved_progress(partial)[0])
+
+
+def _discard_partial(partial: Path) -> None:
+    """Remove an interrupted run for ``--fresh``: only a directory carrying dimbsvm's job fingerprint."""
+    if not (partial / _JOB_MARKER).is_file():
+        raise DimbsvmError(f"--fresh: {partial} has no {_JOB_MARKER} file, so dimbsvm did not write it and will not "
+                           "delete it; remove it yourself or choose another --out")
+    try:
+        shutil.rmtree(partial)
+    except OSError as exc:
+        raise DimbsvmError(f"--fresh: cannot remove the interrupted run {partial}: {exc.strerror or exc}") from None
+
+
+def _plan_default(name: str, fingerprint: str, data_fingerprint: str, runs_root: Path, *, resume: bool, fresh: bool,
+                  now, claim: bool) -> RunDirPlan:
+    found = None if fresh else _newest_resumable(runs_root, name, fingerprint, data_fingerprint, claim=claim)
+    if found is not None:
+        run_dir, partial = found
+        return RunDirPlan(run_dir, partial, resuming=True, saved_folds=saved_progress(partial)[0], claimed=claim)
+    if resume:
+        raise DimbsvmError(f"--resume: no interrupted run of job {name!r} on this data under "
+                           f"{runs_root}/ (looked for {runs_root}/.{name}-*.partial)")
+    stamp = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y%m%d-%H%M%S")
+    check_writable(runs_root, "run directory")
+    run_dir = _new_run_dir(runs_root, f"{name}-{stamp}", claim=claim)
+    return RunDirPlan(run_dir, partial_dir(run_dir), claimed=claim)
+
+
+def _taken(run_dir: Path) -> bool:
+    partial = partial_dir(run_dir)
+    return run_dir.exists() or run_dir.is_symlink() or partial.exists() or partial.is_symlink()
+
+
+def _new_run_dir(runs_root: Path, base: str, *, claim: bool) -> Path:
+    """``runs_root/base``, or ``base-2``, ``base-3``...: the first name no run uses and no process claims."""
+    for number in itertools.count(1):
+        run_dir = runs_root / (base if number == 1 else f"{base}-{number}")
+        if _taken(run_dir) or _holds(run_dir):
+            continue
+        if not claim:
+            return run_dir
+        try:
+            claim_run_dir(run_dir)
+        except LockHeld:  # another process planned this name an instant ago
+            continue
+        if not _taken(run_dir):
+            return run_dir
+        release_run_dir(run_dir)
 
 
 def check_out_path(out) -> None:
@@ -245,24 +413,52 @@ def _check_partial(partial: Path, fingerprint: str, data_fingerprint: str) -> No
             "or choose another --out")
 
 
-def _newest_resumable(runs_root: Path, name: str, fingerprint: str, data_fingerprint: str):
-    """``(run_dir, partial)`` of the newest interrupted run of this job and data under ``runs_root``, or None."""
+def _newest_resumable(runs_root: Path, name: str, fingerprint: str, data_fingerprint: str, *, claim: bool = True):
+    """``(run_dir, partial)`` of the newest interrupted run of this job and data under ``runs_root``, or None.
+
+    With ``claim``, a run another process is writing is not interrupted: it is
+    skipped, and the one returned is claimed for this process.
+    """
     if not runs_root.is_dir():
         return None
     candidates = []
     for partial in runs_root.glob(f".{name}-*.partial"):
-        try:
-            same = ((partial / _JOB_MARKER).read_text() == fingerprint
-                    and (partial / _DATA_MARKER).read_text() == data_fingerprint)
-        except OSError:
-            continue
         run_dir = runs_root / partial.name[1:-len(".partial")]
-        if same and not run_dir.exists():
-            candidates.append((run_dir.name, run_dir, partial))
-    if not candidates:
-        return None
-    _, run_dir, partial = max(candidates)  # names end in a UTC timestamp: the newest sorts last
-    return run_dir, partial
+        if _same_run(partial, fingerprint, data_fingerprint) and not run_dir.exists():
+            candidates.append((_stamp_order(run_dir.name[len(name) + 1:]), run_dir, partial))
+    for _, run_dir, partial in sorted(candidates, key=lambda c: c[0], reverse=True):  # the newest first
+        if not claim:
+            return run_dir, partial
+        try:
+            claimed_here = claim_run_dir(run_dir)
+        except LockHeld as exc:
+            logger.info("not resuming %s: %s", partial, exc)
+            continue
+        if _same_run(partial, fingerprint, data_fingerprint) and not run_dir.exists():  # still, now that it is ours
+            return run_dir, partial
+        if claimed_here:
+            release_run_dir(run_dir)
+    return None
+
+
+def _same_run(partial: Path, fingerprint: str, data_fingerprint: str) -> bool:
+    try:
+        return ((partial / _JOB_MARKER).read_text() == fingerprint
+                and (partial / _DATA_MARKER).read_text() == data_fingerprint)
+    except OSError:
+        return False
+
+
+def _stamp_order(rest: str):
+    """Sort key of what follows ``<name>-`` in a run's name: its UTC timestamp, then its suffix.
+
+    Examples
+    --------
+    >>> sorted(["20250101-120000-10", "20250101-120000-2", "20250101-120000"], key=_stamp_order)
+    ['20250101-120000', '20250101-120000-2', '20250101-120000-10']
+    """
+    match = re.fullmatch(r"(\d{8}-\d{6})(?:-(\d+))?", rest)
+    return (match.group(1), int(match.group(2) or 1)) if match else (rest, 0)
 
 
 def job_fingerprint(job: dict) -> str:
@@ -278,6 +474,7 @@ def open_partial(partial: Path, fingerprint: str, data_fingerprint: str, job_tex
     data would average folds of two datasets, so it is refused, and so is a
     fold file recorded for other data.
     """
+    _clear_leftovers(partial)
     if partial.exists():
         _check_partial(partial, fingerprint, data_fingerprint)
         finished = {}
@@ -306,6 +503,21 @@ def open_partial(partial: Path, fingerprint: str, data_fingerprint: str, job_tex
     return {}
 
 
+def _clear_leftovers(partial: Path) -> None:
+    """Remove the temporary files and directories of writers of this run that died mid-write.
+
+    Only dimbsvm's own temporary names are touched: ``.<partial>.tmp-<pid>``
+    beside it and ``.<file>.<pid>-<random>.tmp`` in it. The caller holds the
+    run's claim, so no live process is writing them.
+    """
+    for leftover in partial.parent.glob(f"{partial.name}.tmp-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    if partial.is_dir():
+        for leftover in partial.rglob(".*.tmp"):
+            if leftover.is_file() and _TEMPORARY.fullmatch(leftover.name):
+                leftover.unlink(missing_ok=True)
+
+
 def save_fold(partial: Path, key, record: dict, data_fingerprint: str) -> None:
     """Save one fold's record with the fingerprint of the data it was computed on."""
     write_json(partial / "folds" / fold_file(*key), {"data_fingerprint": data_fingerprint, "record": record})
@@ -316,11 +528,17 @@ def fold_file(seed, fold) -> str:
 
 
 def write_json(path: Path, payload) -> None:
-    """Write JSON atomically: a reader sees the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
-    os.replace(tmp, path)
+    """Write JSON atomically: a reader, or a run resumed after a crash, sees the old file or the whole new one.
+
+    The temporary file's name is unique to the writer and it is on disk
+    before the rename (:func:`dimbsvm._locks.write_atomic`).
+
+    Raises
+    ------
+    DimbsvmError
+        The file cannot be written (a full disk), naming it.
+    """
+    write_atomic(path, json.dumps(payload, indent=2, default=_json_default) + "\n")
 
 
 def summary_markdown(job, data, summary, records) -> str:

@@ -8,7 +8,8 @@ The run directory is assembled under a hidden ``.<name>.partial`` directory
 and renamed into place only when everything is written, so a failed run never
 leaves a directory that looks complete. Each fold's record is saved there as
 soon as it arrives; running the same job again with the same ``--out``
-resumes, reusing the folds already finished.
+resumes, reusing the folds already finished. One process at a time writes a
+run directory: it is claimed (a lock beside it) until the final rename.
 """
 
 from __future__ import annotations
@@ -25,18 +26,20 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..distributed import worker_versions
 from ..environment import package_versions, peak_rss_bytes
 from ..estimators import make_estimator, make_feature
 from ..model_selection.folds import FoldSpec, PartStore, run_folds
 from ..model_selection.scoring import TIME_METRICS, summarize
-from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
+from ..model_selection.splits import repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage, stored_stage_of
 from ..report import write_run_report
 from ..store import StoreRows, content_fingerprint
 from .artifacts import save_model
-from .data import JobData, check_job_data, load_job_data
+from .data import JobData, check_job_data, code_labels, load_job_data
 from .oof import OOF_DIR, fold_predictions_path, load_oof, save_fold_predictions
-from .run_dir import job_fingerprint, open_partial, save_fold, summary_markdown, write_json
+from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
+                      save_fold, summary_markdown, write_json)
 from .search_results import (load_fold_search, save_fold_search, search_overview, warn_failed_fits,
                              write_search_tables)
 from .spec import SEARCH_DEFAULTS, job_search
@@ -91,9 +94,11 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     client : distributed.Client or None
         Where the tasks run; ``None`` runs them in this process.
     out : path, default=None
-        The run directory; default ``runs/<name>-<UTC timestamp>``. It must
-        not exist yet; if an interrupted run of the same job left its partial
-        directory, the run resumes from it.
+        The run directory; default ``runs/<name>-<UTC timestamp>`` (with a
+        suffix ``-2``, ``-3``... where that name is taken). It must not exist
+        yet; if an interrupted run of the same job left its partial directory,
+        the run resumes from it. It is claimed for this process from here to
+        its final rename: another process writing it is refused.
     progress : bool, default=True
         Show task progress on stderr.
     job_text : str, default=None
@@ -105,18 +110,41 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     Returns
     -------
     RunResult
+
+    Raises
+    ------
+    LockHeld
+        Another process is writing the run directory (:func:`~dimbsvm.jobs.run_dir.claim_run_dir`).
+    FileExistsError
+        The run directory exists (a finished run).
     """
     started, tic = _dt.datetime.now(_dt.UTC), time.perf_counter()
-    run_dir = Path(out) if out else Path("runs") / f"{job['name']}-{_dt.datetime.now(_dt.UTC):%Y%m%d-%H%M%S}"
-    if run_dir.exists():
-        raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
+    if out and Path(out).exists():
+        raise FileExistsError(f"run directory {out} already exists and is complete; choose another --out")
     if data is None:
         data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
     check_job_data(data, job)
-
-    partial = run_dir.with_name(f".{run_dir.name}.partial")
-    fingerprint = job_fingerprint(job)
     data_fingerprint = content_fingerprint(data.meta)
+    # this process alone writes the run directory until it is renamed into place (the CLI claimed it when it
+    # planned the run; claiming again is then a no-op)
+    if out:
+        run_dir = Path(out)
+        claim_run_dir(run_dir)
+    else:  # a new timestamped name, claimed: two runs started in the same second get two directories
+        run_dir = plan_run_dir(job, data_fingerprint, fresh=True).run_dir
+    try:
+        if run_dir.exists():  # finished by another process before this one claimed it
+            raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
+        return _run_claimed(job, client, run_dir, data, data_fingerprint, progress=progress, job_text=job_text,
+                            started=started, tic=tic)
+    finally:
+        release_run_dir(run_dir)
+
+
+def _run_claimed(job, client, run_dir, data, data_fingerprint, *, progress, job_text, started, tic) -> RunResult:
+    """:func:`run_job` in the run directory this process has claimed."""
+    partial = partial_dir(run_dir)
+    fingerprint = job_fingerprint(job)
     finished = open_partial(partial, fingerprint, data_fingerprint, job_text, job)
     # a fold recorded without its out-of-fold predictions (a partial run of an earlier dimbsvm) runs
     # again: the report's curves must cover every fold
@@ -130,7 +158,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
             del finished[key]
 
     cv = job["cv"]
-    pos_label = positive_label(data.y)
+    data, pos_label = code_labels(data, positive=job["data"].get("positive"))  # the job's positive class
     steps = pipeline_kwargs(job)
     specs = []
     for seed in repeat_seeds(cv["n_repeats"], cv["random_state"]):
@@ -234,6 +262,7 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
         "reused_members": reused_members,
         "dimbsvm_version": __version__,
         "versions": {"python": platform.python_version(), **package_versions(RUN_PACKAGES)},
+        "worker_versions": worker_versions(client),  # what the tasks ran with ({} in this process)
         "started_at": started.isoformat(timespec="seconds"),
         "finished_at": finished_at.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - tic, 3),

@@ -8,17 +8,24 @@ import signal
 import threading
 
 from croniter import croniter
-from croniter.croniter import CroniterError
+from croniter.croniter import CroniterBadDateError, CroniterError
 
 from ..exceptions import JobSpecError
 
-__all__ = ["parse_cron", "run_schedule"]
+__all__ = ["MAX_YEARS_BETWEEN_RUNS", "parse_cron", "run_schedule"]
 
 logger = logging.getLogger(__name__)
+
+#: A cron expression must name a time within this many years of now. Some valid expressions never match
+#: (``0 0 30 2 *``: February 30th); leap days (every 4 years, 8 across a skipped century year) still pass.
+MAX_YEARS_BETWEEN_RUNS = 8
 
 
 def parse_cron(expression: str, start: _dt.datetime | None = None) -> croniter:
     """A cron iterator (five fields, or six with seconds last), with a clear error.
+
+    An expression that names no time within :data:`MAX_YEARS_BETWEEN_RUNS`
+    years of ``start`` is refused too: a schedule that would never run.
 
     Examples
     --------
@@ -29,12 +36,22 @@ def parse_cron(expression: str, start: _dt.datetime | None = None) -> croniter:
     Traceback (most recent call last):
     ...
     dimbsvm.exceptions.JobSpecError: invalid cron expression '61 * * * *': [61 * * * *] is not acceptable, out of range
+    >>> parse_cron("0 0 30 2 *")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.JobSpecError: cron expression '0 0 30 2 *' never matches: no time within 8 years names it
     """
     start = start or _dt.datetime.now(_dt.UTC)
     try:
-        return croniter(expression, start)
+        schedule = croniter(expression, start)
+        # a copy looks ahead, bounded, so the schedule returned still starts at ``start``
+        croniter(expression, start, max_years_between_matches=MAX_YEARS_BETWEEN_RUNS).get_next(_dt.datetime)
+    except CroniterBadDateError:
+        raise JobSpecError(f"cron expression {expression!r} never matches: no time within "
+                           f"{MAX_YEARS_BETWEEN_RUNS} years names it") from None
     except (CroniterError, ValueError, KeyError) as exc:
         raise JobSpecError(f"invalid cron expression {expression!r}: {exc}") from exc
+    return schedule
 
 
 def run_schedule(run_once, cron: str, *, max_runs: int | None = None, stop: threading.Event | None = None,

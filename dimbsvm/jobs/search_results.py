@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._locks import atomic_file
 from .run_dir import fold_file, write_json
 
 __all__ = ["SEARCH_DIR", "fold_search_path", "load_fold_search", "save_fold_search", "search_overview",
@@ -79,12 +80,10 @@ def write_search_tables(directory, selections: dict, *, scoring: str) -> None:
 
 def _write_csv(path: Path, rows: list) -> None:
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as handle:
+    with atomic_file(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    tmp.replace(path)
 
 
 def warn_failed_fits(key, selection: dict, error_score) -> None:

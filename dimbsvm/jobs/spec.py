@@ -12,6 +12,7 @@ Example job::
     data:
       source: yeast5            # bundled name, data file, or a dimbsvm Zarr store
       nominal: []               # CSV columns to one-hot encode although they hold numbers
+      positive: positive        # optional: the positive class as the data names it; default: the minority
     preprocessing:
       scaler: minmax            # minmax | standard | none (fitted per training fold)
       impute: none              # none | mean | median (NaN is rejected with none)
@@ -33,17 +34,18 @@ Example job::
     cv:
       n_splits: 5
       n_repeats: 2
-      random_state: 0           # repeat r shuffles with seed random_state + r
+      random_state: 0           # repeat r shuffles with seed random_state + r (below 2**32)
+                                # at most 1000 splits, 1000 repeats, 10000 fold tasks in all
     metrics: [g_mean, f_measure, auc, a_mean]
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 
 import jsonschema
-import yaml
 
 from ..estimators import estimator_names, feature_names, make_estimator, make_feature
 from ..model_selection.pipeline import IMPUTERS, SCALERS
@@ -51,8 +53,29 @@ from ..model_selection.stages import stored_stage_of
 from ..model_selection.scoring import METRICS, QUALITY_METRICS
 from ..model_selection.search import Search, candidate_params, estimator_params, stage_params
 from ..exceptions import JobSpecError
+from .yaml_load import parse_yaml, read_text_file
 
-__all__ = ["JOB_SCHEMA", "build_search", "describe_schema_error", "job_search", "load_job", "validate_job"]
+__all__ = ["JOB_SCHEMA", "MAX_FOLD_TASKS", "build_search", "describe_schema_error", "job_search", "load_job",
+           "load_job_file", "validate_job"]
+
+# Bounds on counts a job gives (also in the schema, which names them in its messages). Each is far above
+# what a study uses and far below what would run for days or exhaust the client before the first result.
+#: Largest seed: numpy's generators take seeds below 2**32.
+MAX_SEED = 2**32 - 1
+#: Most outer folds (k of k-fold CV); each class needs at least this many rows anyway.
+MAX_SPLITS = 1000
+#: Most CV repeats (papers use 1 to 100).
+MAX_REPEATS = 1000
+#: Most fold tasks, ``n_splits * n_repeats``: each is a task with a saved result.
+MAX_FOLD_TASKS = 10_000
+#: Most inner folds of a search, and most candidates it tries.
+MAX_INNER_SPLITS = 100
+MAX_CANDIDATES = 10_000
+#: Most task retries, and most workers of an embedded cluster (processes on one machine).
+MAX_RETRIES = 100
+MAX_WORKERS = 1024
+
+_SEED = {"type": "integer", "minimum": 0, "maximum": MAX_SEED, "$comment": "numpy seeds are below 2**32"}
 
 JOB_SCHEMA = {
     "type": "object",
@@ -68,6 +91,7 @@ JOB_SCHEMA = {
             "properties": {
                 "source": {"type": "string", "minLength": 1},
                 "nominal": {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
+                "positive": {"type": ["string", "number"]},
             },
         },
         "preprocessing": {
@@ -106,9 +130,11 @@ JOB_SCHEMA = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "n_splits": {"type": "integer", "minimum": 2},
-                "n_repeats": {"type": "integer", "minimum": 1},
-                "random_state": {"type": "integer", "minimum": 0},
+                "n_splits": {"type": "integer", "minimum": 2, "maximum": MAX_SPLITS,
+                             "$comment": "each class needs at least n_splits rows"},
+                "n_repeats": {"type": "integer", "minimum": 1, "maximum": MAX_REPEATS,
+                              "$comment": "each repeat is n_splits more fold tasks"},
+                "random_state": _SEED,
             },
         },
         "search": {
@@ -118,9 +144,9 @@ JOB_SCHEMA = {
             "properties": {
                 "params": {"type": "object", "minProperties": 1},
                 "method": {"enum": ["grid", "random"]},
-                "n_candidates": {"type": "integer", "minimum": 1},
-                "random_state": {"type": "integer", "minimum": 0},
-                "cv": {"type": "integer", "minimum": 2},
+                "n_candidates": {"type": "integer", "minimum": 1, "maximum": MAX_CANDIDATES},
+                "random_state": _SEED,
+                "cv": {"type": "integer", "minimum": 2, "maximum": MAX_INNER_SPLITS},
                 "scoring": {"enum": list(QUALITY_METRICS)},
                 "floor": {
                     "type": "object",
@@ -152,7 +178,7 @@ JOB_SCHEMA = {
                     "additionalProperties": False,
                     "properties": {
                         "fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
-                        "random_state": {"type": "integer", "minimum": 0},
+                        "random_state": _SEED,
                         "source": {"type": "string", "minLength": 1},
                     },
                 },
@@ -172,8 +198,9 @@ JOB_SCHEMA = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "retries": {"type": "integer", "minimum": 0},
-                "n_workers": {"type": "integer", "minimum": 1},
+                "retries": {"type": "integer", "minimum": 0, "maximum": MAX_RETRIES},
+                "n_workers": {"type": "integer", "minimum": 1, "maximum": MAX_WORKERS,
+                              "$comment": "an embedded cluster's workers are processes on this machine"},
                 "require_encryption": {"type": "boolean"},
             },
         },
@@ -196,27 +223,82 @@ DEFAULTS = {
 def read_yaml(path, what: str):
     """The YAML document in ``path``; a :class:`JobSpecError` naming ``what`` ("job", "suite") if unreadable.
 
-    The one loader of job and suite files.
+    The one loader of job and suite files: a regular file of limited size,
+    parsed with limits and without duplicate keys (see
+    :mod:`dimbsvm.jobs.yaml_load`).
     """
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise JobSpecError(f"cannot read {what} file {path}: {exc.strerror or exc}") from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise JobSpecError(f"{what} file {path} is not valid YAML: {exc}") from exc
+    return _read_yaml_text(path, what)[0]
+
+
+def _read_yaml_text(path, what: str):
+    """``(document, text)`` of the YAML file ``path``."""
+    text = read_text_file(path, what)
+    return parse_yaml(text, f"{what} file {Path(path)}"), text
+
+
+def _is_integer(checker, instance) -> bool:
+    # JSON Schema counts 3.0 as an integer; a count written 3.0 is more likely a slip (or a computed value)
+    # than meant, and numpy and Dask want ints, so only a YAML/Python int is one
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+#: Draft 2020-12, with "integer" meaning a Python int.
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
 
 
 def check_schema(spec, schema: dict, *, what: str, where: str) -> None:
-    """Raise a :class:`JobSpecError` on the first schema error of ``spec`` (shallowest key first)."""
+    """Raise a :class:`JobSpecError` on the first schema error of ``spec`` (shallowest key first).
+
+    Integers must be ints (``3.0`` is refused), and numbers finite (NaN and
+    infinity pass a schema's ``minimum``; see :func:`check_finite`).
+    """
     if not isinstance(spec, dict):
         raise JobSpecError(f"{where}: a {what} must be a mapping of keys to values, got {type(spec).__name__}")
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(spec),
+    errors = sorted(_Validator(schema).iter_errors(spec),
                     key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         raise JobSpecError(f"{where}: {describe_schema_error(errors[0])}")
+    check_finite(spec, where=where)
+
+
+#: Keys (the last two parts of the path: a job's or a suite method's search) where a non-finite number means
+#: something: a failed search candidate scores NaN, or -inf (never chosen).
+_NON_FINITE_ALLOWED = {("search", "error_score"): (-math.inf,)}
+
+
+def check_finite(spec, *, where: str = "job", path: tuple = ()) -> None:
+    """Refuse NaN and infinity anywhere in ``spec``, except where they have a meaning.
+
+    A schema's ``minimum: 0`` lets NaN through (every comparison with NaN is
+    false), and a NaN tolerance or fraction then fails every run instead of
+    the job.
+
+    Raises
+    ------
+    JobSpecError
+        ``'retrain.gates.g_mean.tolerance' is nan; it must be a finite number``.
+
+    Examples
+    --------
+    >>> check_finite({"retrain": {"gates": {"g_mean": {"tolerance": float("nan")}}}})
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.JobSpecError: job: 'retrain.gates.g_mean.tolerance' is nan; it must be a finite number
+    >>> check_finite({"search": {"error_score": float("nan")}})
+    """
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            check_finite(value, where=where, path=(*path, str(key)))
+    elif isinstance(spec, (list, tuple)):
+        for i, value in enumerate(spec):
+            check_finite(value, where=where, path=(*path, str(i)))
+    elif isinstance(spec, float) and not math.isfinite(spec):
+        allowed = _NON_FINITE_ALLOWED.get(path[-2:])
+        if allowed is not None and (math.isnan(spec) or spec in allowed):
+            return
+        raise JobSpecError(f"{where}: '{'.'.join(path)}' is {spec!r}; it must be a finite number")
 
 
 def load_job(path) -> dict:
@@ -225,12 +307,21 @@ def load_job(path) -> dict:
     Relative data paths are resolved against the job file's directory when
     they exist there, so a job runs the same from any working directory.
     """
+    return load_job_file(path)[0]
+
+
+def load_job_file(path) -> tuple[dict, str]:
+    """``(job, text)``: the job file validated as :func:`load_job` does, and its text as written.
+
+    The file is read once (see :func:`read_yaml` for the limits).
+    """
     path = Path(path)
-    job = validate_job(read_yaml(path, "job"), where=str(path))
+    spec, text = _read_yaml_text(path, "job")
+    job = validate_job(spec, where=str(path))
     source = Path(job["data"]["source"])
     if not source.is_absolute() and (path.parent / source).exists():
         job["data"]["source"] = str((path.parent / source).resolve())
-    return job
+    return job, text
 
 
 def validate_job(spec, *, where="job") -> dict:
@@ -253,6 +344,7 @@ def validate_job(spec, *, where="job") -> dict:
     """
     check_schema(spec, JOB_SCHEMA, what="job", where=where)
     job = _with_defaults(spec)
+    _check_cv_size(job["cv"], where)
     est = job["estimator"]
     if est["name"] not in estimator_names():
         raise JobSpecError(f"{where}: 'estimator.name' is {est['name']!r}; accepted: {', '.join(estimator_names())}")
@@ -278,6 +370,19 @@ def validate_job(spec, *, where="job") -> dict:
     except JobSpecError as exc:
         raise JobSpecError(f"{where}: {exc}") from None
     return job
+
+
+def _check_cv_size(cv: dict, where: str) -> None:
+    """The outer CV's fold count and seeds, beyond what the schema's per-key bounds say."""
+    folds = cv["n_splits"] * cv["n_repeats"]
+    if folds > MAX_FOLD_TASKS:
+        raise JobSpecError(f"{where}: cv.n_splits x cv.n_repeats is {cv['n_splits']} x {cv['n_repeats']} = {folds} "
+                           f"fold tasks; at most {MAX_FOLD_TASKS} are allowed: lower cv.n_repeats")
+    last = cv["random_state"] + cv["n_repeats"] - 1  # repeat r shuffles with seed random_state + r
+    if last > MAX_SEED:
+        raise JobSpecError(f"{where}: cv.random_state {cv['random_state']} + {cv['n_repeats']} repeats reaches seed "
+                           f"{last}; numpy seeds are below 2**32: lower cv.random_state to at most "
+                           f"{MAX_SEED - cv['n_repeats'] + 1}")
 
 
 #: A job's ``search`` keys left out, and their values.
@@ -362,6 +467,10 @@ def _with_defaults(spec: dict, defaults: dict = DEFAULTS) -> dict:
     return job
 
 
+def _whole_float(value) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
+
+
 def describe_schema_error(error) -> str:
     """One readable sentence for a JSON-Schema error."""
     key = ".".join(str(p) for p in error.absolute_path)
@@ -379,9 +488,14 @@ def describe_schema_error(error) -> str:
     if error.validator == "enum":
         return f"'{key}' is {error.instance!r}; accepted: {', '.join(map(str, schema['enum']))}"
     if error.validator == "type":
+        if _whole_float(error.instance) and "integer" in str(schema["type"]):
+            return f"'{key}' must be an integer, got {error.instance!r}; write {int(error.instance)}"
         return f"'{key}' must be of type {schema['type']}, got {type(error.instance).__name__} {error.instance!r}"
     if error.validator in ("minimum", "minItems", "minLength"):
         return f"'{key}' is {error.instance!r}; it must be at least {error.validator_value}"
+    if error.validator in ("maximum", "maxItems", "maxLength"):
+        why = f" ({schema['$comment']})" if "$comment" in schema else ""
+        return f"'{key}' is {error.instance!r}; it must be at most {error.validator_value}{why}"
     if error.validator in ("exclusiveMinimum", "exclusiveMaximum"):
         side = "greater" if error.validator == "exclusiveMinimum" else "less"
         return f"'{key}' is {error.instance!r}; it must be {side} than {error.validator_value}"
