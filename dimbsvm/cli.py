@@ -285,7 +285,9 @@ def _parser() -> argparse.ArgumentParser:
     rollback.add_argument("--reason", required=True, help="why (recorded in the registry's history)")
     rollback.set_defaults(handler=cmd_rollback)
 
-    ingest = verbs.add_parser("ingest", help="write a data file into a Zarr store")
+    ingest = verbs.add_parser("ingest", parents=[cluster],
+                              help="write a data file into a Zarr store (read in this process, or by the "
+                                   "workers of the cluster that --scheduler, --scheduler-file or --workers name)")
     ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts), bundled name, or Parquet/CSV "
                                        "file, directory, glob or URL (s3:// gs:// az:// https://; .csv.gz too)")
     ingest.add_argument("store", help="store directory to create")
@@ -463,10 +465,12 @@ def _cmd_predict(args) -> int:
     with _client(args, tls=tls):  # dask computes on the active client
         if out.suffix.lower() == ".csv":
             names = {int(code): name for name, code in (meta.get("class_map") or {}).items()}
-            out = write_prediction_csv(model, X, out, pos_label=meta["positive_label"], class_names=names)
+            out = write_prediction_csv(model, X, out, pos_label=meta["positive_label"], class_names=names,
+                                       feature_names=meta.get("feature_names"))
             print(f"wrote {X.shape[0]} predictions (row, prediction, decision{extra}) to {out}")
             return 0
         out = write_predictions(model, X, args.out, pos_label=meta["positive_label"],
+                                feature_names=meta.get("feature_names"),
                                 meta={"model": str(args.model), "data": str(args.data),
                                       "data_fingerprint": meta.get("data_fingerprint") or ""})
     print(f"wrote {X.shape[0]} predictions (y_pred, decision{extra}) to {out}")
@@ -577,6 +581,9 @@ def _client(args, *, tls=None, **kwargs):
 
 
 def _cmd_ingest(args) -> int:
+    import contextlib
+
+    from .distributed import check_cluster_options
     from .jobs.run_dir import check_writable
     from .store import ingest
     from .store.location import is_url
@@ -588,8 +595,13 @@ def _cmd_ingest(args) -> int:
         store = Path(args.store)
         check_target(store)  # before the source is read: only a store of dimbsvm's is ever replaced
         check_writable(store.parent if store.exists() else store, "store")  # the new store is staged beside it
-    stored = ingest(_ingest_source(args), args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
-                    verify=args.verify, dtype=args.dtype, compression=args.compression)
+    tls = _tls(args)
+    check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
+    on_cluster = bool(args.scheduler or args.scheduler_file or args.workers)
+    # without a cluster named, this process reads the source (in threads): no cluster start for small files
+    with (_client(args, tls=tls) if on_cluster else contextlib.nullcontext()):
+        stored = ingest(_ingest_source(args), args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
+                        verify=args.verify, dtype=args.dtype, compression=args.compression)
     meta = stored.meta
     print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows "
           f"({meta.get('compression', 'zstd')}), classes {meta.get('class_counts')}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import math
 import os
 import re
 import shlex
@@ -231,7 +232,20 @@ def _partial_of_other_data(d: Path):
     job_path = _job(d, data)
     job = load_job(job_path)
     open_partial(d / ".out.partial", job_fingerprint(job), "0" * 64, job_path.read_text(), job)
+    _write(d / ".out.partial" / "folds" / "seed0-fold0.json", json.dumps({"data_fingerprint": "0" * 64,
+                                                                          "record": {"seed": 0, "fold": 0}}))
     return ["run", job_path, "--out", d / "out"]
+
+
+def _failed_run_then_corrected(d: Path):
+    """A run that failed before saving a fold, then the corrected job with the same --out (issue 30)."""
+    from dimbsvm.jobs import load_job
+    from dimbsvm.jobs.run_dir import job_fingerprint, open_partial
+
+    data = _good_csv(d)
+    failed = load_job(_job(d, data, filename="failed.yaml", estimator={"name": "svc", "params": {"C": 2.0}}))
+    open_partial(d / ".out.partial", job_fingerprint(failed), "0" * 64, None, failed)  # what the failure left
+    return ["run", _job(d, data), "--out", d / "out", "--no-progress"]
 
 
 def _complete_run_dir(d: Path):
@@ -422,6 +436,9 @@ def _rows() -> list:
             creates=("out",)),
         Row("resume-over-other-data", "17.1", _partial_of_other_data,
             r"holds an interrupted run on other data \(data fingerprint 0{16}, now [0-9a-f]{16}\).*--fresh"),
+        Row("failed-run-then-corrected", "30.9", _failed_run_then_corrected, r"", code=0, lines=0, cluster=True,
+            creates=("out", "out/model"),
+            check=lambda d, r: not (d / ".out.partial").exists() or _fail("partial left")),
         Row("resume-nothing-to-resume", "17.13", lambda d: _run(d, None, "--resume"),
             r"--resume: there is no interrupted run to resume at --out"),
         # where it runs
@@ -485,6 +502,11 @@ def _rows() -> list:
         Row("predict-out-exists", "ok",
             lambda d: ["predict", _model(d), _good_csv(d), "--out", (d / "p.zarr").mkdir() or d / "p.zarr"],
             r"prediction output .*p\.zarr already exists", creates=("model",)),
+        Row("predict-empty-cell", "30.9",
+            lambda d: ["predict", _model(d), _unlabelled(d, empty=(3, 1)), "--out", d / "p.csv", "--workers", "1"],
+            r"row 4 \(counting data rows from 1\), column 2 is empty \(NaN\): every cell to score needs a finite "
+            r"number", cluster=True, creates=("model",),
+            check=lambda d, r: not (d / "p.csv").exists() or _fail("a prediction file was left")),
         Row("predict-unlabelled-csv", "17.16",
             lambda d: ["predict", _model(d), _unlabelled(d), "--out", d / "p.zarr", "--workers", "1"],
             r"", code=0, lines=0, cluster=True, creates=("model", "p.zarr"), check=_check_predictions),
@@ -563,9 +585,12 @@ def _hide_cryptography(d: Path) -> bool:
     return True
 
 
-def _unlabelled(d: Path) -> Path:
+def _unlabelled(d: Path, empty=None) -> Path:
     X, _ = _binary_data()
-    lines = ["a,b,c"] + [",".join(map(str, row)) for row in X[:10]]
+    cells = np.asarray(X[:10], dtype=object)
+    if empty is not None:
+        cells[empty] = ""
+    lines = ["a,b,c"] + [",".join(map(str, row)) for row in cells]
     return _write(d / "new.csv", "\n".join(lines) + "\n")
 
 
@@ -676,7 +701,119 @@ def _check_precision(d: Path, result: Result):
     assert open_store(d / "s.zarr").X[0, 0].compute() == 123456789.123  # float32 would give 123456792.0
 
 
-ROWS = _rows()
+
+
+# -- issue 30: job inputs refused before anything starts -------------------------------------------------------
+
+#: The "billion laughs": nine levels of nine aliases, 10**9 strings from a few hundred bytes.
+BOMB = "".join(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
+               for prev, name in zip([None, *"abcdefgh"], "abcdefghi"))
+
+
+
+def _data(d: Path, name="data.csv", header=None, n_classes=2) -> Path:
+    X, y = _binary_data()
+    if n_classes == 3:
+        X, y = X[:90], np.repeat(["a", "b", "c"], 30)
+    return _csv(d / name, X, y, header=header)
+
+
+def _validate(d: Path, *extra, data=None, **spec) -> list:
+    return ["validate", _job(d, data if data is not None else _data(d), **spec), *extra]
+
+
+def _job_text(d: Path, body: str) -> Path:
+    """A job file written as text (YAML that a dict cannot express: duplicate keys, aliases)."""
+    return _write(d / "job.yaml", f"data: {{source: {_data(d)}}}\nestimator: {{name: svc}}\ncv: {{n_splits: 3}}\n"
+                                  + body)
+
+
+def _fifo(d: Path) -> list:
+    os.mkfifo(d / "job.yaml")
+    return ["validate", d / "job.yaml"]
+
+
+def _locale_csv(d: Path) -> Path:
+    X, y = _binary_data()
+    cells = np.asarray(X, dtype=object)
+    cells[:, 1] = [f'"{v:.2f}"'.replace(".", ",") for v in X[:, 1]]  # a decimal comma, quoted as a spreadsheet does
+    return _csv(d / "data.csv", cells, y)
+
+
+def _many_classes(d: Path) -> Path:
+    n = 2000  # more than MAX_CLASSES (1000), two rows each: passes every other check with n_splits 2
+    rng = np.random.default_rng(0)
+    return _csv(d / "ids.csv", np.round(rng.normal(size=(2 * n, 1)), 3), [f"c{i // 2}" for i in range(2 * n)])
+
+
+def _holdout_other_columns(d: Path) -> list:
+    holdout = _data(d, "holdout.csv", header=["x0", "x1", "z", "class"])
+    return _validate(d, retrain={"holdout": {"source": str(holdout)}})
+
+
+def _schedule(d: Path, cron: str, data=None) -> list:
+    return ["schedule", _job(d, data if data is not None else _data(d)), "--registry", d / "reg", "--cron", cron,
+            "--max-runs", "1"]
+
+
+def _input_rows() -> list:
+    """Issue 30's job inputs: each refused by validate (or schedule) before anything starts."""
+    cases = [
+        # 30.1 the YAML file
+        Row("duplicate-key", "30.1", lambda d: ["validate", _job_text(d, "cv: {n_splits: 4}\n")],
+            r"job file .*job\.yaml: duplicate key 'cv' on line 4 \(first on line 3\)"),
+        Row("yaml-bomb", "30.1", lambda d: ["validate", _job_text(d, "description: x\nbomb:\n" + _indent(BOMB))],
+            r"aliases expand the document to more than 100000 values"),
+        Row("job-is-a-fifo", "30.1", _fifo, r"cannot read job file .*job\.yaml: it is a FIFO \(named pipe\), not a "
+                                            r"regular file", timeout=60),
+        # 30.2 NaN and infinity
+        Row("nan-tolerance", "30.2", lambda d: _validate(d, retrain={"gates": {"g_mean": {"tolerance": math.nan}}}),
+            r"'retrain\.gates\.g_mean\.tolerance' is nan; it must be a finite number"),
+        Row("nan-connect-timeout", "30.2", lambda d: [*_validate(d), "--connect-timeout", "nan"],
+            r"argument --connect-timeout: 'nan' is not allowed: give a finite number of seconds above 0"),
+        # 30.3 integers, seeds, addresses
+        Row("float-n-splits", "30.3", lambda d: _validate(d, cv={"n_splits": 3.0}),
+            r"'cv\.n_splits' must be an integer, got 3\.0; write 3"),
+        Row("seed-too-large", "30.3", lambda d: _validate(d, cv={"n_splits": 3, "random_state": 2**32}),
+            r"'cv\.random_state' is 4294967296; it must be at most 4294967295 \(numpy seeds are below 2\*\*32\)"),
+        Row("dashboard-address", "30.3", lambda d: [*_validate(d), "--dashboard-address", "foo:bar"],
+            r"argument --dashboard-address: 'foo:bar' is not \[HOST\]:PORT with PORT a number from 0 to 65535"),
+        # 30.4 sizes
+        Row("absurd-repeats", "30.4", lambda d: _validate(d, cv={"n_splits": 3, "n_repeats": 100_000_000}),
+            r"'cv\.n_repeats' is 100000000; it must be at most 1000"),
+        Row("too-many-classes", "30.4",
+            lambda d: _validate(d, data=_many_classes(d), cv={"n_splits": 2}, metrics=["g_mean"]),
+            r"ids\.csv: 2000 classes \(rows per class: 0: 2, .* and 1990 more\); a job may have at most 1000"),
+        # 30.5 numbers written for a locale
+        Row("csv-decimal-comma", "30.5", lambda d: _validate(d, data=_locale_csv(d)),
+            r"column 'x1' holds numbers written with a decimal comma, thousands separators or a percent sign "
+            r"\(line 2: '-?\d+,\d\d'.*declare the column nominal"),
+        # 30.6 what validate can know
+        Row("holdout-missing", "30.6", lambda d: _validate(d, retrain={"holdout": {"source": str(d / "nope.csv")}}),
+            r"retrain\.holdout\.source: data source .*nope\.csv does not exist"),
+        Row("holdout-other-columns", "30.6", _holdout_other_columns,
+            r"retrain\.holdout\.source .*holdout\.csv: column 2 is 'z', in the training data .* it is 'x2'"),
+        Row("f-measure-gate-three-classes", "30.6",
+            lambda d: _validate(d, data=_data(d, n_classes=3), metrics=["g_mean"],
+                                retrain={"gates": {"f_measure": {"tolerance": 0.0}}}),
+            r"3 classes, but retrain\.gates f_measure need two; gate on g_mean or a_mean"),
+        Row("holdout-fraction-too-small", "30.6",
+            lambda d: _validate(d, "--registry", d / "reg", retrain={"holdout": {"fraction": 0.01}}),
+            r"retrain\.holdout\.fraction 0\.01 of 100 rows holds out 1, fewer than its 2 classes"),
+        Row("cron-never-matches", "30.6", lambda d: _schedule(d, "0 0 30 2 *"),
+            r"cron expression '0 0 30 2 \*' never matches: no time within 8 years names it"),
+        Row("schedule-checks-data", "30.6",
+            lambda d: _schedule(d, "0 3 * * *", data=_csv(d / "one.csv", _binary_data()[0], ["a"] * 100)),
+            r"only one class .* classification needs at least two"),
+    ]
+    return cases
+
+
+def _indent(text: str) -> str:
+    return "".join(f"  {line}\n" for line in text.splitlines())
+
+
+ROWS = _rows() + _input_rows()
 READONLY = None
 
 
@@ -738,6 +875,7 @@ def test_row(row, catalogue):
     if row.lines:
         assert lines[0].startswith("dimbsvm"), context
         assert re.search(row.match, lines[0]), context
+        assert len(lines[0]) < 1000, context  # capped (a message listing every class once ran to 1 MB)
         assert "Traceback" not in result.stderr, context
     if not row.cluster:
         assert "dashboard" not in result.stdout, "a cluster was started" + context

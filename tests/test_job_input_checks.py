@@ -1,28 +1,21 @@
 """Issue 30: job input refused before anything starts, each as one line naming the cause.
 
-Rows run the real CLI in a subprocess, as the error catalogue of issue 17
-does (tests/test_error_catalogue.py, whose row, environment and assertions
-this file follows in small): exit status 2 (bad input), exactly one stderr
-line naming the cause, no cluster started, no run directory left. Where a subprocess adds
-nothing (the limits of the YAML loader, the checking functions), the
-function is called directly; the YAML bomb is timed that way, as the CLI's
-start-up (seconds of imports) would swamp the parse.
+The CLI's rows are in the error catalogue (tests/test_error_catalogue.py,
+``_input_rows``). Here the functions are called directly: the limits of the
+YAML loader, the schema's bounds, the checking functions; the YAML bomb is
+timed that way, as the CLI's start-up (seconds of imports) would swamp the
+parse.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import datetime as dt
 import math
 import os
 import re
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -30,74 +23,6 @@ import yaml
 
 from dimbsvm.exceptions import DataError, JobSpecError
 
-ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "dimbsvm.cli"]
-
-
-# -- rows, as the error catalogue runs them ---------------------------------------------------------------------
-
-
-@dataclass
-class Row:
-    """One bad input: how to make it (``setup(directory)`` returns the CLI's arguments) and the one stderr line."""
-
-    id: str
-    case: str  # "30.N": the issue's item
-    setup: Callable[[Path], list]
-    match: str  # regex searched in the one stderr line
-    code: int = 2  # the CLI's status for bad input
-    timeout: float = 180
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-    runs: list  # run directories left under the row's directory (none must be)
-
-
-def _env():
-    """This checkout importable first; no scheduler address or Dask log level from the caller."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.pop("DASK_SCHEDULER_ADDRESS", None)
-    env.pop("DASK_LOGGING__DISTRIBUTED", None)
-    return env
-
-
-def run_row(row: Row, directory: Path) -> Result:
-    directory.mkdir(parents=True)
-    command = CLI + [str(a) for a in row.setup(directory)]
-    start = time.monotonic()
-    proc = subprocess.run(command, cwd=directory, env=_env(), capture_output=True, text=True, timeout=row.timeout)
-    runs = sorted(str(p) for p in directory.rglob("metrics.json"))
-    return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start, runs)
-
-# -- inputs ----------------------------------------------------------------------------------------------------
-
-
-def _binary_data(n=100, minority=20, d=3, seed=0):
-    rng = np.random.default_rng(seed)
-    X = np.round(rng.normal(size=(n, d)), 4)
-    y = np.array(["neg"] * (n - minority) + ["pos"] * minority)
-    X[y == "pos"] += 1.0
-    return X, y
-
-
-def _csv(path: Path, X, y, header=None) -> Path:
-    X = np.asarray(X, dtype=object)
-    header = header or [f"x{j}" for j in range(X.shape[1])] + ["class"]
-    lines = [",".join(header)] + [",".join(map(str, row)) + f",{label}" for row, label in zip(X, y)]
-    return _write(path, "\n".join(lines) + "\n")
-
-
-def _job(d: Path, data, **spec) -> Path:
-    body = {"name": "checks", "data": {"source": str(data)}, "estimator": {"name": "svc"},
-            "cv": {"n_splits": 3}, "execution": {"n_workers": 1}}
-    body.update(spec)
-    return _write(d / "job.yaml", yaml.safe_dump(body, sort_keys=False))
 
 #: The "billion laughs": nine levels of nine aliases, 10**9 strings from a few hundred bytes.
 BOMB = "".join(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
@@ -110,144 +35,9 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _data(d: Path, name="data.csv", header=None, n_classes=2) -> Path:
-    X, y = _binary_data()
-    if n_classes == 3:
-        X, y = X[:90], np.repeat(["a", "b", "c"], 30)
-    return _csv(d / name, X, y, header=header)
-
-
-def _validate(d: Path, *extra, data=None, **spec) -> list:
-    return ["validate", _job(d, data if data is not None else _data(d), **spec), *extra]
-
-
-def _job_text(d: Path, body: str) -> Path:
-    """A job file written as text (YAML that a dict cannot express: duplicate keys, aliases)."""
-    return _write(d / "job.yaml", f"data: {{source: {_data(d)}}}\nestimator: {{name: svc}}\ncv: {{n_splits: 3}}\n"
-                                  + body)
-
-
-def _fifo(d: Path) -> list:
-    os.mkfifo(d / "job.yaml")
-    return ["validate", d / "job.yaml"]
-
-
-def _locale_csv(d: Path) -> Path:
-    X, y = _binary_data()
-    cells = np.asarray(X, dtype=object)
-    cells[:, 1] = [f'"{v:.2f}"'.replace(".", ",") for v in X[:, 1]]  # a decimal comma, quoted as a spreadsheet does
-    return _csv(d / "data.csv", cells, y)
-
-
-def _many_classes(d: Path) -> Path:
-    n = 2000  # more than MAX_CLASSES (1000), two rows each: passes every other check with n_splits 2
-    rng = np.random.default_rng(0)
-    return _csv(d / "ids.csv", np.round(rng.normal(size=(2 * n, 1)), 3), [f"c{i // 2}" for i in range(2 * n)])
-
-
-def _holdout_other_columns(d: Path) -> list:
-    holdout = _data(d, "holdout.csv", header=["x0", "x1", "z", "class"])
-    return _validate(d, retrain={"holdout": {"source": str(holdout)}})
-
-
-def _schedule(d: Path, cron: str, data=None) -> list:
-    return ["schedule", _job(d, data if data is not None else _data(d)), "--registry", d / "reg", "--cron", cron,
-            "--max-runs", "1"]
-
-
-def _rows() -> list:
-    cases = [
-        # 30.1 the YAML file
-        Row("duplicate-key", "30.1", lambda d: ["validate", _job_text(d, "cv: {n_splits: 4}\n")],
-            r"job file .*job\.yaml: duplicate key 'cv' on line 4 \(first on line 3\)"),
-        Row("yaml-bomb", "30.1", lambda d: ["validate", _job_text(d, "description: x\nbomb:\n" + _indent(BOMB))],
-            r"aliases expand the document to more than 100000 values"),
-        Row("job-is-a-fifo", "30.1", _fifo, r"cannot read job file .*job\.yaml: it is a FIFO \(named pipe\), not a "
-                                            r"regular file", timeout=60),
-        # 30.2 NaN and infinity
-        Row("nan-tolerance", "30.2", lambda d: _validate(d, retrain={"gates": {"g_mean": {"tolerance": math.nan}}}),
-            r"'retrain\.gates\.g_mean\.tolerance' is nan; it must be a finite number"),
-        Row("nan-connect-timeout", "30.2", lambda d: [*_validate(d), "--connect-timeout", "nan"],
-            r"argument --connect-timeout: 'nan' is not allowed: give a finite number of seconds above 0"),
-        # 30.3 integers, seeds, addresses
-        Row("float-n-splits", "30.3", lambda d: _validate(d, cv={"n_splits": 3.0}),
-            r"'cv\.n_splits' must be an integer, got 3\.0; write 3"),
-        Row("seed-too-large", "30.3", lambda d: _validate(d, cv={"n_splits": 3, "random_state": 2**32}),
-            r"'cv\.random_state' is 4294967296; it must be at most 4294967295 \(numpy seeds are below 2\*\*32\)"),
-        Row("dashboard-address", "30.3", lambda d: [*_validate(d), "--dashboard-address", "foo:bar"],
-            r"argument --dashboard-address: 'foo:bar' is not \[HOST\]:PORT with PORT a number from 0 to 65535"),
-        # 30.4 sizes
-        Row("absurd-repeats", "30.4", lambda d: _validate(d, cv={"n_splits": 3, "n_repeats": 100_000_000}),
-            r"'cv\.n_repeats' is 100000000; it must be at most 1000"),
-        Row("too-many-classes", "30.4",
-            lambda d: _validate(d, data=_many_classes(d), cv={"n_splits": 2}, metrics=["g_mean"]),
-            r"ids\.csv: 2000 classes \(rows per class: 0: 2, .* and 1990 more\); a job may have at most 1000"),
-        # 30.5 numbers written for a locale
-        Row("csv-decimal-comma", "30.5", lambda d: _validate(d, data=_locale_csv(d)),
-            r"column 'x1' holds numbers written with a decimal comma, thousands separators or a percent sign "
-            r"\(line 2: '-?\d+,\d\d'.*declare the column nominal"),
-        # 30.6 what validate can know
-        Row("holdout-missing", "30.6", lambda d: _validate(d, retrain={"holdout": {"source": str(d / "nope.csv")}}),
-            r"retrain\.holdout\.source: data source .*nope\.csv does not exist"),
-        Row("holdout-other-columns", "30.6", _holdout_other_columns,
-            r"retrain\.holdout\.source .*holdout\.csv: column 2 is 'z', in the training data .* it is 'x2'"),
-        Row("f-measure-gate-three-classes", "30.6",
-            lambda d: _validate(d, data=_data(d, n_classes=3), metrics=["g_mean"],
-                                retrain={"gates": {"f_measure": {"tolerance": 0.0}}}),
-            r"3 classes, but retrain\.gates f_measure need two; gate on g_mean or a_mean"),
-        Row("holdout-fraction-too-small", "30.6",
-            lambda d: _validate(d, "--registry", d / "reg", retrain={"holdout": {"fraction": 0.01}}),
-            r"retrain\.holdout\.fraction 0\.01 of 100 rows holds out 1, fewer than its 2 classes"),
-        Row("cron-never-matches", "30.6", lambda d: _schedule(d, "0 0 30 2 *"),
-            r"cron expression '0 0 30 2 \*' never matches: no time within 8 years names it"),
-        Row("schedule-checks-data", "30.6",
-            lambda d: _schedule(d, "0 3 * * *", data=_csv(d / "one.csv", _binary_data()[0], ["a"] * 100)),
-            r"only one class .* classification needs at least two"),
-    ]
-    return cases
-
-
 def _indent(text: str) -> str:
     return "".join(f"  {line}\n" for line in text.splitlines())
 
-
-ROWS = _rows()
-
-
-@pytest.fixture(scope="module")
-def results(request, tmp_path_factory):
-    """Run the selected rows two at a time (the CLI's start-up dominates); ``{id: Result or Exception}``."""
-    selected = {item.callspec.params["row"].id for item in request.session.items
-                if Path(str(item.path)) == Path(__file__) and hasattr(item, "callspec")
-                and "row" in item.callspec.params}
-    base = tmp_path_factory.mktemp("input-checks")
-
-    def one(row):
-        try:
-            return run_row(row, base / row.id)
-        except Exception as exc:  # noqa: BLE001 - reported by the row's test
-            return exc
-
-    rows = [row for row in ROWS if row.id in selected]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip([r.id for r in rows], pool.map(one, rows)))
-
-
-@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
-def test_cli_refuses(row, results):
-    result = results[row.id]
-    if isinstance(result, Exception):
-        raise result
-    context = f"\nrow {row.id}: exit {result.returncode}\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    assert result.returncode == row.code, context
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, context
-    assert lines[0].startswith("dimbsvm"), context
-    assert re.search(row.match, lines[0]), context
-    assert len(lines[0]) < 1000, context  # a capped message, not a list of every class
-    assert "Traceback" not in result.stderr, context
-    assert "dashboard" not in result.stdout, "a cluster was started" + context
-    assert not result.runs, context
 
 
 # -- 30.1 the YAML loader --------------------------------------------------------------------------------------

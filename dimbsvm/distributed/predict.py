@@ -182,9 +182,11 @@ def has_probability(model) -> bool:
     return hasattr(model, "predict_proba")
 
 
-def _score_block(block, model, pos_label, with_probability):
+def _score_block(block, model, pos_label, with_probability, feature_names=None, block_info=None):
     """Predicted label, positive-class score (and probability) of each row of one chunk, as (rows, 2 or 3)."""
     X = np.asarray(block, dtype=np.float64)
+    _refuse_empty_cells(X, first_row=block_info[0]["array-location"][0][0] if block_info else 0,
+                        feature_names=feature_names)
     out = np.empty((X.shape[0], 3 if with_probability else 2), dtype=np.float64)
     out[:, 0] = model.predict(X)
     out[:, 1] = positive_scores(model, X, pos_label)
@@ -193,7 +195,21 @@ def _score_block(block, model, pos_label, with_probability):
     return out
 
 
-def prediction_columns(model, X: da.Array, *, pos_label) -> dict[str, da.Array]:
+def _refuse_empty_cells(X: np.ndarray, *, first_row: int, feature_names=None) -> None:
+    """One line naming the first empty (NaN) or infinite cell of a chunk: a model cannot score it."""
+    bad = ~np.isfinite(X)
+    if not bad.any():
+        return
+    row, column = (int(i) for i in np.argwhere(bad)[0])
+    named = feature_names is not None and column < len(feature_names)
+    label = repr(str(feature_names[column])) if named else str(column + 1)
+    what = "empty (NaN)" if np.isnan(X[row, column]) else f"{X[row, column]}"
+    raise DataError(f"row {first_row + row + 1} (counting data rows from 1), column "
+                    f"{label} is {what}: every cell to score needs a finite number "
+                    f"({int(bad.sum())} such cell(s) in rows {first_row + 1}..{first_row + X.shape[0]})")
+
+
+def prediction_columns(model, X: da.Array, *, pos_label, feature_names=None) -> dict[str, da.Array]:
     """Lazy ``y_pred``, ``decision`` and, where the model has ``predict_proba``, ``probability`` columns.
 
     ``X``'s columns are taken by position: open the data with
@@ -203,14 +219,17 @@ def prediction_columns(model, X: da.Array, *, pos_label) -> dict[str, da.Array]:
     task holds more than a chunk of rows. ``decision`` grows with the
     likelihood of ``pos_label`` (scikit-learn's ``decision_function``
     orientation for the positive class); ``probability`` is the model's
-    probability of ``pos_label``.
+    probability of ``pos_label``. An empty (NaN) or infinite cell raises
+    :class:`~dimbsvm.exceptions.DataError` naming its row and its column
+    (by ``feature_names``, the model's, where given).
     """
     if X.ndim != 2:
         raise DataError(f"prediction needs 2-D features, got shape {X.shape}")
     X = X.rechunk({1: -1})
     with_probability = has_probability(model)
     width = 3 if with_probability else 2
-    scored = da.map_blocks(_score_block, X, dask.delayed(model), pos_label, with_probability,
+    names = list(feature_names) if feature_names is not None else None
+    scored = da.map_blocks(_score_block, X, dask.delayed(model), pos_label, with_probability, names,
                            dtype=np.float64, chunks=(X.chunks[0], (width,)))
     columns = {"y_pred": scored[:, 0].astype(np.int64), "decision": scored[:, 1]}
     if with_probability:
@@ -218,7 +237,7 @@ def prediction_columns(model, X: da.Array, *, pos_label) -> dict[str, da.Array]:
     return columns
 
 
-def predict_chunks(model, X: da.Array, *, pos_label) -> tuple[da.Array, da.Array]:
+def predict_chunks(model, X: da.Array, *, pos_label, feature_names=None) -> tuple[da.Array, da.Array]:
     """Lazy predictions and decision values of ``model`` over the row chunks of ``X``.
 
     Returns
@@ -227,11 +246,11 @@ def predict_chunks(model, X: da.Array, *, pos_label) -> tuple[da.Array, da.Array
     decision : dask.array.Array of float
         See :func:`prediction_columns`.
     """
-    columns = prediction_columns(model, X, pos_label=pos_label)
+    columns = prediction_columns(model, X, pos_label=pos_label, feature_names=feature_names)
     return columns["y_pred"], columns["decision"]
 
 
-def write_predictions(model, X: da.Array, out, *, pos_label, meta: dict) -> Path:
+def write_predictions(model, X: da.Array, out, *, pos_label, meta: dict, feature_names=None) -> Path:
     """Write ``y_pred``, ``decision`` (and ``probability``) arrays to a new Zarr store at ``out``.
 
     The store's completion marker is written after every chunk.
@@ -239,7 +258,7 @@ def write_predictions(model, X: da.Array, out, *, pos_label, meta: dict) -> Path
     out = Path(out)
     if out.exists():
         raise FileExistsError(f"prediction output {out} already exists")
-    columns = prediction_columns(model, X, pos_label=pos_label)
+    columns = prediction_columns(model, X, pos_label=pos_label, feature_names=feature_names)
     rows = X.chunks[0][0]
     group = open_stage(out, ".", meta.get("data_fingerprint", ""), meta)
     targets = [create_checksummed_array(group, name, shape=column.shape, dtype=column.dtype.name, chunks=(rows,))
@@ -250,7 +269,7 @@ def write_predictions(model, X: da.Array, out, *, pos_label, meta: dict) -> Path
     return out
 
 
-def write_prediction_csv(model, X: da.Array, out, *, pos_label, class_names: dict) -> Path:
+def write_prediction_csv(model, X: da.Array, out, *, pos_label, class_names: dict, feature_names=None) -> Path:
     """Write ``row,prediction,decision[,probability]`` lines to a new CSV file at ``out``, class names for labels.
 
     ``probability`` (of the positive class) is written where the model has
@@ -268,7 +287,7 @@ def write_prediction_csv(model, X: da.Array, out, *, pos_label, class_names: dic
     out = Path(out)
     if out.exists():
         raise FileExistsError(f"prediction output {out} already exists")
-    columns = prediction_columns(model, X, pos_label=pos_label)
+    columns = prediction_columns(model, X, pos_label=pos_label, feature_names=feature_names)
     y_pred, scores = columns.pop("y_pred"), list(columns.values())
     tmp = out.with_name(f".{out.name}.partial")
     start = 0

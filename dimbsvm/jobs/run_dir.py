@@ -287,7 +287,7 @@ def plan_run_dir(job: dict, data_fingerprint: str, *, out=None, resume: bool = F
     try:
         if claim:
             check_out_path(run_dir)  # again, now that it is ours: a run that finished meanwhile is complete
-        plan = _plan_out(run_dir, fingerprint, data_fingerprint, resume=resume, fresh=fresh)
+        plan = _plan_out(run_dir, fingerprint, data_fingerprint, resume=resume, fresh=fresh, claim=claim)
     except BaseException:
         if claimed_here:
             release_run_dir(run_dir)
@@ -296,7 +296,8 @@ def plan_run_dir(job: dict, data_fingerprint: str, *, out=None, resume: bool = F
     return plan
 
 
-def _plan_out(run_dir: Path, fingerprint: str, data_fingerprint: str, *, resume: bool, fresh: bool) -> RunDirPlan:
+def _plan_out(run_dir: Path, fingerprint: str, data_fingerprint: str, *, resume: bool, fresh: bool,
+              claim: bool = True) -> RunDirPlan:
     partial = partial_dir(run_dir)
     if not partial.exists() and not partial.is_symlink():
         if resume:
@@ -310,8 +311,25 @@ def _plan_out(run_dir: Path, fingerprint: str, data_fingerprint: str, *, resume:
         _discard_partial(partial)
         return RunDirPlan(run_dir, partial)
     check_writable(partial, "--out")
+    if not resume and _saved_nothing_of_another_run(partial, fingerprint, data_fingerprint):
+        # a run that failed or was stopped before saving anything: nothing to lose, so the corrected job starts
+        # over there instead of being refused (only a run, not validate, removes it)
+        if claim:
+            logger.info("%s holds a run of another job or data that saved nothing; starting over", partial)
+            _discard_partial(partial)
+        return RunDirPlan(run_dir, partial)
     _check_partial(partial, fingerprint, data_fingerprint)
     return RunDirPlan(run_dir, partial, resuming=True, saved_folds=saved_progress(partial)[0])
+
+
+def _saved_nothing_of_another_run(partial: Path, fingerprint: str, data_fingerprint: str) -> bool:
+    """Whether ``partial`` is dimbsvm's, of another job or data, and holds no saved fold or member."""
+    try:
+        job = (partial / _JOB_MARKER).read_text()
+        data = (partial / _DATA_MARKER).read_text() if (partial / _DATA_MARKER).is_file() else None
+    except OSError:
+        return False  # not dimbsvm's (no marker): refused by _check_partial, never removed
+    return (job, data) != (fingerprint, data_fingerprint) and saved_progress(partial) == (0, 0)
 
 
 def _discard_partial(partial: Path) -> None:
