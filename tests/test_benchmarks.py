@@ -535,3 +535,18 @@ def test_strong_scaling_fine_phases_are_per_kind_differences_over_workers():
     lines = render_fine({"runs": [{"workers": 2, "repeat": 0, "stages": {"ensemble": {"fine": fine}}}]},
                         kinds=("read", "oob", "score"))
     assert lines[-1] == "| 2 | 0 | ensemble | 0.00 / 0.00 | 2.50 / 0.25 |  |"
+
+
+def test_ingest_scale_table_is_the_median_of_its_repeats():
+    from benchmarks.ingest_scale import render_markdown
+
+    def row(method, wall, client, before, workers):
+        return {"n": 1000, "format": "parquet", "where": "local", "method": method, "wall_s": wall,
+                "rows_per_s": 1000 / wall, "client_peak": client, "client_rss_before": before,
+                "worker_peaks": workers}
+
+    rows = [row("dimbsvm", 2.0, 300e6, 250e6, [1e8, 2e8]), row("dimbsvm", 4.0, 310e6, 250e6, [3e8, 1e8]),
+            row("dimbsvm", 3.0, 320e6, 250e6, [1e8, 1e8]), row("dask", 1.0, 260e6, 240e6, [5e8, 1e8])]
+    line = render_markdown({"rows": rows}).splitlines()[-1]
+    # medians: 3.0 s against 1.0 s; 333 against 1,000 rows/s (ratio 0.33); client 310 MB, +60 MB; workers 200 MB
+    assert line == ("| 1,000 | parquet | local | 3.0 | 1.0 | 333 | 1,000 | 0.33 | 310 (+60) | 260 (+20) | 200 | 500 |")
