@@ -36,6 +36,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "dimbsvm.cli"]
 
+# The first row's test waits for the whole catalogue (a module fixture runs every row, two at a time): over
+# pytest-timeout's default of 600 s when a loaded machine makes each CLI start take seconds.
+pytestmark = pytest.mark.timeout(1800)
+
 
 # -- what a row is, and how it runs ---------------------------------------------------------------------------
 
