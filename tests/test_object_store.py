@@ -89,16 +89,3 @@ def test_a_job_on_an_s3_store_gives_the_local_store_records(s3_bucket, tmp_path)
         folds[name] = json.loads((tmp_path / f"run-{name}" / "metrics.json").read_text())["folds"]
     assert folds["s3"] == folds["local"]
     assert len(folds["s3"]) == 3
-
-
-def test_a_missing_filesystem_package_names_the_extra():
-    from dimbsvm.store.location import filesystem
-
-    pytest.importorskip("fsspec")
-    try:
-        import gcsfs  # noqa: F401
-        pytest.skip("gcsfs is installed here")
-    except ImportError:
-        pass
-    with pytest.raises(StoreError, match=r'needs a package that is not installed .*pip install "dimbsvm\[gcs\]"'):
-        filesystem("gs://bucket/x.zarr")

@@ -75,7 +75,7 @@ def test_crashed_ingest_leaves_nothing(tmp_path):
         ingest((X, y), tmp_path / "s.zarr", chunk_rows=20)
     with pytest.raises(StoreError, match="does not exist"):
         open_store(tmp_path / "s.zarr")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".s.zarr.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no staging, no lock file
 
 
 def test_incomplete_store_is_refused(tmp_path):

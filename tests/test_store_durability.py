@@ -143,7 +143,7 @@ def test_full_disk_keeps_the_old_store(small_disk):
     kept = verify_store(path)
     assert kept.meta["fingerprint"] == old.meta["fingerprint"]
     np.testing.assert_array_equal(kept.X.compute(), small[0])
-    assert sorted(p.name for p in small_disk.iterdir()) == [".s.zarr.lock", "s.zarr"]
+    assert sorted(p.name for p in small_disk.iterdir()) == ["s.zarr"]  # no staging, no lock file
 
 
 @pytest.mark.parametrize("overwrite", [False, True])

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -41,6 +40,7 @@ import shutil
 import time
 from pathlib import Path
 
+from .._locks import LockHeld, exclusive_lock, fsync_dir
 from ..exceptions import StoreError
 from .location import filesystem
 from .stages import read_meta
@@ -63,40 +63,26 @@ def _siblings(path: Path, kind: str) -> list[Path]:
     return sorted(path.parent.glob(f".{path.name}.{kind}-*"))
 
 
-def _holder(lock_file: Path) -> str:
-    try:
-        pid = lock_file.read_text().strip()
-    except OSError:
-        pid = ""
-    return f" (pid {pid})" if pid.isdigit() else ""
-
-
 @contextlib.contextmanager
 def lock_target(path):
     """Hold the exclusive lock of a store path for the duration of a write.
 
-    The lock is ``fcntl.flock`` on ``.<name>.lock`` beside the path: it dies
-    with its process, so a killed ingest never leaves a path locked. A second
-    writer waits (saying so in the log) and then sees the first one's result.
+    The lock is ``fcntl.flock`` on ``.<name>.lock`` beside the path
+    (:func:`dimbsvm._locks.exclusive_lock`): it dies with its process, so a
+    killed ingest never leaves a path locked, and the file is removed on
+    release. A second writer waits (saying so in the log) and then sees the
+    first one's result.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_file = path.with_name(f".{path.name}.lock")
-    with open(lock_file, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.warning("store %s is being written by another dimbsvm process%s; waiting for it to finish",
-                           path, _holder(lock_file))
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    try:
+        lock = exclusive_lock(lock_file, f"store {path}", hint="waiting for it to finish")
+    except LockHeld as exc:
+        logger.warning("%s", exc)
+        lock = exclusive_lock(lock_file, f"store {path}", wait=True)
+    with lock:
+        yield
 
 
 def check_target(path) -> str:
@@ -218,19 +204,19 @@ def swap_in(staged, path, target_state: str) -> None:
         What :func:`check_target` found there (under the same lock).
     """
     staged, path = Path(staged), Path(path)
-    _fsync_dir(staged)
+    fsync_dir(staged)
     if target_state in ("absent", "empty"):
         os.rename(staged, path)  # over an empty directory too: POSIX rename replaces it
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return
     if _exchange(staged, path):
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         shutil.rmtree(staged)  # now the old store
         return
     aside = _sibling(path, _REPLACED)
     os.rename(path, aside)
     os.rename(staged, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     shutil.rmtree(aside)
 
 
@@ -253,20 +239,6 @@ def _libc():
         return ctypes.CDLL(None, use_errno=True)
     except OSError:
         return None
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a directory's entries durable (a rename is in its parent's entries)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def check_url_target(url: str) -> str:
