@@ -26,8 +26,11 @@ def test_store_round_trip(s3_bucket, tmp_path):
     np.testing.assert_array_equal(again.y.compute(), y)
     rows = StoreRows(url, X.shape)  # what a task on a worker reads through
     np.testing.assert_array_equal(rows[np.array([3, 150, 499])], X[[3, 150, 499]])
-    # the same source again: reused, not rewritten
+    # the same source again: reused, not rewritten; in other chunks it would need a rebuild, which a URL never gets
     assert ingest((X, y), url, chunk_rows=100).meta == again.meta
+    with pytest.raises(StoreError, match=r"chunked in 100 rows, not the 50 asked for; a store at a URL is never "
+                                         r"replaced: ingest to a new URL"):
+        ingest((X, y), url, chunk_rows=50, overwrite=True)
 
 
 def test_missing_chunk_is_an_error_not_zeros(s3_bucket):

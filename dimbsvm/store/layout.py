@@ -349,8 +349,9 @@ def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checks
     if not problems:
         return True
     if not overwrite:
-        raise StoreError(f"store {path} holds this source, but " + "; ".join(problems)
-                         + "; pass overwrite=True (CLI: --overwrite) to rebuild it")
+        remedy = ("a store at a URL is never replaced: ingest to a new URL" if is_url(path)
+                  else "pass overwrite=True (CLI: --overwrite) to rebuild it")
+        raise StoreError(f"store {path} holds this source, but " + "; ".join(problems) + "; " + remedy)
     logger.info("rebuilding store %s: %s", path, "; ".join(problems))
     return False
 
