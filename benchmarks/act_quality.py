@@ -54,7 +54,7 @@ from sklearn.svm import SVC
 
 from dimbsvm.datasets import load_keel
 from dimbsvm.distributed import cluster_client
-from dimbsvm.model_selection.engine import map_tasks
+from dimbsvm.parallel import map_tasks
 from dimbsvm.model_selection.pipeline import build_pipeline
 from dimbsvm.model_selection.splits import fold_indices, positive_label
 from dimbsvm.metrics import f_measure, g_mean

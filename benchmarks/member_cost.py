@@ -7,7 +7,7 @@ Usage (from the repository root)::
 
 On ``make_imbalanced(n, 32, 1 % minority)`` held in memory, in this one
 process with the numeric libraries limited to one thread (as in a
-single-threaded Dask worker, see :mod:`dimbsvm.distributed.policy`), it
+single-threaded Dask worker, see :mod:`dimbsvm.parallel.policy`), it
 measures the CPU seconds of one member task, ``fit_member`` called with the
 arguments :meth:`EnsembleOTHRClassifier.plan_members` gives it, on a balanced
 bag of ``--bag`` rows with ``LinearSVC``, against the reference cost a member

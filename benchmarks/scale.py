@@ -43,7 +43,7 @@ import numpy as np
 from sklearn.svm import LinearSVC
 
 from dimbsvm.datasets import make_imbalanced
-from dimbsvm.model_selection.engine import map_tasks
+from dimbsvm.parallel import map_tasks
 from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.store import StoreRows, ingest
 from dimbsvm.svm.ensemble import fit_member

@@ -174,7 +174,7 @@ def evaluate(X, y, *, part, method, seed, fold, n_splits):
 
 def run(args):
     from dimbsvm.distributed import cluster_client
-    from dimbsvm.model_selection.engine import map_tasks
+    from dimbsvm.parallel import map_tasks
 
     table = PAPER_METHODS if args.part == "paper" else IMBALANCED_METHODS
     methods = args.methods or list(table)

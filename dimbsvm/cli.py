@@ -47,7 +47,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from . import __version__
+from ._version import __version__
 from .cli_listings import cmd_datasets, cmd_estimators, cmd_features
 from .cli_registry import cmd_models, cmd_promote, cmd_rollback, open_registry
 from .exceptions import DimbsvmError

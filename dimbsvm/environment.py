@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import importlib
 import importlib.metadata
 import os
 import platform
@@ -196,17 +197,18 @@ async def software_record_in_thread(packages=CLUSTER_PACKAGES) -> dict:
 
 def _dimbsvm_record() -> dict:
     try:
-        import dimbsvm
+        # The package is what is probed here, not a dependency of this module: imported by name.
+        package = importlib.import_module("dimbsvm")
     except Exception as exc:  # noqa: BLE001 - any import failure is what a task on this worker would meet
         text = " ".join(str(exc).split()) or type(exc).__name__
         return {"version": None, "build": None, "path": None, "error": f"{type(exc).__name__}: {text}"}
-    if getattr(dimbsvm, "__file__", None) is None:  # a directory named dimbsvm without __init__.py
-        where = ", ".join(getattr(dimbsvm, "__path__", [])) or "?"
+    if getattr(package, "__file__", None) is None:  # a directory named dimbsvm without __init__.py
+        where = ", ".join(getattr(package, "__path__", [])) or "?"
         return {"version": None, "build": None, "path": where, "error": f"{where} is not a dimbsvm installation"}
-    path = os.path.dirname(os.path.abspath(dimbsvm.__file__))
+    path = os.path.dirname(os.path.abspath(package.__file__))
     try:
         build = source_build(path)
     except OSError:  # sources that cannot be read (a zip, no permission): the version alone is compared
         build = None
-    return {"version": str(getattr(dimbsvm, "__version__", "unknown")), "build": build, "path": path,
+    return {"version": str(getattr(package, "__version__", "unknown")), "build": build, "path": path,
             "error": None}

@@ -16,7 +16,8 @@ from dimbsvm.datasets import make_imbalanced
 from dimbsvm.estimators import make_estimator, make_feature
 from dimbsvm.jobs import JobData, run_job, validate_job
 from dimbsvm.jobs.artifacts import load_model
-from dimbsvm.model_selection.folds import FoldSpec, PartStore, run_folds
+from dimbsvm.jobs.part_store import PartDirectory
+from dimbsvm.model_selection.folds import FoldSpec, run_folds
 from dimbsvm.model_selection.splits import positive_label, repeat_splits
 from dimbsvm.rows import TransformedRows, map_row_blocks, take_rows
 from dimbsvm.store import StoreRows, ingest
@@ -134,7 +135,7 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     """Scaler statistics, out-of-bag pooling and test scoring run as one task per stored chunk; the scaler is exact."""
     from sklearn.preprocessing import MinMaxScaler
 
-    from dimbsvm.distributed.tasks import TaskPlan, run_plan
+    from dimbsvm.parallel import TaskPlan, run_plan
     from dimbsvm.model_selection.bodies import FoldRows, minmax_block_range, prepare_from_ranges
     from dimbsvm.model_selection.folds import add_fold
 
@@ -234,7 +235,7 @@ def test_saved_parts_are_reused_not_refitted(client, small, sequential_fold, tmp
 
     X, y = small
     estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 2})
-    store = PartStore(tmp_path / "members")
+    store = PartDirectory(tmp_path / "members")
     # an interrupted run left members 0 and 2 of fold (0, 1) behind
     [spec] = _specs(y, [(0, 1)], 3)
     rows = FoldRows(spec.train, spec.test)
@@ -277,7 +278,7 @@ def test_base_estimator_is_chosen_by_registry_name_only():
 def test_a_store_job_sends_no_row_arrays_in_the_graph(tmp_path, graph_array_sizes, searched):
     """Over a store, labels and fold rows (a search's inner folds too) reach the tasks as a handle and as tasks,
     never as arrays."""
-    from dimbsvm.distributed.tasks import TaskPlan
+    from dimbsvm.parallel import TaskPlan
     from dimbsvm.model_selection.folds import add_fold
     from dimbsvm.model_selection.search import Search, candidate_params
 

@@ -298,7 +298,7 @@ def test_the_given_client_is_resolved_once_and_runs_every_pass(client, exchange,
     X, y = make_classification(n_samples=300, n_features=4, random_state=3)
     nbrs = _brute_neighbors(X, 5)
     resolved, seen = [], []
-    resolve, compute = chunked_module.resolve_client, chunked_module._compute
+    resolve, compute = chunked_module.current_client, chunked_module.compute
 
     def counted(given=None):
         resolved.append(given)
@@ -308,8 +308,9 @@ def test_the_given_client_is_resolved_once_and_runs_every_pass(client, exchange,
         seen.append(client)
         return compute(*collections, client=client)
 
-    monkeypatch.setattr(chunked_module, "resolve_client", counted)
-    monkeypatch.setattr(chunked_module, "_compute", recording)
+    monkeypatch.setattr(hpc_module, "current_client", counted)  # fit resolves here, predict in chunked_module
+    monkeypatch.setattr(chunked_module, "current_client", counted)
+    monkeypatch.setattr(chunked_module, "compute", recording)
     clf = HPCClassifier(solver="sgd", n_epochs=2, kernel="rbf", n_components=10, random_state=0,
                         exchange_dir=tmp_path if exchange else None, client=client)
     clf.fit(da.from_array(X, chunks=100), da.from_array(y, chunks=100),
@@ -450,7 +451,7 @@ class _ChunkLog:
 
 
 _LOG = _ChunkLog()
-_PIECE_JLJ, _COMPUTE = chunked_module.piece_jlj, chunked_module._compute
+_PIECE_JLJ, _COMPUTE = chunked_module.piece_jlj, chunked_module.compute
 _PARTIAL_FIT = hpc_module.SGDClassifier.partial_fit
 _PLACED, _SEND = chunked_module.placed_piece_jlj, chunked_module._send
 
@@ -505,7 +506,7 @@ def _lazy_input(X, y, chunk):
 def chunk_log(monkeypatch, client):
     """The log, with the fit's steps instrumented, on a distributed client."""
     _LOG.clear()
-    monkeypatch.setattr(chunked_module, "_compute", _logged_compute)
+    monkeypatch.setattr(chunked_module, "compute", _logged_compute)
     monkeypatch.setattr(chunked_module, "piece_jlj", _logged_piece)
     monkeypatch.setattr(hpc_module.SGDClassifier, "partial_fit", _logged_partial_fit)
     monkeypatch.setattr(chunked_module, "placed_piece_jlj", _logged_placed)

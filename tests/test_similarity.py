@@ -434,8 +434,8 @@ def test_the_given_client_is_resolved_once_and_runs_every_pass(client, selection
     X = _table(n=160, seed=4)
     y = (X[:, 0] > 0.5).astype(int)
     resolved, seen = [], []
-    resolve, compute, blocks_compute = (similarity_module._resolve_client, similarity_module._compute,
-                                        blocks_module._compute)
+    resolve, compute, blocks_compute = (similarity_module.current_client, similarity_module.compute,
+                                        blocks_module.compute)
 
     def counted(given):
         resolved.append(given)
@@ -447,9 +447,9 @@ def test_the_given_client_is_resolved_once_and_runs_every_pass(client, selection
             return target(*collections, client=client)
         return record
 
-    monkeypatch.setattr(similarity_module, "_resolve_client", counted)
-    monkeypatch.setattr(similarity_module, "_compute", recording(compute))
-    monkeypatch.setattr(blocks_module, "_compute", recording(blocks_compute))
+    monkeypatch.setattr(similarity_module, "current_client", counted)
+    monkeypatch.setattr(similarity_module, "compute", recording(compute))
+    monkeypatch.setattr(blocks_module, "compute", recording(blocks_compute))
     sim = SimilarityFeatures(references=5, reference_selection=selection, random_state=0, client=client)
     sim.fit(da.from_array(X, chunks=(40, X.shape[1])), da.from_array(y, chunks=40))
     assert resolved == [client]

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from dimbsvm.distributed.tasks import TaskPlan, map_tasks, run_plan
+from dimbsvm.parallel import TaskPlan, map_tasks, run_plan
 from dimbsvm.exceptions import DataError
 
 

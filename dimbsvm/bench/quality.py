@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from ..distributed import cluster_client
-from ..distributed.policy import TaskFailure
-from ..distributed.tasks import TaskPlan, run_plan
+from ..parallel import TaskPlan, run_plan
+from ..parallel.policy import TaskFailure
 from ..exceptions import DataError, DimbsvmError
 from ..jobs import check_job_data, load_job_data
 from ..model_selection.folds import FoldSpec, add_fold

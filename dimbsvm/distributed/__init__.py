@@ -1,19 +1,17 @@
-"""Where work runs: the only package that submits tasks.
+"""The cluster: starting or joining one, and checking its workers.
 
-Library code takes ``client=None`` and uses the current ``distributed`` client
-when there is one; only :func:`cluster_client` (used by the CLI and the job
-runner) may start an embedded ``LocalCluster``. :func:`map_tasks` and
-:func:`run_plan` run task bodies in this process without a client and as
-tasks with one, each under the execution policy of :mod:`.policy`.
+Only :func:`cluster_client` (used by the CLI, the job runner and the
+benchmarks) may start an embedded ``LocalCluster``; library code never does.
+How work runs on whatever client there is (in this process without one, as
+tasks with one) is :mod:`dimbsvm.parallel`'s job.
 """
 
 from .client import (ClusterConnectionError, NoWorkersError, SchedulerLostError, TLSSettings, WorkerMismatchError,
-                     check_cluster_options, check_scheduler_address, cluster_client, current_client)
+                     check_cluster_options, check_scheduler_address, cluster_client)
 from .compat import check_workers, worker_versions
 from .predict import predict_chunks, write_prediction_csv, write_predictions
-from .tasks import TaskPlan, compute, map_tasks, run_plan, share
 
-__all__ = ["ClusterConnectionError", "NoWorkersError", "SchedulerLostError", "TLSSettings", "TaskPlan",
+__all__ = ["ClusterConnectionError", "NoWorkersError", "SchedulerLostError", "TLSSettings",
            "WorkerMismatchError", "check_cluster_options", "check_scheduler_address", "check_workers", "cluster_client",
-           "compute", "current_client", "map_tasks", "predict_chunks", "run_plan", "share", "worker_versions",
+           "predict_chunks", "worker_versions",
            "write_prediction_csv", "write_predictions"]

@@ -21,6 +21,7 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 
+from ..parallel import compute
 from ..exceptions import DataError
 from ..store import create_checksummed_array, finish_stage, open_stage, stage_is_complete
 from .modalities import modality_distances, parse_modalities
@@ -125,7 +126,7 @@ def distance_moments(D, *, mask=None, client=None):
     n_blocks = D.numblocks[0]
     parts = da.map_blocks(block_moments, *args, chunks=((3,) * n_blocks, (D.shape[1],)),
                           dtype=np.float64, meta=np.empty((0, 0)))
-    (stacked,) = _compute(parts, client=client)
+    (stacked,) = compute(parts, client=client)
     return mean_and_spread(merge_moments(np.split(stacked, n_blocks)))
 
 
@@ -158,7 +159,7 @@ def reference_moments(X, references, modalities, *, parallel=True, client=None):
     parts = da.map_blocks(_chunk_moments, X, references=S, modalities=modalities, parallel=parallel,
                           chunks=((3,) * n_blocks, (width,)), drop_axis=list(range(2, X.ndim)) or None,
                           dtype=np.float64, meta=np.empty((0, 0)))
-    (stacked,) = _compute(parts, client=client)
+    (stacked,) = compute(parts, client=client)
     return mean_and_spread(merge_moments(np.split(stacked, n_blocks)))
 
 
@@ -231,7 +232,7 @@ def write_distance_blocks(X, references, modalities, store=None, name="default",
                           parallel=parallel, chunks=((3,) * n_blocks, (width,)),
                           drop_axis=list(range(2, X.ndim)) or None, dtype=np.float64,
                           meta=np.empty((0, 0)))
-    (stacked,) = _compute(parts, client=client)
+    (stacked,) = compute(parts, client=client)
     mu, sigma = mean_and_spread(merge_moments(np.split(stacked, n_blocks)))
     write_small(group, "mu", mu.reshape(len(mods), m))
     write_small(group, "sigma", sigma.reshape(len(mods), m))
@@ -304,9 +305,3 @@ def _parsed(modalities, input_shape):
         return modalities
     return parse_modalities(modalities, input_shape)
 
-
-def _compute(*collections, client=None):
-    """Compute Dask collections where the engine says (the given or current client, else here)."""
-    from ..model_selection.engine import compute
-
-    return compute(*collections, client=client)

@@ -21,6 +21,7 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 
+from ..parallel import compute
 from ..exceptions import DataError
 from ..store import create_checksummed_array, finish_stage, open_stage, stage_is_complete
 from .kernels import KERNELS, kernel_block, nystroem_normalization, resolve_gamma
@@ -107,7 +108,7 @@ def write_kernel_blocks(X, landmarks, store=None, name="default", *, kernel="rbf
                                       chunks=(X.chunks[0][0], S.shape[0]))
     K = X.map_blocks(_kernel_chunk, landmarks=S, kernel=kernel, gamma=gamma,
                      chunks=(X.chunks[0], (S.shape[0],)), dtype=np.float64, meta=np.empty((0, 0)))
-    _compute(da.store(K, target, lock=False, compute=False), client=client)
+    compute(da.store(K, target, lock=False, compute=False), client=client)
     finish_stage(group)
     logger.info("wrote %d x %d %s kernel blocks to %s/%s", X.shape[0], S.shape[0], kernel,
                 store_path, stage)
@@ -152,7 +153,7 @@ def write_nystroem_features(blocks, store, name="default", *, client=None):
         group = open_stage(store, stage, fingerprint, meta={"kind": "nystroem"})
         target = create_checksummed_array(group, "features", shape=features.shape, dtype="float64",
                                           chunks=(features.chunks[0][0], features.shape[1]))
-        _compute(da.store(features, target, lock=False, compute=False), client=client)
+        compute(da.store(features, target, lock=False, compute=False), client=client)
         finish_stage(group)
     group, _ = open_finished_stage(store, stage)
     return da.from_zarr(group["features"])
@@ -165,9 +166,3 @@ def _kernel_chunk(block, *, landmarks, kernel, gamma):
 def _right_multiply(block, *, matrix):
     return block @ matrix
 
-
-def _compute(*collections, client=None):
-    """Compute Dask collections where the engine says (the given or current client, else here)."""
-    from ..model_selection.engine import compute
-
-    return compute(*collections, client=client)

@@ -26,7 +26,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from dimbsvm._validation import refuse_sparse
-from .._client_param import ClientParamMixin
+from ..parallel import ClientParamMixin, compute, current_client
 from ..exceptions import DataError
 from .distances import METRICS
 from .distance_blocks import lazy_distances, reference_moments
@@ -259,13 +259,13 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
         X = self._check_X(X, reset=True)
         lazy = _is_dask(X)
         # where the passes over Dask chunks run: resolved once, passed down
-        client = _resolve_client(self.client) if lazy else None
-        compute = functools.partial(_compute, client=client)
+        client = current_client(self.client) if lazy else None
+        compute_on_client = functools.partial(compute, client=client)
         n = X.shape[0]
         self.modalities_ = parse_modalities(self.distances, X.shape[1:])
         y = self._check_y(y, n)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        self.references_, self.reference_indices_ = self._choose_references(X, y, seed, compute)
+        self.references_, self.reference_indices_ = self._choose_references(X, y, seed, compute_on_client)
         shape = (len(self.modalities_), self.references_.shape[0])
         if lazy:
             D = None
@@ -393,15 +393,3 @@ def _metric_names(distances):
     return {s if isinstance(s, str) else s.get("metric") for s in specs if isinstance(s, (str, dict))}
 
 
-def _resolve_client(client):
-    """The client to run on: the one given, else the current one, else ``None`` (this process)."""
-    from ..model_selection.engine import resolve_client
-
-    return resolve_client(client)
-
-
-def _compute(*collections, client):
-    """Compute Dask collections on ``client`` (``None``: Dask's threads in this process)."""
-    from ..model_selection.engine import compute
-
-    return compute(*collections, client=client)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import skops.io as sio
 
-from .. import __version__
+from .._version import __version__
 from ..exceptions import StoreError
 
 __all__ = ["TRUSTED_TYPES", "save_model", "load_model", "verify_model", "save_object", "load_object",

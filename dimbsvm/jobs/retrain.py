@@ -33,7 +33,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from ..distributed.predict import feature_order
-from ..distributed.tasks import map_tasks
+from ..parallel import map_tasks
 from ..model_selection.folds import FoldSpec, run_folds
 from ..model_selection.scoring import score_rows
 from ..exceptions import DataError

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..distributed import worker_versions
 from ..environment import package_versions, peak_rss_bytes
 from ..estimators import make_estimator, make_feature
-from ..model_selection.folds import FoldSpec, PartStore, run_folds
+from ..model_selection.folds import FoldSpec, run_folds
+from .part_store import PartDirectory
 from ..model_selection.scoring import TIME_METRICS, summarize
 from ..model_selection.splits import repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage, stored_stage_of
@@ -221,7 +222,7 @@ def _run_claimed(job, client, run_dir, data, data_fingerprint, *, progress, job_
         results, reused_members = run_folds(
             steps["estimator"], data.X, data.y, todo, client=client, scaler=steps["scaler"], impute=steps["impute"],
             features=steps["features"], metrics=job["metrics"], pos_label=pos_label,
-            retries=job["execution"]["retries"], part_store=PartStore(partial / "members"), on_result=save,
+            retries=job["execution"]["retries"], part_store=PartDirectory(partial / "members"), on_result=save,
             progress=progress, label="tasks", task_labels=data.X.labels() if isinstance(data.X, StoreRows) else None,
             stage=stage, keep_predictions=True, search=search)
     finally:

@@ -3,7 +3,6 @@
 - :func:`repeat_splits`, :func:`fold_indices`, :func:`positive_label` - the splits and the positive-class rule;
 - :func:`run_folds` / :class:`FoldSpec` - fit and score folds (and final models) as one plan of tasks;
 - :func:`knn_graph` - a dataset's kNN graph, in memory or built as tasks into a store;
-- :mod:`~dimbsvm.model_selection.engine` - where estimators hand their fan-out.
 """
 
 from .folds import FoldSpec, PartStore, run_folds

@@ -2,7 +2,7 @@
 
 For each fold (and for the final model, a "fold" whose training rows are all
 rows and which has no test rows) the engine adds to one
-:class:`~dimbsvm.distributed.tasks.TaskPlan`
+:class:`~dimbsvm.parallel.TaskPlan`
 
 * the fold's rows, sent once (:meth:`TaskPlan.share`), never inside each task;
 * a *prepare* task (:func:`~dimbsvm.model_selection.bodies.prepare_fold`);
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from ..distributed.tasks import TaskPlan, run_plan
+from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, gather_block,
                      member_bag, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold,
@@ -67,35 +67,22 @@ class FoldSpec:
     split: dict | None = None
 
 
-class PartStore:
-    """Where finished parts of multi-part folds are saved, and found again on resume.
+class PartStore(Protocol):
+    """Where finished parts of multi-part folds are kept, and found again on resume.
 
-    One skops file per (fold, part) under ``directory``; a fold's files are
-    removed once its result is saved.
+    The job layer gives one (:class:`dimbsvm.jobs.part_store.PartDirectory`:
+    a directory of skops files in the partial run directory); the engine
+    only calls these three methods, so it does no I/O of its own.
     """
 
-    def __init__(self, directory):
-        self.directory = Path(directory)
-
-    def path(self, key, index) -> Path:
-        name = "-".join(str(k) for k in key)
-        return self.directory / f"{name}-part{index}.skops"
-
     def load(self, key, index):
-        from ..jobs.artifacts import load_object
-
-        path = self.path(key, index)
-        return load_object(path) if path.exists() else None
+        """The saved part ``index`` of fold ``key``, or ``None``."""
 
     def save(self, key, index, part) -> None:
-        from ..jobs.artifacts import save_object
-
-        save_object(part, self.path(key, index))
+        """Keep a finished part."""
 
     def forget(self, key) -> None:
-        name = "-".join(str(k) for k in key)
-        for path in self.directory.glob(f"{name}-part*.skops"):
-            path.unlink(missing_ok=True)
+        """Drop a fold's parts once the fold's result is saved."""
 
 
 def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler, impute, features, metrics,
@@ -283,7 +270,7 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
         saved_parts.update(saved)
         reused += n_reused
     if reused:
-        logger.info("reusing %d finished part(s) from %s", reused, part_store.directory)
+        logger.info("reusing %d finished part(s) from %s", reused, part_store)
 
     def collect(ref, result):
         if ref.id in saved_parts:

@@ -1,7 +1,7 @@
 """Nested cross-validation in the fold engine: a fold whose estimator is chosen by a search on its training rows.
 
 For one outer fold (or the final model) :func:`add_searched_fold` adds, to the
-same :class:`~dimbsvm.distributed.tasks.TaskPlan` as every other fold,
+same :class:`~dimbsvm.parallel.TaskPlan` as every other fold,
 
 * per inner fold of the outer training rows: one *prepare* task (preprocessing
   and feature stages fitted once, shared by every candidate that sets the
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..distributed.policy import is_transient
-from ..distributed.tasks import TaskPlan
+from ..parallel import TaskPlan
+from ..parallel.policy import is_transient
 from .bodies import FoldRows, finish_fold, fit_part, fold_rows, parts_of, prepare_fold
 from .search import TIMES, Search, inner_splits, select_candidate, stage_params
 
@@ -171,7 +171,7 @@ def _guarded(error_score, body, *args, **kwargs):
     """``body(*args, **kwargs)``, or a :class:`FailedFit` when it raises and ``error_score`` is not ``"raise"``.
 
     Transient (I/O) errors are raised, not recorded: the engine retries the
-    task (:func:`~dimbsvm.distributed.policy.is_transient`), and a retry that
+    task (:func:`~dimbsvm.parallel.policy.is_transient`), and a retry that
     succeeds must score the candidate as if nothing had happened.
     """
     if error_score == "raise":

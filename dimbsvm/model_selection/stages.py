@@ -257,7 +257,7 @@ def build_stored_stage(stage: dict, data, *, client):
     """
     from .graph_build import knn_graph
     from ..store import StoreRows, stage_is_complete
-    from .engine import compute
+    from ..parallel import compute
 
     if not isinstance(data.X, StoreRows):
         raise JobSpecError("a stored feature stage needs a dimbsvm Zarr store as data.source; ingest the data "
@@ -300,7 +300,7 @@ def _build_similarity(stage, data, *, low, high, span, client) -> StoredSimilari
     """The similarity stage: references drawn from all rows, distances of every row to them, in the store."""
     from ..features.distance_blocks import write_distance_blocks
     from ..features.modalities import parse_modalities
-    from .engine import compute
+    from ..parallel import compute
 
     params = dict(stage.get("params") or {})
     n = len(data.y)

@@ -2,8 +2,7 @@
 
 :func:`fit_chunked` is :meth:`HPCClassifier.fit <dimbsvm.svm.hpc.HPCClassifier.fit>`
 on Dask arrays. It builds lazy work (Dask arrays, ``dask.delayed`` terms summed
-as a tree by :func:`tree_sum`) and hands every computation to the engine
-(:func:`dimbsvm.model_selection.engine.compute`, imported where it is used),
+as a tree by :func:`tree_sum`) and hands every computation to :func:`dimbsvm.parallel.compute`,
 on the client the estimator resolved once at the start of ``fit``. The numeric
 work of each task is in :mod:`dimbsvm.svm._hpc_kernels`. The passes:
 
@@ -73,6 +72,7 @@ from sklearn.utils.validation import column_or_1d
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.references import choose_rows_chunked
 from dimbsvm.graph.hypergraph import check_n_neighbors, validate_neighbors
+from dimbsvm.parallel import compute, current_client
 from dimbsvm.svm._base import binary_classes
 from dimbsvm.svm._hpc_kernels import (
     augment,
@@ -96,29 +96,11 @@ __all__ = [
     "jlj_through_disk",
     "moments",
     "pieces_of",
-    "resolve_client",
     "transformed_rows",
     "tree_sum",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-# -- where the work runs: the engine -----------------------------------------------------------
-
-
-def resolve_client(client=None):
-    """The client a fit runs on: the one given, else the current one, else ``None`` (this process)."""
-    from dimbsvm.model_selection.engine import resolve_client as engine_resolve_client
-
-    return engine_resolve_client(client)
-
-
-def _compute(*collections, client):
-    """Compute Dask collections on ``client`` (``None``: Dask's threads in this process)."""
-    from dimbsvm.model_selection.engine import compute
-
-    return compute(*collections, client=client)
 
 
 def _shares_memory(client):
@@ -128,7 +110,7 @@ def _shares_memory(client):
 
 def compute_scores(scores, *, client=None):
     """The values of a lazy score array, computed on ``client`` or the current client."""
-    return _compute(scores, client=resolve_client(client))[0]
+    return compute(scores, client=current_client(client))[0]
 
 
 def tree_sum(terms):
@@ -212,9 +194,9 @@ def fit_chunked(estimator, X, y, neighbors, *, client):
                 raise DataError("the exact kernel path needs data in memory; set n_components "
                                 "(Nystroem landmarks) for Dask input")
             rows = choose_rows_chunked(X.chunks[0], est.n_components, seed=est._seed,
-                                       compute=functools.partial(_compute, client=client))
+                                       compute=functools.partial(compute, client=client))
             est._check_components(n)
-            est._set_landmarks(_compute(X[rows], client=client)[0])
+            est._set_landmarks(compute(X[rows], client=client)[0])
             F = X.map_blocks(est._feature_block, chunks=(X.chunks[0], (est.n_components,)),
                              dtype=np.float64, meta=np.empty((0, 0)))
     with est._timed("jlj"):
@@ -231,14 +213,14 @@ def fit_chunked(estimator, X, y, neighbors, *, client):
 
 def moments(X, y, *, client):
     """``((classes, counts), all finite, sigma^2 of eq. (18), X.var())``, one pass over the chunks."""
-    return _compute(da.unique(y, return_counts=True), da.isfinite(X).all(),
+    return compute(da.unique(y, return_counts=True), da.isfinite(X).all(),
                     X.var(axis=0, ddof=1, dtype=np.float64).sum(), X.var(dtype=np.float64),
                     client=client)  # eq. (18)
 
 
 def transformed_rows(J, signs, R, *, client):
     """All transformed rows ``u_i = R^-T J_i`` and their signs, gathered in this process."""
-    return _compute(J.map_blocks(transform_rows, R=R, dtype=np.float64), signs, client=client)
+    return compute(J.map_blocks(transform_rows, R=R, dtype=np.float64), signs, client=client)
 
 
 def epoch_chunks(U, signs, rng, *, client):
@@ -248,14 +230,14 @@ def epoch_chunks(U, signs, rng, *, client):
     when the solver asks for it.
     """
     for b in rng.permutation(U.numblocks[0]):
-        yield _compute(U.blocks[int(b)], signs.blocks[int(b)], client=client)
+        yield compute(U.blocks[int(b)], signs.blocks[int(b)], client=client)
 
 
 def hinge_sums(J, signs, wb, *, client):
     """:func:`dimbsvm.svm._hpc_kernels.hinge_sums` of Dask rows: one term a chunk, summed as a tree."""
     terms = [dask.delayed(hinge_sums_of)(J_b, s_b, wb)
              for J_b, s_b in zip(J.to_delayed().ravel(), signs.to_delayed().ravel())]
-    return _compute(tree_sum(terms), client=client)[0]
+    return compute(tree_sum(terms), client=client)[0]
 
 
 # -- J^T L' J: bringing each hyperedge's rows together -------------------------------------------
@@ -303,7 +285,7 @@ def jlj_in_memory(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, client)
     for a, (start, stop) in enumerate(itertools.pairwise(starts)):
         block = neighbors[start:stop]
         if isinstance(block, da.Array):
-            block, = _compute(block, client=client)
+            block, = compute(block, client=client)
         block = validate_neighbors(block, n, rows=np.arange(start, stop), n_neighbors=k)
         for lo, hi in pieces_of(stop - start, step):
             touched, local = np.unique(block[lo:hi], return_inverse=True)
@@ -320,7 +302,7 @@ def jlj_in_memory(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, client)
                 for b in np.flatnonzero(np.diff(cuts))]
             terms.append(dask.delayed(piece_jlj)(blocks[a], lo, hi, local, parts,
                                                  sigma2=sigma2, gamma=gamma))
-    jlj, = _compute(tree_sum(terms), client=client)
+    jlj, = compute(tree_sum(terms), client=client)
     return jlj
 
 
@@ -374,19 +356,19 @@ def jlj_through_disk(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, dire
         path = str(scratch)
         # the two passes that write run to the end even when a task fails, so that nothing
         # writes into the directory after it is removed; the receive pass only reads
-        counts = _settled_results(_compute(*(
+        counts = _settled_results(compute(*(
             dask.delayed(_settled)(_plan, neighbor_blocks[a], a, starts, path, n_neighbors=k,
                                    step=step)
             for a in range(n_chunks)), client=client))
         asked = np.stack([c.sum(axis=0) for c in counts])  # asked[a, b]: rows a needs from b
-        _settled_results(_compute(*(
+        _settled_results(compute(*(
             dask.delayed(_settled)(_send, row_blocks[b], b, asked[:, b], path, dtype=dtype)
             for b in range(n_chunks)), client=client))
         terms = [dask.delayed(_receive)(neighbor_blocks[a], a, counts[a], starts, path,
                                         n_neighbors=k, step=step, n_features=d,
                                         sigma2=sigma2, gamma=gamma)
                  for a in range(n_chunks)]
-        jlj, = _compute(tree_sum(terms), client=client)
+        jlj, = compute(tree_sum(terms), client=client)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return jlj

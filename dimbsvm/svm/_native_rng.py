@@ -10,29 +10,19 @@ wherever they run, so fits whose estimator uses LIBLINEAR take this lock
 separate processes are unaffected, and other estimators never wait. Where
 the execution policy knows that no other fit can run in this process at the
 same time (a single-threaded Dask worker), it says so with
-:func:`concurrent_fits` and the lock is skipped.
+:func:`dimbsvm.parallel.policy.concurrent_fits` and the lock is skipped.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import threading
 
-__all__ = ["concurrent_fits", "fit_guard", "liblinear_guard", "uses_liblinear"]
+from ..parallel.policy import fits_may_overlap
+
+__all__ = ["fit_guard", "liblinear_guard", "uses_liblinear"]
 
 _LOCK = threading.RLock()
-_CONCURRENT = contextvars.ContextVar("dimbsvm_concurrent_fits", default=True)
-
-
-@contextlib.contextmanager
-def concurrent_fits(possible: bool):
-    """Declare, for the code inside, whether other threads of this process may fit at the same time."""
-    token = _CONCURRENT.set(bool(possible))
-    try:
-        yield
-    finally:
-        _CONCURRENT.reset(token)
 
 
 def uses_liblinear(estimator) -> bool:
@@ -60,7 +50,7 @@ def _trains_with_liblinear(estimator) -> bool:
 
 def liblinear_guard(estimator):
     """A context that holds the process-wide LIBLINEAR lock if ``estimator`` needs it (and others may fit)."""
-    return _LOCK if _CONCURRENT.get() and uses_liblinear(estimator) else contextlib.nullcontext()
+    return _LOCK if fits_may_overlap() and uses_liblinear(estimator) else contextlib.nullcontext()
 
 
 def fit_guard(model):

@@ -22,7 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
 
-from dimbsvm._client_param import ClientParamMixin
+from dimbsvm.parallel import ClientParamMixin, current_client, map_tasks
 from dimbsvm.graph.knn import KNN_METHODS
 from dimbsvm.svm._base import (
     _ShiftedMarginClassifier,
@@ -111,7 +111,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
     Members are fitted as Dask tasks when ``client`` is given or a
     ``distributed`` client is active (not from inside a Dask task): ``X`` and
     ``y`` are sent once and each task calls :func:`fit_member` with its seed
-    (:func:`dimbsvm.model_selection.engine.map_tasks`). Otherwise they are
+    (:func:`dimbsvm.parallel.map_tasks`). Otherwise they are
     fitted in-process, one after the other. The pooled search runs once, after all
     members, on the client. Seeds are drawn once from ``random_state``, so
     the fitted ensemble is identical either way and for any number of workers.
@@ -367,11 +367,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         """
         X, y, positive = self._validate_training_data(X, y)
         seeds, member_params = self._member_tasks()
-        # The engine decides where members run: on the given or current client, one task each
-        # (X and y sent once), else here, one after the other.
-        from dimbsvm.model_selection.engine import map_tasks, resolve_client
-
-        client = resolve_client(self.client)
+        # Members run on the given or current client, one task each (X and y sent once),
+        # else here, one after the other.
+        client = current_client(self.client)
         if client is not None:
             logger.info("fitting %d members on %s", len(seeds), client)
         members = map_tasks(

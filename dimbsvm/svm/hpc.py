@@ -38,7 +38,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dimbsvm._validation import refuse_sparse
-from dimbsvm._client_param import ClientParamMixin
+from dimbsvm.parallel import ClientParamMixin, current_client
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block, nystroem_normalization
 from dimbsvm.features.references import choose_rows
@@ -299,7 +299,7 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         self._seed = int(random_state.randint(np.iinfo(np.int32).max))
         if isinstance(X, da.Array):  # the client is resolved here, once, and passed down
             return chunked.fit_chunked(self, X, y, neighbors,
-                                       client=chunked.resolve_client(self.client))
+                                       client=current_client(self.client))
         refuse_sparse(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64)
         self.classes_, self._class_counts = binary_classes(y, type(self).__name__)

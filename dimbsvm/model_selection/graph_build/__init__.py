@@ -19,7 +19,7 @@ a store, builds the stage with one of two strategies:
 
 This package decides what to submit (:mod:`.partitioned_build`,
 :mod:`.sharded_build`, the steps they share in :mod:`._steps`); the task
-bodies are plain functions in :mod:`dimbsvm.graph`, and :mod:`dimbsvm.model_selection.engine` runs them
+bodies are plain functions in :mod:`dimbsvm.graph`, and :mod:`dimbsvm.parallel` runs them
 (in this process without a client, on the cluster with one). A finished
 stage with the same fingerprint (data and parameters) is reused; an
 unfinished one resumes from the steps on disk.

@@ -14,7 +14,7 @@ from ...graph.knn import KNN_METHODS
 from ...graph.stored import exact_chunk_task, float_dtype, merge_exact_parts, open_knn_graph
 from ...store import stage_is_complete
 from ...store.stages import resolve_input, row_chunked
-from ..engine import compute, map_tasks, resolve_client
+from ...parallel import compute, current_client, map_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def finished_graph(store_path, stage, fingerprint):
 
 def start_build(X, client):
     """``(client, timings)``: where the tasks run, once the rows are checked finite (timed as ``check``)."""
-    client = resolve_client(client)
+    client = current_client(client)
     tic = time.perf_counter()
     check_finite(X, client)
     return client, {"check": time.perf_counter() - tic}

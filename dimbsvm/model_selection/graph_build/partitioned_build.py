@@ -21,7 +21,7 @@ from ...graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, 
 from ...graph.stored import KNNGraph, check_n_neighbors, float_dtype, jsonable, open_knn_graph, peaks
 from ...store import finish_stage
 from ...store.stages import stage_fingerprint
-from ..engine import TaskPlan, map_tasks, run_plan, worker_memory_limits
+from ...parallel import TaskPlan, map_tasks, run_plan, worker_memory_limits
 from ._steps import chunk_bounds, copy_rows, exact_sample, finished_graph, prepare_input, start_build, warm_up
 
 __all__ = ["GROUP_MAX_ROWS", "GROUP_MIN_TASKS", "MIN_PARTITION_FACTOR", "REFINE_MEMORY_SHARE",

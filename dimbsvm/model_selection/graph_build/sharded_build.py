@@ -19,7 +19,7 @@ from ...graph.knn import EXACT_MAX_ROWS, _check_metric, default_build_neighbors,
 from ...graph.stored import KNNGraph, check_n_neighbors, float_dtype, jsonable, open_knn_graph, peaks
 from ...store import finish_stage, open_array
 from ...store.stages import stage_fingerprint
-from ..engine import map_tasks
+from ...parallel import map_tasks
 from ._steps import chunk_bounds, copy_rows, exact_sample, finished_graph, prepare_input, start_build, warm_up
 
 __all__ = ["build_sharded_graph"]

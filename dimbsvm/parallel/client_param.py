@@ -1,9 +1,9 @@
-"""The ``client=None`` parameter of estimators that hand work to the engine.
+"""The ``client=None`` parameter of estimators that hand out work (:mod:`dimbsvm.parallel`).
 
 An estimator that fans out (an ensemble's members, HPC-SVM's passes over Dask
 chunks, the similarity features' moments) takes ``client=None`` and resolves
 it once, at the top of ``fit``, with
-:func:`dimbsvm.model_selection.engine.resolve_client` (lazily imported there).
+:func:`dimbsvm.parallel.current_client`.
 A client holds sockets and an event loop, so :class:`ClientParamMixin` keeps
 it out of pickles and skops files, shares it (does not deep-copy it) in
 ``clone``, and gives models saved before the parameter existed ``client=None``.

@@ -11,7 +11,7 @@ Two entries:
   different folds and the final model run side by side.
 
 Without a client every call runs here, in order, in this process. With one,
-every call is a task run through :func:`dimbsvm.distributed.policy.run_task`
+every call is a task run through :func:`dimbsvm.parallel.policy.run_task`
 (thread limits, no retries of deterministic errors); a task's own exception
 reaches the caller as itself. Large shared inputs go through :func:`share`,
 once, never inside each task's spec.
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import dask
 
+from .clients import current_client
 from .policy import raise_failure, run_task
 from .progress import Progress
 
@@ -150,7 +151,7 @@ def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="t
     errors : {"raise", "return"}, default="raise"
         ``"raise"``: the first task error is raised (as itself). ``"return"``:
         a watched task that failed, or whose inputs did, has a
-        :class:`~dimbsvm.distributed.policy.TaskFailure` as its result and the
+        :class:`~dimbsvm.parallel.policy.TaskFailure` as its result and the
         rest of the plan goes on (a benchmark records the failure of one fold
         and keeps the others).
     """
@@ -287,7 +288,8 @@ def _identity(value):
 
 
 def compute(*collections, client=None):
-    """``dask.compute`` of Dask collections on ``client``, else with in-process threads."""
+    """``dask.compute`` of Dask collections on ``client`` or the current client, else with threads here."""
+    client = current_client(client)
     if client is not None:
         return tuple(client.compute(list(collections), sync=True))
     return dask.compute(*collections)

@@ -26,6 +26,7 @@ Work lost with a worker is recomputed by Dask regardless of this module.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import sys
@@ -34,11 +35,28 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TaskFailure", "is_transient", "raise_failure", "run_task", "task_threads", "task_working_memory",
-           "worker_threads"]
+__all__ = ["TaskFailure", "concurrent_fits", "fits_may_overlap", "is_transient", "raise_failure", "run_task",
+           "task_threads", "task_working_memory", "worker_threads"]
 
 #: OSErrors that a rerun would meet again: they are the caller's to fix, not the cluster's.
 _PERMANENT_OS_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+_CONCURRENT_FITS = contextvars.ContextVar("dimbsvm_concurrent_fits", default=True)
+
+
+@contextlib.contextmanager
+def concurrent_fits(possible: bool):
+    """Declare, for the code inside, whether other threads of this process may fit at the same time."""
+    token = _CONCURRENT_FITS.set(bool(possible))
+    try:
+        yield
+    finally:
+        _CONCURRENT_FITS.reset(token)
+
+
+def fits_may_overlap() -> bool:
+    """Whether other threads of this process may fit while this code does (see :func:`concurrent_fits`)."""
+    return _CONCURRENT_FITS.get()
 
 
 @dataclass
@@ -150,8 +168,6 @@ def run_task(func, kwargs: dict):
     for value in _values(kwargs):
         if isinstance(value, TaskFailure):
             return value
-    from dimbsvm.svm._native_rng import concurrent_fits
-
     n_threads = worker_threads()
     threads = task_threads(n_threads) if n_threads is not None else contextlib.nullcontext()
     memory = contextlib.nullcontext()
