@@ -71,7 +71,7 @@ def fit_dataset(name: str, protocol: dict, cache: Path, ensemble_params: dict) -
             continue
         start = time.perf_counter()
         record = {"oob": [], "test": [], "y_train": [], "y_test": [], "fit_seconds": []}
-        for seed, fold, train, test in folds:
+        for _seed, _fold, train, test in folds:
             scaler = MinMaxScaler().fit(X[train])
             X_train, X_test = scaler.transform(X[train]), scaler.transform(X[test])
             ens = EnsembleOTHRClassifier(SVC(**params), random_state=0, **ensemble_params)

@@ -299,11 +299,12 @@ def render_markdown(summary: dict) -> str:
         peak, before = med(rows, "client_peak"), med(rows, "client_rss_before")
         return f"{peak / 1e6:.0f} ({(peak - before) / 1e6:+.0f})"
 
+    def worker(rows):
+        return f"{statistics.median(max(r['worker_peaks']) for r in rows) / 1e6:.0f}" if rows else "-"
+
     for (n, fmt, where), methods in sorted(groups.items()):
         ours, base = methods.get("dimbsvm", []), methods.get("dask", [])
         ratio = med(ours, "rows_per_s") / med(base, "rows_per_s") if ours and base else float("nan")
-        worker = (lambda rows: f"{statistics.median(max(r['worker_peaks']) for r in rows) / 1e6:.0f}"
-                  if rows else "-")
         lines.append(f"| {n:,} | {fmt} | {where} | {med(ours, 'wall_s'):.1f} | {med(base, 'wall_s'):.1f} "
                      f"| {med(ours, 'rows_per_s'):,.0f} | {med(base, 'rows_per_s'):,.0f} | {ratio:.2f} "
                      f"| {memory(ours)} | {memory(base)} | {worker(ours)} | {worker(base)} |")

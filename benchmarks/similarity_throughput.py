@@ -54,7 +54,7 @@ def _dtw_rates(n_series, length, n_references, repeats):
     rows = []
     for parallel in (False, True):
         cpu_before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
-        t, _ = _median_time(lambda: pairwise_distances_to(X, S, "dtw", parallel=parallel), repeats)
+        t, _ = _median_time(lambda: pairwise_distances_to(X, S, "dtw", parallel=parallel), repeats)  # noqa: B023 - timed now
         # CPU time of this process (all its threads), per repeat: robust to other load on the machine.
         cpu = (resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu_before) / repeats
         rows.append((parallel, t, n_series / t, n_series * n_references / t, n_series / cpu))

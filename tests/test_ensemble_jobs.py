@@ -347,7 +347,7 @@ def test_stored_structural_stage_equals_exact_per_fold_graph(scheduler, tmp_path
         test_nb = index.kneighbors(global_scaled[test], n_neighbors=5, return_distance=False)
         scaler = MinMaxScaler().fit(X[train])
 
-        def features(rows, neighbours):
+        def features(rows, neighbours, train=train, scaler=scaler):
             indicator = sp.csr_matrix((np.ones(neighbours.size), neighbours.ravel(),
                                        np.arange(0, neighbours.size + 1, 5)), shape=(len(rows), len(train)))
             return sp.hstack([sp.csr_matrix(scaler.transform(X[rows])), indicator], format="csr")
