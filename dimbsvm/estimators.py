@@ -4,11 +4,20 @@ A job says ``estimator: {name: svc_balanced, params: {C: 10}}`` and
 ``features: [{name: similarity, params: {references: 50}}]``; this module turns
 those into fresh scikit-learn objects. Methods register here and nowhere else,
 and nothing in a job is ever imported or evaluated as code.
+
+Everything the job layer needs to know about a method is declared where it is
+registered: the classes a saved model of it may contain (the types loading
+trusts, :func:`trusted_types`), the fewest training rows its parameters need
+(:func:`fold_rows_needed`), and, for a feature stage, whether it can be kept in
+a store (:func:`storable_features`). What the estimator itself can say stays in
+the estimator: sparse input in scikit-learn's tags, LIBLINEAR use in
+``_uses_liblinear()`` (read by :mod:`dimbsvm.svm._native_rng`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Callable
 
 from sklearn.base import BaseEstimator
@@ -20,24 +29,57 @@ from .exceptions import JobSpecError
 __all__ = [
     "register_estimator", "make_estimator", "estimator_names", "describe_estimators",
     "register_feature", "make_feature", "feature_names", "describe_features",
+    "FoldRows", "fold_rows_needed", "storable_features", "trusted_types",
 ]
+
+
+@dataclass(frozen=True)
+class FoldRows:
+    """The fewest training rows a method's parameters need, and what to change when a fold has fewer.
+
+    Attributes
+    ----------
+    rows : int
+        A training fold needs at least this many rows.
+    asks : str
+        What the parameters ask for, e.g. ``"references=50 rows"``.
+    fix : str
+        The change to suggest, with ``{key}`` for the job key of the
+        parameters and ``{rows}`` for the rows there are, e.g.
+        ``"set {key}.references to at most {rows}"``.
+    """
+
+    rows: int
+    asks: str
+    fix: str
 
 
 @dataclass(frozen=True)
 class _Entry:
     factory: Callable[[], BaseEstimator]
     description: str
+    trusted_types: tuple[str, ...] = ()
+    fold_rows: Callable[[dict], FoldRows | None] | None = None
+    storable: bool = False
 
 
 _REGISTRY: dict[str, _Entry] = {}
 _FEATURES: dict[str, _Entry] = {}
 
 
-def register_feature(name: str, factory: Callable[[], BaseEstimator], description: str) -> None:
-    """Make a feature stage (a transformer) available to jobs under ``name``."""
+def register_feature(name: str, factory: Callable[[], BaseEstimator], description: str, *,
+                     trusted_types=(), fold_rows=None, storable: bool = False) -> None:
+    """Make a feature stage (a transformer) available to jobs under ``name``.
+
+    Parameters are those of :func:`register_estimator`, and
+
+    storable : bool, default=False
+        The stage can be computed once over a whole store and kept there
+        (``stored: true`` in a job; built by :mod:`dimbsvm.model_selection.stages`).
+    """
     if name in _FEATURES:
         raise ValueError(f"feature stage {name!r} is already registered")
-    _FEATURES[name] = _Entry(factory, description)
+    _FEATURES[name] = _Entry(factory, description, tuple(trusted_types), fold_rows, bool(storable))
 
 
 def feature_names() -> list[str]:
@@ -61,7 +103,8 @@ def make_feature(name: str, params: dict | None = None) -> BaseEstimator:
     return _build(_FEATURES, "feature stage", name, params)
 
 
-def register_estimator(name: str, factory: Callable[[], BaseEstimator], description: str) -> None:
+def register_estimator(name: str, factory: Callable[[], BaseEstimator], description: str, *,
+                       trusted_types=(), fold_rows=None) -> None:
     """Make an estimator available to jobs under ``name``.
 
     Parameters
@@ -72,10 +115,35 @@ def register_estimator(name: str, factory: Callable[[], BaseEstimator], descript
         Returns a new, unfitted estimator with the registry's defaults.
     description : str
         One line shown by ``dimbsvm estimators`` and in error messages.
+    trusted_types : sequence of str, default=()
+        Full import names of the package's classes a fitted model of this
+        method may contain (scikit-learn's own are always trusted). A saved
+        model is loaded only if every type in it is trusted.
+    fold_rows : callable, default=None
+        ``fold_rows(params) -> FoldRows or None``: the fewest training rows the
+        parameters (``get_params()`` of the built estimator) need; checked
+        against the smallest training fold before any work starts.
     """
     if name in _REGISTRY:
         raise ValueError(f"estimator {name!r} is already registered")
-    _REGISTRY[name] = _Entry(factory, description)
+    _REGISTRY[name] = _Entry(factory, description, tuple(trusted_types), fold_rows)
+
+
+def trusted_types() -> list[str]:
+    """Every class a saved model may contain besides scikit-learn's, from all registered methods, sorted."""
+    return sorted({t for registry in (_REGISTRY, _FEATURES) for entry in registry.values()
+                   for t in entry.trusted_types})
+
+
+def fold_rows_needed(kind: str, name: str, params: dict) -> FoldRows | None:
+    """What the registered ``kind`` (``"estimator"`` or ``"feature"``) ``name`` with ``params`` needs of a fold."""
+    entry = (_REGISTRY if kind == "estimator" else _FEATURES)[name]
+    return entry.fold_rows(params) if entry.fold_rows is not None else None
+
+
+def storable_features() -> list[str]:
+    """Feature stages that can be kept in a store (``stored: true``), sorted."""
+    return sorted(name for name, entry in _FEATURES.items() if entry.storable)
 
 
 def estimator_names() -> list[str]:
@@ -136,6 +204,27 @@ def _build(registry, kind, name, params):
     return estimator
 
 
+def _neighbors(params: dict) -> FoldRows | None:
+    """A kNN graph over the training rows (each row's ``n_neighbors`` others): ``n_neighbors + 1`` rows."""
+    k = params.get("n_neighbors")
+    if not isinstance(k, Integral) or isinstance(k, bool):
+        return None
+    return FoldRows(int(k) + 1, f"n_neighbors={k}", "set {key}.n_neighbors below {rows}")
+
+
+def _references(params: dict) -> FoldRows | None:
+    """A count of reference rows drawn from the training rows (a fraction always fits)."""
+    refs = params.get("references")
+    if not isinstance(refs, Integral) or isinstance(refs, bool):
+        return None
+    return FoldRows(int(refs), f"references={refs} rows",
+                    "set {key}.references to at most {rows}, or to a fraction such as 0.5")
+
+
+_OTHR = ("dimbsvm.svm.othr.OTHRClassifier",)
+_THR = ("dimbsvm.svm.othr.THRClassifier",)
+_ENSEMBLE = ("dimbsvm.svm.ensemble.EnsembleOTHRClassifier", "dimbsvm.svm.members.OTHRMember")
+
 register_estimator("svc", lambda: SVC(kernel="rbf", C=1.0, gamma="scale"),
                    "scikit-learn SVC (RBF kernel, C=1, gamma='scale')")
 register_estimator("svc_balanced", lambda: SVC(kernel="rbf", C=1.0, gamma="scale", class_weight="balanced"),
@@ -151,7 +240,9 @@ def _similarity():
 
 
 register_feature("similarity", _similarity,
-                 "distances to a reference set, normalised per reference (Fisher similarity kernel, eq. 10)")
+                 "distances to a reference set, normalised per reference (Fisher similarity kernel, eq. 10)",
+                 trusted_types=("dimbsvm.features.similarity.SimilarityFeatures",), fold_rows=_references,
+                 storable=True)
 
 
 def _svm(**params):
@@ -177,10 +268,12 @@ def _ensemble_othr():
     return EnsembleOTHRClassifier(estimator=_svm())
 
 
-register_estimator("othr", _othr, "SVM-OTHR: SVC with the threshold shift of best training G-mean (Yu et al.)")
-register_estimator("thr", _thr, "SVM-THR: SVC shifted by Lin & Chen's closed form (OTHR paper eq. 16)")
+register_estimator("othr", _othr, "SVM-OTHR: SVC with the threshold shift of best training G-mean (Yu et al.)",
+                   trusted_types=_OTHR, fold_rows=_neighbors)
+register_estimator("thr", _thr, "SVM-THR: SVC shifted by Lin & Chen's closed form (OTHR paper eq. 16)",
+                   trusted_types=_THR)
 register_estimator("ensemble_othr", _ensemble_othr, "EnSVM-OTHR: bagged OTHR members with perturbed shifts, "
-                   "majority vote; members fan out as Dask tasks")
+                   "majority vote; members fan out as Dask tasks", trusted_types=_ENSEMBLE, fold_rows=_neighbors)
 
 
 def _recommended():
@@ -191,7 +284,8 @@ def _recommended():
 
 
 register_estimator("recommended", _recommended, "the quality-first configuration (dimbsvm.recommended()): "
-                   "EnSVM-OTHR over a (C, gamma, class_weight) grid, the 3 settings of best out-of-bag ROC-AUC averaged")
+                   "EnSVM-OTHR over a (C, gamma, class_weight) grid, the 3 settings of best out-of-bag ROC-AUC "
+                   "averaged", trusted_types=_ENSEMBLE, fold_rows=_neighbors)
 
 
 def _act():
@@ -201,7 +295,8 @@ def _act():
 
 
 register_estimator("act", _act, "ACT: adaptive conformal transformation of the RBF kernel, rounds stopped on "
-                   "an internal validation split (Wu & Chang)")
+                   "an internal validation split (Wu & Chang)",
+                   trusted_types=("dimbsvm.svm.act.ACTClassifier", "dimbsvm.svm._conformal.ConformalTransform"))
 
 
 def _structural():
@@ -218,9 +313,11 @@ def _hik():
 
 register_feature("structural", _structural,
                  "[x, weight * n(x)]: kNN neighbourhood vector over the training rows appended (structural "
-                 "similarity); base: hik with weight: 10 gives the paper's hik+str")
+                 "similarity); base: hik with weight: 10 gives the paper's hik+str",
+                 trusted_types=("dimbsvm.features.structural.StructuralFeatures", "dimbsvm.graph.knn.KNNIndex"),
+                 fold_rows=_neighbors, storable=True)
 register_feature("hik", _hik, "unary code of [0, 1] features in `levels` steps: a linear SVM on it is a "
-                 "histogram-intersection-kernel SVM")
+                 "histogram-intersection-kernel SVM", trusted_types=("dimbsvm.features.hik.HIKEncoder",))
 
 
 def _hpc():
@@ -230,4 +327,5 @@ def _hpc():
 
 
 register_estimator("hpc", _hpc, "HPC-SVM: hinge SVM with hypergraph pairwise constraints (linear; rbf/laplacian "
-                   "exact for small n, Nystroem above)")
+                   "exact for small n, Nystroem above)", trusted_types=("dimbsvm.svm.hpc.HPCClassifier",),
+                   fold_rows=_neighbors)

@@ -36,15 +36,15 @@ def uses_liblinear(estimator) -> bool:
 
 
 def _trains_with_liblinear(estimator) -> bool:
+    """scikit-learn's LIBLINEAR estimators, and any estimator that says so with ``_uses_liblinear()``."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC, LinearSVR
 
-    from dimbsvm.svm.hpc import HPCClassifier  # its exact solver is LinearSVC
-
+    declared = getattr(estimator, "_uses_liblinear", None)
+    if callable(declared):
+        return bool(declared())
     if isinstance(estimator, (LinearSVC, LinearSVR)):
         return True
-    if isinstance(estimator, HPCClassifier):
-        return estimator.solver == "liblinear"
     return isinstance(estimator, LogisticRegression) and estimator.solver == "liblinear"
 
 
