@@ -10,10 +10,8 @@ tasks with one, each under the execution policy of :mod:`.policy`.
 from .client import (ClusterConnectionError, NoWorkersError, SchedulerLostError, TLSSettings, WorkerMismatchError,
                      check_cluster_options, check_scheduler_address, cluster_client, current_client)
 from .compat import check_workers, worker_versions
-from .predict import predict_chunks, write_prediction_csv, write_predictions
 from .tasks import TaskPlan, compute, map_tasks, run_plan, share
 
 __all__ = ["ClusterConnectionError", "NoWorkersError", "SchedulerLostError", "TLSSettings", "TaskPlan",
            "WorkerMismatchError", "check_cluster_options", "check_scheduler_address", "check_workers", "cluster_client",
-           "compute", "current_client", "map_tasks", "predict_chunks", "run_plan", "share", "worker_versions",
-           "write_prediction_csv", "write_predictions"]
+           "compute", "current_client", "map_tasks", "run_plan", "share", "worker_versions"]

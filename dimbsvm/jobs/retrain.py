@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from ..distributed.predict import feature_order
+from ..predict.arrays import feature_order
 from ..distributed.tasks import map_tasks
 from ..model_selection.folds import FoldSpec, run_folds
 from ..model_selection.scoring import score_rows

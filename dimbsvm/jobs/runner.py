@@ -33,6 +33,7 @@ from ..model_selection.folds import FoldSpec, PartStore, run_folds
 from ..model_selection.scoring import TIME_METRICS, summarize
 from ..model_selection.splits import repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage, stored_stage_of
+from ..predict.encoding import prediction_meta
 from ..report import write_run_report
 from ..store import StoreRows, content_fingerprint
 from .artifacts import save_model
@@ -312,4 +313,7 @@ def _save_final_model(model, job, data, pos_label, partial):
         "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]),
         "class_map": data.meta.get("class_map", {}), "data_fingerprint": content_fingerprint(data.meta) or None,
         "positive_label": pos_label, "feature_names": data.meta.get("feature_names"),
+        # what scoring raw rows needs: input columns, training categories, class names (dimbsvm.predict)
+        **prediction_meta(data.meta, pos_label=pos_label, model=model,
+                          unknown_categories=job["data"].get("unknown_categories", "error")),
     })
