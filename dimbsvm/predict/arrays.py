@@ -23,15 +23,24 @@ import dask.array as da
 import numpy as np
 
 from ..datasets import load, load_csv_features
-from ..model_selection.scoring import positive_scores
 from ..exceptions import DataError
+from ..model_selection.scoring import positive_scores
 from ..store import create_checksummed_array, finish_stage, open_stage, open_store
 from ..store.location import filesystem, is_url
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["align_features", "feature_order", "has_probability", "is_store", "prediction_columns",
-           "prediction_features", "predict_chunks", "write_prediction_csv", "write_predictions"]
+__all__ = [
+    "align_features",
+    "feature_order",
+    "has_probability",
+    "is_store",
+    "predict_chunks",
+    "prediction_columns",
+    "prediction_features",
+    "write_prediction_csv",
+    "write_predictions",
+]
 
 #: Chunks computed at once when writing CSV: enough to keep a cluster busy, few enough to hold.
 CSV_BATCH_CHUNKS = 32

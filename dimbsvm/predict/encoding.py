@@ -26,8 +26,14 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import DataError
+from ..store.sources._cells import (
+    factorize_text,
+    missing_mask,
+    numbers_or_none,
+    parse_numbers,
+    stripped_text,
+)
 from ..store.sources._columns import GUESSED_TARGETS
-from ..store.sources._cells import factorize_text, missing_mask, numbers_or_none, parse_numbers, stripped_text
 
 __all__ = ["UNKNOWN_CATEGORIES", "InputEncoding", "RowError", "class_names", "prediction_meta"]
 

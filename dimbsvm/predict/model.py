@@ -7,7 +7,6 @@ import pandas as pd
 
 from ..exceptions import DataError
 from ..model_selection.scoring import positive_scores
-from .arrays import _named
 from .encoding import InputEncoding, RowError, class_names
 
 __all__ = ["DimbsvmModel", "load_model"]

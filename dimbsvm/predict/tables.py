@@ -43,7 +43,7 @@ import dask.array as da
 import numpy as np
 import pandas as pd
 
-from ..exceptions import DataError, DimbsvmError
+from ..exceptions import DimbsvmError
 from ..store.location import filesystem, is_url
 from ..store.sources import is_tabular_source
 from ..store.sources._frames import open_frame
