@@ -31,7 +31,31 @@ _LAZY = {
     "per_class_recall": "dimbsvm.metrics",
 }
 
-__all__ = [*_LAZY, "recommended", "__version__"]
+__all__ = [*_LAZY, "load_model", "recommended", "__version__"]
+
+
+def load_model(path):
+    """Load a saved model directory as a :class:`~dimbsvm.predict.DimbsvmModel` that scores raw rows.
+
+    The files are checked against the directory's manifest and rebuilt from
+    trusted types only. ``predict``, ``predict_proba`` and
+    ``decision_function`` take a pandas DataFrame with the training columns
+    (nominal ones encoded over the training categories) and ``predict``
+    returns class names. Imported on first call, so ``import dimbsvm`` stays
+    light.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A model directory (a run directory's ``model/``).
+
+    Returns
+    -------
+    dimbsvm.predict.DimbsvmModel
+    """
+    from .predict.model import load_model as _load_model
+
+    return _load_model(path)
 
 
 def __getattr__(name):

@@ -4,7 +4,8 @@ Verbs::
 
     dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N] [--resume | --fresh]
     dimbsvm validate JOB.yaml [--out DIR] [--registry DIR] [--scheduler ADDRESS]
-    dimbsvm predict MODEL|REGISTRY@champion|REGISTRY@VERSION DATA --out PRED.csv|PRED.zarr [--scheduler ADDRESS]
+    dimbsvm predict MODEL|REGISTRY@champion|REGISTRY@VERSION DATA --out PRED.parquet|PRED.csv|PRED.zarr
+                    [--chunk-rows N] [--scheduler ADDRESS]
     dimbsvm retrain JOB.yaml --registry DIR [--force] [--scheduler ADDRESS]
     dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR
     dimbsvm models DIR
@@ -239,18 +240,25 @@ def _parser() -> argparse.ArgumentParser:
     _resume_flags(validate)
     validate.set_defaults(handler=_cmd_validate)
 
-    predict = verbs.add_parser("predict", parents=[cluster], help="score data with a model, chunk by chunk")
+    predict = verbs.add_parser("predict", parents=[cluster],
+                               help="score data with a model, partition by partition on the cluster")
     predict.add_argument("model", help="model directory (a run directory's model/), or REGISTRY@champion, "
                                        "REGISTRY@VERSION (a version id or its unique prefix, e.g. v0003)")
-    predict.add_argument("data", help="Zarr store or data file to score, labelled or not (a CSV may lack the "
-                                      "label). Named columns (CSV header, KEEL .dat attributes, a store's or an "
-                                      ".npz's feature_names) are matched to the model's features by name: a "
-                                      "missing or an extra column is an error (a CSV's other columns, e.g. its "
-                                      "label, are ignored). Formats without names (svmlight, "
-                                      ".npz without feature_names) are taken by position, checked by count only")
-    predict.add_argument("--out", required=True, help="file to create: .csv (row, prediction as the class name, "
-                                                      "decision) or a Zarr store (y_pred codes, decision)")
-    predict.add_argument("--chunk-rows", type=_positive_int, default=100_000, help="rows per task for file input")
+    predict.add_argument("data", help="rows to score, labelled or not: Parquet or CSV (a file, a directory, a glob; "
+                                      "local or a URL such as s3://bucket/rows/), a Zarr store, or a file the "
+                                      "readers know (KEEL .dat, .npz, svmlight). Raw columns are encoded as in "
+                                      "training (nominal columns over the training categories) and matched by "
+                                      "name; the label and id columns may be there or not; a missing or an "
+                                      "extra column is an error. Formats without names (svmlight, .npz without "
+                                      "feature_names) are taken by position, checked by count only")
+    predict.add_argument("--out", required=True,
+                         help="output to create, local or a URL: .parquet (a directory of part files, _SUCCESS "
+                              "written last) or .csv, with the id column (else row), prediction (the class name), "
+                              "decision and, for a model with probabilities, proba_<positive class>; or a local "
+                              "Zarr store (y_pred codes, decision). An existing output is refused")
+    predict.add_argument("--chunk-rows", type=_positive_int, default=100_000,
+                         help="rows per task for input without partitions (a single CSV file), and rows scored "
+                              "at once within a partition")
     predict.set_defaults(handler=_cmd_predict)
 
     retrain = verbs.add_parser("retrain", parents=[cluster],
@@ -448,32 +456,20 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_predict(args) -> int:
-    from .distributed import check_cluster_options, write_prediction_csv, write_predictions
-    from .distributed.predict import has_probability, prediction_features
+    from .distributed import check_cluster_options
     from .jobs.run_dir import check_writable
+    from .predict import DimbsvmModel, check_output, predict_to
+    from .store.location import is_url
 
     tls = _tls(args)
     check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
-    out = Path(args.out)
-    if out.exists() or out.is_symlink():
-        raise DimbsvmError(f"prediction output {out} already exists; choose a new --out")
-    check_writable(out, "predict --out")
-    model, meta = _load_prediction_model(args.model)  # checked before a cluster starts
-    # columns matched to the model's features by name where the data names them, by position where not
-    X = prediction_features(args.data, meta, chunk_rows=args.chunk_rows)
-    extra = ", probability" if has_probability(model) else ""
-    with _client(args, tls=tls):  # dask computes on the active client
-        if out.suffix.lower() == ".csv":
-            names = {int(code): name for name, code in (meta.get("class_map") or {}).items()}
-            out = write_prediction_csv(model, X, out, pos_label=meta["positive_label"], class_names=names,
-                                       feature_names=meta.get("feature_names"))
-            print(f"wrote {X.shape[0]} predictions (row, prediction, decision{extra}) to {out}")
-            return 0
-        out = write_predictions(model, X, args.out, pos_label=meta["positive_label"],
-                                feature_names=meta.get("feature_names"),
-                                meta={"model": str(args.model), "data": str(args.data),
-                                      "data_fingerprint": meta.get("data_fingerprint") or ""})
-    print(f"wrote {X.shape[0]} predictions (y_pred, decision{extra}) to {out}")
+    check_output(args.out)  # nothing dimbsvm did not write is replaced
+    if not is_url(args.out):
+        check_writable(Path(args.out), "predict --out")
+    model = DimbsvmModel(*_load_prediction_model(args.model))  # checked before a cluster starts
+    with _client(args, tls=tls):  # the partitions are scored and written on the active client
+        written = predict_to(model, args.data, args.out, chunk_rows=args.chunk_rows)
+    print(f"wrote {written.n_rows} predictions ({', '.join(written.columns)}) to {written.out}")
     return 0
 
 

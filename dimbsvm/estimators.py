@@ -223,7 +223,8 @@ def _references(params: dict) -> FoldRows | None:
 
 _OTHR = ("dimbsvm.svm.othr.OTHRClassifier",)
 _THR = ("dimbsvm.svm.othr.THRClassifier",)
-_ENSEMBLE = ("dimbsvm.svm.ensemble.EnsembleOTHRClassifier", "dimbsvm.svm.members.OTHRMember")
+_ENSEMBLE = ("dimbsvm.svm.ensemble.EnsembleOTHRClassifier", "dimbsvm.svm.members.OTHRMember",
+             "dimbsvm.svm.ensemble.OTHRMember")  # the member's module in the models of tests/data/models-0.1.0
 
 register_estimator("svc", lambda: SVC(kernel="rbf", C=1.0, gamma="scale"),
                    "scikit-learn SVC (RBF kernel, C=1, gamma='scale')")

@@ -15,7 +15,7 @@ import pytest
 from dimbsvm.datasets import make_imbalanced
 from dimbsvm.estimators import make_estimator, make_feature
 from dimbsvm.jobs import JobData, run_job, validate_job
-from dimbsvm.jobs.artifacts import load_model
+from dimbsvm.artifacts import load_model
 from dimbsvm.jobs.part_store import PartDirectory
 from dimbsvm.model_selection.folds import FoldSpec, run_folds
 from dimbsvm.model_selection.splits import positive_label, repeat_splits

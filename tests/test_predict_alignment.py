@@ -21,8 +21,8 @@ import zarr
 
 from dimbsvm.datasets import Dataset, load_keel
 from dimbsvm.datasets.registry import BUNDLED_DIR
-from dimbsvm.distributed import write_predictions
-from dimbsvm.distributed.predict import align_features, prediction_features
+from dimbsvm.predict import write_predictions
+from dimbsvm.predict import align_features, prediction_features
 from dimbsvm.estimators import make_estimator
 from dimbsvm.exceptions import DataError
 from dimbsvm.jobs import save_model

@@ -13,7 +13,8 @@ import pytest
 import skops.io as sio
 from sklearn.base import clone
 
-from dimbsvm.jobs.artifacts import TRUSTED_TYPES, load_model
+from dimbsvm.artifacts import load_model
+from dimbsvm.estimators import trusted_types
 
 SAVED = Path(__file__).resolve().parent / "data" / "models-0.1.0"
 EXPECTED = np.load(SAVED / "expected.npz")
@@ -39,13 +40,13 @@ def test_saved_members_keep_their_old_type_name(name):
     # what the 0.1.0 files ask for; the loader must keep trusting it
     asked = sio.get_untrusted_types(file=SAVED / name / "model.skops")
     assert "dimbsvm.svm.ensemble.OTHRMember" in asked
-    assert set(asked) <= set(TRUSTED_TYPES)
+    assert set(asked) <= set(trusted_types())
 
 
 def test_a_model_saved_now_names_the_members_module_and_loads(tmp_path):
     from sklearn.svm import LinearSVC
 
-    from dimbsvm.jobs.artifacts import save_model
+    from dimbsvm.artifacts import save_model
     from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
 
     X_test = EXPECTED["X_test"]

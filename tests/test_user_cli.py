@@ -96,7 +96,7 @@ def test_predict_writes_the_probability_of_a_model_that_has_one(tmp_path):
     import dask.array as da
     import zarr
 
-    from dimbsvm.distributed import write_predictions
+    from dimbsvm.predict import write_predictions
     from dimbsvm.jobs import save_model
 
     model, meta = _fitted("othr", {"probability": True})
@@ -105,11 +105,11 @@ def test_predict_writes_the_probability_of_a_model_that_has_one(tmp_path):
     proc = _dimbsvm("predict", tmp_path / "model", tmp_path / "new.csv", "--out", tmp_path / "pred.csv",
                     "--workers", "1")
     assert proc.returncode == 0, proc.stderr
-    assert "decision, probability" in proc.stdout
+    assert "decision, proba_positive" in proc.stdout  # the probability column is named for its class
     loaded, _ = load_model(tmp_path / "model")
     expected = loaded.predict_proba(data.X)[:, list(loaded.classes_).index(1)]
     rows = _read_predictions(tmp_path / "pred.csv")
-    np.testing.assert_allclose([float(r["probability"]) for r in rows], expected, rtol=1e-12)
+    np.testing.assert_allclose([float(r["proba_positive"]) for r in rows], expected, rtol=1e-12)
     # the same column in a Zarr output (scored here on dask's local scheduler)
     X = da.from_array(data.X, chunks=(500, -1))
     group = zarr.open_group(str(write_predictions(loaded, X, tmp_path / "pred.zarr", pos_label=1, meta={})), mode="r")
@@ -118,7 +118,7 @@ def test_predict_writes_the_probability_of_a_model_that_has_one(tmp_path):
 
 
 def _read_predictions_header(tmp_path, name):
-    from dimbsvm.distributed import write_prediction_csv
+    from dimbsvm.predict import write_prediction_csv
 
     import dask.array as da
 

@@ -9,9 +9,7 @@ tasks with one) is :mod:`dimbsvm.parallel`'s job.
 from .client import (ClusterConnectionError, NoWorkersError, SchedulerLostError, TLSSettings, WorkerMismatchError,
                      check_cluster_options, check_scheduler_address, cluster_client)
 from .compat import check_workers, worker_versions
-from .predict import predict_chunks, write_prediction_csv, write_predictions
 
 __all__ = ["ClusterConnectionError", "NoWorkersError", "SchedulerLostError", "TLSSettings",
            "WorkerMismatchError", "check_cluster_options", "check_scheduler_address", "check_workers", "cluster_client",
-           "predict_chunks", "worker_versions",
-           "write_prediction_csv", "write_predictions"]
+           "worker_versions"]

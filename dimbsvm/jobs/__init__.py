@@ -1,6 +1,6 @@
 """Job specs, the job runner, run artifacts (models, out-of-fold predictions) and the model registry."""
 
-from .artifacts import load_model, save_model, verify_model
+from ..artifacts import load_model, save_model, verify_model
 from .data import JobData, check_job_data, load_job_data
 from .oof import load_oof
 from .runner import RunResult, run_job

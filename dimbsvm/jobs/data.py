@@ -29,7 +29,7 @@ from ..model_selection.search import stage_params
 from ..model_selection.splits import positive_label
 from ..store import StoreRows, dataset_fingerprint, find_damage, open_store
 from ..store.location import is_url
-from .artifacts import positive_class
+from ..artifacts import positive_class
 from .spec import job_search
 
 __all__ = ["JobData", "check_job_data", "class_names", "code_labels", "coded_as", "load_job_data"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .artifacts import load_object, save_object
+from ..artifacts import load_object, save_object
 
 __all__ = ["PartDirectory"]
 

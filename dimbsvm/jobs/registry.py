@@ -63,7 +63,7 @@ from pathlib import Path
 
 from .._locks import exclusive_lock, fsync_dir, temporary_name, write_atomic
 from ..exceptions import StoreError
-from .artifacts import load_model, save_model, verify_model
+from ..artifacts import load_model, save_model, verify_model
 
 __all__ = ["CHAMPION_ACTIONS", "ModelRegistry"]
 

@@ -32,14 +32,14 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from ..distributed.predict import feature_order
 from ..parallel import map_tasks
+from ..predict.arrays import feature_order
 from ..model_selection.folds import FoldSpec, run_folds
 from ..model_selection.scoring import score_rows
 from ..exceptions import DataError
 from ..store import content_fingerprint
 from .registry import ModelRegistry
-from .artifacts import positive_class
+from ..artifacts import positive_class
 from .data import JobData, check_job_data, class_names, code_labels, coded_as, load_job_data
 from .runner import pipeline_kwargs
 from .spec import job_search

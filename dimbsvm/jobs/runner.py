@@ -34,9 +34,10 @@ from .part_store import PartDirectory
 from ..model_selection.scoring import TIME_METRICS, summarize
 from ..model_selection.splits import repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage, stored_stage_of
+from ..predict.encoding import prediction_meta
 from ..report import write_run_report
 from ..store import StoreRows, content_fingerprint
-from .artifacts import save_model
+from ..artifacts import save_model
 from .data import JobData, check_job_data, code_labels, load_job_data
 from .oof import OOF_DIR, fold_predictions_path, load_oof, save_fold_predictions
 from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
@@ -313,4 +314,7 @@ def _save_final_model(model, job, data, pos_label, partial):
         "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]),
         "class_map": data.meta.get("class_map", {}), "data_fingerprint": content_fingerprint(data.meta) or None,
         "positive_label": pos_label, "feature_names": data.meta.get("feature_names"),
+        # what scoring raw rows needs: input columns, training categories, class names (dimbsvm.predict)
+        **prediction_meta(data.meta, pos_label=pos_label, model=model,
+                          unknown_categories=job["data"].get("unknown_categories", "error")),
     })

@@ -13,6 +13,7 @@ Example job::
       source: yeast5            # bundled name, data file, or a dimbsvm Zarr store
       nominal: []               # CSV columns to one-hot encode although they hold numbers
       positive: positive        # optional: the positive class as the data names it; default: the minority
+      unknown_categories: error # error | ignore: a nominal value training never saw, at predict time
     preprocessing:
       scaler: minmax            # minmax | standard | none (fitted per training fold)
       impute: none              # none | mean | median (NaN is rejected with none)
@@ -92,6 +93,9 @@ JOB_SCHEMA = {
                 "source": {"type": "string", "minLength": 1},
                 "nominal": {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
                 "positive": {"type": ["string", "number"]},
+                "unknown_categories": {"enum": ["error", "ignore"],
+                                       "$comment": "predict: refuse a nominal value training never saw, or "
+                                                   "encode it as missing (default: error)"},
             },
         },
         "preprocessing": {

@@ -7,7 +7,7 @@ Run once, by the dimbsvm version whose files they are (0.1.0, before
 
     PYTHONPATH=. python tests/data/make_saved_models.py
 
-Each model is saved as a model directory (``dimbsvm.jobs.artifacts.save_model``)
+Each model is saved as a model directory (``dimbsvm.artifacts.save_model``)
 under ``tests/data/models-0.1.0/``, with the rows it is checked on and what it
 answered on them in ``expected.npz``. Do not rerun it with a later version:
 the point of the files is that they were written by this one.
@@ -20,7 +20,7 @@ from sklearn.datasets import make_classification
 from sklearn.svm import LinearSVC
 
 from dimbsvm.features.similarity import SimilarityFeatures
-from dimbsvm.jobs.artifacts import save_model
+from dimbsvm.artifacts import save_model
 from dimbsvm.svm.ensemble import PAPER_PARAMS, EnsembleOTHRClassifier
 from dimbsvm.svm.hpc import HPCClassifier
 

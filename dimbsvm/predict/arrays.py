@@ -1,4 +1,4 @@
-"""Score a store or a file chunk by chunk and write predictions to Zarr or CSV.
+"""Score encoded feature arrays chunk by chunk: a store's rows, or a file the in-memory readers read.
 
 :func:`prediction_features` opens the data to score and puts its columns in
 the order of the model's training features: by name for every input that
@@ -23,14 +23,24 @@ import dask.array as da
 import numpy as np
 
 from ..datasets import load, load_csv_features
-from ..model_selection.scoring import positive_scores
 from ..exceptions import DataError
+from ..model_selection.scoring import positive_scores
 from ..store import create_checksummed_array, finish_stage, open_stage, open_store
+from ..store.location import filesystem, is_url
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["align_features", "feature_order", "has_probability", "prediction_columns", "prediction_features", "predict_chunks",
-           "write_prediction_csv", "write_predictions"]
+__all__ = [
+    "align_features",
+    "feature_order",
+    "has_probability",
+    "is_store",
+    "predict_chunks",
+    "prediction_columns",
+    "prediction_features",
+    "write_prediction_csv",
+    "write_predictions",
+]
 
 #: Chunks computed at once when writing CSV: enough to keep a cluster busy, few enough to hold.
 CSV_BATCH_CHUNKS = 32
@@ -62,8 +72,8 @@ def prediction_features(source, meta: dict, *, chunk_rows: int = 100_000) -> da.
     """
     path = Path(source)
     n_features, feature_names = int(meta["n_features"]), meta.get("feature_names")
-    if path.is_dir() and (path / "zarr.json").exists():
-        stored = open_store(path)
+    if is_store(source):
+        stored = open_store(source)
         X, names = stored.X, stored.meta.get("feature_names")
     elif path.suffix.lower() == ".csv":  # labelled or not: the model's names choose the columns, in its order
         X, names = load_csv_features(path, n_features=n_features, feature_names=feature_names), None
@@ -72,6 +82,15 @@ def prediction_features(source, meta: dict, *, chunk_rows: int = 100_000) -> da.
         X, names = dataset.X, dataset.feature_names
     X = align_features(X, names, feature_names=feature_names, n_features=n_features, source=str(source))
     return X if isinstance(X, da.Array) else da.from_array(X, chunks=(chunk_rows, -1))
+
+
+def is_store(source) -> bool:
+    """Whether ``source`` is a dimbsvm Zarr store: a directory (local, or at a URL) with a ``zarr.json``."""
+    if is_url(str(source)):
+        fs, path = filesystem(str(source).rstrip("/"))
+        return fs.exists(f"{path}/zarr.json")
+    path = Path(source)
+    return path.is_dir() and (path / "zarr.json").exists()
 
 
 def align_features(X, names, *, feature_names, n_features: int, source: str):

@@ -8,7 +8,10 @@ A model directory holds::
     manifest.json   SHA-256 of every file above, checked on load
 
 skops rebuilds objects only from types it trusts: scikit-learn's own, and the
-dimbsvm classes named in :data:`TRUSTED_TYPES`. A file that asks for any other
+dimbsvm classes the registered methods declare
+(:func:`dimbsvm.estimators.trusted_types`): estimator and transformer classes,
+never functions; loading builds them from their stored attributes and runs
+none of their methods. A file that asks for any other
 type is refused before anything in it is constructed. The manifest catches
 damage and tampering of single files (a changed model with an unchanged
 manifest); it is not a signature, so keep model directories where only
@@ -25,29 +28,12 @@ from pathlib import Path
 
 import skops.io as sio
 
-from .._version import __version__
-from ..exceptions import StoreError
+from ._version import __version__
+from .estimators import trusted_types
+from .exceptions import StoreError
 
-__all__ = ["TRUSTED_TYPES", "save_model", "load_model", "verify_model", "save_object", "load_object",
+__all__ = ["save_model", "load_model", "verify_model", "save_object", "load_object",
            "positive_class"]
-
-#: dimbsvm classes a model file may contain (full import names). Only estimator
-#: and transformer classes of this package, never functions: loading builds
-#: these objects from their stored attributes and runs none of their methods.
-TRUSTED_TYPES: list[str] = [
-    "dimbsvm.svm.othr.OTHRClassifier",
-    "dimbsvm.svm.othr.THRClassifier",
-    "dimbsvm.svm.ensemble.EnsembleOTHRClassifier",
-    "dimbsvm.svm.members.OTHRMember",
-    "dimbsvm.svm.ensemble.OTHRMember",  # its name in models saved by dimbsvm 0.1.0 (re-exported there)
-    "dimbsvm.features.similarity.SimilarityFeatures",
-    "dimbsvm.svm.act.ACTClassifier",
-    "dimbsvm.svm.hpc.HPCClassifier",
-    "dimbsvm.features.structural.StructuralFeatures",
-    "dimbsvm.features.hik.HIKEncoder",
-    "dimbsvm.graph.knn.KNNIndex",
-    "dimbsvm.svm._conformal.ConformalTransform",
-]
 
 _MODEL = "model.skops"
 _META = "meta.json"
@@ -122,10 +108,10 @@ def load_model(directory):
     directory = Path(directory)
     meta = verify_model(directory)
     path = directory / _MODEL
-    untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in TRUSTED_TYPES]
+    untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in trusted_types()]
     if untrusted:
         raise StoreError(f"model {directory} contains types that are not trusted: {', '.join(untrusted)}")
-    return sio.load(path, trusted=list(TRUSTED_TYPES)), meta
+    return sio.load(path, trusted=trusted_types()), meta
 
 
 def positive_class(meta: dict) -> str | None:
@@ -164,7 +150,7 @@ def save_object(obj, path) -> Path:
 
 
 def load_object(path):
-    """Load a file written by :func:`save_object`, trusting only :data:`TRUSTED_TYPES` and scikit-learn's.
+    """Load a file written by :func:`save_object`, trusting only :func:`~dimbsvm.estimators.trusted_types` and scikit-learn's.
 
     Raises
     ------
@@ -173,12 +159,12 @@ def load_object(path):
     """
     path = Path(path)
     try:
-        untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in TRUSTED_TYPES]
+        untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in trusted_types()]
     except Exception as exc:  # skops raises several types for damaged files
         raise StoreError(f"{path}: cannot be read ({exc})") from exc
     if untrusted:
         raise StoreError(f"{path} contains types that are not trusted: {', '.join(untrusted)}")
-    return sio.load(path, trusted=list(TRUSTED_TYPES))
+    return sio.load(path, trusted=trusted_types())
 
 
 def _sha256(path: Path) -> str:

@@ -1,0 +1,59 @@
+"""Prediction: a saved model that scores raw rows on its own, and scoring at scale.
+
+``arrays``
+    encoded feature arrays (a store's rows, the in-memory readers' files):
+    columns matched to the model's by name, scored chunk by chunk.
+``encoding``
+    how raw rows become the model's features (input columns, training
+    categories, unseen categories), recorded in the model's meta.
+``model``
+    :class:`DimbsvmModel` and :func:`load_model`: raw rows in, class names out.
+``tables``
+    ``dimbsvm predict``: Parquet, CSV or a store in, scored partition by
+    partition on the cluster, written as Parquet, CSV or a store.
+"""
+
+from .arrays import (
+                     align_features,
+                     feature_order,
+                     has_probability,
+                     is_store,
+                     predict_chunks,
+                     prediction_columns,
+                     prediction_features,
+                     write_prediction_csv,
+                     write_predictions,
+)
+from .encoding import (
+                     UNKNOWN_CATEGORIES,
+                     InputEncoding,
+                     RowError,
+                     class_names,
+                     prediction_meta,
+)
+from .model import DimbsvmModel, load_model
+from .tables import COMPLETE_MARKER, Written, check_output, output_kind, predict_to
+
+__all__ = [
+                     "COMPLETE_MARKER",
+                     "UNKNOWN_CATEGORIES",
+                     "DimbsvmModel",
+                     "InputEncoding",
+                     "RowError",
+                     "Written",
+                     "align_features",
+                     "check_output",
+                     "class_names",
+                     "feature_order",
+                     "has_probability",
+                     "is_store",
+                     "load_model",
+                     "output_kind",
+                     "predict_chunks",
+                     "predict_to",
+                     "prediction_columns",
+                     "prediction_features",
+                     "prediction_meta",
+                     "write_prediction_csv",
+                     "write_predictions",
+]
