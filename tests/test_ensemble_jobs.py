@@ -399,7 +399,7 @@ def test_stored_stage_needs_a_store_and_no_final_model():
             "features": [{"name": "structural", "stored": True}]}
     with pytest.raises(JobSpecError, match="set output.model: false"):
         validate_job(base)
-    with pytest.raises(JobSpecError, match="only structural and similarity can be stored"):
+    with pytest.raises(JobSpecError, match="only similarity and structural can be stored"):
         validate_job(dict(base, features=[{"name": "hik", "stored": True}], output={"model": False}))
     with pytest.raises(JobSpecError, match="reference_selection 'stratified' would use the labels of test rows"):
         validate_job(dict(base, features=[{"name": "similarity", "stored": True,

@@ -22,7 +22,7 @@ from sklearn.utils import get_tags
 
 from ..datasets import load
 from ..datasets._labels import label_key, positive_class_map, recode_labels
-from ..estimators import make_estimator
+from ..estimators import fold_rows_needed, make_estimator, make_feature
 from ..exceptions import DataError, StoreError
 from ..model_selection.scoring import BINARY_METRICS
 from ..model_selection.search import stage_params
@@ -331,23 +331,18 @@ def _check_fold_sizes(job: dict, name: str, counts, search) -> None:
         where = (f"the smallest inner training fold (the search's {inner} inner folds of {n_splits}-fold CV of "
                  f"{int(sum(counts))} rows) has {train_rows} rows")
     for i, stage, params in _stage_settings(job, search):
-        if stage["name"] == "similarity":
-            refs = params.get("references", 100)
-            if isinstance(refs, (int, np.integer)) and not isinstance(refs, bool) and refs > train_rows:
-                raise DataError(
-                    f"{name}: features.{i} (similarity) asks for references={refs} rows, but {where}; set "
-                    f"features.{i}.params.references to at most {train_rows}, or to a fraction such as 0.5")
-        if stage["name"] == "structural":
-            k = params.get("n_neighbors", 10)
-            if isinstance(k, (int, np.integer)) and k >= train_rows:
-                raise DataError(
-                    f"{name}: features.{i} (structural) asks for n_neighbors={k}, but {where}; set "
-                    f"features.{i}.params.n_neighbors below {train_rows}")
-    estimator = make_estimator(job["estimator"]["name"], job["estimator"]["params"])
-    k = estimator.get_params().get("n_neighbors") if "n_neighbors" in estimator.get_params() else None
-    if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= train_rows:
-        raise DataError(f"{name}: estimator {job['estimator']['name']!r} asks for n_neighbors={k}, but {where}; "
-                        f"set estimator.params.n_neighbors below {train_rows}")
+        needed = fold_rows_needed("feature", stage["name"], make_feature(stage["name"], params).get_params())
+        _check_rows(needed, train_rows, f"{name}: features.{i} ({stage['name']})", f"features.{i}.params", where)
+    estimator_name = job["estimator"]["name"]
+    estimator = make_estimator(estimator_name, job["estimator"]["params"])
+    needed = fold_rows_needed("estimator", estimator_name, estimator.get_params())
+    _check_rows(needed, train_rows, f"{name}: estimator {estimator_name!r}", "estimator.params", where)
+
+
+def _check_rows(needed, train_rows: int, what: str, key: str, where: str) -> None:
+    """Refuse a method whose parameters need more training rows than the smallest fold has."""
+    if needed is not None and needed.rows > train_rows:
+        raise DataError(f"{what} asks for {needed.asks}, but {where}; {needed.fix.format(key=key, rows=train_rows)}")
 
 
 def _damaged(path, exc: BaseException) -> StoreError:

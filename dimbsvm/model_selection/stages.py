@@ -39,9 +39,6 @@ from ..store.stages import stage_fingerprint
 
 __all__ = ["FoldStageRows", "StoredSimilarity", "StoredStructural", "build_stored_stage", "stored_stage_of"]
 
-#: Feature stages that can be stored.
-STORABLE = ("structural", "similarity")
-
 logger = logging.getLogger(__name__)
 
 #: ``k_store`` when a job does not give it: three times ``n_neighbors``. With 80 % of the rows in a
@@ -220,8 +217,11 @@ def stored_stage_of(job: dict):
     if len(job["features"]) != 1:
         raise JobSpecError("a stored feature stage must be the job's only feature stage")
     stage = stored[0]
-    if stage["name"] not in STORABLE:
-        raise JobSpecError(f"'features.0.stored' is true for {stage['name']!r}; only {' and '.join(STORABLE)} "
+    from ..estimators import storable_features
+
+    storable = storable_features()
+    if stage["name"] not in storable:
+        raise JobSpecError(f"'features.0.stored' is true for {stage['name']!r}; only {' and '.join(storable)} "
                            "can be stored (their expensive part is computed once per dataset)")
     params = stage.get("params") or {}
     if job["preprocessing"]["impute"] != "none" or job["preprocessing"]["scaler"] != "minmax":
