@@ -13,7 +13,7 @@ runs after one untimed warm-up run:
 
 - ``gridsearchcv``: a loop over the outer folds of ``GridSearchCV(Pipeline(MinMaxScaler, SVC),
   cv=3, n_jobs=1)`` in this process: the baseline a scikit-learn user writes;
-- ``engine, in-process``: :func:`dimbsvm.model_selection.folds.run_folds` with ``search=`` and
+- ``engine, in-process``: :func:`dimbsvm.model_selection.folds.run_folds` with a ``FoldSetup(search=...)`` and
   no client (the same tasks, run here one after another);
 - ``engine, 1 worker`` and ``engine, 2 workers``: the same on a ``LocalCluster`` of
   single-threaded worker processes (started before timing), with the seconds the workers spent
@@ -37,7 +37,7 @@ from dimbsvm.datasets import make_imbalanced
 from dimbsvm.environment import machine_info, package_versions, utc_now
 from dimbsvm.estimators import make_estimator
 from dimbsvm.metrics import g_mean
-from dimbsvm.model_selection.folds import FoldSpec, run_folds
+from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
 from dimbsvm.model_selection.search import Search, candidate_params
 from dimbsvm.model_selection.splits import positive_label, repeat_splits
 from dimbsvm.recommended import SVM_GRID
@@ -66,9 +66,9 @@ def gridsearchcv_arm(X, y, specs):
 
 def engine_arm(X, y, specs, client):
     search = Search(candidate_params(SVM_GRID), n_splits=INNER, scoring="g_mean")
-    results, _ = run_folds(make_estimator("svc_balanced"), X, y, specs, client=client, scaler="minmax",
-                           impute="none", features=(), metrics=("g_mean",), pos_label=positive_label(y),
-                           search=search)
+    setup = FoldSetup(make_estimator("svc_balanced"), positive_label(y), scaler="minmax", impute="none",
+                      metrics=("g_mean",), search=search)
+    results, _ = run_folds(setup, X, y, specs, client=client)
     return [(r["record"]["g_mean"], r["record"]["params"]) for r in results]
 
 

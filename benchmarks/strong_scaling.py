@@ -137,7 +137,7 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: s
 
     from dimbsvm.distributed.worker_memory import spawning_workers
     from dimbsvm.features import write_distance_blocks
-    from dimbsvm.model_selection.folds import FoldSpec, run_folds
+    from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
     from dimbsvm.store import StoreRows, open_store
 
     stored = open_store(store)
@@ -180,8 +180,8 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: s
             spec = FoldSpec((0, 0), np.arange(n_train), np.arange(n_train, n),  # a holdout fold
                             split={"test_from": n_train})
             [result], _ = measured("ensemble", lambda: run_folds(
-                _ensemble(), rows, y, [spec], client=client, scaler="minmax", impute="none", features=(),
-                metrics=("g_mean", "f_measure"), pos_label=1, retries=0, task_labels=rows.labels()))
+                FoldSetup(_ensemble(), 1, scaler="minmax", impute="none", metrics=("g_mean", "f_measure")), rows, y,
+                [spec], client=client, retries=0, task_labels=rows.labels()))
             out["quality"] = {k: result["record"][k] for k in ("g_mean", "f_measure")}
         if "job" in stages:
             from dimbsvm.jobs import JobData, run_job, validate_job

@@ -370,29 +370,28 @@ def _search_lines(search: dict) -> str:
 
 def _cmd_run(args) -> int:
     from .distributed import SchedulerLostError
-    from .jobs import run_job
     from .jobs.checks import check_job
+    from .jobs.runner import run_checked
 
     tls = _tls(args)
     # everything that can be checked is checked before a cluster starts
     checked = check_job(args.job, out=args.out, resume=args.resume, fresh=args.fresh, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls)
     job, plan = checked.job, checked.run
-    total = job["cv"]["n_splits"] * job["cv"]["n_repeats"]
+    total = job.cv.n_folds
     if plan.resuming:
         print(f"dimbsvm: resuming the interrupted run in {plan.partial} ({plan.saved_folds} of {total} folds saved)",
               file=sys.stderr)
-    n_workers = args.workers or job["execution"].get("n_workers")
+    n_workers = args.workers or job.execution.n_workers
     try:
         with _client(args, tls=tls, n_workers=n_workers,
-                     require_encryption=job["execution"]["require_encryption"]) as client:
-            result = run_job(job, client, out=plan.run_dir, progress=not args.no_progress,
-                             job_text=checked.job_text, data=checked.data)
+                     require_encryption=job.execution.require_encryption) as client:
+            result = run_checked(checked, client, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
         raise RunInterrupted(_interrupted(args, plan, total, exc)) from None
     except SchedulerLostError as exc:
         raise SchedulerLostError(_interrupted(args, plan, total, exc, how=_one_line(exc))) from exc
-    print(f"job {job['name']}: {job['estimator']['name']} on {job['data']['source']}")
+    print(f"job {job.name}: {job.estimator.name} on {job.data.source}")
     if result.reused:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
     if result.reused_members:
@@ -491,15 +490,13 @@ def _load_prediction_model(ref: str):
 
 def _cmd_retrain(args) -> int:
     from .jobs.checks import check_job
-    from .jobs.retrain import retrain
+    from .jobs.retrain import retrain_checked
 
     tls = _tls(args)
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls)
-    job = checked.job
-    with _client(args, tls=tls, require_encryption=job["execution"]["require_encryption"]) as client:
-        outcome = retrain(job, client, args.registry, job_text=checked.job_text, data=checked.data,
-                          force=args.force)
+    with _client(args, tls=tls, require_encryption=checked.job.execution.require_encryption) as client:
+        outcome = retrain_checked(checked, client, args.registry, force=args.force)
     _print_outcome(outcome)
     return 0
 
@@ -530,7 +527,7 @@ def _cmd_schedule(args) -> int:
                         scheduler_file=args.scheduler_file, tls=tls)
     job, job_text = checked.job, checked.job_text
     # workers are checked before each run (they may come, go or be upgraded between runs), not at start
-    with _client(args, tls=tls, require_encryption=job["execution"]["require_encryption"],
+    with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
                  worker_timeout=None) as client:
         def run_once():
             check_workers(client, timeout=args.worker_timeout)

@@ -359,7 +359,7 @@ def test_object_storage_cronjob_script(tmp_path):
     args = _check_dimbsvm_command(["dimbsvm", *argv])
     assert args.verb == "retrain" and Path(args.job).parent == tmp_path / "tmp"
     job = load_job(args.job)  # the schema's checks, without opening the store
-    assert job["data"]["source"] == url
+    assert job.data.source == url
     # the template is jobs/retrain.yaml but for data.source
     written = yaml.safe_load(Path(args.job).read_text())
     example = yaml.safe_load((ROOT / "jobs" / "retrain.yaml").read_text())
@@ -367,7 +367,7 @@ def test_object_storage_cronjob_script(tmp_path):
 
     # DIMBSVM_STORE names a given store
     ran, argv = _run_cronjob_script(tmp_path, {"DIMBSVM_STORE": "s3://other-bucket/x.zarr"})
-    assert ran.returncode == 0 and load_job(argv[1])["data"]["source"] == "s3://other-bucket/x.zarr"
+    assert ran.returncode == 0 and load_job(argv[1]).data.source == "s3://other-bucket/x.zarr"
     # a job without the placeholder would train on whatever it names: refused, dimbsvm not run
     ran, argv = _run_cronjob_script(tmp_path, template=(ROOT / "jobs" / "retrain.yaml").read_text())
     assert ran.returncode == 2 and argv is None and STORE_PLACEHOLDER in ran.stderr

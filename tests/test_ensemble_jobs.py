@@ -17,7 +17,7 @@ from dimbsvm.estimators import make_estimator, make_feature
 from dimbsvm.jobs import JobData, run_job, validate_job
 from dimbsvm.artifacts import load_model
 from dimbsvm.jobs.part_store import PartDirectory
-from dimbsvm.model_selection.folds import FoldSpec, run_folds
+from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
 from dimbsvm.model_selection.splits import positive_label, repeat_splits
 from dimbsvm.rows import TransformedRows, map_row_blocks, take_rows
 from dimbsvm.store import StoreRows, ingest
@@ -46,9 +46,9 @@ def _specs(y, keys, n_splits):
 
 
 def _run(estimator, X, y, keys, *, n_splits, client, features=(), part_store=None):
-    results, reused = run_folds(estimator, X, y, _specs(y, keys, n_splits), client=client, scaler="minmax",
-                                impute="none", features=features, metrics=METRICS, pos_label=positive_label(y),
-                                retries=0, part_store=part_store)
+    setup = FoldSetup(estimator, positive_label(y), scaler="minmax", impute="none", features=features,
+                      metrics=METRICS, part_store=part_store)
+    results, reused = run_folds(setup, X, y, _specs(y, keys, n_splits), client=client, retries=0)
     return [r["record"] for r in results], reused
 
 
@@ -144,9 +144,8 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     rows = StoreRows(store.path, store.X.shape)
     [spec] = _specs(y, [(0, 0)], 3)
     plan = TaskPlan()
-    finish, _, _ = add_fold(plan, spec, X=plan.share(rows), y=plan.share(y), labels=y,
-                            estimator=make_estimator(name, params), scaler=scaler, impute="none",
-                            features=(), metrics=METRICS, pos_label=1, block_rows=64)
+    setup = FoldSetup(make_estimator(name, params), 1, scaler=scaler, impute="none", metrics=METRICS)
+    finish, _, _ = add_fold(plan, spec, setup, X=plan.share(rows), y=plan.share(y), labels=y, block_rows=64)
     names = [task.name for task in plan.tasks]
     n_chunks = -(-len(y) // 64)
     assert names.count("score") == n_chunks  # every chunk holds test rows
@@ -290,9 +289,10 @@ def test_a_store_job_sends_no_row_arrays_in_the_graph(tmp_path, graph_array_size
     X_ref, y_ref = plan.share(rows), plan.share(rows.labels())
     search = Search(candidate_params({"estimator__C": [1, 10]}), n_splits=3) if searched else None
     for fold, (train, test) in enumerate(repeat_splits(y, n_splits=2, seed=0)):
-        add_fold(plan, FoldSpec((0, fold), train, test, split={"n_splits": 2, "seed": 0, "fold": fold}), X=X_ref,
-                 y=y_ref, labels=y, estimator=make_estimator("ensemble_othr", {"n_estimators": 2}), scaler="minmax",
-                 impute="none", features=(), metrics=METRICS, pos_label=1, block_rows=500, search=search)
+        setup = FoldSetup(make_estimator("ensemble_othr", {"n_estimators": 2}), 1, scaler="minmax", impute="none",
+                          metrics=METRICS, search=search)
+        add_fold(plan, FoldSpec((0, fold), train, test, split={"n_splits": 2, "seed": 0, "fold": fold}), setup,
+                 X=X_ref, y=y_ref, labels=y, block_rows=500)
 
     sizes = graph_array_sizes(plan)
     assert sizes and max(sizes) < 100  # seeds and spans only; 5,000 labels and 2,500-row folds stay out
@@ -337,9 +337,9 @@ def test_stored_structural_stage_equals_exact_per_fold_graph(scheduler, tmp_path
                              weight=1.0, base="linear", levels=100, normalize="none")
     keys = [(0, 0), (0, 2)]
     specs = _specs(y, keys, 3)
-    results, _ = run_folds(make_estimator(name, params), StoreRows(store.path, store.X.shape), y, specs,
-                           client=scheduler, scaler="minmax", impute="none", features=(),
-                           metrics=("g_mean", "auc"), pos_label=1, retries=0, stage=stage)
+    setup = FoldSetup(make_estimator(name, params), 1, scaler="minmax", impute="none", metrics=("g_mean", "auc"),
+                      stage=stage)
+    results, _ = run_folds(setup, StoreRows(store.path, store.X.shape), y, specs, client=scheduler, retries=0)
     for spec, result in zip(specs, results):
         train, test = spec.train, spec.test
         index = NearestNeighbors(n_neighbors=6).fit(global_scaled[train])

@@ -152,7 +152,7 @@ def test_job_values_accepted():
     for score in (math.nan, -math.inf, "nan", "raise", 0.0):
         validate_job({**BASE, "search": {"params": {"C": [1]}, "error_score": score}})
     job = validate_job({**BASE, "cv": {"n_splits": 1000, "n_repeats": 10, "random_state": 2**32 - 10}})
-    assert job["cv"]["n_splits"] * job["cv"]["n_repeats"] == 10_000
+    assert job.cv.n_splits * job.cv.n_repeats == 10_000
 
 
 def test_cli_flag_values():

@@ -39,8 +39,8 @@ def test_invalid_jobs_name_the_key(changes, message):
 
 def test_defaults_are_filled():
     job = _job()
-    assert job["preprocessing"] == {"scaler": "minmax", "impute": "none"}
-    assert job["cv"] == {"n_splits": 5, "n_repeats": 1, "random_state": 0}
+    assert job.preprocessing.to_dict() == {"scaler": "minmax", "impute": "none"}
+    assert job.cv.to_dict() == {"n_splits": 5, "n_repeats": 1, "random_state": 0}
 
 
 def _dataset(X, y):
@@ -219,14 +219,16 @@ def test_stage_sizes_must_fit_every_training_fold(features, estimator, message):
     check_job_data(_dataset(X, y), _job(features=[{"name": "similarity", "params": {"references": 80}}]))
 
 
-def test_checks_run_once_per_job():
+def test_check_job_data_keeps_no_state_on_the_data():
+    # a job that passed check_job is run by run_checked, which does not check again; check_job_data itself
+    # checks every time (no mark left on the data that a later call trusts)
     X = np.random.default_rng(0).normal(size=(30, 3))
     data = _dataset(X, np.array([0] * 24 + [1] * 6))
     check_job_data(data, _job())
-    data.X[0, 0] = np.nan  # a second call for the same job is free (the runner calls it after the CLI)
-    check_job_data(data, _job())
+    data.X[0, 0] = np.nan
     with pytest.raises(DataError, match="NaN"):
-        check_job_data(data, _job(cv={"n_splits": 3}))  # another job is checked again
+        check_job_data(data, _job())
+    assert not hasattr(data, "_checked_for")
 
 
 def test_plan_run_dir_refuses_each_unusable_out(tmp_path):

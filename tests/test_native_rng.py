@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC, LinearSVC
 
-from dimbsvm.model_selection.folds import FoldSpec, run_folds
+from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
 from dimbsvm.model_selection.splits import repeat_splits
 from dimbsvm.svm._native_rng import fit_guard, uses_liblinear
 from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
@@ -37,8 +37,8 @@ def test_which_estimators_use_liblinear(estimator, expected):
 def evaluate_fold(X, y, *, estimator, n_splits, seed, fold, metrics=("g_mean",), client=None):
     """One fold through the fold engine, in this thread (no client) or on ``client``."""
     train, test = repeat_splits(y, n_splits=n_splits, seed=seed)[fold]
-    [result], _ = run_folds(estimator, X, y, [FoldSpec((seed, fold), train, test)], client=client,
-                            scaler="minmax", impute="none", features=(), metrics=metrics, pos_label=1)
+    setup = FoldSetup(estimator, 1, scaler="minmax", impute="none", metrics=metrics)
+    [result], _ = run_folds(setup, X, y, [FoldSpec((seed, fold), train, test)], client=client)
     return result["record"]
 
 

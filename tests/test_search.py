@@ -19,7 +19,7 @@ from dimbsvm.jobs.retrain import model_fingerprint, retrain
 from dimbsvm.jobs.runner import run_job
 from dimbsvm.jobs.spec import job_search
 from dimbsvm.metrics import f_measure, g_mean
-from dimbsvm.model_selection.folds import FoldSpec, run_folds
+from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
 from dimbsvm.model_selection.search import Search, candidate_params, select_candidate
 from dimbsvm.model_selection.splits import positive_label, repeat_splits
 
@@ -35,8 +35,8 @@ def yeast5():
 def _engine(estimator, X, y, search, *, client, n_splits=5, metrics=("g_mean", "f_measure")):
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=n_splits,
                                                                                             seed=0))]
-    results, _ = run_folds(estimator, X, y, specs, client=client, scaler="minmax", impute="none", features=(),
-                           metrics=metrics, pos_label=positive_label(y), search=search)
+    setup = FoldSetup(estimator, positive_label(y), scaler="minmax", impute="none", metrics=metrics, search=search)
+    results, _ = run_folds(setup, X, y, specs, client=client)
     return specs, results
 
 
@@ -297,7 +297,7 @@ def test_the_example_search_job_is_valid():
 
     path = Path(__file__).resolve().parents[1] / "jobs" / "search.yaml"
     job = load_job(path)
-    check_job_data(load_job_data(job["data"]["source"]), job)
+    check_job_data(load_job_data(job.data.source), job)
     assert len(job_search(job).candidates) == 16
     # `dimbsvm validate` says what the search will cost: 16 x 3 inner fits in 10 folds and the final model
     lines = describe(check_job(path, run_dir=False))
@@ -316,8 +316,8 @@ def test_a_search_over_a_feature_stage_equals_gridsearchcv(yeast5):
     estimator = make_estimator("linear_svc")
     search = Search(candidate_params({"features.0.references": [20, 60], "C": [0.1, 1.0]}), n_splits=3)
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=0))]
-    results, _ = run_folds(estimator, X, y, specs, client=None, scaler="minmax", impute="none", features=[stage],
-                           metrics=("g_mean",), pos_label=positive_label(y), search=search)
+    setup = FoldSetup(estimator, positive_label(y), features=[stage], metrics=("g_mean",), search=search)
+    results, _ = run_folds(setup, X, y, specs, client=None)
     for spec, result in zip(specs, results):
         # step names that sort as the job's keys do ("C" < "features..."), so the candidates come in the same order
         truth = GridSearchCV(Pipeline([("scale", MinMaxScaler()), ("b_stage", stage), ("a_svm", estimator)]),
@@ -559,8 +559,8 @@ def test_a_stage_setting_that_fails_fails_its_candidates_as_in_gridsearchcv(sche
     estimator = make_estimator("linear_svc")
     search = Search(candidate_params({"features.0.fail": [False, True], "C": [0.1, 1.0]}), n_splits=3)
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=0))]
-    results, _ = run_folds(estimator, X, y, specs, client=scheduler, scaler="minmax", impute="none",
-                           features=[_FailingStage()], metrics=("g_mean",), pos_label=positive_label(y), search=search)
+    setup = FoldSetup(estimator, positive_label(y), features=[_FailingStage()], metrics=("g_mean",), search=search)
+    results, _ = run_folds(setup, X, y, specs, client=scheduler)
     for spec, result in zip(specs, results):
         with pytest.warns(FitFailedWarning):
             truth = GridSearchCV(Pipeline([("scale", MinMaxScaler()), ("b_stage", _FailingStage()),

@@ -197,4 +197,4 @@ def test_job_spec_accepts_structural_features_before_othr():
         "features": [{"name": "structural", "params": {"n_neighbors": 10, "weight": 1.0, "method": "exact"}}],
         "estimator": {"name": "ensemble_othr"},
     })
-    assert job["features"][0]["name"] == "structural"
+    assert job.features[0].name == "structural"

@@ -35,7 +35,8 @@ from ..parallel import TaskPlan, run_plan
 from ..parallel.policy import TaskFailure
 from ..exceptions import DataError, DimbsvmError
 from ..jobs import check_job_data, load_job_data
-from ..model_selection.folds import FoldSpec, add_fold
+from ..jobs.job_spec import CVSpec, DataSpec, EstimatorSpec, JobSpec, PreprocessingSpec
+from ..model_selection.folds import FoldSetup, FoldSpec, add_fold
 from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
 
 from ..environment import machine_info, package_versions, utc_now
@@ -83,11 +84,11 @@ def load_suite_data(suite: dict) -> list[SuiteData]:
     protocol = suite["protocol"]
     loaded, seen = [], {}
     for source in suite["datasets"]:
-        # check_job_data reads these keys of a job; the suite's protocol maps onto them (the data checks
-        # alone: each method's own needs are its estimator's to check)
-        as_job = {"data": {"source": source}, "features": [], "estimator": {"name": "svc", "params": {}},
-                  "preprocessing": {"impute": protocol["impute"], "scaler": protocol["scaler"]},
-                  "metrics": suite["metrics"], "cv": {"n_splits": protocol["n_splits"]}}
+        # the data checks of a job whose protocol is the suite's (the data checks alone: each method's own
+        # needs are its estimator's to check, so the job's estimator is a multi-class one asking for nothing)
+        as_job = JobSpec(data=DataSpec(source=source), estimator=EstimatorSpec("svc"),
+                         preprocessing=PreprocessingSpec(scaler=protocol["scaler"], impute=protocol["impute"]),
+                         metrics=tuple(suite["metrics"]), cv=CVSpec(n_splits=protocol["n_splits"]))
         data = load_job_data(source)
         name = data.meta.get("name") or Path(source).stem
         if name in seen:
@@ -130,9 +131,9 @@ def evaluate_method_fold(X, y, *, dataset: str, method: str, estimator, n_splits
     X_ref, y_ref = plan.share(X), plan.share(y)
     train, test = repeat_splits(y, n_splits=n_splits, seed=seed)[fold]
     spec = FoldSpec((seed, fold), train, test)
-    finish, _, _ = add_fold(plan, spec, X=X_ref, y=y_ref, labels=y, estimator=estimator, scaler=scaler,
-                            impute=impute, features=(), metrics=metrics,
-                            pos_label=positive_label(y) if pos_label is None else pos_label)
+    setup = FoldSetup(estimator=estimator, pos_label=positive_label(y) if pos_label is None else pos_label,
+                      scaler=scaler, impute=impute, metrics=metrics)
+    finish, _, _ = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=y)
     result = run_plan(plan, client=None, errors="return")[finish.id]
     return _fold_record(result, dataset=dataset, method=method, spec=spec, metrics=metrics, on_error=on_error)
 
@@ -204,9 +205,9 @@ def run_suite(suite: dict, client, *, data: list[SuiteData] | None = None, progr
                                                                                           fold=fold))
                     spec = FoldSpec((seed, fold), train, test)
                     try:
-                        finish, _, _ = add_fold(plan, spec, X=X_ref, y=y_ref, labels=item.y, estimator=estimator,
-                                                scaler=protocol["scaler"], impute=protocol["impute"], features=(),
-                                                metrics=metrics, pos_label=item.pos_label, search=search)
+                        setup = FoldSetup(estimator=estimator, pos_label=item.pos_label, scaler=protocol["scaler"],
+                                          impute=protocol["impute"], metrics=metrics, search=search)
+                        finish, _, _ = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=item.y)
                     except ValueError as exc:  # a search's inner folds a class cannot fill, before any work
                         raise DataError(f"{item.name}, method {method['name']} (seed {seed}, fold {fold}): "
                                         f"{exc}") from None

@@ -38,6 +38,7 @@ from ..exceptions import DataError, DimbsvmError
 from ..model_selection.scoring import BINARY_METRICS
 from ..store import content_fingerprint
 from .data import JobData, _check_finite, check_job_data, load_job_data
+from .job_spec import JobSpec
 from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
 from .spec import job_search, load_job_file
 
@@ -53,13 +54,17 @@ MAX_CLASSES = 1000
 SHOWN_CLASSES = 10
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckedJob:
     """A job that passed every check, with what the checks opened.
 
+    :func:`~dimbsvm.jobs.runner.run_checked` and
+    :func:`~dimbsvm.jobs.retrain.retrain_checked` run it without checking
+    its data again.
+
     Attributes
     ----------
-    job : dict
+    job : JobSpec
         The validated job (defaults filled in).
     job_text : str
         The job file as written.
@@ -72,7 +77,7 @@ class CheckedJob:
         directory is planned, e.g. for ``retrain``).
     """
 
-    job: dict
+    job: JobSpec
     job_text: str
     data: JobData
     where: str
@@ -117,14 +122,14 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
     """
     job, job_text = load_job_file(job_path)
     where = check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls,
-                                  require_encryption=job["execution"]["require_encryption"])
+                                  require_encryption=job.execution.require_encryption)
     if run_dir and out is not None:
         check_out_path(out)  # a path that cannot be used fails before the data is read
     if registry is not None:
         check_registry(registry)
-    data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
+    data = load_job_data(job.data.source, nominal=job.data.nominal)
     check_job_data(data, job)
-    check_class_count(data, job["data"]["source"])
+    check_class_count(data, job.data.source)
     check_retrain(job, data, split=registry is not None)
     plan = None
     if run_dir:
@@ -168,7 +173,7 @@ def format_class_counts(labels, counts, shown: int = SHOWN_CLASSES) -> str:
     return text + (f" and {len(labels) - shown} more" if len(labels) > shown else "")
 
 
-def check_retrain(job: dict, data: JobData, *, split: bool = False) -> None:
+def check_retrain(job: JobSpec, data: JobData, *, split: bool = False) -> None:
     """Check the job's ``retrain`` section against its data, as :func:`~dimbsvm.jobs.retrain.retrain` needs it.
 
     Every job has the section (its defaults gate on G-mean with a 25 %
@@ -188,34 +193,34 @@ def check_retrain(job: dict, data: JobData, *, split: bool = False) -> None:
     ------
     DataError
     """
-    name = job["data"]["source"]
-    settings = job["retrain"]
+    name = job.data.source
+    settings = job.retrain
     n_classes = len(np.unique(data.y))
-    binary = sorted(set(settings["gates"]) & set(BINARY_METRICS))
+    binary = sorted(set(settings.gates) & set(BINARY_METRICS))
     if binary and n_classes > 2:
         raise DataError(f"{name}: {n_classes} classes, but retrain.gates {', '.join(binary)} need two; gate on "
                         "g_mean or a_mean")
-    source = settings["holdout"].get("source")
+    source = settings.holdout.source
     if source:
         _check_holdout_source(job, data, source)
     elif split:
-        _check_holdout_split(settings["holdout"]["fraction"], len(data.y), n_classes, name)
+        _check_holdout_split(settings.holdout.fraction, len(data.y), n_classes, name)
 
 
-def _check_holdout_source(job: dict, data: JobData, source: str) -> None:
+def _check_holdout_source(job: JobSpec, data: JobData, source: str) -> None:
     try:
-        holdout = load_job_data(source, nominal=job["data"].get("nominal", ()))
+        holdout = load_job_data(source, nominal=job.data.nominal)
     except DataError as exc:
         raise DataError(f"retrain.holdout.source: {exc}") from None
     if tuple(holdout.X.shape[1:]) != tuple(data.X.shape[1:]):
         raise DataError(f"retrain.holdout.source {source} has {_features(holdout.X.shape)} per row, the training "
-                        f"data {job['data']['source']} {_features(data.X.shape)}")
+                        f"data {job.data.source} {_features(data.X.shape)}")
     ours, theirs = data.meta.get("feature_names"), holdout.meta.get("feature_names")
     if ours and theirs and list(ours) != list(theirs):
         j = next(j for j, (a, b) in enumerate(zip(ours, theirs)) if a != b)
         raise DataError(f"retrain.holdout.source {source}: column {j} is {theirs[j]!r}, in the training data "
-                        f"{job['data']['source']} it is {ours[j]!r}; the holdout needs the training data's columns")
-    _check_finite(holdout, impute=job["preprocessing"]["impute"] != "none", name=f"retrain.holdout.source {source}")
+                        f"{job.data.source} it is {ours[j]!r}; the holdout needs the training data's columns")
+    _check_finite(holdout, impute=job.preprocessing.impute != "none", name=f"retrain.holdout.source {source}")
 
 
 def _check_holdout_split(fraction: float, n_rows: int, n_classes: int, name: str) -> None:
@@ -246,18 +251,18 @@ def describe(checked: CheckedJob) -> list[str]:
     """Lines saying what a checked job would do (``dimbsvm validate``)."""
     job, data = checked.job, checked.data
     labels, counts = np.unique(data.y, return_counts=True)
-    cv = job["cv"]
+    cv = job.cv
     lines = [
-        f"data: {job['data']['source']} ({len(data.y)} rows, {_features(data.X.shape)}, "
+        f"data: {job.data.source} ({len(data.y)} rows, {_features(data.X.shape)}, "
         f"class counts {{{format_class_counts(labels.tolist(), counts.tolist())}}})",
-        f"estimator: {job['estimator']['name']} {job['estimator']['params'] or ''}".rstrip(),
-        f"protocol: {cv['n_splits']}-fold CV x {cv['n_repeats']} = {cv['n_splits'] * cv['n_repeats']} fold tasks; "
-        f"metrics {', '.join(job['metrics'])}",
+        f"estimator: {job.estimator.name} {job.estimator.plain_params() or ''}".rstrip(),
+        f"protocol: {cv.n_splits}-fold CV x {cv.n_repeats} = {cv.n_folds} fold tasks; "
+        f"metrics {', '.join(job.metrics)}",
         f"runs on: {checked.where}",
     ]
     search = job_search(job)
     if search is not None:
-        folds = cv["n_splits"] * cv["n_repeats"] + bool(job["output"]["model"])
+        folds = cv.n_folds + bool(job.output.model)
         lines.insert(3, f"search: {len(search.candidates)} candidates x {search.n_splits} inner folds in each of "
                         f"{folds} training fold(s) = {len(search.candidates) * search.n_splits * folds} inner fits, "
                         f"chosen by {search.scoring}" + (f" with floor(s) {search.floor}" if search.floor else ""))

@@ -30,6 +30,7 @@ from ..model_selection.splits import positive_label
 from ..store import StoreRows, dataset_fingerprint, find_damage, open_store
 from ..store.location import is_url
 from ..artifacts import positive_class
+from .job_spec import JobSpec
 from .spec import job_search
 
 __all__ = ["JobData", "check_job_data", "class_names", "code_labels", "coded_as", "load_job_data"]
@@ -218,7 +219,7 @@ def _champion_coding(data: JobData, positive, champion: dict, champion_id: str) 
 MAX_CLASSES = 50
 
 
-def check_job_data(data: JobData, job: dict) -> None:
+def check_job_data(data: JobData, job: JobSpec) -> None:
     """Reject data the job cannot use, before any task starts.
 
     Checks the shape, NaN/inf (for a store, a chunked Dask reduction that
@@ -230,8 +231,9 @@ def check_job_data(data: JobData, job: dict) -> None:
     more rows than a feature stage's ``references``/``n_neighbors`` or the
     estimator's ``n_neighbors`` ask for.
 
-    The checks run once per (data, job): calling this again for the same job
-    (the runner does, after the CLI) costs nothing.
+    :func:`~dimbsvm.jobs.checks.check_job` runs them before a run; a job it
+    returns (a :class:`~dimbsvm.jobs.checks.CheckedJob`) is run without
+    checking its data again (:func:`~dimbsvm.jobs.runner.run_checked`).
 
     Raises
     ------
@@ -240,16 +242,11 @@ def check_job_data(data: JobData, job: dict) -> None:
     StoreError
         A chunk of the store is missing or damaged.
     """
-    from .run_dir import job_fingerprint
-
-    key = job_fingerprint(job)
-    if getattr(data, "_checked_for", None) == key:
-        return
     X, y = data.X, data.y
-    name = job["data"]["source"]  # as the job names it
+    name = job.data.source  # as the job names it
     search = job_search(job)
     shape = tuple(X.shape)
-    if len(shape) == 3 and job["features"] and job["preprocessing"]["scaler"] == "none":
+    if len(shape) == 3 and job.features and job.preprocessing.scaler == "none":
         pass  # time series: the first feature stage (e.g. similarity with dtw) reads them
     elif len(shape) != 2:
         raise DataError(
@@ -257,16 +254,16 @@ def check_job_data(data: JobData, job: dict) -> None:
             "a feature stage such as similarity (with preprocessing.scaler: none)")
     if shape[0] != y.shape[0]:
         raise DataError(f"{name}: X has {shape[0]} rows but y has {y.shape[0]} labels")
-    if any(stage.get("stored") for stage in job["features"]) and not isinstance(X, StoreRows):
+    if job.stored_features and not isinstance(X, StoreRows):
         raise DataError(f"{name}: a stored feature stage is kept in a dimbsvm Zarr store, and the data is not "
                         f"one; ingest it first (dimbsvm ingest {name} STORE.zarr) and name the store in data.source")
-    _check_finite(data, impute=job["preprocessing"]["impute"] != "none", name=name)
+    _check_finite(data, impute=job.preprocessing.impute != "none", name=name)
     labels, counts = np.unique(y, return_counts=True)
     if len(labels) < 2:
         raise DataError(f"{name}: only one class ({labels[0] if len(labels) else 'none'}) in the labels; "
                         "classification needs at least two")
-    if job["data"].get("positive") is not None:  # a class of this data, and one of two
-        positive_class_map(list(class_names(data)), job["data"]["positive"], source=name)
+    if job.data.positive is not None:  # a class of this data, and one of two
+        positive_class_map(list(class_names(data)), job.data.positive, source=name)
     singletons = int((counts == 1).sum())
     if len(labels) > MAX_CLASSES and singletons > len(labels) / 2:
         raise DataError(
@@ -274,13 +271,13 @@ def check_job_data(data: JobData, job: dict) -> None:
             "it is not a class label (a continuous or identifier column?); dimbsvm classifies, so choose a "
             "column of class labels as the target, or bin the values into classes")
     if len(labels) > 2:
-        estimator = make_estimator(job["estimator"]["name"], job["estimator"]["params"])
+        estimator = make_estimator(job.estimator.name, job.estimator.plain_params())
         if not get_tags(estimator).classifier_tags.multi_class:
             raise DataError(
-                f"{name}: {len(labels)} classes, but estimator {job['estimator']['name']!r} "
+                f"{name}: {len(labels)} classes, but estimator {job.estimator.name!r} "
                 f"({type(estimator).__name__}) is binary-only; choose a multi-class estimator (svc, svc_balanced, "
                 "linear_svc) or data with two classes")
-        binary_only = sorted(set(job["metrics"]) & set(BINARY_METRICS))
+        binary_only = sorted(set(job.metrics) & set(BINARY_METRICS))
         if binary_only:
             raise DataError(f"{name}: {len(labels)} classes, but metric(s) {', '.join(binary_only)} "
                             "need two; drop them from 'metrics'")
@@ -288,7 +285,7 @@ def check_job_data(data: JobData, job: dict) -> None:
         if binary_only:
             raise DataError(f"{name}: {len(labels)} classes, but the search's metric(s) {', '.join(binary_only)} "
                             "need two; choose another 'search.scoring' / 'search.floor'")
-    n_splits = job["cv"]["n_splits"]
+    n_splits = job.cv.n_splits
     if counts.min() < n_splits:
         small = labels[np.argmin(counts)]
         raise DataError(f"{name}: class {small} has {counts.min()} rows, fewer than cv.n_splits={n_splits}; "
@@ -302,24 +299,23 @@ def check_job_data(data: JobData, job: dict) -> None:
                             f"{n_splits}-fold CV holds {fewest} of them, fewer than the search's cv={inner} inner "
                             "folds; lower search.cv or cv.n_splits, or add data")
     _check_fold_sizes(job, name, counts, search)
-    data._checked_for = key
 
 
-def _stage_settings(job: dict, search):
+def _stage_settings(job: JobSpec, search):
     """``(index, stage, params)`` of every feature stage, once per distinct setting ``search`` gives it."""
     overrides = [stage_params(params) for params in search.candidates] if search is not None else [{}]
-    for i, stage in enumerate(job["features"]):
+    for i, stage in enumerate(job.features):
         seen = []
         for override in overrides:
-            params = {**(stage.get("params") or {}), **override.get(i, {})}
+            params = {**stage.plain_params(), **override.get(i, {})}
             if params not in seen:
                 seen.append(params)
                 yield i, stage, params
 
 
-def _check_fold_sizes(job: dict, name: str, counts, search) -> None:
+def _check_fold_sizes(job: JobSpec, name: str, counts, search) -> None:
     """Stage and estimator sizes that every training fold must accommodate."""
-    n_splits = job["cv"]["n_splits"]
+    n_splits = job.cv.n_splits
     # stratified k-fold gives each class's rows to the folds as evenly as possible: the largest
     # test fold takes ceil(count / k) of every class, so the smallest training fold has this many rows
     train_counts = [c - -(-c // n_splits) for c in counts]
@@ -331,10 +327,10 @@ def _check_fold_sizes(job: dict, name: str, counts, search) -> None:
         where = (f"the smallest inner training fold (the search's {inner} inner folds of {n_splits}-fold CV of "
                  f"{int(sum(counts))} rows) has {train_rows} rows")
     for i, stage, params in _stage_settings(job, search):
-        needed = fold_rows_needed("feature", stage["name"], make_feature(stage["name"], params).get_params())
-        _check_rows(needed, train_rows, f"{name}: features.{i} ({stage['name']})", f"features.{i}.params", where)
-    estimator_name = job["estimator"]["name"]
-    estimator = make_estimator(estimator_name, job["estimator"]["params"])
+        needed = fold_rows_needed("feature", stage.name, make_feature(stage.name, params).get_params())
+        _check_rows(needed, train_rows, f"{name}: features.{i} ({stage.name})", f"features.{i}.params", where)
+    estimator_name = job.estimator.name
+    estimator = make_estimator(estimator_name, job.estimator.plain_params())
     needed = fold_rows_needed("estimator", estimator_name, estimator.get_params())
     _check_rows(needed, train_rows, f"{name}: estimator {estimator_name!r}", "estimator.params", where)
 

@@ -34,17 +34,19 @@ from sklearn.model_selection import train_test_split
 
 from ..parallel import map_tasks
 from ..predict.arrays import feature_order
-from ..model_selection.folds import FoldSpec, run_folds
+from ..model_selection.folds import FoldSpec
 from ..model_selection.scoring import score_rows
 from ..exceptions import DataError
 from ..store import content_fingerprint
 from .registry import ModelRegistry
 from ..artifacts import positive_class
+from .checks import CheckedJob
 from .data import JobData, check_job_data, class_names, code_labels, coded_as, load_job_data
-from .runner import pipeline_kwargs
+from .job_spec import JobSpec
+from .runner import execute_folds, fold_setup
 from .spec import job_search
 
-__all__ = ["RetrainOutcome", "retrain", "gate_decision"]
+__all__ = ["RetrainOutcome", "retrain", "retrain_checked", "gate_decision"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,18 +89,23 @@ def gate_decision(challenger: dict, champion: dict | None, gates: dict) -> tuple
     return True, "every gate passed: " + "; ".join(passed)
 
 
-def model_fingerprint(job: dict) -> str:
+def model_fingerprint(job: JobSpec) -> str:
     """SHA-256 of what decides the fitted model besides the data: preprocessing, features, estimator, holdout, search."""
-    decides = {key: job.get(key) for key in ("preprocessing", "features", "estimator")}
-    decides["holdout"] = (job.get("retrain") or {}).get("holdout")
-    if job.get("search"):  # only when there is one: the fingerprints of registries without a search stay as they were
-        decides["search"] = job["search"]
+    decides = {"preprocessing": job.preprocessing.to_dict(), "features": [stage.to_dict() for stage in job.features],
+               "estimator": job.estimator.to_dict(), "holdout": job.retrain.holdout.to_dict()}
+    if job.search is not None:  # only with one: the fingerprints of registries without a search stay as they were
+        decides["search"] = job.search.to_dict()
     return hashlib.sha256(json.dumps(decides, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | None = None,
+def retrain_checked(checked: CheckedJob, client, registry_dir, *, force: bool = False) -> RetrainOutcome:
+    """:func:`retrain` of a job that passed :func:`~dimbsvm.jobs.checks.check_job`: its data is not checked again."""
+    return _retrain(checked.job, client, registry_dir, job_text=checked.job_text, data=checked.data, force=force)
+
+
+def retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData | None = None,
             force: bool = False) -> RetrainOutcome:
-    """Run one retraining of ``job`` against the registry at ``registry_dir``.
+    """Check the data and run one retraining of ``job`` against the registry at ``registry_dir``.
 
     With ``force=False``, a job whose data fingerprint and
     :func:`model_fingerprint` equal the champion's fits nothing: the outcome
@@ -116,12 +123,16 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
         (``data.positive``) that is not a class of the data or not the champion's; data or a holdout whose
         class names are not the champion's (or the training data's): a new or a missing class.
     """
-    registry = ModelRegistry(registry_dir)
     if data is None:
-        data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
+        data = load_job_data(job.data.source, nominal=job.data.nominal)
     check_job_data(data, job)
-    settings = job["retrain"]
-    gates = settings["gates"]
+    return _retrain(job, client, registry_dir, job_text=job_text, data=data, force=force)
+
+
+def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData, force: bool) -> RetrainOutcome:
+    """:func:`retrain` with ``data`` checked for ``job``."""
+    registry = ModelRegistry(registry_dir)
+    gates = job.retrain.to_dict()["gates"]
     binary_gates = sorted(set(gates) & {"f_measure", "auc"})
     if binary_gates and len(np.unique(data.y)) > 2:
         raise DataError(f"{data.name}: gated metric(s) {', '.join(binary_gates)} need two classes")
@@ -129,7 +140,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     champion_model, champion_meta = registry.load(champion) if champion else (None, None)  # verified before any work
     # the champion's coding, not this batch's class balance: else a flipped balance inverts the labels it is
     # scored against, and the challenger learns the other class as positive
-    data, pos_label = code_labels(data, positive=job["data"].get("positive"), champion=champion_meta,
+    data, pos_label = code_labels(data, positive=job.data.positive, champion=champion_meta,
                                   champion_id=champion or "champion")
     train_data, train_rows, hold_data, hold_rows = _holdout(job, data)
     fingerprints = {"data_fingerprint": content_fingerprint(data.meta) or None,
@@ -140,19 +151,16 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
             reason = (f"the champion {champion} was fitted on the same data with the same parameters; no new "
                       "version (force to retrain anyway)")
             registry.record({"action": "unchanged", "version": champion, "reason": reason, **fingerprints})
-            logger.info("retrain %s: %s", job["name"], reason)
+            logger.info("retrain %s: %s", job.name, reason)
             metrics = info.get("holdout_metrics") or {}
             return RetrainOutcome(version=champion, promoted=False, champion=champion, challenger_metrics=metrics,
                                   champion_metrics=metrics, reason=reason)
 
-    steps = pipeline_kwargs(job)
     # the challenger through the fold engine: an ensemble's members fan out as tasks
     search = job_search(job)  # with a search, the challenger's parameters are chosen on its training rows
-    [fitted], _ = run_folds(
-        steps["estimator"], train_data.X, train_data.y,
-        [FoldSpec(("challenger",), train_rows, np.empty(0, dtype=np.int64))], client=client,
-        scaler=steps["scaler"], impute=steps["impute"], features=steps["features"], metrics=(),
-        pos_label=pos_label, retries=job["execution"]["retries"], label="challenger tasks", search=search)
+    setup = fold_setup(job, pos_label, metrics=(), search=search)
+    challenger_fold = FoldSpec(("challenger",), train_rows, np.empty(0, dtype=np.int64))
+    [fitted], _ = execute_folds(job, setup, train_data, [challenger_fold], client=client, label="challenger tasks")
     challenger = fitted["model"]
     chosen = {"search_params": fitted["search"]["params"]} if search is not None else {}
     reported = set(gates) | set(_always_reported(data))
@@ -161,7 +169,7 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     scores = map_tasks(
         score_rows, [{"model": m, "rows": hold_rows, "metrics": tuple(metrics), "pos_label": pos_label}
                      for m in models],
-        client=client, shared={"X": hold_data.X, "y": hold_data.y}, retries=job["execution"]["retries"],
+        client=client, shared={"X": hold_data.X, "y": hold_data.y}, retries=job.execution.retries,
         label="holdout scores")
     challenger_metrics = scores[0]
     champion_metrics = scores[1] if champion_model is not None else None
@@ -169,10 +177,10 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     promote, reason = gate_decision(challenger_metrics, champion_metrics, gates)
     version = registry.add_version(
         challenger, job_text=job_text,
-        info={"job": job["name"], "estimator": job["estimator"], **fingerprints,
+        info={"job": job.name, "estimator": job.estimator.to_dict(), **fingerprints,
               "n_train": int(len(train_rows)), "n_holdout": int(len(hold_rows)),
               "holdout_metrics": challenger_metrics, **chosen},
-        model_meta={"job": job["name"], "estimator": job["estimator"], "n_features": int(data.X.shape[1]),
+        model_meta={"job": job.name, "estimator": job.estimator.to_dict(), "n_features": int(data.X.shape[1]),
                     "feature_names": data.meta.get("feature_names"),
                     "class_map": data.meta.get("class_map", {}), "positive_label": pos_label,
                     "positive_class": _positive_name(data, pos_label),
@@ -186,25 +194,25 @@ def retrain(job: dict, client, registry_dir, *, job_text: str, data: JobData | N
     else:
         promoted = False
         registry.record(dict(event, action="keep_champion", version=version, reason=reason))
-    logger.info("retrain %s: %s %s (%s)", job["name"], version, "promoted" if promoted else "kept out", reason)
+    logger.info("retrain %s: %s %s (%s)", job.name, version, "promoted" if promoted else "kept out", reason)
     return RetrainOutcome(version=version, promoted=promoted, champion=champion,
                           challenger_metrics=challenger_metrics, champion_metrics=champion_metrics, reason=reason,
                           search_params=chosen.get("search_params"))
 
 
-def _holdout(job: dict, data: JobData):
+def _holdout(job: JobSpec, data: JobData):
     """``(train_data, train_rows, hold_data, hold_rows)``: a stratified split of ``data``, or a separate source.
 
     A separate source is coded as ``data`` is, by class name: its own class
     balance (a reversed ratio) does not decide its coding.
     """
-    settings = job["retrain"]["holdout"]
-    source = settings.get("source")
+    settings = job.retrain.holdout
+    source = settings.source
     if not source:
-        train_rows, hold_rows = train_test_split(np.arange(len(data.y)), test_size=settings["fraction"],
-                                                 random_state=settings["random_state"], stratify=data.y)
+        train_rows, hold_rows = train_test_split(np.arange(len(data.y)), test_size=settings.fraction,
+                                                 random_state=settings.random_state, stratify=data.y)
         return data, train_rows, data, hold_rows
-    hold_data = load_job_data(source, nominal=job["data"].get("nominal", ()))
+    hold_data = load_job_data(source, nominal=job.data.nominal)
     if tuple(hold_data.X.shape[1:]) != tuple(data.X.shape[1:]):
         raise DataError(f"holdout {source} has {hold_data.X.shape[1:]} features per row, "
                         f"the training data {data.X.shape[1:]}")

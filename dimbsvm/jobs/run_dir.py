@@ -42,6 +42,7 @@ import yaml
 
 from .._locks import HeldLock, LockHeld, exclusive_lock, write_atomic
 from ..exceptions import DataError, DimbsvmError, JobSpecError
+from .job_spec import JobSpec
 
 __all__ = ["RunDirPlan", "check_out_path", "check_writable", "claim_run_dir", "fold_file", "job_fingerprint",
            "lock_file", "open_partial", "partial_dir", "plan_run_dir", "release_run_dir", "save_fold", "saved_progress",
@@ -231,13 +232,13 @@ def _forget_claims() -> None:
 os.register_at_fork(after_in_child=_forget_claims)
 
 
-def plan_run_dir(job: dict, data_fingerprint: str, *, out=None, resume: bool = False, fresh: bool = False,
+def plan_run_dir(job: JobSpec, data_fingerprint: str, *, out=None, resume: bool = False, fresh: bool = False,
                  runs_root=RUNS_ROOT, now=None, claim: bool = True) -> RunDirPlan:
     """Decide where a run goes and whether it resumes, refusing every path it could not use.
 
     Parameters
     ----------
-    job : dict
+    job : JobSpec
         The validated job.
     data_fingerprint : str
         Of the data the run will use.
@@ -279,7 +280,7 @@ def plan_run_dir(job: dict, data_fingerprint: str, *, out=None, resume: bool = F
         raise DimbsvmError("--resume and --fresh contradict each other; give one")
     fingerprint = job_fingerprint(job)
     if out is None:
-        return _plan_default(job["name"], fingerprint, data_fingerprint, Path(runs_root), resume=resume, fresh=fresh,
+        return _plan_default(job.name, fingerprint, data_fingerprint, Path(runs_root), resume=resume, fresh=fresh,
                              now=now, claim=claim)
     run_dir = Path(out)
     check_out_path(run_dir)
@@ -479,12 +480,12 @@ def _stamp_order(rest: str):
     return (match.group(1), int(match.group(2) or 1)) if match else (rest, 0)
 
 
-def job_fingerprint(job: dict) -> str:
-    """SHA-256 of the validated job, so a resumed run is known to be the same job."""
-    return hashlib.sha256(json.dumps(job, sort_keys=True, default=str).encode()).hexdigest()
+def job_fingerprint(job: JobSpec) -> str:
+    """SHA-256 of the validated job's canonical mapping, so a resumed run is known to be the same job."""
+    return hashlib.sha256(json.dumps(job.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
 
 
-def open_partial(partial: Path, fingerprint: str, data_fingerprint: str, job_text, job) -> dict:
+def open_partial(partial: Path, fingerprint: str, data_fingerprint: str, job_text, job: JobSpec) -> dict:
     """Create the partial run directory, or reopen one of the same job and data; return finished folds.
 
     A partial run records the job's fingerprint and the data's (the source
@@ -511,7 +512,8 @@ def open_partial(partial: Path, fingerprint: str, data_fingerprint: str, job_tex
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         (tmp / "folds").mkdir(parents=True)
-        (tmp / "job.yaml").write_text(job_text if job_text is not None else yaml.safe_dump(job, sort_keys=False))
+        text = job_text if job_text is not None else yaml.safe_dump(job.to_dict(), sort_keys=False)
+        (tmp / "job.yaml").write_text(text)
         (tmp / _DATA_MARKER).write_text(data_fingerprint)
         (tmp / _JOB_MARKER).write_text(fingerprint)
         os.replace(tmp, partial)  # the directory is a resumable run from here on
@@ -559,16 +561,16 @@ def write_json(path: Path, payload) -> None:
     write_atomic(path, json.dumps(payload, indent=2, default=_json_default) + "\n")
 
 
-def summary_markdown(job, data, summary, records) -> str:
+def summary_markdown(job: JobSpec, data, summary, records) -> str:
     labels, counts = np.unique(data.y, return_counts=True)
     lines = [
-        f"# {job['name']}",
+        f"# {job.name}",
         "",
-        f"- data: `{job['data']['source']}` ({len(data.y)} rows, {data.X.shape[1]} features, "
+        f"- data: `{job.data.source}` ({len(data.y)} rows, {data.X.shape[1]} features, "
         f"class counts {dict(zip(labels.tolist(), counts.tolist()))})",
-        f"- estimator: `{job['estimator']['name']}` {job['estimator']['params'] or ''}",
-        f"- protocol: stratified {job['cv']['n_splits']}-fold CV x {job['cv']['n_repeats']} repeat(s), "
-        f"seeds from {job['cv']['random_state']}; {job['preprocessing']['scaler']} scaling fitted per training fold",
+        f"- estimator: `{job.estimator.name}` {job.estimator.plain_params() or ''}",
+        f"- protocol: stratified {job.cv.n_splits}-fold CV x {job.cv.n_repeats} repeat(s), "
+        f"seeds from {job.cv.random_state}; {job.preprocessing.scaler} scaling fitted per training fold",
         "",
         "| metric | mean | std | min | max |",
         "|---|---|---|---|---|",

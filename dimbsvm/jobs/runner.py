@@ -1,8 +1,14 @@
 """Run a validated job: load data, check it, fit and score every fold and the final model, write the run directory.
 
-The folds and the final model are one plan of the fold engine
-(:mod:`dimbsvm.model_selection.folds`): (repeat, fold) prepare / part / finish
-tasks, an ensemble's members as parts of their own, all submitted together.
+A run is three steps: :func:`plan_run` (the partial directory opened, the
+labels coded and split, the folds still to run decided; nothing submitted),
+:func:`execute_run` (the folds and the final model as one plan of the fold
+engine, :mod:`dimbsvm.model_selection.folds`: (repeat, fold) prepare / part /
+finish tasks, an ensemble's members as parts of their own, all submitted
+together) and :func:`write_run` (records, summary, report, the final rename).
+:func:`fold_setup` and :func:`execute_folds`, the job's
+:class:`~dimbsvm.model_selection.folds.FoldSetup` and its submission, are
+shared with :mod:`dimbsvm.jobs.retrain`.
 
 The run directory is assembled under a hidden ``.<name>.partial`` directory
 and renamed into place only when everything is written, so a failed run never
@@ -22,6 +28,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 import numpy as np
 
@@ -29,24 +37,28 @@ from .._version import __version__
 from ..distributed import worker_versions
 from ..environment import package_versions, peak_rss_bytes
 from ..estimators import make_estimator, make_feature
-from ..model_selection.folds import FoldSpec, run_folds
+from ..model_selection.folds import FoldSetup, FoldSpec, run_folds
 from .part_store import PartDirectory
 from ..model_selection.scoring import TIME_METRICS, summarize
+from ..model_selection.search import Search
 from ..model_selection.splits import repeat_seeds, repeat_splits
-from ..model_selection.stages import build_stored_stage, stored_stage_of
+from ..model_selection.stages import build_stored_stage
 from ..predict.encoding import prediction_meta
 from ..report import write_run_report
 from ..store import StoreRows, content_fingerprint
 from ..artifacts import save_model
+from .checks import CheckedJob
 from .data import JobData, check_job_data, code_labels, load_job_data
+from .job_spec import JobSpec
 from .oof import OOF_DIR, fold_predictions_path, load_oof, save_fold_predictions
 from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
                       save_fold, summary_markdown, write_json)
 from .search_results import (load_fold_search, save_fold_search, search_overview, warn_failed_fits,
                              write_search_tables)
-from .spec import SEARCH_DEFAULTS, job_search
+from .spec import job_search
 
-__all__ = ["JobData", "RunResult", "run_job", "load_job_data", "check_job_data", "pipeline_kwargs"]
+__all__ = ["ExecutedRun", "JobData", "RunPlan", "RunResult", "check_job_data", "execute_folds", "execute_run",
+           "fold_setup", "load_job_data", "plan_run", "run_checked", "run_job", "write_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +81,39 @@ class RunResult:
     search: dict | None = None
 
 
-def pipeline_kwargs(job: dict) -> dict:
-    """The estimator, feature stages (fitted per fold; not stored ones) and preprocessing of a job's tasks."""
-    return {
-        "estimator": make_estimator(job["estimator"]["name"], job["estimator"]["params"]),
-        "features": [make_feature(stage["name"], stage["params"]) for stage in job["features"]
-                     if not stage.get("stored")],
-        "scaler": job["preprocessing"]["scaler"],
-        "impute": job["preprocessing"]["impute"],
-    }
+def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Search | None = None,
+               keep_predictions: bool = False, part_store=None) -> FoldSetup:
+    """The fold engine's setup of a job: its estimator, preprocessing, feature stages fitted per fold and metrics.
+
+    Parameters
+    ----------
+    job : JobSpec
+    pos_label : object
+        The positive class as the labels are coded (:func:`~dimbsvm.jobs.data.code_labels`).
+    metrics : sequence of str, default=None
+        Scored on the test rows; default the job's.
+    stage, search, keep_predictions, part_store
+        As :class:`~dimbsvm.model_selection.folds.FoldSetup` takes them.
+    """
+    return FoldSetup(
+        estimator=make_estimator(job.estimator.name, job.estimator.plain_params()), pos_label=pos_label,
+        scaler=job.preprocessing.scaler, impute=job.preprocessing.impute,
+        features=tuple(make_feature(stage.name, stage.plain_params()) for stage in job.fitted_features),
+        metrics=job.metrics if metrics is None else tuple(metrics), stage=stage, search=search,
+        keep_predictions=keep_predictions, part_store=part_store)
+
+
+def execute_folds(job: JobSpec, setup: FoldSetup, data: JobData, specs, *, client, label: str, on_result=None,
+                  progress: bool = False, store_labels: bool = False):
+    """Fit (and score) ``specs`` of ``data`` as one plan of the fold engine, with the job's retries.
+
+    ``store_labels``: tasks over a store read its labels where they run
+    instead of receiving them. Returns what
+    :func:`~dimbsvm.model_selection.folds.run_folds` returns.
+    """
+    task_labels = data.X.labels() if store_labels and isinstance(data.X, StoreRows) else None
+    return run_folds(setup, data.X, data.y, specs, client=client, retries=job.execution.retries,
+                     on_result=on_result, progress=progress, label=label, task_labels=task_labels)
 
 
 def peak_memory_bytes(dask_worker=None) -> int:
@@ -85,13 +121,16 @@ def peak_memory_bytes(dask_worker=None) -> int:
     return peak_rss_bytes()
 
 
-def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None = None,
+def run_job(job: JobSpec, client, *, out=None, progress=True, job_text: str | None = None,
             data: JobData | None = None) -> RunResult:
-    """Run a validated job on ``client`` and write its run directory.
+    """Check ``job``'s data, run the job on ``client`` and write its run directory.
+
+    A job that passed :func:`~dimbsvm.jobs.checks.check_job` is run by
+    :func:`run_checked` instead, without checking its data again.
 
     Parameters
     ----------
-    job : dict
+    job : JobSpec
         As returned by :func:`dimbsvm.jobs.validate_job`.
     client : distributed.Client or None
         Where the tasks run; ``None`` runs them in this process.
@@ -106,8 +145,8 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     job_text : str, default=None
         The job file as written, copied into the run directory verbatim.
     data : JobData, default=None
-        The job's data if already opened (the CLI opens it before starting a
-        cluster, so a missing file fails first); else read from the job.
+        The job's data if already opened; else read from the job. It is
+        checked here (:func:`~dimbsvm.jobs.data.check_job_data`).
 
     Returns
     -------
@@ -124,8 +163,26 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     if out and Path(out).exists():
         raise FileExistsError(f"run directory {out} already exists and is complete; choose another --out")
     if data is None:
-        data = load_job_data(job["data"]["source"], nominal=job["data"].get("nominal", ()))
+        data = load_job_data(job.data.source, nominal=job.data.nominal)
     check_job_data(data, job)
+    return _run(job, client, data, out=out, progress=progress, job_text=job_text, started=started, tic=tic)
+
+
+def run_checked(checked: CheckedJob, client, *, progress=True) -> RunResult:
+    """Run a job that passed :func:`~dimbsvm.jobs.checks.check_job`, in the run directory it planned.
+
+    Its data is not checked again: the checks opened and checked it.
+    """
+    started, tic = _dt.datetime.now(_dt.UTC), time.perf_counter()
+    out = checked.run.run_dir if checked.run is not None else None
+    if out and Path(out).exists():
+        raise FileExistsError(f"run directory {out} already exists and is complete; choose another --out")
+    return _run(checked.job, client, checked.data, out=out, progress=progress, job_text=checked.job_text,
+                started=started, tic=tic)
+
+
+def _run(job: JobSpec, client, data: JobData, *, out, progress, job_text, started, tic) -> RunResult:
+    """Claim the run directory, then plan, execute and write the run (``data`` checked for ``job``)."""
     data_fingerprint = content_fingerprint(data.meta)
     # this process alone writes the run directory until it is renamed into place (the CLI claimed it when it
     # planned the run; claiming again is then a no-op)
@@ -137,17 +194,56 @@ def run_job(job: dict, client, *, out=None, progress=True, job_text: str | None 
     try:
         if run_dir.exists():  # finished by another process before this one claimed it
             raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
-        return _run_claimed(job, client, run_dir, data, data_fingerprint, progress=progress, job_text=job_text,
-                            started=started, tic=tic)
+        plan = plan_run(job, data, run_dir, data_fingerprint=data_fingerprint, job_text=job_text)
+        executed = execute_run(plan, client, progress=progress)
+        return write_run(plan, executed, client, started=started, tic=tic)
     finally:
         release_run_dir(run_dir)
 
 
-def _run_claimed(job, client, run_dir, data, data_fingerprint, *, progress, job_text, started, tic) -> RunResult:
-    """:func:`run_job` in the run directory this process has claimed."""
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run will do, decided before any task: the plan step of :func:`run_job`.
+
+    Attributes
+    ----------
+    job : JobSpec
+    data : JobData
+        The job's data, its labels coded (:func:`~dimbsvm.jobs.data.code_labels`).
+    pos_label : object
+        The positive class's code.
+    data_fingerprint : str
+    run_dir, partial : Path
+        The run directory and the partial directory it is assembled in.
+    keys : tuple
+        Every CV fold's key, in order.
+    finished : Mapping
+        ``{key: record}`` of the folds an interrupted run saved.
+    todo : tuple of FoldSpec
+        The folds to run, then the final model's "fold" if it is to be fitted.
+    want_model : bool
+        The final model is fitted in this run (not reused from the partial directory).
+    search : Search or None
+    """
+
+    job: JobSpec
+    data: JobData
+    pos_label: object
+    data_fingerprint: str
+    run_dir: Path
+    partial: Path
+    keys: tuple
+    finished: Mapping
+    todo: tuple
+    want_model: bool
+    search: Search | None
+
+
+def plan_run(job: JobSpec, data: JobData, run_dir: Path, *, data_fingerprint: str,
+             job_text: str | None = None) -> RunPlan:
+    """Open (or reopen) the run's partial directory and decide which folds run: nothing is submitted."""
     partial = partial_dir(run_dir)
-    fingerprint = job_fingerprint(job)
-    finished = open_partial(partial, fingerprint, data_fingerprint, job_text, job)
+    finished = open_partial(partial, job_fingerprint(job), data_fingerprint, job_text, job)
     # a fold recorded without its out-of-fold predictions (a partial run of an earlier dimbsvm) runs
     # again: the report's curves must cover every fold
     for key in [key for key in finished if not fold_predictions_path(partial / OOF_DIR, key).exists()]:
@@ -159,42 +255,59 @@ def _run_claimed(job, client, run_dir, data, data_fingerprint, *, progress, job_
             logger.info("fold %s of %s has no saved search; running it again", key, partial)
             del finished[key]
 
-    cv = job["cv"]
-    data, pos_label = code_labels(data, positive=job["data"].get("positive"))  # the job's positive class
-    steps = pipeline_kwargs(job)
+    cv = job.cv
+    data, pos_label = code_labels(data, positive=job.data.positive)  # the job's positive class
     specs = []
-    for seed in repeat_seeds(cv["n_repeats"], cv["random_state"]):
+    for seed in repeat_seeds(cv.n_repeats, cv.random_state):
         # the labels are split once per repeat, here, not in every task
-        for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=cv["n_splits"], seed=seed)):
+        for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=cv.n_splits, seed=seed)):
             specs.append(FoldSpec((seed, fold), train, test,
-                                  split={"n_splits": cv["n_splits"], "seed": seed, "fold": fold}))
-    keys = [spec.key for spec in specs]
+                                  split={"n_splits": cv.n_splits, "seed": seed, "fold": fold}))
+    keys = tuple(spec.key for spec in specs)
     todo = [spec for spec in specs if spec.key not in finished]
-    want_model = job["output"]["model"] and not (partial / "model").exists()
-    if job["output"]["model"] and not want_model:  # saved whole by the interrupted run, same job and data
+    want_model = job.output.model and not (partial / "model").exists()
+    if job.output.model and not want_model:  # saved whole by the interrupted run, same job and data
         logger.info("reusing the final model saved by the interrupted run in %s", partial)
     if want_model:  # fitted beside the folds, in the same plan
         todo.append(FoldSpec(FINAL_MODEL, np.arange(len(data.y)), np.empty(0, dtype=np.int64),
-                             split={"n_splits": cv["n_splits"], "seed": None, "fold": None}))
+                             split={"n_splits": cv.n_splits, "seed": None, "fold": None}))
     if finished:
         logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(finished),
                     len(keys) - len(finished))
-    logger.info("job %s: %s on %s (%d rows), %d fold(s)%s%s", job["name"], job["estimator"]["name"],
+    logger.info("job %s: %s on %s (%d rows), %d fold(s)%s%s", job.name, job.estimator.name,
                 data.name, len(data.y), len(keys) - len(finished), " and the final model" if want_model else "",
                 f", each choosing among {len(search.candidates)} candidates on {search.n_splits} inner folds"
                 if search is not None else "")
+    return RunPlan(job=job, data=data, pos_label=pos_label, data_fingerprint=data_fingerprint, run_dir=run_dir,
+                   partial=partial, keys=keys, finished=MappingProxyType(finished), todo=tuple(todo),
+                   want_model=want_model, search=search)
 
+
+@dataclass(frozen=True)
+class ExecutedRun:
+    """What the execute step of a run produced: the records of every fold, the final model, the timings."""
+
+    records: tuple
+    final_model: object
+    reused_members: int
+    phases: Mapping
+    oof_curves: object
+
+
+def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
+    """Run the plan's folds and final model as one plan of tasks, saving each fold as it arrives."""
+    job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
     # The report's ROC and precision-recall curves need only the folds: drawn in a thread of their own
     # once every fold is saved, they overlap the final model's fit instead of following it (7 s at 10^7
     # out-of-fold scores, on the client, after the cluster's work).
-    curves_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if want_model else None
-    unsaved = {spec.key for spec in todo} - {FINAL_MODEL}
+    curves_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if plan.want_model else None
+    unsaved = {spec.key for spec in plan.todo} - {FINAL_MODEL}
     oof_curves = None
 
     def draw_curves_once_folds_are_saved():
         nonlocal oof_curves
         if curves_ahead is not None and not unsaved and oof_curves is None:
-            oof_curves = curves_ahead.submit(_oof_curves, partial, len(np.unique(data.y)), pos_label)
+            oof_curves = curves_ahead.submit(_oof_curves, partial, len(np.unique(data.y)), plan.pos_label)
 
     draw_curves_once_folds_are_saved()  # a resumed run whose folds were all saved before
 
@@ -208,60 +321,66 @@ def _run_claimed(job, client, run_dir, data, data_fingerprint, *, progress, job_
             predictions = result.pop("predictions")
             save_fold_predictions(partial / OOF_DIR, spec.key, spec.test, data.y[spec.test],
                                   predictions["y_pred"], predictions["score"])
-            save_fold(partial, spec.key, result["record"], data_fingerprint)
+            save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
             unsaved.discard(spec.key)
             draw_curves_once_folds_are_saved()
 
     phases = {}
-    stage = stored_stage_of(job)
+    [stage] = job.stored_features or [None]
     if stage is not None:  # built once into the store, or found there by fingerprint
         phase = time.perf_counter()
         stage = build_stored_stage(stage, data, client=client)
         phases["stored stage"] = time.perf_counter() - phase
+    setup = fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True,
+                       part_store=PartDirectory(partial / "members"))
     phase = time.perf_counter()
     try:
-        results, reused_members = run_folds(
-            steps["estimator"], data.X, data.y, todo, client=client, scaler=steps["scaler"], impute=steps["impute"],
-            features=steps["features"], metrics=job["metrics"], pos_label=pos_label,
-            retries=job["execution"]["retries"], part_store=PartDirectory(partial / "members"), on_result=save,
-            progress=progress, label="tasks", task_labels=data.X.labels() if isinstance(data.X, StoreRows) else None,
-            stage=stage, keep_predictions=True, search=search)
+        results, reused_members = execute_folds(job, setup, data, plan.todo, client=client, label="tasks",
+                                                on_result=save, progress=progress, store_labels=True)
     finally:
         if curves_ahead is not None:
             curves_ahead.shutdown(wait=False)  # a figure being drawn finishes; the report waits for it
-    phases["folds and final model" if want_model else "folds"] = time.perf_counter() - phase
-    by_key = dict(finished)
-    for spec, result in zip(todo, results):
+    phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase
+    by_key = dict(plan.finished)
+    final_model = None
+    for spec, result in zip(plan.todo, results):
         if spec.key == FINAL_MODEL:
-            _save_final_model(result["model"], job, data, pos_label, partial)
+            final_model = result["model"]
+            _save_final_model(final_model, job, data, plan.pos_label, partial)
         else:
             by_key[spec.key] = result["record"]
-    final_model = next((result["model"] for spec, result in zip(todo, results) if spec.key == FINAL_MODEL), None)
-    all_records = [by_key[key] for key in keys]
-    summary = summarize(all_records, [m for m in job["metrics"] if m not in TIME_METRICS])
-    timings = summarize(all_records, [m for m in job["metrics"] if m in TIME_METRICS])
+    return ExecutedRun(records=tuple(by_key[key] for key in plan.keys), final_model=final_model,
+                       reused_members=reused_members, phases=MappingProxyType(phases), oof_curves=oof_curves)
+
+
+def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> RunResult:
+    """Write the run's records, summary and report into the partial directory, then rename it into place."""
+    job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
+    all_records = list(executed.records)
+    summary = summarize(all_records, [m for m in job.metrics if m not in TIME_METRICS])
+    timings = summarize(all_records, [m for m in job.metrics if m in TIME_METRICS])
 
     memory = _worker_memory(client)
     resources = {
         "peak_worker_memory_bytes": memory,
         "peak_worker_memory_max_bytes": max(memory.values()) if memory else None,
-        "phase_seconds": phases,
+        "phase_seconds": dict(executed.phases),
         "note": "peak resident memory (VmHWM) of each worker process since it started, by worker name",
     }
     write_json(partial / "resources.json", resources)
     finished_at = _dt.datetime.now(_dt.UTC)
     payload = {
-        "job": job["name"],
-        "estimator": job["estimator"],
+        "job": job.name,
+        "estimator": job.estimator.to_dict(),
         "dataset": {k: v for k, v in data.meta.items() if k != "feature_names"},
-        "data_source": job["data"]["source"],  # as the job gives it (the dataset's path is resolved)
-        "positive_label": pos_label,
-        "cv": cv,
+        "data_source": job.data.source,  # as the job gives it (the dataset's path is resolved)
+        "positive_label": plan.pos_label,
+        "cv": job.cv.to_dict(),
         "summary": summary,
         "timings": timings,
         "folds": all_records,
-        "reused_folds": len(finished),
-        "reused_members": reused_members,
+        "reused_folds": len(plan.finished),
+        "reused_members": executed.reused_members,
         "dimbsvm_version": __version__,
         "versions": {"python": platform.python_version(), **package_versions(RUN_PACKAGES)},
         "worker_versions": worker_versions(client),  # what the tasks ran with ({} in this process)
@@ -270,19 +389,18 @@ def _run_claimed(job, client, run_dir, data, data_fingerprint, *, progress, job_
         "duration_s": round(time.perf_counter() - tic, 3),
     }
     if search is not None:
-        selections = {key: load_fold_search(partial, key) for key in keys}
-        if job["output"]["model"]:
+        selections = {key: load_fold_search(partial, key) for key in plan.keys}
+        if job.output.model:
             selections[FINAL_MODEL] = load_fold_search(partial, FINAL_MODEL)
         write_search_tables(partial, selections, scoring=search.scoring)
-        payload["search"] = search_overview(selections, search={**SEARCH_DEFAULTS, **job["search"]},
-                                            scoring=search.scoring)
+        payload["search"] = search_overview(selections, search=job.search.with_defaults(), scoring=search.scoring)
     write_json(partial / "metrics.json", payload)
     (partial / "summary.md").write_text(summary_markdown(job, data, summary, all_records))
     write_run_report(partial, job=job, data=data, metrics=payload, resources=resources, oof=load_oof(partial),
-                     final_estimator=_last_step(final_model), oof_curves=oof_curves)
-    os.replace(partial, run_dir)  # the run directory appears only once complete
-    return RunResult(run_dir=run_dir, summary=summary, folds=all_records, reused=len(finished),
-                     reused_members=reused_members, search=payload.get("search"))
+                     final_estimator=_last_step(executed.final_model), oof_curves=executed.oof_curves)
+    os.replace(partial, plan.run_dir)  # the run directory appears only once complete
+    return RunResult(run_dir=plan.run_dir, summary=summary, folds=all_records, reused=len(plan.finished),
+                     reused_members=executed.reused_members, search=payload.get("search"))
 
 
 def _oof_curves(partial, n_classes, pos_label):
@@ -308,13 +426,13 @@ def _last_step(model):
     return steps[-1][1] if steps else model
 
 
-def _save_final_model(model, job, data, pos_label, partial):
+def _save_final_model(model, job: JobSpec, data, pos_label, partial):
     save_model(model, partial / "model", meta={
-        "job": job["name"], "estimator": job["estimator"], "preprocessing": job["preprocessing"],
+        "job": job.name, "estimator": job.estimator.to_dict(), "preprocessing": job.preprocessing.to_dict(),
         "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]),
         "class_map": data.meta.get("class_map", {}), "data_fingerprint": content_fingerprint(data.meta) or None,
         "positive_label": pos_label, "feature_names": data.meta.get("feature_names"),
         # what scoring raw rows needs: input columns, training categories, class names (dimbsvm.predict)
         **prediction_meta(data.meta, pos_label=pos_label, model=model,
-                          unknown_categories=job["data"].get("unknown_categories", "error")),
+                          unknown_categories=job.data.unknown_categories or "error"),
     })

@@ -43,6 +43,7 @@ Example job::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from pathlib import Path
 
@@ -54,10 +55,11 @@ from ..model_selection.stages import stored_stage_of
 from ..model_selection.scoring import METRICS, QUALITY_METRICS
 from ..model_selection.search import Search, candidate_params, estimator_params, stage_params
 from ..exceptions import JobSpecError
+from .job_spec import SEARCH_DEFAULTS, JobSpec
 from .yaml_load import parse_yaml, read_text_file
 
-__all__ = ["JOB_SCHEMA", "MAX_FOLD_TASKS", "build_search", "describe_schema_error", "job_search", "load_job",
-           "load_job_file", "validate_job"]
+__all__ = ["JOB_SCHEMA", "MAX_FOLD_TASKS", "JobSpec", "build_search", "describe_schema_error", "job_search",
+           "load_job", "load_job_file", "validate_job"]
 
 # Bounds on counts a job gives (also in the schema, which names them in its messages). Each is far above
 # what a study uses and far below what would run for days or exhaust the client before the first result.
@@ -305,7 +307,7 @@ def check_finite(spec, *, where: str = "job", path: tuple = ()) -> None:
         raise JobSpecError(f"{where}: '{'.'.join(path)}' is {spec!r}; it must be a finite number")
 
 
-def load_job(path) -> dict:
+def load_job(path) -> JobSpec:
     """Read a YAML job file and validate it (see :func:`validate_job`).
 
     Relative data paths are resolved against the job file's directory when
@@ -314,7 +316,7 @@ def load_job(path) -> dict:
     return load_job_file(path)[0]
 
 
-def load_job_file(path) -> tuple[dict, str]:
+def load_job_file(path) -> tuple[JobSpec, str]:
     """``(job, text)``: the job file validated as :func:`load_job` does, and its text as written.
 
     The file is read once (see :func:`read_yaml` for the limits).
@@ -322,14 +324,14 @@ def load_job_file(path) -> tuple[dict, str]:
     path = Path(path)
     spec, text = _read_yaml_text(path, "job")
     job = validate_job(spec, where=str(path))
-    source = Path(job["data"]["source"])
+    source = Path(job.data.source)
     if not source.is_absolute() and (path.parent / source).exists():
-        job["data"]["source"] = str((path.parent / source).resolve())
+        job = dataclasses.replace(job, data=dataclasses.replace(job.data, source=str((path.parent / source).resolve())))
     return job, text
 
 
-def validate_job(spec, *, where="job") -> dict:
-    """Validate a job mapping and return it with defaults filled in.
+def validate_job(spec, *, where="job") -> JobSpec:
+    """Validate a job mapping and return it as a frozen :class:`~dimbsvm.jobs.job_spec.JobSpec`, defaults filled in.
 
     Raises
     ------
@@ -339,8 +341,8 @@ def validate_job(spec, *, where="job") -> dict:
     Examples
     --------
     >>> job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc"}})
-    >>> job["cv"]
-    {'n_splits': 5, 'n_repeats': 1, 'random_state': 0}
+    >>> job.cv
+    CVSpec(n_splits=5, n_repeats=1, random_state=0)
     >>> validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc"}, "cv": {"folds": 3}})
     Traceback (most recent call last):
     ...
@@ -368,8 +370,10 @@ def validate_job(spec, *, where="job") -> dict:
         for key in ("k_store", "max_partition_rows"):
             if key in stage and not stage.get("stored"):
                 raise JobSpecError(f"{where}: 'features.{i}.{key}' applies to a stored stage; add 'stored: true'")
+    job = JobSpec.from_dict(job)
     try:
-        stored_stage_of(job)  # what a stored stage allows
+        stored_stage_of(job.features, scaler=job.preprocessing.scaler, impute=job.preprocessing.impute,
+                        final_model=job.output.model)  # what a stored stage allows
         job_search(job, check=True)  # every candidate a valid estimator
     except JobSpecError as exc:
         raise JobSpecError(f"{where}: {exc}") from None
@@ -389,12 +393,7 @@ def _check_cv_size(cv: dict, where: str) -> None:
                            f"{MAX_SEED - cv['n_repeats'] + 1}")
 
 
-#: A job's ``search`` keys left out, and their values.
-SEARCH_DEFAULTS = {"method": "grid", "random_state": 0, "cv": 3, "scoring": "g_mean", "floor": {},
-                   "error_score": "nan"}
-
-
-def job_search(job: dict, *, check: bool = False) -> Search | None:
+def job_search(job: JobSpec, *, check: bool = False) -> Search | None:
     """The job's parameter search (``None`` without a ``search`` key), its defaults filled in.
 
     ``check=True`` (what :func:`validate_job` does) also sets each
@@ -410,25 +409,25 @@ def job_search(job: dict, *, check: bool = False) -> Search | None:
     >>> len(search.candidates), search.n_splits, search.scoring
     (4, 3, 'g_mean')
     """
-    if job.get("search") is None:
+    if job.search is None:
         return None
-    return build_search(job["search"], (lambda params: _candidate_pipeline(job, params)) if check else None)
+    return build_search(job.search.to_dict(), (lambda params: _candidate_pipeline(job, params)) if check else None)
 
 
-def _candidate_pipeline(job: dict, params: dict):
+def _candidate_pipeline(job: JobSpec, params: dict):
     """The estimator and feature stages of one candidate, validated (a JobSpecError names what is wrong)."""
-    estimator = job["estimator"]
-    built = make_estimator(estimator["name"], {**estimator["params"], **estimator_params(params)})
+    estimator = job.estimator
+    built = make_estimator(estimator.name, {**estimator.plain_params(), **estimator_params(params)})
     stages = []
     for index, override in stage_params(params).items():
-        if index >= len(job["features"]):
-            raise JobSpecError(f"'search.params.features.{index}.*': the job has {len(job['features'])} feature "
+        if index >= len(job.features):
+            raise JobSpecError(f"'search.params.features.{index}.*': the job has {len(job.features)} feature "
                                "stage(s), numbered from 0")
-        stage = job["features"][index]
-        if stage.get("stored"):
+        stage = job.features[index]
+        if stage.stored:
             raise JobSpecError(f"'search.params.features.{index}.*': stage {index} is stored (computed once for "
                                "the whole store); only stages fitted per fold can be searched")
-        stages.append(make_feature(stage["name"], {**(stage.get("params") or {}), **override}))
+        stages.append(make_feature(stage.name, {**stage.plain_params(), **override}))
     return built, stages
 
 

@@ -34,7 +34,7 @@ from .scoring import needs_scores
 from .search import Search
 from .searched_folds import add_searched_fold
 
-__all__ = ["FoldSpec", "PartStore", "add_fold", "run_folds"]
+__all__ = ["FoldSetup", "FoldSpec", "PartStore", "add_fold", "run_folds"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,55 @@ class FoldSpec:
     split: dict | None = None
 
 
+@dataclass(frozen=True)
+class FoldSetup:
+    """How every fold of a plan is fitted and scored: the one value the fold engine takes besides the rows.
+
+    Attributes
+    ----------
+    estimator : estimator
+        Unfitted template (cloned in every task).
+    pos_label : object
+        The positive (minority) class of the metrics.
+    scaler, impute : str
+        The preprocessing fitted per fold on its training rows
+        (:data:`~dimbsvm.model_selection.pipeline.SCALERS`, ``IMPUTERS``).
+    features : tuple of transformer
+        Feature stages fitted per fold, after the scaler.
+    metrics : tuple of str
+        Scored on each fold's test rows.
+    stage : StoredStructural or StoredSimilarity, default=None
+        A stored feature stage read by row number
+        (:mod:`dimbsvm.model_selection.stages`), after ``features``.
+    search : Search, default=None
+        Nested CV: each fold's estimator parameters are chosen among
+        ``search.candidates`` on its training rows (inner folds, candidates
+        and members all tasks of the one plan); each result then has
+        ``"search"`` (the choice and every candidate's inner scores).
+    keep_predictions : bool, default=False
+        Return each fold's test-row predictions and positive-class scores
+        too (``result["predictions"]``), for out-of-fold predictions.
+    part_store : PartStore, default=None
+        Save the parts of multi-part estimators as they finish, and reuse
+        those found there instead of refitting them (not a search's parts).
+    """
+
+    estimator: object
+    pos_label: object
+    scaler: str = "minmax"
+    impute: str = "none"
+    features: tuple = ()
+    metrics: tuple = ()
+    stage: object = None
+    search: Search | None = None
+    keep_predictions: bool = False
+    part_store: PartStore | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "features", tuple(self.features))
+        object.__setattr__(self, "metrics", tuple(self.metrics))
+
+
 class PartStore(Protocol):
     """Where finished parts of multi-part folds are kept, and found again on resume.
 
@@ -85,33 +134,27 @@ class PartStore(Protocol):
         """Drop a fold's parts once the fold's result is saved."""
 
 
-def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler, impute, features, metrics,
-             pos_label, part_store: PartStore | None = None, block_rows: int | None = None, stage=None,
-             keep_predictions=False, search: Search | None = None):
+def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, block_rows: int | None = None):
     """Add one fold's prepare / part / finish tasks to ``plan``.
 
     Parameters
     ----------
     plan : TaskPlan
     spec : FoldSpec
+    setup : FoldSetup
+        How the fold is fitted and scored. With a ``search``, the
+        estimator's parameters are chosen among ``search.candidates`` on the
+        fold's training rows first (nested CV,
+        :func:`~dimbsvm.model_selection.searched_folds.add_searched_fold`);
+        its parts are not saved in ``part_store``.
     X, y : TaskRef
         The data and labels, shared once in ``plan`` (:meth:`TaskPlan.share`).
     labels : ndarray
         The labels in memory: an ensemble's members are planned from them here.
-    estimator, scaler, impute, features, metrics, pos_label, part_store, keep_predictions
-        As :func:`run_folds`.
     block_rows : int, default=None
         Rows per stored chunk when the data is a row handle on a store: the
         min-max scaler's statistics and the scoring of the test rows then run
         as one task per chunk. ``None`` (in-memory data): one task each.
-    stage : StoredStructural, default=None
-        A stored feature stage (:mod:`dimbsvm.model_selection.stages`), after
-        ``features``.
-    search : Search, default=None
-        Choose the estimator's parameters among ``search.candidates`` on the
-        fold's training rows first (nested CV,
-        :func:`~dimbsvm.model_selection.searched_folds.add_searched_fold`);
-        its parts are not saved in ``part_store``.
 
     Returns
     -------
@@ -123,12 +166,12 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     reused : int
         Parts loaded from ``part_store``.
     """
-    if search is not None:
-        finish = add_searched_fold(plan, spec, X=X, y=y, labels=labels, estimators=search.estimators(estimator),
-                                   search=search, scaler=scaler, impute=impute, features=features, metrics=metrics,
-                                   pos_label=pos_label, stage=stage, keep_predictions=keep_predictions,
-                                   in_store=bool(block_rows))
+    if setup.search is not None:
+        finish = add_searched_fold(plan, spec, setup, X=X, y=y, labels=labels, in_store=bool(block_rows))
         return finish, {}, 0
+    estimator, scaler, impute, features = setup.estimator, setup.scaler, setup.impute, setup.features
+    metrics, pos_label, stage, part_store = setup.metrics, setup.pos_label, setup.stage, setup.part_store
+    keep_predictions = setup.keep_predictions
     if spec.split is not None and block_rows:
         # a store's fold: its rows are computed where the tasks run, not sent in the graph
         rows = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
@@ -203,15 +246,15 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, *, X, y, labels, estimator, scaler,
     return finish, saved_parts, reused
 
 
-def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metrics, pos_label, retries=2,
-              part_store: PartStore | None = None, on_result=None, progress=False, label="folds",
-              task_labels=None, stage=None, keep_predictions=False, search: Search | None = None):
+def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=None, progress=False, label="folds",
+              task_labels=None):
     """Fit (and score) every spec as prepare / part / finish tasks in one plan.
 
     Parameters
     ----------
-    estimator : estimator
-        Unfitted template (cloned in every task).
+    setup : FoldSetup
+        How every fold is fitted and scored (estimator, preprocessing,
+        feature stages, metrics, positive label, search, part store).
     X : ndarray or row handle
         The data (a :class:`~dimbsvm.store.StoreRows` reads only the rows asked for).
     y : ndarray
@@ -219,16 +262,8 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
     specs : list of FoldSpec
     client : distributed.Client or None, keyword-only
         ``None`` runs every task here.
-    scaler, impute, features
-        The preprocessing and feature stages, fitted per fold on its training rows.
-    metrics : sequence of str
-    pos_label : object
-        The positive (minority) class of the metrics.
     retries : int, default=2
         Retries of transient (I/O) task errors.
-    part_store : PartStore, default=None
-        Save the parts of multi-part estimators as they finish, and reuse
-        those found there instead of refitting them.
     on_result : callable, default=None
         ``on_result(spec, result)`` as each spec finishes.
     progress : bool, default=False
@@ -237,16 +272,6 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
         The labels as tasks read them, e.g. a
         :class:`~dimbsvm.store.StoreLabels` handle, so that the task graph
         carries a path rather than the labels; default ``y``.
-    stage : StoredStructural, default=None
-        A stored feature stage read by row number (see :func:`add_fold`).
-    keep_predictions : bool, default=False
-        Return each fold's test-row predictions and positive-class scores
-        too (``result["predictions"]``), for out-of-fold predictions.
-    search : Search, default=None
-        Nested CV: each spec's estimator parameters are chosen among
-        ``search.candidates`` on its training rows (inner folds, candidates
-        and members all tasks of the one plan); each result then has
-        ``"search"`` (the choice and every candidate's inner scores).
 
     Returns
     -------
@@ -261,14 +286,12 @@ def run_folds(estimator, X, y, specs, *, client, scaler, impute, features, metri
     X_ref, y_ref = plan.share(X), plan.share(y if task_labels is None else task_labels)
     finishes, saved_parts, reused = {}, {}, 0
     for spec in specs:
-        finish, saved, n_reused = add_fold(plan, spec, X=X_ref, y=y_ref, labels=y, estimator=estimator,
-                                           scaler=scaler, impute=impute, features=features, metrics=metrics,
-                                           pos_label=pos_label, part_store=part_store,
-                                           block_rows=None if is_in_memory(X) else block_rows_of(X), stage=stage,
-                                           keep_predictions=keep_predictions, search=search)
+        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=y,
+                                           block_rows=None if is_in_memory(X) else block_rows_of(X))
         finishes[finish.id] = spec
         saved_parts.update(saved)
         reused += n_reused
+    part_store = setup.part_store
     if reused:
         logger.info("reusing %d finished part(s) from %s", reused, part_store)
 

@@ -54,8 +54,7 @@ __all__ = ["MEMBER_TASKS_FROM_ROWS", "FailedFit", "add_searched_fold", "fit_and_
 MEMBER_TASKS_FROM_ROWS = 100_000
 
 
-def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search: Search, scaler, impute, features,
-                      metrics, pos_label, stage=None, keep_predictions=False, in_store=False):
+def add_searched_fold(plan: TaskPlan, spec, setup, *, X, y, labels, in_store=False):
     """Add one outer fold's search, selection and refit to ``plan``; return its watched finish task.
 
     The inner folds' scoring tasks are watched too, so that progress counts
@@ -67,18 +66,20 @@ def add_searched_fold(plan: TaskPlan, spec, *, X, y, labels, estimators, search:
     plan : TaskPlan
     spec : FoldSpec
         The outer fold (or the final model: no test rows).
+    setup : FoldSetup
+        As :func:`dimbsvm.model_selection.folds.add_fold` takes it; its
+        ``search`` is not ``None`` (the candidates are its estimator with each
+        candidate's parameters).
     X, y : TaskRef
         The shared data and labels.
     labels : ndarray
         The labels in memory (inner folds and ensemble members are planned from them).
-    estimators : list of estimator
-        The unfitted candidates, in the order of ``search.candidates``.
-    search : Search
-    scaler, impute, features, metrics, pos_label, stage, keep_predictions
-        As :func:`dimbsvm.model_selection.folds.add_fold`.
     in_store : bool, default=False
         The data is a store: the outer fold's rows are computed where the tasks run.
     """
+    search, scaler, impute, features, stage = setup.search, setup.scaler, setup.impute, setup.features, setup.stage
+    metrics, pos_label, keep_predictions = setup.metrics, setup.pos_label, setup.keep_predictions
+    estimators = search.estimators(setup.estimator)
     options = plan_candidates(estimators, labels, spec.train, search)
     # candidates that set the same stage parameters share an inner fold's prepare task
     feature_sets = search.feature_sets(features) or [list(features)] * len(estimators)

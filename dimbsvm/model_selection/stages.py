@@ -209,25 +209,35 @@ class FoldStageRows:
         return self.stage.features(block, rows, self.train_rows)
 
 
-def stored_stage_of(job: dict):
-    """The job's stored feature stage entry, or None; checks what stored stages allow."""
-    stored = [stage for stage in job["features"] if stage.get("stored")]
+def stored_stage_of(features, *, scaler: str, impute: str, final_model: bool):
+    """The job's stored feature stage, or None; checks what stored stages allow.
+
+    Parameters
+    ----------
+    features : sequence of FeatureStageSpec
+        The job's feature stages (``name``, ``params``, ``stored``).
+    scaler, impute : str
+        The job's preprocessing.
+    final_model : bool
+        Whether the job fits a final model (``output.model``).
+    """
+    stored = [stage for stage in features if stage.stored]
     if not stored:
         return None
-    if len(job["features"]) != 1:
+    if len(features) != 1:
         raise JobSpecError("a stored feature stage must be the job's only feature stage")
     stage = stored[0]
     from ..estimators import storable_features
 
     storable = storable_features()
-    if stage["name"] not in storable:
-        raise JobSpecError(f"'features.0.stored' is true for {stage['name']!r}; only {' and '.join(storable)} "
+    if stage.name not in storable:
+        raise JobSpecError(f"'features.0.stored' is true for {stage.name!r}; only {' and '.join(storable)} "
                            "can be stored (their expensive part is computed once per dataset)")
-    params = stage.get("params") or {}
-    if job["preprocessing"]["impute"] != "none" or job["preprocessing"]["scaler"] != "minmax":
-        raise JobSpecError(f"a stored {stage['name']} stage needs preprocessing.scaler: minmax and impute: none "
+    params = stage.plain_params()
+    if impute != "none" or scaler != "minmax":
+        raise JobSpecError(f"a stored {stage.name} stage needs preprocessing.scaler: minmax and impute: none "
                            "(it is computed on rows min-max scaled over all rows)")
-    if stage["name"] == "similarity":
+    if stage.name == "similarity":
         if params.get("reference_selection", "random") != "random":
             raise JobSpecError("a stored similarity stage chooses its references at random from all rows: "
                                "reference_selection 'stratified' would use the labels of test rows, 'kmeans' "
@@ -238,19 +248,19 @@ def stored_stage_of(job: dict):
     if params.get("normalize", "none") not in ("none", "l2"):
         raise JobSpecError("a stored structural stage takes normalize 'none' or 'l2' ('degree' needs every "
                            "training row's in-degree, which depends on the fold)")
-    if job["output"]["model"]:
+    if final_model:
         raise JobSpecError("a job with a stored structural stage makes no final model yet (new rows would "
                            "need a kNN index over every row): set output.model: false")
     return stage
 
 
-def build_stored_stage(stage: dict, data, *, client):
+def build_stored_stage(stage, data, *, client):
     """Build (or find) the stage's stored part in the job's store; return the stage to read it by.
 
     Parameters
     ----------
-    stage : dict
-        The job's feature entry (``name``, ``params``, ``stored``, ``k_store``).
+    stage : FeatureStageSpec
+        The job's stored stage (``name``, ``params``, ``k_store``, ``max_partition_rows``).
     data : JobData
         Its ``X`` must be a store's rows (:class:`~dimbsvm.store.StoreRows`).
     client : distributed.Client or None
@@ -266,11 +276,11 @@ def build_stored_stage(stage: dict, data, *, client):
     low, high = compute(X.min(axis=0), X.max(axis=0), client=client)
     low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
     span = np.where(high > low, high - low, 1.0)
-    if stage["name"] == "similarity":
+    if stage.name == "similarity":
         return _build_similarity(stage, data, low=low, high=high, span=span, client=client)
-    params = dict(stage.get("params") or {})
+    params = stage.plain_params()
     k = int(params.get("n_neighbors", 10))
-    k_store = int(stage.get("k_store") or K_STORE_FACTOR * k)
+    k_store = int(stage.k_store or K_STORE_FACTOR * k)
     n = len(data.y)
     k_store = min(k_store, n - 1)
     if k_store < k:
@@ -278,8 +288,8 @@ def build_stored_stage(stage: dict, data, *, client):
     graph = {"n_neighbors": k_store, "metric": params.get("metric", "euclidean"),
              "method": params.get("method", "auto"), "build_neighbors": params.get("build_neighbors"),
              "random_state": params.get("random_state", 0)}
-    if "max_partition_rows" in stage:  # the rows one build task holds: below a worker's memory
-        graph["max_partition_rows"] = int(stage["max_partition_rows"])
+    if stage.max_partition_rows is not None:  # the rows one build task holds: below a worker's memory
+        graph["max_partition_rows"] = int(stage.max_partition_rows)
     store = Path(data.X.path)
     fingerprint = stage_fingerprint("stored-structural-graph", data.meta.get("fingerprint"), np.empty(0),
                                     dict(graph, scaling="minmax-all-rows"))
@@ -302,7 +312,7 @@ def _build_similarity(stage, data, *, low, high, span, client) -> StoredSimilari
     from ..features.modalities import parse_modalities
     from ..parallel import compute
 
-    params = dict(stage.get("params") or {})
+    params = stage.plain_params()
     n = len(data.y)
     references = params.get("references", 100)
     m = int(references) if isinstance(references, int) else max(1, int(round(float(references) * n)))

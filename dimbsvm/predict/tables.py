@@ -209,7 +209,7 @@ def _count_rows(frame: pd.DataFrame, skip_blank: bool) -> int:
 def _numbered(scored: list) -> list:
     """The scored parts with a ``row`` column (0-based across parts), each part's offset a chain of counts."""
     numbered, offset = [], 0
-    for k, part in enumerate(scored):
+    for part in scored:
         numbered.append(dask.delayed(_with_rows, pure=True)(part, offset))
         offset = dask.delayed(operator.add, pure=True)(offset, dask.delayed(len, pure=True)(part))
     return numbered

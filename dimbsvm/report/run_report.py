@@ -62,8 +62,9 @@ def write_run_report(directory, *, job, data, metrics, resources, oof, final_est
     ----------
     directory : path
         The run directory.
-    job : dict
-        The validated job.
+    job : JobSpec
+        The validated job (:class:`~dimbsvm.jobs.job_spec.JobSpec`): its
+        name, estimator, data source, CV and scaler are read.
     data : JobData
         The job's data (labels, class names, shape).
     metrics, resources : dict
@@ -114,13 +115,13 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     sections = []
 
     run = Section("Run")
-    estimator = job["estimator"]
+    estimator, cv = job.estimator, job.cv
     run.table(["", "value"], [
-        ["job", job["name"]],
-        ["estimator", f"{estimator['name']} {estimator.get('params') or ''}".strip()],
-        ["data", str(metrics.get("data_source", job["data"]["source"]))],
-        ["protocol", f"stratified {job['cv']['n_splits']}-fold CV x {job['cv']['n_repeats']} repeat(s), "
-                     f"seeds from {job['cv']['random_state']}; {job['preprocessing']['scaler']} scaling "
+        ["job", job.name],
+        ["estimator", f"{estimator.name} {estimator.plain_params() or ''}".strip()],
+        ["data", str(metrics.get("data_source", job.data.source))],
+        ["protocol", f"stratified {cv.n_splits}-fold CV x {cv.n_repeats} repeat(s), "
+                     f"seeds from {cv.random_state}; {job.preprocessing.scaler} scaling "
                      "fitted per training fold"],
         ["started / finished (UTC)", f"{metrics.get('started_at', '')} / {metrics.get('finished_at', '')}"],
         ["duration", f"{metrics.get('duration_s', 0):.1f} s"],
@@ -149,12 +150,12 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     sections.append(quality)
     if metrics.get("search"):
         sections.append(_search_section(metrics["search"]))
-    sections.append(_oof_section(oof, names, pos_label, n_repeats=job["cv"]["n_repeats"], curves=oof_curves))
+    sections.append(_oof_section(oof, names, pos_label, n_repeats=cv.n_repeats, curves=oof_curves))
     threshold = _threshold_section(folds, final_estimator)
     if threshold.blocks:
         sections.append(threshold)
     sections.append(_cost_section(metrics, resources))
-    return f"dimbsvm run report: {job['name']}", sections
+    return f"dimbsvm run report: {job.name}", sections
 
 
 #: The candidates listed in a report's search table (best first); ``search_summary.csv`` has them all.
