@@ -457,7 +457,7 @@ def _cmd_validate(args) -> int:
 def _cmd_predict(args) -> int:
     from .distributed import check_cluster_options
     from .jobs.run_dir import check_writable
-    from .predict import DimbsvmModel, check_output, predict_to
+    from .predict import DimbsvmModel, check_output, plan_prediction
     from .store.location import is_url
 
     tls = _tls(args)
@@ -466,8 +466,10 @@ def _cmd_predict(args) -> int:
     if not is_url(args.out):
         check_writable(Path(args.out), "predict --out")
     model = DimbsvmModel(*_load_prediction_model(args.model))  # checked before a cluster starts
+    # the input opened and its columns checked before a cluster starts too; no row is read here
+    planned = plan_prediction(model, args.data, args.out, chunk_rows=args.chunk_rows)
     with _client(args, tls=tls):  # the partitions are scored and written on the active client
-        written = predict_to(model, args.data, args.out, chunk_rows=args.chunk_rows)
+        written = planned.run()
     print(f"wrote {written.n_rows} predictions ({', '.join(written.columns)}) to {written.out}")
     return 0
 

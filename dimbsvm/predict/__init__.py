@@ -14,46 +14,36 @@
 """
 
 from .arrays import (
-                     align_features,
-                     feature_order,
-                     has_probability,
-                     is_store,
-                     predict_chunks,
-                     prediction_columns,
-                     prediction_features,
-                     write_prediction_csv,
-                     write_predictions,
+    align_features,
+    feature_order,
+    has_probability,
+    is_store,
+    predict_chunks,
+    prediction_columns,
+    prediction_features,
+    write_prediction_csv,
+    write_predictions,
 )
 from .encoding import (
-                     UNKNOWN_CATEGORIES,
-                     InputEncoding,
-                     RowError,
-                     class_names,
-                     prediction_meta,
+    UNKNOWN_CATEGORIES,
+    InputEncoding,
+    RowError,
+    class_names,
+    prediction_meta,
 )
 from .model import DimbsvmModel, load_model
-from .tables import COMPLETE_MARKER, Written, check_output, output_kind, predict_to
+from .tables import (
+    COMPLETE_MARKER,
+    Prediction,
+    Written,
+    check_output,
+    output_kind,
+    plan_prediction,
+    predict_to,
+)
 
-__all__ = [
-                     "COMPLETE_MARKER",
-                     "UNKNOWN_CATEGORIES",
-                     "DimbsvmModel",
-                     "InputEncoding",
-                     "RowError",
-                     "Written",
-                     "align_features",
-                     "check_output",
-                     "class_names",
-                     "feature_order",
-                     "has_probability",
-                     "is_store",
-                     "load_model",
-                     "output_kind",
-                     "predict_chunks",
-                     "predict_to",
-                     "prediction_columns",
-                     "prediction_features",
-                     "prediction_meta",
-                     "write_prediction_csv",
-                     "write_predictions",
-]
+__all__ = ["COMPLETE_MARKER", "UNKNOWN_CATEGORIES", "DimbsvmModel", "InputEncoding", "Prediction", "RowError",
+           "Written", "align_features", "check_output", "class_names", "feature_order", "has_probability",
+           "is_store", "load_model", "output_kind", "plan_prediction", "predict_chunks", "predict_to",
+           "prediction_columns", "prediction_features", "prediction_meta", "write_prediction_csv",
+           "write_predictions"]

@@ -52,7 +52,7 @@ from .arrays import _refuse_empty_cells, is_store, prediction_features
 from .encoding import RowError
 from .model import DimbsvmModel
 
-__all__ = ["COMPLETE_MARKER", "Written", "check_output", "output_kind", "predict_to"]
+__all__ = ["COMPLETE_MARKER", "Prediction", "Written", "check_output", "output_kind", "plan_prediction", "predict_to"]
 
 logger = logging.getLogger(__name__)
 
@@ -135,28 +135,66 @@ def predict_to(model: DimbsvmModel, source, out, *, chunk_rows: int = 100_000, s
         One line: columns missing or unexpected, a cell that is not a finite
         number, a category not seen in training, naming row and column.
     """
+    return plan_prediction(model, source, out, chunk_rows=chunk_rows, storage_options=storage_options).run()
+
+
+@dataclass
+class Prediction:
+    """A prediction planned (input opened, columns checked, tasks laid out) and not yet run: :meth:`run` runs it.
+
+    Planning touches no rows, so that everything it can refuse is refused
+    before a cluster starts.
+    """
+
+    out: str
+    kind: str
+    key: str
+    columns: tuple
+    parts: list | None = None
+    first_rows: object = None
+    store: tuple | None = None
+    storage_options: dict | None = None
+
+    def run(self) -> Written:
+        """Score and write, on the active Dask client (or Dask's local threads)."""
+        if self.store is not None:
+            return _write_store(*self.store)
+        writer = _write_parquet if self.kind == "parquet" else _write_csv
+        try:
+            n_rows = writer(self.parts, self.out, self.storage_options)
+        except RowError as exc:  # named within its partition: find where the partition starts
+            if self.first_rows is None:
+                raise
+            raise exc.at(self.first_rows(exc.partition)) from None
+        logger.info("wrote %d predictions to %s", n_rows, self.out)
+        return Written(out=self.out, n_rows=n_rows, columns=self.columns)
+
+
+def plan_prediction(model: DimbsvmModel, source, out, *, chunk_rows: int = 100_000,
+                    storage_options=None) -> Prediction:
+    """Check the output and the input and lay out the tasks of :func:`predict_to`, reading no rows.
+
+    Raises
+    ------
+    DimbsvmError, DataError
+        As :func:`predict_to`, for everything found without reading rows.
+    """
     check_output(out)
-    kind = output_kind(out)
+    kind, out = output_kind(out), str(out).rstrip("/")
+    scores = ("prediction", "decision", *((model.probability_column,) if model.has_probability else ()))
     if _reads_as_frame(model, source):
         if kind == "store":
             raise DimbsvmError(f"prediction output {out}: a Zarr store of predictions is written from a store or a "
                                "file the in-memory readers read; for Parquet or CSV input choose a .parquet or "
                                ".csv output")
         parts, first_rows, key = _frame_parts(model, source, chunk_rows, storage_options)
-    else:
-        X, ids, key = _array_input(model, source, chunk_rows)
-        if kind == "store":
-            return _write_store(model, X, out, source)
-        parts, first_rows = _array_parts(model, X, ids, key), None
-    writer = _write_parquet if kind == "parquet" else _write_csv
-    try:
-        n_rows = writer(parts, str(out).rstrip("/"), storage_options)
-    except RowError as exc:  # named within its partition: find where the partition starts
-        raise exc.at(first_rows(exc.partition)) from None
-    columns = (key, "prediction", "decision",
-               *((model.probability_column,) if model.has_probability else ()))
-    logger.info("wrote %d predictions to %s", n_rows, out)
-    return Written(out=str(out), n_rows=n_rows, columns=columns)
+        return Prediction(out=out, kind=kind, key=key, columns=(key, *scores), parts=parts, first_rows=first_rows,
+                          storage_options=storage_options)
+    X, ids, key = _array_input(model, source, chunk_rows)
+    if kind == "store":
+        return Prediction(out=out, kind=kind, key=key, columns=(), store=(model, X, out, source))
+    return Prediction(out=out, kind=kind, key=key, columns=(key, *scores), parts=_array_parts(model, X, ids, key),
+                      storage_options=storage_options)
 
 
 def _reads_as_frame(model: DimbsvmModel, source) -> bool:
@@ -347,8 +385,8 @@ def _write_parquet(parts: list, out: str, storage_options) -> int:
     urls = [f"{staging}/part.{k:05d}.parquet" for k in range(len(parts))]
     try:
         _makedirs(staging, storage_options)
-        counts = dask.compute(*[dask.delayed(_write_parquet_part)(part, url, storage_options)
-                                for part, url in zip(parts, urls)])
+        counts = _compute_all([dask.delayed(_write_parquet_part)(part, url, storage_options)
+                               for part, url in zip(parts, urls)])
         n_rows = int(sum(counts))
         marker = json.dumps({"rows": n_rows, "parts": len(parts)}) + "\n"
         if is_url(out):
@@ -369,7 +407,7 @@ def _write_csv(parts: list, out: str, storage_options) -> int:
         _makedirs(staging, storage_options)
         counts = [dask.delayed(_write_csv_part)(part, url, k == 0, storage_options)
                   for k, (part, url) in enumerate(zip(parts, urls))]
-        (n_rows,) = dask.compute(dask.delayed(_concatenate)(urls, whole, counts, storage_options))
+        (n_rows,) = _compute_all([dask.delayed(_concatenate)(urls, whole, counts, storage_options)])
         if is_url(out):  # an object appears whole under its name
             fs, path = filesystem(out, storage_options)
             fs.mv(filesystem(whole, storage_options)[1], path)
@@ -379,6 +417,30 @@ def _write_csv(parts: list, out: str, storage_options) -> int:
         _remove(staging, storage_options)
         _remove(whole, storage_options)
     return n_rows
+
+
+def _compute_all(tasks: list) -> tuple:
+    """Compute ``tasks``; on a failure, only once no task is still writing, so that the staging can be removed.
+
+    On a distributed client every task is waited for before the first error
+    is raised (a task already running cannot be stopped, and one finishing
+    after the staging was removed would leave a part behind). Without a
+    client the tasks run one at a time in this process, stopping at the
+    first error.
+    """
+    from ..distributed import current_client
+
+    client = current_client()
+    if client is None:
+        return dask.compute(*tasks, scheduler="sync")
+    from distributed import wait
+
+    futures = client.compute(tasks)
+    try:
+        return tuple(client.gather(futures))
+    except BaseException:
+        wait(futures)
+        raise
 
 
 def _commit_url(staging: str, out: str, urls: list, marker: str, storage_options) -> None:
