@@ -428,7 +428,7 @@ def _compute_all(tasks: list) -> tuple:
     client the tasks run one at a time in this process, stopping at the
     first error.
     """
-    from ..distributed import current_client
+    from ..parallel import current_client
 
     client = current_client()
     if client is None:
