@@ -277,11 +277,11 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         self.random_state = random_state
         self.client = client
 
-    @_fit_context(prefer_skip_nested_validation=True)
     def _uses_liblinear(self) -> bool:
         """Whether fitting trains with LIBLINEAR (its process-wide generator: :mod:`dimbsvm.svm._native_rng`)."""
         return self.solver == "liblinear"
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, neighbors=None):
         """Build the hypergraph, reduce the dual and solve it.
 
