@@ -56,7 +56,7 @@ from dimbsvm.datasets import load_keel
 from dimbsvm.distributed import cluster_client
 from dimbsvm.parallel import map_tasks
 from dimbsvm.model_selection.pipeline import build_pipeline
-from dimbsvm.model_selection.splits import fold_indices, positive_label
+from dimbsvm.model_selection.splits import fold_indices, minority_class
 from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.svm import EnsembleOTHRClassifier, OTHRClassifier
 from dimbsvm.svm.act import ACTClassifier
@@ -121,7 +121,7 @@ def evaluate(data, *, dataset, method, seed, fold, n_splits):
     """Fit one method on one fold's training rows and score its test rows (a task body)."""
     X, y = data[dataset]
     train, test = fold_indices(y, n_splits=n_splits, seed=seed, fold=fold)
-    pos_label = positive_label(y)
+    pos_label = minority_class(y)
     model = build_pipeline(build_method(method, seed), scaler="minmax")
     start = time.perf_counter()
     model.fit(X[train], y[train])
@@ -331,7 +331,7 @@ def main(argv=None):
         X, y = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y)
         data[name] = (X, y)
         info[name] = {"n_samples": len(y), "n_features": int(X.shape[1]),
-                      "n_minority": int(np.sum(y == positive_label(y)))}
+                      "n_minority": int(np.sum(y == minority_class(y)))}
     calls = [{"dataset": d, "method": m, "seed": s, "fold": f, "n_splits": args.n_splits}
              for d in args.datasets for m in args.methods for s in args.seeds for f in range(args.n_splits)]
     calls.sort(key=lambda c: -len(data[c["dataset"]][1]))  # big tasks first

@@ -42,10 +42,9 @@ from dimbsvm.bench.peers import TUNED_GRID
 from dimbsvm.bench.suite import load_suite
 from dimbsvm.datasets import load
 from dimbsvm.metrics import f_measure, g_mean
-from dimbsvm.model_selection.splits import positive_label, repeat_seeds, repeat_splits
+from dimbsvm.model_selection.splits import minority_class, repeat_seeds, repeat_splits
 from dimbsvm.svm import EnsembleOTHRClassifier
 from dimbsvm.svm.grid_members import oob_auc_and_spread
-from dimbsvm.svm.members import fit_member
 from dimbsvm.svm.threshold import best_threshold, midpoint_candidates
 
 logger = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ def fit_dataset(name: str, protocol: dict, cache: Path, ensemble_params: dict) -
     """Cache out-of-bag and test margins of every candidate on every outer fold of one dataset."""
     data = load(name)
     X, y = np.asarray(data.X, dtype=np.float64), np.asarray(data.y)
-    pos = positive_label(y)
+    pos = minority_class(y)
     folds = [(seed, fold, train, test)
              for seed in repeat_seeds(protocol["n_repeats"], protocol["random_state"])
              for fold, (train, test) in enumerate(repeat_splits(y, n_splits=protocol["n_splits"], seed=seed))]
@@ -76,8 +75,8 @@ def fit_dataset(name: str, protocol: dict, cache: Path, ensemble_params: dict) -
             X_train, X_test = scaler.transform(X[train]), scaler.transform(X[test])
             ens = EnsembleOTHRClassifier(SVC(**params), random_state=0, **ensemble_params)
             t0 = time.perf_counter()
-            seeds, member_params = ens.plan_members(y[train])
-            members = [fit_member(X_train, y[train], int(s), **member_params) for s in seeds]
+            plan = ens.plan_members(y[train])
+            members = [spec.fit(X_train, y[train], seed) for seed, spec in zip(plan.seeds, plan.members)]
             record["fit_seconds"].append(time.perf_counter() - t0)
             # per member: its out-of-bag margins (NaN in its bag) and its test margins (theta = 0 here)
             oob = np.full((len(members), len(train)), np.nan)

@@ -40,7 +40,7 @@ from sklearn.svm import SVC, LinearSVC
 from dimbsvm.environment import machine_info, package_versions, utc_now
 from benchmarks.results import module_section
 from dimbsvm.datasets import load_keel
-from dimbsvm.model_selection.splits import positive_label
+from dimbsvm.model_selection.splits import minority_class
 
 from dimbsvm.bench.quality import evaluate_method_fold
 from dimbsvm.svm.hpc import HPCClassifier
@@ -88,7 +88,7 @@ def _run_fold(dataset, X, y, method, estimator, seed, fold):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         record = evaluate_method_fold(X, y, dataset=dataset, method=method, estimator=estimator, n_splits=5,
-                                      seed=seed, fold=fold, metrics=METRICS, pos_label=positive_label(y))
+                                      seed=seed, fold=fold, metrics=METRICS, pos_label=minority_class(y))
     record.pop("error")
     record.update(not_converged=sum(issubclass(w.category, ConvergenceWarning) for w in caught))
     return record

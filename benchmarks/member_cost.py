@@ -53,7 +53,6 @@ from dimbsvm.rows import map_row_blocks
 from dimbsvm.svm._base import signed_margins
 from dimbsvm.svm.bagging import draw_bag
 from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
-from dimbsvm.svm.members import fit_member
 
 from dimbsvm.environment import machine_info, package_versions, utc_now
 
@@ -106,8 +105,8 @@ def member_cost(X, y, seed, kind, *, bag_rows):
     """CPU seconds of the member task ``kind`` with this seed, and what it searched on."""
     ensemble = EnsembleOTHRClassifier(LinearSVC(), bootstrap="balanced", max_samples=bag_rows,
                                       **MEMBERS[kind])
-    _, params = ensemble.plan_members(y)
-    member, cpu = _cpu(fit_member, X, y, int(seed), **params)
+    spec = ensemble.plan_members(y).members[0]
+    member, cpu = _cpu(spec.fit, X, y, int(seed))
     return {"member_cpu_s": cpu, "member_system_cpu_s": _SYSTEM[-1], "margins": member.margins}
 
 

@@ -39,7 +39,7 @@ from dimbsvm.estimators import make_estimator
 from dimbsvm.metrics import g_mean
 from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
 from dimbsvm.model_selection.search import Search, candidate_params
-from dimbsvm.model_selection.splits import positive_label, repeat_splits
+from dimbsvm.model_selection.splits import minority_class, repeat_splits
 from dimbsvm.recommended import SVM_GRID
 
 N_FEATURES = 16
@@ -66,7 +66,7 @@ def gridsearchcv_arm(X, y, specs):
 
 def engine_arm(X, y, specs, client):
     search = Search(candidate_params(SVM_GRID), n_splits=INNER, scoring="g_mean")
-    setup = FoldSetup(make_estimator("svc_balanced"), positive_label(y), scaler="minmax", impute="none",
+    setup = FoldSetup(make_estimator("svc_balanced"), minority_class(y), scaler="minmax", impute="none",
                       metrics=("g_mean",), search=search)
     results, _ = run_folds(setup, X, y, specs, client=client)
     return [(r["record"]["g_mean"], r["record"]["params"]) for r in results]

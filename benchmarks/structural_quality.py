@@ -63,7 +63,7 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC, LinearSVC
 
 from dimbsvm import HIKEncoder, OTHRClassifier, StructuralFeatures
-from dimbsvm.model_selection.splits import fold_indices, positive_label
+from dimbsvm.model_selection.splits import fold_indices, minority_class
 from dimbsvm.metrics import a_mean, f_measure, g_mean
 
 logger = logging.getLogger("benchmarks.structural_quality")
@@ -160,7 +160,7 @@ def evaluate(X, y, *, part, method, seed, fold, n_splits):
               "g_mean": g_mean(y[test], y_pred),
               "not_converged": sum(issubclass(w.category, ConvergenceWarning) for w in caught)}
     if not multiclass:
-        pos = positive_label(y)
+        pos = minority_class(y)
         record["f_measure"] = f_measure(y[test], y_pred, pos_label=pos)
         scores = model.decision_function(X[test])
         record["auc"] = float(roc_auc_score(y[test] == pos, scores if pos == model.classes_[1] else -scores))

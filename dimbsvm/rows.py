@@ -18,10 +18,10 @@ __all__ = ["CACHE_BLOCK_BYTES", "DEFAULT_BLOCK_ROWS", "RowSubset", "TransformedR
 #: Rows read at once from a handle when the handle does not say (``block_rows``).
 DEFAULT_BLOCK_ROWS = 65_536
 
-#: Bytes of rows that several models' passes (an ensemble's members) read at once. A whole chunk
-#: (78,125 x 32 float64 rows: 20 MB) does not stay in cache across 16 members' passes: they took
-#: 18-26 ms a chunk, in pieces of 2 MB 7.5-8.9 ms, on one worker and on two alike
-#: (``python -m benchmarks.chunk_passes``, 2-core machine, 2026-11-24).
+#: Bytes of rows that several models' passes (an ensemble's members) read at once: a whole stored
+#: chunk does not stay in cache across the members' passes, pieces of this size do, which makes
+#: the passes several times faster (``python -m benchmarks.chunk_passes``; the numbers in
+#: ``benchmarks/scaling_notes.md``, "Measurements behind constants").
 CACHE_BLOCK_BYTES = 2 << 20
 
 

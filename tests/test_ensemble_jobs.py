@@ -18,7 +18,7 @@ from dimbsvm.jobs import JobData, run_job, validate_job
 from dimbsvm.artifacts import load_model
 from dimbsvm.jobs.part_store import PartDirectory
 from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
-from dimbsvm.model_selection.splits import positive_label, repeat_splits
+from dimbsvm.model_selection.splits import minority_class, repeat_splits
 from dimbsvm.rows import TransformedRows, map_row_blocks, take_rows
 from dimbsvm.store import StoreRows, ingest
 
@@ -46,7 +46,7 @@ def _specs(y, keys, n_splits):
 
 
 def _run(estimator, X, y, keys, *, n_splits, client, features=(), part_store=None):
-    setup = FoldSetup(estimator, positive_label(y), scaler="minmax", impute="none", features=features,
+    setup = FoldSetup(estimator, minority_class(y), scaler="minmax", impute="none", features=features,
                       metrics=METRICS, part_store=part_store)
     results, reused = run_folds(setup, X, y, _specs(y, keys, n_splits), client=client, retries=0)
     return [r["record"] for r in results], reused
@@ -230,7 +230,8 @@ def test_a_chunks_out_of_bag_mask_equals_set_membership():
 
 
 def test_saved_parts_are_reused_not_refitted(client, small, sequential_fold, tmp_path):
-    from dimbsvm.model_selection.bodies import FoldRows, fit_part, parts_of, prepare_fold
+    from dimbsvm.model_selection.bodies import FoldRows, fit_part, prepare_fold
+    from dimbsvm.model_selection.parts import parts_of
 
     X, y = small
     estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 2})

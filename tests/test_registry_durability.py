@@ -12,8 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +20,14 @@ from sklearn.dummy import DummyClassifier
 
 from dimbsvm.exceptions import DimbsvmError, StoreError
 from dimbsvm.jobs.registry import ModelRegistry
+from process_drivers import drive
 
 ROOT = Path(__file__).resolve().parents[1]
 
 #: What every driver process imports once, before it forks the processes it kills.
 PRELUDE = """
 import json, os, random, resource, shutil, signal, sys, time
+from process_drivers import race_two
 import numpy as np
 from sklearn.dummy import DummyClassifier
 from dimbsvm.exceptions import StoreError
@@ -41,12 +41,7 @@ def _model():
 
 
 def _drive(script, *args, timeout=180):
-    """Run a driver script in a fresh interpreter; its stdout's last line is JSON."""
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(script), *map(str, args)],
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
-                          timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return drive(PRELUDE, script, *args, timeout=timeout)
 
 
 def _registry(root, n_versions=3, promoted=1):
@@ -312,32 +307,7 @@ reg = ModelRegistry(root)
 
 
 def race(work):
-    # two processes start together: both block on a pipe that the parent then closes
-    r, w = os.pipe()
-    results = os.path.join(root, "..", "results.jsonl")
-    pids = []
-    for k in range(2):
-        pid = os.fork()
-        if pid == 0:
-            os.close(w)
-            os.read(r, 1)
-            try:
-                outcome = work(k)
-            except BaseException as exc:
-                outcome = repr(exc)
-            with open(results, "a") as out:
-                out.write(json.dumps({"k": k, "outcome": outcome}) + "\\n")
-            os._exit(0)
-        pids.append(pid)
-    os.close(r)
-    time.sleep(0.3)
-    os.close(w)
-    for pid in pids:
-        os.waitpid(pid, 0)
-    with open(results) as handle:
-        lines = [json.loads(line) for line in handle]
-    os.unlink(results)
-    return [line["outcome"] for line in sorted(lines, key=lambda line: line["k"])]
+    return [line["outcome"] for line in race_two(work, os.path.join(root, "..", "results.jsonl"))]
 
 
 rounds_out = []

@@ -24,6 +24,7 @@ from dimbsvm.exceptions import DimbsvmError
 from dimbsvm.jobs import load_oof, validate_job
 from dimbsvm.jobs.run_dir import (claim_run_dir, job_fingerprint, lock_file, open_partial, partial_dir, plan_run_dir,
                                   release_run_dir, write_json)
+from process_drivers import drive
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"},
@@ -36,17 +37,13 @@ from dimbsvm._locks import LockHeld
 from dimbsvm.exceptions import DimbsvmError
 from dimbsvm.jobs import validate_job
 from dimbsvm.jobs.run_dir import job_fingerprint, open_partial, plan_run_dir
+from process_drivers import race_two
 JOB = validate_job(json.loads(os.environ["DIMBSVM_TEST_JOB"]))
 """
 
 
 def _drive(script, *args, timeout=240):
-    """Run a driver script in a fresh interpreter; its stdout's last line is JSON."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), DIMBSVM_TEST_JOB=json.dumps(SPEC))
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(script), *map(str, args)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return drive(PRELUDE, script, *args, env={"DIMBSVM_TEST_JOB": json.dumps(SPEC)}, timeout=timeout)
 
 
 # -- two writers at once ------------------------------------------------------
@@ -54,35 +51,20 @@ def _drive(script, *args, timeout=240):
 RACE_DRIVER = """
 mode, where, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
 now = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
-r, w = os.pipe()
-results = os.path.join(os.path.dirname(where), "results.jsonl")
-pids = []
-for k in range(2):
-    pid = os.fork()
-    if pid == 0:
-        os.close(w)
-        os.read(r, 1)  # both start when the parent closes the pipe
-        try:
-            if mode == "out":
-                plan = plan_run_dir(JOB, "d" * 64, out=where)
-            else:
-                plan = plan_run_dir(JOB, "d" * 64, runs_root=where, now=now)
-            open_partial(plan.partial, job_fingerprint(JOB), "d" * 64, "", JOB)
-            outcome = {"run_dir": str(plan.run_dir)}
-        except DimbsvmError as exc:
-            outcome = {"error": str(exc), "type": type(exc).__name__}
-        with open(results, "a") as out:
-            out.write(json.dumps(dict(outcome, pid=os.getpid())) + "\\n")
-        time.sleep(hold)  # the claim is held while the other tries
-        os._exit(0)  # no clean exit: the lock file stays behind, as after a kill
-    pids.append(pid)
-os.close(r)
-time.sleep(0.3)
-os.close(w)
-for pid in pids:
-    os.waitpid(pid, 0)
-with open(results) as handle:
-    print(json.dumps([json.loads(line) for line in handle]))
+
+
+def claim(k):
+    if mode == "out":
+        plan = plan_run_dir(JOB, "d" * 64, out=where)
+    else:
+        plan = plan_run_dir(JOB, "d" * 64, runs_root=where, now=now)
+    open_partial(plan.partial, job_fingerprint(JOB), "d" * 64, "", JOB)
+    return {"run_dir": str(plan.run_dir)}
+
+
+# the winner holds its claim while the other tries, then leaves without releasing it (as after a kill)
+lines = race_two(claim, os.path.join(os.path.dirname(where), "results.jsonl"), hold=hold)
+print(json.dumps([dict(line["outcome"], pid=line["pid"]) for line in lines]))
 """
 
 
@@ -129,7 +111,8 @@ time.sleep(60)
 
 def test_a_run_being_written_is_not_resumed_by_another_process(tmp_path):
     runs, ready = tmp_path / "runs", tmp_path / "ready"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), DIMBSVM_TEST_JOB=json.dumps(SPEC))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+               DIMBSVM_TEST_JOB=json.dumps(SPEC))  # the prelude imports process_drivers
     holder = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(HOLD_DRIVER), str(runs), str(ready)],
                               cwd=ROOT, env=env)
     try:

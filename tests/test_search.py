@@ -21,7 +21,7 @@ from dimbsvm.jobs.spec import job_search
 from dimbsvm.metrics import f_measure, g_mean
 from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
 from dimbsvm.model_selection.search import Search, candidate_params, select_candidate
-from dimbsvm.model_selection.splits import positive_label, repeat_splits
+from dimbsvm.model_selection.splits import minority_class, repeat_splits
 
 GRID = {"C": [0.1, 1, 10, 100], "gamma": [0.3, 1, 3, "scale"]}
 
@@ -35,7 +35,7 @@ def yeast5():
 def _engine(estimator, X, y, search, *, client, n_splits=5, metrics=("g_mean", "f_measure")):
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=n_splits,
                                                                                             seed=0))]
-    setup = FoldSetup(estimator, positive_label(y), scaler="minmax", impute="none", metrics=metrics, search=search)
+    setup = FoldSetup(estimator, minority_class(y), scaler="minmax", impute="none", metrics=metrics, search=search)
     results, _ = run_folds(setup, X, y, specs, client=client)
     return specs, results
 
@@ -316,7 +316,7 @@ def test_a_search_over_a_feature_stage_equals_gridsearchcv(yeast5):
     estimator = make_estimator("linear_svc")
     search = Search(candidate_params({"features.0.references": [20, 60], "C": [0.1, 1.0]}), n_splits=3)
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=0))]
-    setup = FoldSetup(estimator, positive_label(y), features=[stage], metrics=("g_mean",), search=search)
+    setup = FoldSetup(estimator, minority_class(y), features=[stage], metrics=("g_mean",), search=search)
     results, _ = run_folds(setup, X, y, specs, client=None)
     for spec, result in zip(specs, results):
         # step names that sort as the job's keys do ("C" < "features..."), so the candidates come in the same order
@@ -515,7 +515,8 @@ class _Raising(BaseEstimator, ClassifierMixin):
                                              (OSError(5, "Input/output error"), False)])
 def test_an_inner_fit_records_its_error_unless_a_retry_may_cure_it(error, recorded):
     """Deterministic errors become the candidate's record; transient I/O errors are raised for the engine to retry."""
-    from dimbsvm.model_selection.bodies import FoldRows, parts_of, prepare_fold
+    from dimbsvm.model_selection.bodies import FoldRows, prepare_fold
+    from dimbsvm.model_selection.parts import parts_of
     from dimbsvm.model_selection.searched_folds import FailedFit, fit_inner_part
 
     X, y = make_imbalanced(100, n_features=3, minority_fraction=0.2, random_state=0)
@@ -559,7 +560,7 @@ def test_a_stage_setting_that_fails_fails_its_candidates_as_in_gridsearchcv(sche
     estimator = make_estimator("linear_svc")
     search = Search(candidate_params({"features.0.fail": [False, True], "C": [0.1, 1.0]}), n_splits=3)
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=0))]
-    setup = FoldSetup(estimator, positive_label(y), features=[_FailingStage()], metrics=("g_mean",), search=search)
+    setup = FoldSetup(estimator, minority_class(y), features=[_FailingStage()], metrics=("g_mean",), search=search)
     results, _ = run_folds(setup, X, y, specs, client=scheduler)
     for spec, result in zip(specs, results):
         with pytest.warns(FitFailedWarning):

@@ -37,7 +37,7 @@ from ..exceptions import DataError, DimbsvmError
 from ..jobs import check_job_data, load_job_data
 from ..jobs.job_spec import CVSpec, DataSpec, EstimatorSpec, JobSpec, PreprocessingSpec
 from ..model_selection.folds import FoldSetup, FoldSpec, add_fold
-from ..model_selection.splits import positive_label, repeat_seeds, repeat_splits
+from ..model_selection.splits import minority_class, repeat_seeds, repeat_splits
 
 from ..environment import machine_info, package_versions, utc_now
 from .suite import build_method, estimator_random_state, load_suite, method_search
@@ -97,7 +97,7 @@ def load_suite_data(suite: dict) -> list[SuiteData]:
         seen[name] = source
         check_job_data(data, as_job)
         loaded.append(SuiteData(name=name, source=str(data.meta.get("source", source)), X=data.X, y=data.y,
-                                pos_label=positive_label(data.y)))
+                                pos_label=minority_class(data.y)))
     return loaded
 
 
@@ -131,7 +131,7 @@ def evaluate_method_fold(X, y, *, dataset: str, method: str, estimator, n_splits
     X_ref, y_ref = plan.share(X), plan.share(y)
     train, test = repeat_splits(y, n_splits=n_splits, seed=seed)[fold]
     spec = FoldSpec((seed, fold), train, test)
-    setup = FoldSetup(estimator=estimator, pos_label=positive_label(y) if pos_label is None else pos_label,
+    setup = FoldSetup(estimator=estimator, pos_label=minority_class(y) if pos_label is None else pos_label,
                       scaler=scaler, impute=impute, metrics=metrics)
     finish, _, _ = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=y)
     result = run_plan(plan, client=None, errors="return")[finish.id]

@@ -32,7 +32,8 @@ import pandas as pd
 from . import stats
 from ..environment import machine_info, package_versions, utc_now
 from .plots import LABELS, critical_difference_plot, dataset_bars
-from .suite import QUALITY_METRICS
+from ..model_selection.scoring import TIME_METRICS
+from .suite import SUITE_METRICS
 
 __all__ = ["write_results", "analyse", "render_report", "header_lines", "mean_table", "table_notes",
            "significance_lines", "summary_lines", "rewrite_results", "method_description", "methods_legend"]
@@ -44,7 +45,6 @@ TESTED = ("g_mean", "f_measure", "auc")
 #: Metrics with rank columns in the tables, critical-difference diagrams and per-dataset bars:
 #: the two columns of the literature's tables.
 RANKED = ("g_mean", "f_measure")
-TIME_METRICS = ("fit_time", "predict_time")
 
 
 def write_results(out, suite: dict, records: list, run: dict) -> dict:
@@ -206,7 +206,7 @@ def mean_table(summary: dict, *, with_reference: bool = True) -> str:
     metric gets a reference column and the difference in points.
     """
     metrics = summary["suite"]["metrics"]
-    quality = [m for m in metrics if m in QUALITY_METRICS]
+    quality = [m for m in metrics if m in SUITE_METRICS]
     ranked = [m for m in RANKED if m in summary["average_ranks"]]
     times = [m for m in metrics if m in TIME_METRICS]
     references = {m["name"]: m.get("reference", {}) for m in summary["suite"]["methods"]}

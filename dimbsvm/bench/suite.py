@@ -36,7 +36,7 @@ from ..model_selection.scoring import METRICS
 from ..model_selection.search import stage_params
 from .peers import fold_random_state, make_peer, peer_names
 
-__all__ = ["SUITE_SCHEMA", "KINDS", "ON_ERROR", "QUALITY_METRICS", "load_suite", "validate_suite",
+__all__ = ["SUITE_SCHEMA", "KINDS", "ON_ERROR", "SUITE_METRICS", "load_suite", "validate_suite",
            "estimator_random_state", "build_method", "method_search"]
 
 KINDS = ("registry", "peer")
@@ -44,8 +44,9 @@ KINDS = ("registry", "peer")
 #: report lists failed folds and averages over the others) or ``raise`` it and
 #: stop the suite.
 ON_ERROR = ("record", "raise")
-#: Metrics where higher is better; the report ranks methods on these.
-QUALITY_METRICS = ("g_mean", "f_measure", "auc", "a_mean")
+#: The quality metrics a suite's published reference scores may give and its report ranks methods on
+#: (a subset of :data:`dimbsvm.model_selection.scoring.QUALITY_METRICS`).
+SUITE_METRICS = ("g_mean", "f_measure", "auc", "a_mean")
 
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_.+-]+$"}
 
@@ -76,7 +77,7 @@ SUITE_SCHEMA = {
                     "reference": {
                         "type": "object",
                         "additionalProperties": False,
-                        "properties": {m: {"type": "number"} for m in QUALITY_METRICS},
+                        "properties": {m: {"type": "number"} for m in SUITE_METRICS},
                     },
                 },
             },

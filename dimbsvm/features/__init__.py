@@ -12,7 +12,7 @@
   and kernel blocks chunk by chunk into the Zarr store (:mod:`~dimbsvm.store.stages`).
 """
 
-from .distances import METRICS, pairwise_distances_to
+from .distances import DISTANCE_METRICS, pairwise_distances_to
 from .distance_blocks import (
     DistanceBlocks,
     distance_moments,
@@ -37,7 +37,7 @@ __all__ = [
     "SimilarityFeatures",
     "StructuralFeatures",
     "HIKEncoder",
-    "METRICS",
+    "DISTANCE_METRICS",
     "KERNELS",
     "pairwise_distances_to",
     "kernel_block",

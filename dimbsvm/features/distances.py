@@ -33,12 +33,12 @@ from scipy.spatial.distance import cdist
 
 from ..exceptions import DataError
 
-__all__ = ["METRICS", "pairwise_distances_to", "series_lengths"]
+__all__ = ["DISTANCE_METRICS", "pairwise_distances_to", "series_lengths"]
 
 logger = logging.getLogger(__name__)
 
 #: Distances understood by :func:`pairwise_distances_to`.
-METRICS = ("euclidean", "manhattan", "cosine", "jensenshannon", "hamming", "dtw")
+DISTANCE_METRICS = ("euclidean", "manhattan", "cosine", "jensenshannon", "hamming", "dtw")
 
 # scipy's names for the metrics that map one to one onto cdist.
 _CDIST_NAMES = {"euclidean": "euclidean", "manhattan": "cityblock", "cosine": "cosine",
@@ -100,8 +100,8 @@ def pairwise_distances_to(X, S, metric="euclidean", *, window=None, base=None, p
     >>> float(pairwise_distances_to(a, b, "dtw")[0, 0])
     0.0
     """
-    if metric not in METRICS:
-        raise DataError(f"unknown distance {metric!r}; choose one of {', '.join(METRICS)}")
+    if metric not in DISTANCE_METRICS:
+        raise DataError(f"unknown distance {metric!r}; choose one of {', '.join(DISTANCE_METRICS)}")
     X = np.asarray(X, dtype=np.float64)
     S = np.asarray(S, dtype=np.float64)
     if metric == "dtw":

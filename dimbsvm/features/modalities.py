@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 
 from ..exceptions import DataError
-from .distances import METRICS, pairwise_distances_to
+from .distances import DISTANCE_METRICS, pairwise_distances_to
 
 __all__ = ["parse_modalities", "modality_view", "modality_distances"]
 
@@ -136,8 +136,8 @@ def _parse_one(spec, k, input_shape):
         raise DataError(f"distances[{k}] has unknown key(s) {sorted(unknown)}; "
                         f"accepted keys: {sorted(_KEYS)}")
     metric = spec.get("metric")
-    if metric not in METRICS:
-        raise DataError(f"distances[{k}]: unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    if metric not in DISTANCE_METRICS:
+        raise DataError(f"distances[{k}]: unknown metric {metric!r}; choose one of {', '.join(DISTANCE_METRICS)}")
     if spec.get("window") is not None and metric != "dtw":
         raise DataError(f"distances[{k}]: 'window' applies to 'dtw' only, not {metric!r}")
     if spec.get("base") is not None and metric != "jensenshannon":

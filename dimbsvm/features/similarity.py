@@ -28,7 +28,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d,
 from dimbsvm._validation import refuse_sparse
 from ..parallel import ClientParamMixin, compute, current_client
 from ..exceptions import DataError
-from .distances import METRICS
+from .distances import DISTANCE_METRICS
 from .distance_blocks import lazy_distances, reference_moments
 from .modalities import modality_distances, parse_modalities
 from .moments import block_moments, check_spread, fisher_vectors, mean_and_spread
@@ -139,7 +139,7 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "references": [Interval(Integral, 1, None, closed="left"),
                        Interval(RealNotInt, 0, 1, closed="right"), "array-like"],
-        "distances": [StrOptions(set(METRICS)), dict, list],
+        "distances": [StrOptions(set(DISTANCE_METRICS)), dict, list],
         "reference_selection": [StrOptions({"random", "stratified", "kmeans"})],
         "random_state": ["random_state"],
         "client": "no_validation",

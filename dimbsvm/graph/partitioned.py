@@ -70,8 +70,8 @@ __all__ = ["DEFAULT_MAX_CANDIDATES", "DEFAULT_MAX_PARTITION_ROWS", "SCRATCH_DIR"
 #: The stage's scratch directory.
 SCRATCH_DIR = "_scratch"
 
-#: Largest partition (rows held by one task) when not given: 200,000 rows of 32 float32 columns and their
-#: NN-descent graph take about 0.1 GiB beside a worker's 0.6 GiB baseline.
+#: Largest partition (rows held by one task) when not given: small beside a worker's baseline memory
+#: (measured in ``benchmarks/scaling_notes.md``, "Measurements behind constants").
 DEFAULT_MAX_PARTITION_ROWS = 200_000
 
 
@@ -99,10 +99,9 @@ def partition_build_neighbors(n_neighbors):
 
 
 #: NN-descent candidates per row and iteration in a partition's graph when not given (pynndescent's own
-#: default is the graph width, at most 60). On one 32-d Gaussian blob, the hardest kind of partition, a
-#: graph of width 32 with 60 candidates found as many true neighbours as one of width 40 with 40, for a
-#: little less CPU (100,000 rows: 0.980 in 10.5 s against 0.979 in 11.4 s; 200,000: 0.972 in 23.4 s
-#: against 0.969 in 25.7 s; ``benchmarks/nndescent_candidates.py``).
+#: default is the graph width, at most 60): on the hardest kind of partition (one Gaussian blob) a narrower
+#: graph with more candidates finds as many true neighbours for less CPU (``benchmarks/nndescent_candidates.py``;
+#: the numbers in ``benchmarks/scaling_notes.md``, "Measurements behind constants").
 DEFAULT_MAX_CANDIDATES = 60
 
 

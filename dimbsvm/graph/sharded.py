@@ -51,8 +51,8 @@ __all__ = ["DEFAULT_SHARD_ROWS", "SCRATCH", "open_or_resume", "shard_bounds"]
 
 logger = logging.getLogger(__name__)
 
-#: Rows per shard when not given: a shard task over this many 32-column float32 rows peaked at about
-#: 0.9 GiB per worker, numba's compiled code included (see the module docstring for other sizes).
+#: Rows per shard when not given: a shard task over this many 32-column float32 rows stays within about
+#: a GiB per worker, numba's compiled code included (``benchmarks/scaling_notes.md``).
 DEFAULT_SHARD_ROWS = 250_000
 
 #: The exact sample search of the recall check (one task per chunk), under its former name.

@@ -26,7 +26,7 @@ from ..estimators import fold_rows_needed, make_estimator, make_feature
 from ..exceptions import DataError, StoreError
 from ..model_selection.scoring import BINARY_METRICS
 from ..model_selection.search import stage_params
-from ..model_selection.splits import positive_label
+from ..model_selection.splits import minority_class
 from ..store import StoreRows, dataset_fingerprint, find_damage, open_store
 from ..store.location import is_url
 from ..artifacts import positive_class
@@ -153,7 +153,7 @@ def code_labels(data: JobData, *, positive=None, champion: dict | None = None,
       name the champion's positive class;
     * ``positive`` (the job's ``data.positive``): that class is 1, the other 0;
     * neither: the data as read and its minority class
-      (:func:`~dimbsvm.model_selection.splits.positive_label`), as always.
+      (:func:`~dimbsvm.model_selection.splits.minority_class`), as always.
 
     Parameters
     ----------
@@ -189,7 +189,7 @@ def code_labels(data: JobData, *, positive=None, champion: dict | None = None,
     if champion is not None:
         return _champion_coding(data, positive, champion, champion_id)
     if positive is None:
-        return data, positive_label(data.y)
+        return data, minority_class(data.y)
     class_map = positive_class_map(list(class_names(data)), positive, source=data.name)
     return coded_as(data, class_map, reference="data.positive"), 1
 

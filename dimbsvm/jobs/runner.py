@@ -298,8 +298,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     """Run the plan's folds and final model as one plan of tasks, saving each fold as it arrives."""
     job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
     # The report's ROC and precision-recall curves need only the folds: drawn in a thread of their own
-    # once every fold is saved, they overlap the final model's fit instead of following it (7 s at 10^7
-    # out-of-fold scores, on the client, after the cluster's work).
+    # once every fold is saved, they overlap the final model's fit instead of following it (at millions
+    # of out-of-fold scores they are seconds of client work).
     curves_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if plan.want_model else None
     unsaved = {spec.key for spec in plan.todo} - {FINAL_MODEL}
     oof_curves = None

@@ -2,9 +2,8 @@
 
 No Dask here (:mod:`dimbsvm.model_selection.folds` builds the tasks,
 :mod:`dimbsvm.distributed` runs them). A fold's estimator is fitted in
-*parts*: an ensemble's members (``plan_members`` / ``fit_from_members``, see
-:class:`~dimbsvm.svm.EnsembleOTHRClassifier`), or, for any other estimator,
-one part that is the whole estimator. Every body receives the data (an array
+*parts* (:mod:`dimbsvm.model_selection.parts`): an ensemble's members, or,
+for any other estimator, one part that is the whole estimator. Every body receives the data (an array
 or a row handle on a store), the labels and the fold's rows, and reads only
 the rows it needs.
 
@@ -27,12 +26,13 @@ from sklearn.pipeline import make_pipeline
 from ..rows import RowSubset, TransformedRows, block_rows_of, cache_blocks, row_blocks, take_rows
 from ..store.rows import StoreRows
 from ..svm._native_rng import fit_guard
+from .parts import Part
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
-__all__ = ["ChunkPass", "FoldRows", "GatheredRows", "MemberBag", "Part", "PooledChunk", "PreparedFold",
+__all__ = ["ChunkPass", "FoldRows", "GatheredRows", "MemberBag", "PooledChunk", "PreparedFold",
            "assemble_fold", "chunk_spans", "finish_fold", "fit_part", "fold_rows", "gather_block", "member_bag",
-           "minmax_block_range", "model_of", "parts_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges",
+           "minmax_block_range", "model_of", "pooled_oob_block", "prepare_fold", "prepare_from_ranges",
            "range_and_gather_block", "record_fold", "score_block"]
 
 
@@ -42,15 +42,6 @@ class FoldRows:
 
     train: np.ndarray
     test: np.ndarray
-
-
-@dataclass(frozen=True)
-class Part:
-    """One unit of fitting: ``seed`` and ``params`` of an ensemble member, or the whole estimator (``seed=None``)."""
-
-    index: int
-    seed: int | None = None
-    params: dict | None = None
 
 
 def fold_rows(y, *, n_splits=None, seed=None, fold=None, test_from=None) -> FoldRows:
@@ -69,19 +60,6 @@ def fold_rows(y, *, n_splits=None, seed=None, fold=None, test_from=None) -> Fold
     if fold is None:
         return FoldRows(np.arange(len(y)), np.empty(0, dtype=np.int64))
     return FoldRows(*repeat_splits(np.asarray(y), n_splits=n_splits, seed=seed)[fold])
-
-
-def parts_of(estimator, y_train):
-    """The parts an estimator is fitted in, and the member seeds (``None`` for a one-part estimator).
-
-    An estimator with ``plan_members`` (the ensemble) is fitted member by
-    member; any other estimator is its own single part.
-    """
-    if hasattr(estimator, "plan_members") and hasattr(estimator, "fit_from_members"):
-        seeds, params = clone(estimator).plan_members(y_train)
-        per_part = params if isinstance(params, list) else [params] * len(seeds)  # a list: one per member
-        return [Part(i, int(seed), p) for i, (seed, p) in enumerate(zip(seeds, per_part))], np.asarray(seeds)
-    return [Part(0)], None
 
 
 @dataclass
@@ -181,16 +159,13 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
     piece per chunk (:func:`gather_block`), so that it reads no store;
     ``bag``: its :func:`member_bag`, so that it does not draw the bag again.
     """
-    from ..svm.ensemble import fit_member
-
     start = time.perf_counter()
     X_train, y_train, train = _training_data(X, y, prepared, rows)
     if gathered is not None:
         X_train = GatheredRows([getattr(pieces, "pieces", pieces)[part.index] for pieces in gathered],
                                prepared.transformer(), X.shape[0])
-    if part.seed is not None:
-        fitted = fit_member(X_train, y_train, int(part.seed), rows=train, **part.params,
-                            drawn=None if bag is None else bag.drawn)
+    if part.member is not None:
+        fitted = part.member.fit(X_train, y_train, part.seed, rows=train, drawn=None if bag is None else bag.drawn)
     else:
         if train is not None:
             X_train, y_train = take_rows(X_train, train), np.asarray(y_train)[train]
@@ -511,12 +486,8 @@ def member_bag(y, rows: FoldRows, *, part: Part) -> MemberBag:
     gather tasks cut its rows out of the chunks and the member task fits on
     it without drawing again.
     """
-    from ..svm.bagging import draw_seeded_bag
-
     train = rows.train
-    positive = np.asarray(np.asarray(y)[train] == part.params["pos_label"])
-    drawn = draw_seeded_bag(positive, part.seed, bootstrap=part.params["bootstrap"],
-                            max_samples=part.params["max_samples"], max_draws=part.params["max_bag_draws"])
+    drawn = part.member.draw_bag(np.asarray(y)[train], part.seed)
     return MemberBag(drawn, train[np.unique(drawn.bag)])
 
 

@@ -28,8 +28,9 @@ import numpy as np
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, gather_block,
-                     member_bag, minmax_block_range, model_of, parts_of, pooled_oob_block, prepare_fold,
+                     member_bag, minmax_block_range, model_of, pooled_oob_block, prepare_fold,
                      prepare_from_ranges, range_and_gather_block, record_fold, score_block)
+from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
 from .search import Search
 from .searched_folds import add_searched_fold
@@ -185,9 +186,9 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     # margins of every training row are computed one chunk at a time for all members at once
     # (instead of each member scoring every other row and sending those margins to one task).
     pool_by_chunk = (seeds is not None and len(train_chunks) > 1 and not features
-                     and getattr(estimator, "pools_out_of_bag", lambda: False)())
+                     and isinstance(estimator, FitsInMembers) and estimator.pools_out_of_bag())
     if pool_by_chunk:
-        parts = [replace(part, params=dict(part.params, keep_oob="bag")) for part in parts]
+        parts = [replace(part, member=part.member.keeping_bag_only()) for part in parts]
     merged_ranges = len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features
     gathered, bags = None, [None] * len(parts)
     if pool_by_chunk and stage is None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 from sklearn.base import clone
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
-from ..svm._native_rng import fit_guard
 
-__all__ = ["IMPUTERS", "SCALERS", "build_pipeline", "fit_pipeline", "preprocessing_steps"]
+__all__ = ["IMPUTERS", "SCALERS", "build_pipeline", "preprocessing_steps"]
 
 SCALERS = ("minmax", "standard", "none")
 IMPUTERS = ("none", "mean", "median")
@@ -34,15 +32,3 @@ def preprocessing_steps(*, scaler: str = "minmax", impute: str = "none", feature
         raise ValueError(f"unknown scaler {scaler!r}; accepted: {', '.join(SCALERS)}")
     steps.extend(clone(stage) for stage in features)
     return steps
-
-
-def fit_pipeline(X, y, *, estimator, scaler="minmax", impute="none", rows=None, features=()):
-    """Task body: the job's pipeline fitted on ``rows`` (default: every row).
-
-    ``X`` may be an array or a :class:`~dimbsvm.store.StoreRows` handle; only
-    the rows used are read.
-    """
-    rows = np.arange(len(y)) if rows is None else np.asarray(rows)
-    model = build_pipeline(estimator, scaler=scaler, impute=impute, features=features)
-    with fit_guard(model):
-        return model.fit(X[rows], y[rows])

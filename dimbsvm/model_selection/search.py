@@ -30,6 +30,7 @@ from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid, ParameterSampler, StratifiedKFold
 
 from ..exceptions import JobSpecError
+from .scoring import TIME_METRICS
 
 __all__ = ["DISTRIBUTIONS", "MAX_CANDIDATES", "STAGE_PREFIX", "Search", "candidate_params", "estimator_params",
            "inner_splits", "select_candidate", "stage_params"]
@@ -38,10 +39,6 @@ logger = logging.getLogger(__name__)
 
 #: Distributions a random search may draw a parameter from (``{name: [low, high]}`` in a job).
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform")
-
-#: The seconds an inner fold records for the search's cost: fitting a candidate (its prepare apart)
-#: and predicting the inner test rows it is scored on.
-TIMES = ("fit_time", "predict_time")
 
 #: More candidates than this is almost certainly a mistake in the job (a grid multiplies).
 MAX_CANDIDATES = 10_000
@@ -101,7 +98,7 @@ class Search:
     @property
     def metrics(self) -> tuple:
         """The metrics every inner fold records: the objective, the floors, and the times (for the cost)."""
-        return tuple(dict.fromkeys((self.scoring, *self.floor, *TIMES)))
+        return tuple(dict.fromkeys((self.scoring, *self.floor, *TIME_METRICS)))
 
 
 #: A search key ``features.<i>.<parameter>`` sets a parameter of the job's feature stage ``i``.
@@ -274,7 +271,7 @@ def select_candidate(inner, *, search: Search) -> dict:
         row = {"candidate": c, "params": search.candidates[c], "n_inner": len(records),
                "n_failed": sum("error" in r for r in records)}
         for name in search.metrics:
-            if name in TIMES:
+            if name in TIME_METRICS:
                 row[name] = float(sum(r.get(name, 0.0) for r in records))
             else:
                 values = np.array([r.get(name, np.nan) for r in records], dtype=float)
@@ -298,7 +295,7 @@ def select_candidate(inner, *, search: Search) -> dict:
     # each inner fold's prepare is shared by the candidates of one stage setting: counted once
     prepares = {(r["inner_fold"], json.dumps(stage_params(search.candidates[r["candidate"]]), sort_keys=True,
                                              default=str)): r.get("prepare_time", 0.0) for r in inner}
-    search_time = float(sum(row.get(name, 0.0) for row in rows for name in TIMES) + sum(prepares.values()))
+    search_time = float(sum(row.get(name, 0.0) for row in rows for name in TIME_METRICS) + sum(prepares.values()))
     if failures:
         logger.info("%d of %d inner fits failed and scored %s; the first (candidate %d): %s", len(failures),
                     len(inner), search.error_score, failures[0]["candidate"], failures[0]["error"])

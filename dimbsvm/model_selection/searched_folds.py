@@ -40,8 +40,10 @@ import numpy as np
 
 from ..parallel import TaskPlan
 from ..parallel.policy import is_transient
-from .bodies import FoldRows, finish_fold, fit_part, fold_rows, parts_of, prepare_fold
-from .search import TIMES, Search, inner_splits, select_candidate, stage_params
+from .bodies import FoldRows, finish_fold, fit_part, fold_rows, prepare_fold
+from .parts import parts_of
+from .scoring import TIME_METRICS
+from .search import Search, inner_splits, select_candidate, stage_params
 
 __all__ = ["MEMBER_TASKS_FROM_ROWS", "FailedFit", "add_searched_fold", "fit_and_score", "fit_chosen_part",
            "fit_inner_part", "finish_chosen", "finish_inner", "inner_fold_rows", "prepare_chosen", "prepare_inner",
@@ -49,7 +51,7 @@ __all__ = ["MEMBER_TASKS_FROM_ROWS", "FailedFit", "add_searched_fold", "fit_and_
 
 #: Inner training folds of at least this many rows fit an ensemble candidate's members as tasks of
 #: their own; smaller ones fit and score each candidate in one task, its members in turn: a member
-#: on so few rows is worth far less than the ~0.1 s a task should be, and a grid over many datasets
+#: on so few rows is worth far less than a task's own overhead, and a grid over many datasets
 #: would otherwise be hundreds of thousands of tasks.
 MEMBER_TASKS_FROM_ROWS = 100_000
 
@@ -189,7 +191,7 @@ def _guarded(error_score, body, *args, **kwargs):
 def _failure_record(key, metrics, error_score, failures) -> dict:
     """An inner fold's record for a candidate that failed: every quality metric ``error_score``, the error kept."""
     record = {"seed": int(key[0]), "fold": int(key[1])}
-    record.update({name: float(error_score) for name in metrics if name not in TIMES})
+    record.update({name: float(error_score) for name in metrics if name not in TIME_METRICS})
     record.update(fit_time=float(sum(f.seconds for f in failures)), predict_time=0.0, error=failures[0].error,
                   traceback=failures[0].traceback)
     return {"record": record}

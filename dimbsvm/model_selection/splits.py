@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-__all__ = ["fold_indices", "positive_label", "repeat_seeds", "repeat_splits"]
+__all__ = ["fold_indices", "minority_class", "repeat_seeds", "repeat_splits"]
 
 
 def repeat_seeds(n_repeats: int, random_state: int) -> list[int]:
@@ -45,10 +45,19 @@ def fold_indices(y, *, n_splits: int, seed: int, fold: int):
     raise ValueError(f"fold {fold} does not exist with n_splits={n_splits}")
 
 
-def positive_label(y):
-    """The minority class of ``y`` (ties: the larger label), the positive class of binary metrics."""
+def minority_class(y):
+    """The least frequent label of ``y``, the positive class of binary metrics (ties: the larger label).
+
+    The estimators pick the same class from their training labels
+    (:func:`dimbsvm.svm._base.positive_label` with ``pos_label=None``).
+
+    Examples
+    --------
+    >>> minority_class([0, 1, 1]), minority_class(["b", "a", "b"]), minority_class(["a", "b"])
+    (0, 'a', 'b')
+    """
     labels, counts = np.unique(np.asarray(y), return_counts=True)
-    order = np.lexsort((-labels, counts)) if np.issubdtype(labels.dtype, np.number) else np.argsort(counts, kind="stable")
+    order = np.lexsort((-np.arange(labels.size), counts))  # labels are sorted: ties go to the larger
     return labels[order[0]].item()
 
 

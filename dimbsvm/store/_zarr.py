@@ -101,10 +101,9 @@ def writable(array):
 
 
 #: How a store's chunks may be compressed (before their crc32c checksum). ``"zstd"`` (level 3, the
-#: default) keeps data of few distinct values small (2.2x on features rounded to 0.01); ``"lz4"``
-#: (Blosc, byte shuffle) decodes a 10 MB float32 chunk in 1-2 ms against zstd's 7-11 ms for about
-#: zstd's size on data that hardly compresses (1.07x against 1.08x on Gaussian floats), so chunk
-#: passes that read the store again and again wait less (``benchmarks/scaling_notes.md``).
+#: default) keeps data of few distinct values small; ``"lz4"`` (Blosc, byte shuffle) decodes several
+#: times faster for about zstd's size on data that hardly compresses, so chunk passes that read the
+#: store again and again wait less (the numbers in ``benchmarks/scaling_notes.md``).
 COMPRESSIONS = ("zstd", "lz4")
 
 

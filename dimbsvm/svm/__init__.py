@@ -17,12 +17,15 @@ classifiers share in :mod:`dimbsvm.svm._base`; HPC-SVM's numeric kernels in
 from dimbsvm.svm.act import ACTClassifier
 from dimbsvm.svm.hpc import HPCClassifier
 from dimbsvm.svm.ensemble import EnsembleOTHRClassifier, OTHRMember, fit_member
+from dimbsvm.svm.members import MemberPlan, MemberSpec
 from dimbsvm.svm.othr import OTHRClassifier, THRClassifier
 
 __all__ = [
     "ACTClassifier",
     "EnsembleOTHRClassifier",
     "HPCClassifier",
+    "MemberPlan",
+    "MemberSpec",
     "OTHRClassifier",
     "OTHRMember",
     "THRClassifier",

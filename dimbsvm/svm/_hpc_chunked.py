@@ -83,7 +83,7 @@ from dimbsvm.svm._hpc_kernels import (
     kernel_width,
     piece_jlj,
     placed_piece_jlj,
-    take_rows,
+    rows_of_chunk,
     transform_rows,
 )
 
@@ -297,7 +297,7 @@ def jlj_in_memory(X, signs, F, neighbors, *, n_neighbors, sigma2, gamma, client)
                 continue
             # small tasks cut the rows, so only those travel to the piece's worker
             cuts = np.searchsorted(touched, starts)  # touched is sorted: a slice per chunk
-            parts = [dask.delayed(take_rows)(
+            parts = [dask.delayed(rows_of_chunk)(
                 blocks[b], (touched[cuts[b]:cuts[b + 1]] - starts[b]).astype(index))
                 for b in np.flatnonzero(np.diff(cuts))]
             terms.append(dask.delayed(piece_jlj)(blocks[a], lo, hi, local, parts,

@@ -53,7 +53,7 @@ __all__ = [
     "primal_objective",
     "recover_weights",
     "signed_class_weight",
-    "take_rows",
+    "rows_of_chunk",
     "transform_rows",
 ]
 
@@ -372,7 +372,7 @@ def recover_weights(R, v):
     return solve_triangular(R, np.asarray(v, dtype=np.float64), lower=False)
 
 
-def take_rows(block, rows):
+def rows_of_chunk(block, rows):
     """The given rows of each array of a chunk's ``(X, signs, F or None)``."""
     return tuple(None if part is None else part[rows] for part in block)
 
@@ -381,7 +381,7 @@ def piece_jlj(own, lo, hi, local_neighbors, parts, *, sigma2, gamma):
     """``accumulate_jlj`` of the hyperedges centred on rows ``lo:hi`` of a chunk.
 
     ``own`` is the chunk's ``(X, signs, F or None)``; ``parts`` are the
-    :func:`take_rows` of the rows the hyperedges touch, in the order that
+    :func:`rows_of_chunk` of the rows the hyperedges touch, in the order that
     ``local_neighbors`` indexes.
     """
     X, signs, F = own
@@ -402,7 +402,7 @@ def gather_piece_jlj(own, lo, hi, local_neighbors, chunks, touched, starts, *, s
     row of each chunk, then the row count.
     """
     cuts = np.searchsorted(touched, starts)  # touched is sorted: one slice per chunk
-    parts = [take_rows(chunks[b], touched[cuts[b]:cuts[b + 1]] - starts[b])
+    parts = [rows_of_chunk(chunks[b], touched[cuts[b]:cuts[b + 1]] - starts[b])
              for b in np.flatnonzero(np.diff(cuts))]
     return piece_jlj(own, lo, hi, local_neighbors, parts, sigma2=sigma2, gamma=gamma)
 

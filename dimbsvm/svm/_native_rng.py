@@ -6,7 +6,7 @@ scikit-learn's liblinear wrapper seeds one C-level generator per *process*
 several threads, or an in-process cluster) therefore draw from one stream and
 their results depend on timing. Ensemble members and fold fits must be identical
 wherever they run, so fits whose estimator uses LIBLINEAR take this lock
-(``fit_member``, ``evaluate_fold``, ``fit_pipeline``). Fits in
+(``fit_member``, the fold engine's ``fit_part``). Fits in
 separate processes are unaffected, and other estimators never wait. Where
 the execution policy knows that no other fit can run in this process at the
 same time (a single-threaded Dask worker), it says so with

@@ -14,6 +14,7 @@ shift's search in :mod:`dimbsvm.svm.shared_threshold`.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -35,7 +36,7 @@ from dimbsvm.svm.calibration import platt_fit
 from dimbsvm.svm.grid_members import candidate_settings, keep_best_settings
 # Re-exported: models saved by dimbsvm 0.1.0 name ``dimbsvm.svm.ensemble.OTHRMember``
 # (skops stores the module path), and code imported fit_member from here.
-from dimbsvm.svm.members import MEMBER_MARGINS, OTHRMember, fit_member, pooled_oob_margins
+from dimbsvm.svm.members import MEMBER_MARGINS, MemberPlan, MemberSpec, OTHRMember, fit_member, pooled_oob_margins
 from dimbsvm.svm.othr import SEARCH_CONSTRAINTS
 from dimbsvm.svm.shared_threshold import search_shared_shift, with_shared_shift
 
@@ -366,7 +367,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             The fitted ensemble.
         """
         X, y, positive = self._validate_training_data(X, y)
-        seeds, member_params = self._member_tasks()
+        seeds, specs = self._member_tasks()
         # Members run on the given or current client, one task each (X and y sent once),
         # else here, one after the other.
         client = current_client(self.client)
@@ -374,7 +375,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             logger.info("fitting %d members on %s", len(seeds), client)
         members = map_tasks(
             fit_member,
-            [dict(seed=int(seed), **params) for seed, params in zip(seeds, member_params)],
+            [dict(seed=int(seed), **spec.options()) for seed, spec in zip(seeds, specs)],
             client=client,
             shared={"X": X, "y": y},
             label="ensemble members",
@@ -386,9 +387,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         """What :meth:`fit` would hand each member, from the labels alone.
 
         For drivers that fit members elsewhere (a job fans out one task per
-        (repeat, fold, member)): ``fit_member(X, y, seed, **params)`` for each
-        seed, then :meth:`fit_from_members`, gives the same ensemble as
-        ``fit(X, y)``.
+        (repeat, fold, member)): ``plan.members[i].fit(X, y, plan.seeds[i])``
+        for each member, then :meth:`fit_from_members` with ``plan.seeds``,
+        gives the same ensemble as ``fit(X, y)``.
 
         Parameters
         ----------
@@ -397,17 +398,15 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
         Returns
         -------
-        seeds : ndarray of int
+        plan : MemberPlan
             One seed per member, drawn from ``random_state`` as :meth:`fit` does
-            (with ``param_grid``: the same seeds for every setting, setting by setting).
-        params : dict or list of dict
-            Keyword arguments of :func:`fit_member` other than ``X``, ``y`` and
-            ``seed``; with ``param_grid``, one dict per seed.
+            (with ``param_grid``: the same seeds for every setting, setting by
+            setting), and each member's :class:`~dimbsvm.svm.members.MemberSpec`.
         """
         self._validate_params()
         self._set_classes(y)
-        seeds, params = self._member_tasks()
-        return seeds, (params if self.param_grid is not None else params[0])
+        seeds, specs = self._member_tasks()
+        return MemberPlan(np.asarray(seeds), tuple(specs))
 
     def pools_out_of_bag(self) -> bool:
         """Whether the out-of-bag margins can be pooled over all members at once (a shared shift, no grid)."""
@@ -463,7 +462,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         )
 
     def _member_tasks(self):
-        """Seeds and :func:`fit_member` keyword arguments of every member to fit, in order."""
+        """Seeds and :class:`MemberSpec` of every member to fit, in order."""
         seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
         if self.param_grid is None:
             return seeds, [self._member_params()] * len(seeds)
@@ -471,12 +470,12 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             raise ValueError("param_grid ranks settings on pooled out-of-bag margins: it needs "
                              f"threshold='pooled_oob', got threshold={self.threshold!r}")
         base = self._member_params()
-        settings = candidate_settings(self.param_grid, base["estimator"])
-        params = [dict(base, estimator=clone(base["estimator"]).set_params(**setting)) for setting in settings]
-        return np.tile(seeds, len(settings)), [p for p in params for _ in seeds]
+        settings = candidate_settings(self.param_grid, base.estimator)
+        specs = [replace(base, estimator=clone(base.estimator).set_params(**setting)) for setting in settings]
+        return np.tile(seeds, len(settings)), [spec for spec in specs for _ in seeds]
 
     def _member_params(self):
-        """Keyword arguments of :func:`fit_member` shared by every member (all but the seed)."""
+        """The :class:`MemberSpec` shared by every member (all but the seed)."""
         estimator = default_estimator() if self.estimator is None else clone(self.estimator)
         if self.class_weight is not None:
             if "class_weight" not in estimator.get_params():
@@ -486,7 +485,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
                 )
             estimator.set_params(class_weight=self.class_weight)
         pooled = self.threshold == "pooled_oob"
-        return dict(
+        return MemberSpec(
             pos_label=self.pos_label_,
             estimator=estimator,
             bootstrap=self.bootstrap,
@@ -528,7 +527,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
     def _keep_best_settings(self, positive, members):
         """The members of the ``top_candidates`` settings of best out-of-bag ROC-AUC, on one scale."""
-        settings = candidate_settings(self.param_grid, self._member_params()["estimator"])
+        settings = candidate_settings(self.param_grid, self._member_params().estimator)
         kept, members, self.search_results_ = keep_best_settings(settings, members, positive, self.top_candidates)
         self.best_params_ = [settings[i] for i in kept]
         per_setting = len(self.seeds_) // len(settings)

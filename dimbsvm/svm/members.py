@@ -14,7 +14,7 @@ ensemble's shared shift.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 from sklearn.base import clone
@@ -26,7 +26,7 @@ from dimbsvm.svm._native_rng import liblinear_guard
 from dimbsvm.svm.bagging import draw_seeded_bag, set_random_states
 from dimbsvm.svm.threshold import othr_threshold
 
-__all__ = ["MEMBER_MARGINS", "OTHRMember", "fit_member", "pooled_oob_margins"]
+__all__ = ["MEMBER_MARGINS", "MemberPlan", "MemberSpec", "OTHRMember", "fit_member", "pooled_oob_margins"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +82,71 @@ class OTHRMember:
     def shifted_margin(self, X):
         """``h(x) + theta'``, positive on the minority side."""
         return signed_margins(self.estimator, X, self.margin_sign) + self.threshold
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """How one member is fitted: every argument of :func:`fit_member` but the data, rows, seed and bag.
+
+    The ensemble plans one per member (:meth:`EnsembleOTHRClassifier.plan_members
+    <dimbsvm.svm.ensemble.EnsembleOTHRClassifier.plan_members>`); a driver that
+    fits members elsewhere calls :meth:`fit` (and :meth:`draw_bag` to draw a
+    bag ahead of its member) and never reads the fields one by one. The
+    attributes are :func:`fit_member`'s keyword arguments, with its defaults.
+    """
+
+    pos_label: object
+    estimator: object = None
+    bootstrap: str = "plain"
+    max_samples: object = None
+    margins: str = "train"
+    cv: int = 5
+    objective: str = "g_mean"
+    candidates: str = "othr"
+    smoothing: object = None
+    tolerance: float = 0.0
+    min_precision: float = 0.0
+    perturbation: float = 0.1
+    n_neighbors: int = 10
+    knn_method: str = "auto"
+    max_bag_draws: int = 20
+    keep_oob: object = False
+
+    def options(self) -> dict:
+        """The fields as :func:`fit_member` keyword arguments (the estimator not copied)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+    def fit(self, X, y, seed, *, rows=None, drawn=None) -> OTHRMember:
+        """``fit_member(X, y, seed, rows=rows, drawn=drawn, **options)``."""
+        return fit_member(X, y, int(seed), rows=rows, drawn=drawn, **self.options())
+
+    def draw_bag(self, y, seed):
+        """The bag :meth:`fit` with this ``seed`` draws over labels ``y`` (a :class:`~dimbsvm.svm.bagging.DrawnBag`)."""
+        positive = np.asarray(np.asarray(y) == self.pos_label)
+        return draw_seeded_bag(positive, int(seed), bootstrap=self.bootstrap, max_samples=self.max_samples,
+                               max_draws=self.max_bag_draws)
+
+    def keeping_bag_only(self) -> MemberSpec:
+        """This spec with ``keep_oob="bag"``: the member returns its bag's rows, not out-of-bag margins."""
+        return replace(self, keep_oob="bag")
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    """An ensemble's members before fitting: ``seeds[i]`` and ``members[i]`` give member ``i``.
+
+    Attributes
+    ----------
+    seeds : ndarray of int
+    members : tuple of MemberSpec
+    """
+
+    seeds: np.ndarray
+    members: tuple
+
+    def __post_init__(self):
+        if len(self.seeds) != len(self.members):
+            raise ValueError(f"{len(self.seeds)} seeds for {len(self.members)} members")
 
 
 def fit_member(
@@ -213,8 +278,8 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
     if keep_oob is True or margins == "oob":
         # int32 halves what a member returns when folds hold millions of rows
         index_type = np.int32 if positive.size < np.iinfo(np.int32).max else np.int64
-        # a mask, not np.setdiff1d: the same sorted rows without sorting all n (it was 3/4 of
-        # a default member's CPU at 10^6 rows)
+        # a mask, not np.setdiff1d: the same sorted rows without sorting all n (which dominated a
+        # default member's CPU at a million rows)
         in_bag = np.zeros(positive.size, dtype=bool)
         in_bag[bag] = True
         oob_rows = np.flatnonzero(~in_bag).astype(index_type)

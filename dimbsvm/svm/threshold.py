@@ -63,8 +63,8 @@ MAX_SMOOTHED_CANDIDATES = 8192
 
 #: Above this many kernel evaluations (margins x scored candidates) the smoothed counts are
 #: computed from the margins binned on a grid of 1/64 bandwidth (:func:`_binned_smoothed_count`)
-#: instead of margin by margin: 160,000 margins took 42 s margin by margin, and 8 million
-#: would take over half an hour. Below it (every KEEL-sized problem) nothing changes.
+#: instead of margin by margin, whose cost grows with margins x candidates (minutes at a few
+#: hundred thousand margins, ``benchmarks/RESULTS.md``). Below it (every KEEL-sized problem) nothing changes.
 MAX_EXACT_SMOOTHING = 1 << 27
 
 #: Bins per bandwidth of the binned smoothed counts.
