@@ -136,7 +136,8 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     from sklearn.preprocessing import MinMaxScaler
 
     from dimbsvm.parallel import TaskPlan, run_plan
-    from dimbsvm.model_selection.bodies import FoldRows, minmax_block_range, prepare_from_ranges
+    from dimbsvm.model_selection.bodies import FoldRows
+    from dimbsvm.model_selection.chunk_bodies import minmax_block_range, prepare_from_ranges
     from dimbsvm.model_selection.folds import add_fold
 
     X, y = small
@@ -171,7 +172,8 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
 def test_out_of_bag_pooling_still_rejects_a_nan_row(small):
     # the chunk is checked for NaN once for all members; a NaN row left out of the bags must still fail
     # as every member's own check failed, not pool a NaN margin into the threshold search
-    from dimbsvm.model_selection.bodies import FoldRows, PreparedFold, pooled_oob_block
+    from dimbsvm.model_selection.bodies import FoldRows, PreparedFold
+    from dimbsvm.model_selection.chunk_bodies import pooled_oob_block
     from dimbsvm.svm.members import fit_member
 
     X, y = small
@@ -196,7 +198,8 @@ def test_out_of_bag_pooling_in_cache_sized_pieces_equals_the_members_margins(mon
     # each member's margins are computed a cache-sized piece of the chunk at a time; the pooled mean must
     # be the members' own margins on the whole chunk, summed in member order (to the last bit)
     from dimbsvm import rows as row_helpers
-    from dimbsvm.model_selection.bodies import FoldRows, PreparedFold, pooled_oob_block
+    from dimbsvm.model_selection.bodies import FoldRows, PreparedFold
+    from dimbsvm.model_selection.chunk_bodies import pooled_oob_block
     from dimbsvm.svm.members import fit_member
 
     X, y = make_imbalanced(n_samples=5000, n_features=6, minority_fraction=0.1, random_state=4)
@@ -221,7 +224,7 @@ def test_out_of_bag_pooling_in_cache_sized_pieces_equals_the_members_margins(mon
 
 
 def test_a_chunks_out_of_bag_mask_equals_set_membership():
-    from dimbsvm.model_selection.bodies import _outside
+    from dimbsvm.model_selection.chunk_bodies import _outside
 
     rng = np.random.RandomState(0)
     in_bag = np.unique(rng.randint(0, 1000, size=300))

@@ -27,11 +27,13 @@ import numpy as np
 
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
-from .bodies import (FoldRows, assemble_fold, chunk_spans, finish_fold, fit_part, fold_rows, gather_block,
-                     member_bag, minmax_block_range, model_of, pooled_oob_block, prepare_fold,
-                     prepare_from_ranges, range_and_gather_block, record_fold, score_block)
+from .bag_bodies import gather_block, member_bag, range_and_gather_block
+from .bodies import FoldRows, finish_fold, fit_part, fold_rows, prepare_fold
+from .chunk_bodies import (assemble_fold, minmax_block_range, model_of, pooled_oob_block, prepare_from_ranges,
+                           record_fold, score_block)
 from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
+from .spans import chunk_spans
 from .search import Search
 from .searched_folds import add_searched_fold
 

@@ -1,0 +1,121 @@
+"""An ensemble's bags gathered in one pass over a store's chunks.
+
+A bag of a few thousand rows drawn from a large store touches every chunk, so
+a member reading its own bag would decompress the whole store, once per
+member (memory bandwidth, not the SVMs, then bounds the member stage).
+Instead each bag is drawn ahead of its member (:func:`member_bag`) and one
+task per chunk slices every member's rows out of that chunk, read once
+(:func:`gather_block`, or :func:`range_and_gather_block` when the same read
+also gives the scaler's statistics); the member reads them as
+:class:`GatheredRows`. No Dask here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..rows import take_rows
+from ..store.rows import StoreRows
+from .parts import Part
+from .spans import block_range, rows_within
+
+if TYPE_CHECKING:  # annotations only: the fold bodies import this module
+    from .bodies import FoldRows
+
+__all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bag", "range_and_gather_block"]
+
+
+@dataclass(frozen=True)
+class MemberBag:
+    """A member's bag drawn ahead of it: the draw (handed to the member) and its distinct dataset rows."""
+
+    drawn: object  # DrawnBag
+    rows: np.ndarray
+
+
+def member_bag(y, rows: FoldRows, *, part: Part) -> MemberBag:
+    """Task body: one member's bag, drawn as the member draws it, and its distinct rows (dataset row numbers, sorted).
+
+    :func:`~dimbsvm.svm.members.fit_member` draws its bag first from
+    ``RandomState(seed)`` over the positive labels of the fold's training
+    rows; this draws the same bag (one task per member: a draw without
+    replacement from millions of rows takes a fraction of a second), the
+    gather tasks cut its rows out of the chunks and the member task fits on
+    it without drawing again.
+    """
+    train = rows.train
+    drawn = part.member.draw_bag(np.asarray(y)[train], part.seed)
+    return MemberBag(drawn, train[np.unique(drawn.bag)])
+
+
+def gather_block(X, bags, *, span):
+    """Task body: every member's bag rows that lie in one chunk, read once: ``[(ids, rows), ...]`` per member."""
+    in_chunk = _bag_rows_in(bags, span)
+    wanted = np.unique(np.concatenate(in_chunk)) if in_chunk else np.empty(0, dtype=np.int64)
+    if wanted.size == 0:
+        return [(ids, np.empty((0, *X.shape[1:]))) for ids in in_chunk]
+    block = take_rows(X, wanted)
+    return [(ids, block[np.searchsorted(wanted, ids)]) for ids in in_chunk]
+
+
+def _bag_rows_in(bags, span):
+    """Each :class:`MemberBag`'s rows (dataset row numbers, sorted) that lie in the chunk ``span``."""
+    return [bag.rows[slice(*rows_within(bag.rows, span))] for bag in bags]
+
+
+@dataclass(frozen=True)
+class ChunkPass:
+    """One read of a training chunk: its rows' min-max range and every member's bag rows in it."""
+
+    range: tuple  # as minmax_block_range returns it
+    pieces: list  # as gather_block returns them
+
+
+def range_and_gather_block(X, bags, *, rows: FoldRows, span) -> ChunkPass:
+    """Task body: :func:`minmax_block_range` and :func:`gather_block` of one chunk from a single read.
+
+    The bags are cheap to draw, so waiting for them costs less than reading
+    every chunk a second time (a read is most of either task).
+    """
+    first, stop = rows_within(rows.train, span)
+    train_rows = rows.train[first:stop]
+    # as stored (float32 stores: half the bytes read, converted and sent); members convert their rows
+    block = X.take(train_rows, dtype=None) if isinstance(X, StoreRows) else take_rows(X, train_rows)
+    pieces = []
+    for ids in _bag_rows_in(bags, span):
+        where = np.searchsorted(train_rows, ids)
+        if ids.size and (where[-1] >= train_rows.size or np.any(train_rows[where] != ids)):
+            raise ValueError(f"bag rows {ids[:5].tolist()}... are not training rows of this fold's chunk {span}")
+        pieces.append((ids, block[where]))
+    return ChunkPass(block_range(block), pieces)
+
+
+class GatheredRows:
+    """A member's bag rows gathered from the chunks, read as a row handle (only these rows exist).
+
+    ``rows[ids]`` returns the rows with those dataset row numbers, passed
+    through the fold's fitted steps, as ``TransformedRows(store_rows, steps)``
+    would, without reading the store.
+    """
+
+    def __init__(self, pieces, transformer, n_rows):
+        ids = [p[0] for p in pieces if len(p[0])]
+        data = [p[1] for p in pieces if len(p[0])]
+        self.ids = np.concatenate(ids) if ids else np.empty(0, dtype=np.int64)
+        self.data = np.concatenate(data).astype(np.float64) if data else np.empty((0, 0))
+        self.transformer = transformer
+        self.shape = (int(n_rows), *self.data.shape[1:])
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, ids):
+        ids = np.asarray(ids, dtype=np.int64)
+        where = np.searchsorted(self.ids, ids)
+        if ids.size and (where.max() >= self.ids.size or np.any(self.ids[where] != ids)):
+            raise IndexError("a row outside the member's bag was asked for")
+        block = self.data[where]
+        return block if self.transformer is None else self.transformer.transform(block)
