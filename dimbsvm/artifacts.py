@@ -32,7 +32,7 @@ from ._version import __version__
 from .estimators import trusted_types
 from .exceptions import StoreError
 
-__all__ = ["save_model", "load_model", "verify_model", "save_object", "load_object",
+__all__ = ["save_model", "load_artifact", "verify_model", "save_object", "load_object",
            "positive_class"]
 
 _MODEL = "model.skops"
@@ -92,7 +92,7 @@ def verify_model(directory) -> dict:
     return json.loads((directory / _META).read_text())
 
 
-def load_model(directory):
+def load_artifact(directory):
     """Verify a model directory and load its estimator with only trusted types.
 
     Returns

@@ -479,7 +479,7 @@ def _load_prediction_model(ref: str):
 
     A path that exists is a model directory even if its name holds an ``@``.
     """
-    from .jobs import load_model
+    from .jobs import load_artifact
 
     if "@" in ref and not Path(ref).exists():
         root, _, version = ref.rpartition("@")
@@ -487,7 +487,7 @@ def _load_prediction_model(ref: str):
         version = registry.resolve(version)
         logger.info("predicting with %s version %s", root, version)
         return registry.load(version)
-    return load_model(ref)
+    return load_artifact(ref)
 
 
 def _cmd_retrain(args) -> int:

@@ -230,9 +230,9 @@ def test_predict_on_cluster_and_tampered_model(cluster, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
     from dimbsvm.datasets import load_keel
-    from dimbsvm.jobs import load_model
+    from dimbsvm.jobs import load_artifact
 
-    model, meta = load_model(run / "model")
+    model, meta = load_artifact(run / "model")
     X = load_keel("yeast5").X
     group = zarr.open_group(str(pred), mode="r")
     assert group.attrs["dimbsvm"]["complete"]

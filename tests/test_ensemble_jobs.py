@@ -15,7 +15,7 @@ import pytest
 from dimbsvm.datasets import make_imbalanced
 from dimbsvm.estimators import make_estimator, make_feature
 from dimbsvm.jobs import JobData, run_job, validate_job
-from dimbsvm.artifacts import load_model
+from dimbsvm.artifacts import load_artifact
 from dimbsvm.jobs.part_store import PartDirectory
 from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
 from dimbsvm.model_selection.splits import minority_class, repeat_splits
@@ -98,7 +98,7 @@ def test_ensemble_job_equals_sequential_reference(client, small, sequential_fold
     assert len(saved["folds"][0]["member_thresholds"]) == 3
     assert not list((tmp_path / "run" / "members").glob("*.skops")), "part files are removed once a fold is done"
     # the final model is the same ensemble fitted on every row
-    model, _ = load_model(tmp_path / "run" / "model")
+    model, _ = load_artifact(tmp_path / "run" / "model")
     direct = make_estimator("ensemble_othr", params)
     from sklearn.preprocessing import MinMaxScaler
     scaler = MinMaxScaler().fit(X)
@@ -428,7 +428,7 @@ def test_job_with_stored_similarity_stage_equals_reference_and_reuses(client, tm
     from sklearn.metrics import roc_auc_score
     from sklearn.preprocessing import MinMaxScaler
 
-    from dimbsvm.jobs import load_model
+    from dimbsvm.jobs import load_artifact
 
     X, y = make_imbalanced(n_samples=1200, n_features=5, minority_fraction=0.1, random_state=2)
     X, y = np.asarray(X), np.asarray(y)
@@ -457,7 +457,7 @@ def test_job_with_stored_similarity_stage_equals_reference_and_reuses(client, tm
         model = clone(make_estimator("linear_svc", {})).fit((mu - D[train]) / sigma, y[train])
         scores = model.decision_function((mu - D[test]) / sigma)
         assert record["auc"] == pytest.approx(roc_auc_score(y[test] == 1, scores), rel=1e-9)
-    final, _ = load_model(tmp_path / "run1" / "model")  # a standalone model: raw rows in, like predict
+    final, _ = load_artifact(tmp_path / "run1" / "model")  # a standalone model: raw rows in, like predict
     mu, sigma = D.mean(axis=0), D.std(axis=0)
     direct = clone(make_estimator("linear_svc", {})).fit((mu - D) / sigma, y)
     # (the moments merged chunk by chunk differ from numpy's in the last bits; LIBLINEAR's solution

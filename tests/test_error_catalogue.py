@@ -601,10 +601,10 @@ def _unlabelled(d: Path, empty=None) -> Path:
 def _check_predictions(d: Path, result: Result):
     import zarr
 
-    from dimbsvm.jobs import load_model
+    from dimbsvm.jobs import load_artifact
 
     assert "wrote 10 predictions" in result.stdout
-    model, _ = load_model(d / "model")
+    model, _ = load_artifact(d / "model")
     X, _ = _binary_data()
     np.testing.assert_array_equal(zarr.open_group(str(d / "p.zarr"), mode="r")["y_pred"][:], model.predict(X[:10]))
 

@@ -68,9 +68,9 @@ def _one_hot(frame: pd.DataFrame) -> np.ndarray:
 
 def _expected(model_dir: Path, frame: pd.DataFrame):
     """(class names, positive-class decision, positive-class probability) of the estimator on the one-hot rows."""
-    from dimbsvm.jobs import load_model
+    from dimbsvm.jobs import load_artifact
 
-    estimator, meta = load_model(model_dir)
+    estimator, meta = load_artifact(model_dir)
     X = _one_hot(frame)
     names = {int(code): name for name, code in meta["class_map"].items()}
     classes = list(estimator.classes_)

@@ -13,7 +13,7 @@ import pytest
 import skops.io as sio
 from sklearn.base import clone
 
-from dimbsvm.artifacts import load_model
+from dimbsvm.artifacts import load_artifact
 from dimbsvm.estimators import trusted_types
 
 SAVED = Path(__file__).resolve().parent / "data" / "models-0.1.0"
@@ -23,7 +23,7 @@ NAMES = ["ensemble-pooled", "ensemble-member", "hpc", "similarity"]
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_model_saved_by_0_1_0_loads_and_answers_the_same(name):
-    model, meta = load_model(SAVED / name)
+    model, meta = load_artifact(SAVED / name)
     assert meta["fixture"] == name
     X_test = EXPECTED["X_test"]
     if name == "similarity":
@@ -50,13 +50,13 @@ def test_a_model_saved_now_names_the_members_module_and_loads(tmp_path):
     from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
 
     X_test = EXPECTED["X_test"]
-    old, _ = load_model(SAVED / "ensemble-pooled")
+    old, _ = load_artifact(SAVED / "ensemble-pooled")
     rng = np.random.default_rng(2)
     X = rng.normal(size=(60, 4))
     y = (X[:, 0] + 0.3 * rng.normal(size=60) > 1.0).astype(int)
     model = EnsembleOTHRClassifier(LinearSVC(), n_estimators=2, random_state=0).fit(X, y)
     save_model(model, tmp_path / "m", meta={})
     assert "dimbsvm.svm.members.OTHRMember" in sio.get_untrusted_types(file=tmp_path / "m" / "model.skops")
-    loaded, _ = load_model(tmp_path / "m")
+    loaded, _ = load_artifact(tmp_path / "m")
     np.testing.assert_array_equal(loaded.decision_function(X_test), model.decision_function(X_test))
     assert type(loaded.members_[0]) is type(old.members_[0])  # one class under both names

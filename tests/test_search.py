@@ -201,7 +201,7 @@ def test_searched_job_writes_its_search_and_resumes(client, tmp_path, yeast5):
         assert {f"svc__{k}": v for k, v in chosen[(0, f)].items()} == truth.best_params_
     truth = _grid_search(make_estimator("svc_balanced"), grid, X, y, scoring=make_scorer(g_mean))
     assert {f"svc__{k}": v for k, v in chosen[("final", "final")].items()} == truth.best_params_
-    final = __import__("dimbsvm.artifacts", fromlist=["load_model"]).load_model(run_dir / "model")[0]
+    final = __import__("dimbsvm.artifacts", fromlist=["load_artifact"]).load_artifact(run_dir / "model")[0]
     assert {k: final[-1].get_params()[k] for k in grid} == chosen[("final", "final")]
     lines = (run_dir / "search.csv").read_text().splitlines()
     assert "fit_time" in lines[0].split(",")

@@ -21,7 +21,7 @@ from dimbsvm import __version__
 from dimbsvm.cli import main
 from dimbsvm.datasets import load_keel
 from dimbsvm.estimators import make_estimator
-from dimbsvm.jobs import load_model
+from dimbsvm.jobs import load_artifact
 from dimbsvm.jobs.registry import ModelRegistry
 from dimbsvm.model_selection.pipeline import build_pipeline
 
@@ -82,7 +82,7 @@ def test_predict_writes_csv_with_class_names_from_unlabelled_input(tmp_path):
                     "--workers", "2")
     assert proc.returncode == 0, proc.stderr
     rows = _read_predictions(tmp_path / "pred.csv")
-    loaded, _ = load_model(tmp_path / "model")
+    loaded, _ = load_artifact(tmp_path / "model")
     expected = loaded.predict(data.X)
     names = {code: name for name, code in meta["class_map"].items()}
     assert [int(r["row"]) for r in rows] == list(range(len(data.y)))
@@ -106,7 +106,7 @@ def test_predict_writes_the_probability_of_a_model_that_has_one(tmp_path):
                     "--workers", "1")
     assert proc.returncode == 0, proc.stderr
     assert "decision, proba_positive" in proc.stdout  # the probability column is named for its class
-    loaded, _ = load_model(tmp_path / "model")
+    loaded, _ = load_artifact(tmp_path / "model")
     expected = loaded.predict_proba(data.X)[:, list(loaded.classes_).index(1)]
     rows = _read_predictions(tmp_path / "pred.csv")
     np.testing.assert_allclose([float(r["proba_positive"]) for r in rows], expected, rtol=1e-12)

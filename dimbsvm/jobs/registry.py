@@ -63,7 +63,7 @@ from pathlib import Path
 
 from .._locks import exclusive_lock, fsync_dir, temporary_name, write_atomic
 from ..exceptions import StoreError
-from ..artifacts import load_model, save_model, verify_model
+from ..artifacts import load_artifact, save_model, verify_model
 
 __all__ = ["CHAMPION_ACTIONS", "ModelRegistry"]
 
@@ -213,7 +213,7 @@ class ModelRegistry:
         if not (path / "version.json").exists():
             raise StoreError(f"registry {self.root}: no version {version!r}")
         try:
-            return load_model(path / "model")
+            return load_artifact(path / "model")
         except StoreError as exc:
             raise StoreError(f"registry {self.root}: version {version} is not loadable: {exc}") from exc
 

@@ -217,7 +217,7 @@ def load_model(path) -> DimbsvmModel:
         A file is missing or does not match the manifest, or the model asks
         for a type that is not trusted.
     """
-    from ..artifacts import load_model as load_artifact
+    from ..artifacts import load_artifact
 
     estimator, meta = load_artifact(path)
     return DimbsvmModel(estimator, meta)
