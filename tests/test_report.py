@@ -516,3 +516,18 @@ def test_brier_score_and_reliability_diagram_from_out_of_fold_probabilities(tmp_
     del oof["proba"]
     _, sections = run_report_sections(job=job, data=load_job_data("yeast5"), metrics=metrics, resources={}, oof=oof)
     assert "Calibration" not in [s.title for s in sections]
+
+
+def test_summary_and_validate_name_classes_not_codes(ensemble_run):
+    import os
+    import sys
+    from pathlib import Path
+
+    _, out = ensemble_run
+    assert "class counts negative: 1440, positive: 44)" in (out / "summary.md").read_text()
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "dimbsvm.cli", "validate", str(root / "jobs" / "quickstart.yaml")],
+                          cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "class counts {negative: 1440, positive: 44}" in proc.stdout
