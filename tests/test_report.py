@@ -531,3 +531,38 @@ def test_summary_and_validate_name_classes_not_codes(ensemble_run):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "class counts {negative: 1440, positive: 44}" in proc.stdout
+
+
+def test_thresholds_of_folds_that_chose_their_own_cutoffs_add_the_predictions_row(tmp_path):
+    """Scores not shifted by each fold's threshold: no one cutoff reproduces every prediction, and the table says so."""
+    from sklearn.metrics import f1_score, precision_score, recall_score
+
+    from dimbsvm.jobs import load_job_data
+    from dimbsvm.report.run_report import chosen_cutoff, render_html, run_report_sections
+
+    data = load_keel("yeast5")
+    rng = np.random.RandomState(0)
+    n = len(data.y)
+    score = rng.normal(size=n) + 2.0 * (data.y == 1)
+    fold = np.arange(n) % 2
+    y_pred = np.where(fold == 0, score >= 0.5, score >= 1.5).astype(int)  # two folds, two cutoffs
+    oof = {"seed": np.zeros(n, dtype=np.int64), "fold": fold, "row": np.arange(n), "y_true": data.y,
+           "y_pred": y_pred, "score": score}
+    cutoff, share = chosen_cutoff(score, y_pred == 1)
+    assert share < 1 and 0.5 <= cutoff <= 1.5
+    # brute force: no distinct score reproduces more predictions
+    best = max(np.mean((score >= t) == (y_pred == 1)) for t in np.unique(score))
+    assert share == pytest.approx(best)
+    title, sections = run_report_sections(job=_job(tmp_path, cv={"n_splits": 2, "n_repeats": 1, "random_state": 0}),
+                                          data=load_job_data("yeast5"),
+                                          metrics={"positive_label": 1, "summary": {}, "folds": []},
+                                          resources={}, oof=oof)
+    parser = _Tables()
+    parser.feed(render_html(title, sections))
+    [rows] = parser.section("Thresholds")
+    last = rows[-1]
+    assert last[0] == "each fold's own" and last[-1] == "the predictions"
+    positive, predicted = data.y == 1, y_pred == 1
+    tpr, fpr = recall_score(positive, predicted), 1 - recall_score(~positive, ~predicted)
+    expected = [tpr, fpr, precision_score(positive, predicted), np.sqrt(tpr * (1 - fpr)), f1_score(positive, predicted)]
+    assert [float(v) for v in last[1:6]] == pytest.approx(expected, abs=5e-5)
