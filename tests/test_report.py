@@ -202,9 +202,10 @@ def test_report_renders_in_headless_chromium(ensemble_run, tmp_path):
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1100,2400",
-         (out / "report.html").resolve().as_uri()],
+         "--enable-logging=stderr", "--v=0", (out / "report.html").resolve().as_uri()],
         capture_output=True, text=True, timeout=120)
     assert shot.is_file(), proc.stderr[-2000:]
+    assert "Uncaught" not in proc.stderr, proc.stderr[-2000:]  # no script error on the page
     from matplotlib.image import imread
 
     image = imread(shot)
@@ -566,3 +567,27 @@ def test_thresholds_of_folds_that_chose_their_own_cutoffs_add_the_predictions_ro
     tpr, fpr = recall_score(positive, predicted), 1 - recall_score(~positive, ~predicted)
     expected = [tpr, fpr, precision_score(positive, predicted), np.sqrt(tpr * (1 - fpr)), f1_score(positive, predicted)]
     assert [float(v) for v in last[1:6]] == pytest.approx(expected, abs=5e-5)
+
+
+def test_a_majority_positive_class_is_named_and_not_called_the_minority(tmp_path):
+    from sklearn.metrics import roc_curve
+
+    job = _job(tmp_path, data={"source": "yeast5", "positive": "negative"}, estimator={"name": "svc_balanced"},
+               cv={"n_splits": 2, "n_repeats": 1, "random_state": 0}, metrics=["g_mean"])
+    out = tmp_path / "run"
+    run_job(job, None, out=out, progress=False)
+    parser = _page_tables(out)
+    [data_rows] = parser.section("Data")
+    roles = {row[0]: row[3] for row in data_rows[1:]}
+    assert roles == {"negative": "positive", "positive": ""}
+    page = (out / "report.html").read_text()
+    assert "Positive class: negative." in page
+    # the table's rates are of the class named positive: here the majority, "negative"
+    oof = load_oof(out)
+    metrics = json.loads((out / "metrics.json").read_text())
+    positive = oof["y_true"] == metrics["positive_label"]
+    fpr, tpr, thresholds = roc_curve(positive, oof["score"], drop_intermediate=False)
+    [rows] = parser.section("Thresholds")
+    chosen = next(r for r in rows[1:] if r[-1] == "chosen")
+    i = int(np.argmin(np.abs(thresholds - float(chosen[0]))))
+    assert [float(chosen[1]), float(chosen[2])] == pytest.approx([tpr[i], fpr[i]], abs=5e-5)

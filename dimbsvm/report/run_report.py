@@ -133,7 +133,8 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     labels, counts = np.unique(data.y, return_counts=True)
     about = Section("Data")
     about.table(["class", "rows", "share", "role"],
-                [[names[int(c)], int(n), f"{n / counts.sum():.2%}", "positive (minority)" if c == pos_label else ""]
+                [[names[int(c)], int(n), f"{n / counts.sum():.2%}",
+                  ("positive (minority)" if n == counts.min() else "positive") if c == pos_label else ""]
                  for c, n in zip(labels, counts)])
     about.text(f"{len(data.y)} rows, {data.X.shape[1]} features; imbalance ratio (largest class / smallest) "
                f"{counts.max() / counts.min():.2f}.")
