@@ -540,9 +540,12 @@ def _print_outcome(outcome) -> None:
     if outcome.search_params is not None:
         print(f"  parameters chosen by the search: {json.dumps(outcome.search_params, sort_keys=True)}")
     for name, value in outcome.challenger_metrics.items():
+        if outcome.unchanged:  # no challenger: these are the champion's recorded holdout metrics
+            print(f"  {name:<10} champion {outcome.version}: {value:.4f}")
+            continue
         champ = outcome.champion_metrics.get(name) if outcome.champion_metrics else None
         versus = f"  champion {outcome.champion}: {champ:.4f}" if champ is not None else ""
-        print(f"  {name:<10} {value:.4f}{versus}")
+        print(f"  {name:<10} challenger {outcome.version}: {value:.4f}{versus}")
 
 
 def _cmd_schedule(args) -> int:

@@ -45,7 +45,8 @@ def test_retrain_exit_codes_and_messages_name_champion_and_challenger(tmp_path):
     same = _cli("retrain", JOB, "--registry", reg, "--workers", "1", "--no-progress", "--exit-code")
     assert same.returncode == 5, same.stderr
     assert f"champion {v1} unchanged, no challenger fitted" in same.stdout
-    assert "challenger" not in same.stdout.split("no challenger fitted", 1)[0]  # the champion is not called one
+    assert "challenger" not in same.stdout.replace("no challenger fitted", "")  # the champion is not called one
+    assert re.search(rf"^  g_mean +champion {v1}: \d\.\d{{4}}$", same.stdout, re.M), same.stdout
 
     worse = _cli("retrain", _worse_job(tmp_path), "--registry", reg, "--workers", "1", "--no-progress",
                  "--exit-code")
@@ -55,7 +56,8 @@ def test_retrain_exit_codes_and_messages_name_champion_and_challenger(tmp_path):
     assert registry.champion() == v1 and challenger != v1
     line = next(line for line in worse.stdout.splitlines() if line.startswith("challenger "))
     assert line.startswith(f"challenger {challenger} not promoted, champion {v1} kept (gate failed: ")
-    assert "g_mean 0.5222 < 0.9775" in line  # the holdout G-means printed below it
+    assert "g_mean 0.5222 < 0.9775" in line
+    assert re.search(rf"^  g_mean +challenger {challenger}: 0\.5222  champion {v1}: 0\.9775$", worse.stdout, re.M)
     assert registry.history()[-1]["action"] == "keep_champion"
 
     # without --exit-code every routine decision exits 0 (cron, systemd, Kubernetes count others as failures)
