@@ -6,8 +6,8 @@ Verbs::
     dimbsvm validate JOB.yaml [--out DIR] [--registry DIR] [--scheduler ADDRESS]
     dimbsvm predict MODEL|REGISTRY@champion|REGISTRY@VERSION DATA --out PRED.parquet|PRED.csv|PRED.zarr
                     [--chunk-rows N] [--scheduler ADDRESS]
-    dimbsvm retrain JOB.yaml --registry DIR [--force] [--scheduler ADDRESS]
-    dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR
+    dimbsvm retrain JOB.yaml --registry DIR [--force] [--exit-code] [--scheduler ADDRESS]
+    dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR [--max-runs N]
     dimbsvm models DIR
     dimbsvm promote DIR VERSION --reason TEXT
     dimbsvm rollback DIR --reason TEXT
@@ -33,7 +33,27 @@ and compatible packages (a one-line error naming the worker, status 2). A
 scheduler lost in the middle of the work ends with status 3 and one line
 naming it (for ``run``: what was saved, and the command that resumes). An
 unexpected error (a bug) prints one line too, and exits with status 1.
+
+Exit status of ``retrain``: 0 when the run did its work, whatever it decided
+(cron, systemd, Kubernetes and SLURM count any other status as a failure,
+and a Kubernetes Job would retrain again); its first line of output says
+which. With ``--exit-code`` the decision is in the status too, for CI
+scripts that branch on it: 0 the challenger was promoted (or was the first
+model), 4 the champion was kept (the challenger failed a gate, or another
+process promoted a model meanwhile), 5 unchanged (the champion was fitted on
+the same data with the same parameters: nothing was fitted). Failures keep
+their statuses (1, 2, 3, 130) with or without it.
+
+``schedule`` logs "next run at ..." and each run's outcome at INFO on
+stderr without ``-v``; WARNING only for what needs a look (due runs skipped
+because a run took longer than the interval, runs due less than a minute
+apart), ERROR for a failed run, after which the schedule goes on. It exits 0
+when stopped (SIGTERM, SIGINT, ``--max-runs``). Its ``--cron`` is croniter's:
+five fields ``MINUTE HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK``; a sixth field is
+SECOND and comes last (``* * * * * */20``: every 20 s), not first as in
+Quartz or Spring (``*/20 * * * * *`` is every second of minutes 0, 20, 40).
 """
+
 
 from __future__ import annotations
 
@@ -54,6 +74,15 @@ from .cli_registry import cmd_models, cmd_promote, cmd_rollback, open_registry
 from .exceptions import DimbsvmError
 
 logger = logging.getLogger("dimbsvm")
+
+#: ``retrain --exit-code`` statuses of the routine outcomes (failures: 1 bug, 2 user error, 3 scheduler lost,
+#: 130 interrupted). Above 3 so that no failure status is reused; 0 is the one that changes the champion.
+RETRAIN_EXIT = {"promoted": 0, "kept": 4, "unchanged": 5}
+#: ``schedule --cron``'s fields, as croniter reads them (the text of ``dimbsvm.jobs.schedule.CRON_FIELDS``, kept
+#: here so that building the parser imports no job code; tests/test_retrain.py checks they agree).
+_CRON_FIELDS = ("5 fields: MINUTE HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK (\"0 3 * * *\": 03:00 every day); "
+                "6 fields: the same, then SECOND, last (not first as in Quartz/Spring: \"* * * * * */20\" is every "
+                "20 s, \"*/20 * * * * *\" every second of minutes 0, 20 and 40)")
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -267,13 +296,16 @@ def _parser() -> argparse.ArgumentParser:
     retrain.add_argument("--registry", required=True, help="model registry directory")
     retrain.add_argument("--force", action="store_true",
                          help="retrain even when the champion was fitted on the same data with the same parameters")
+    retrain.add_argument("--exit-code", action="store_true",
+                         help="exit with the decision: 0 promoted, 4 champion kept (the challenger failed a gate), "
+                              "5 unchanged (nothing fitted); without it, 0 for all three. Failures: 1, 2, 3, 130")
     retrain.set_defaults(handler=_cmd_retrain)
 
-    schedule = verbs.add_parser("schedule", parents=[cluster], help="retrain on a cron schedule (foreground)")
+    schedule = verbs.add_parser("schedule", parents=[cluster], help="retrain on a cron schedule (foreground); "
+                                "logs the next run and each outcome at INFO, exits 0 when stopped")
     schedule.add_argument("job", help="job spec file (YAML)")
     schedule.add_argument("--registry", required=True, help="model registry directory")
-    schedule.add_argument("--cron", required=True, help='cron expression in UTC, e.g. "0 3 * * *" '
-                                                        "(a sixth field gives seconds)")
+    schedule.add_argument("--cron", required=True, help=f"cron expression in UTC. {_CRON_FIELDS}")
     schedule.add_argument("--max-runs", type=_positive_int, help="stop after this many runs")
     schedule.set_defaults(handler=_cmd_schedule)
 
@@ -500,18 +532,20 @@ def _cmd_retrain(args) -> int:
     with _client(args, tls=tls, require_encryption=checked.job.execution.require_encryption) as client:
         outcome = retrain_checked(checked, client, args.registry, force=args.force)
     _print_outcome(outcome)
-    return 0
+    return RETRAIN_EXIT[outcome.action] if args.exit_code else 0
 
 
 def _print_outcome(outcome) -> None:
-    verdict = "promoted" if outcome.promoted else "not promoted"
-    print(f"challenger {outcome.version}: {verdict} ({outcome.reason})")
+    print(outcome.summary())
     if outcome.search_params is not None:
         print(f"  parameters chosen by the search: {json.dumps(outcome.search_params, sort_keys=True)}")
     for name, value in outcome.challenger_metrics.items():
+        if outcome.unchanged:  # no challenger: these are the champion's recorded holdout metrics
+            print(f"  {name:<10} champion {outcome.version}: {value:.4f}")
+            continue
         champ = outcome.champion_metrics.get(name) if outcome.champion_metrics else None
         versus = f"  champion {outcome.champion}: {champ:.4f}" if champ is not None else ""
-        print(f"  {name:<10} {value:.4f}{versus}")
+        print(f"  {name:<10} challenger {outcome.version}: {value:.4f}{versus}")
 
 
 def _cmd_schedule(args) -> int:
@@ -522,6 +556,8 @@ def _cmd_schedule(args) -> int:
     from .jobs.checks import check_job
 
     parse_cron(args.cron)  # a bad expression, or one that never matches, fails before a cluster starts
+    if not args.verbose:  # "next run at" and the outcomes are the schedule's routine output (container logs)
+        logging.getLogger("dimbsvm.jobs.schedule").setLevel(logging.INFO)
     tls = _tls(args)
     # the checks of `retrain` (issue 30: job file, cluster options, registry, data, holdout), once before the
     # cluster starts; each run then reads the data again, as it is by then
@@ -536,7 +572,7 @@ def _cmd_schedule(args) -> int:
             outcome = retrain(job, client, args.registry, job_text=job_text)
             _print_outcome(outcome)
             sys.stdout.flush()
-            return f"{outcome.version} {'promoted' if outcome.promoted else 'not promoted'}: {outcome.reason}"
+            return outcome.summary()
 
         runs = run_schedule(run_once, args.cron, max_runs=args.max_runs)
     print(f"schedule stopped after {runs} run(s)")

@@ -202,9 +202,10 @@ def test_report_renders_in_headless_chromium(ensemble_run, tmp_path):
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1100,2400",
-         (out / "report.html").resolve().as_uri()],
+         "--enable-logging=stderr", "--v=0", (out / "report.html").resolve().as_uri()],
         capture_output=True, text=True, timeout=120)
     assert shot.is_file(), proc.stderr[-2000:]
+    assert "Uncaught" not in proc.stderr, proc.stderr[-2000:]  # no script error on the page
     from matplotlib.image import imread
 
     image = imread(shot)
@@ -318,3 +319,275 @@ def _assert_panel_is_scikit_learns(drawn, display, positive, score, repeat, same
             np.testing.assert_array_equal(_steps_post(*line.get_xydata().T), _steps_post(*expected.get_xydata().T))
         else:
             np.testing.assert_array_equal(line.get_xydata(), expected.get_xydata())
+
+
+# -- issue 35 item 3: the numbers people act on ---------------------------------------------------------------
+
+
+class _Tables(HTMLParser):
+    """Every table of a page as ``(headers, rows)``, cells as text, with the heading of its section."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self._cell, self._row, self._heading, self._in_h2 = [], None, None, "", False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "h2":
+            self._in_h2, self._heading = True, ""
+        elif tag == "table":
+            self.tables.append((self._heading, []))
+        elif tag == "tr":
+            self._row = []
+        elif tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "h2":
+            self._in_h2 = False
+        elif tag in ("td", "th"):
+            self._row.append(self._cell)
+            self._cell = None
+        elif tag == "tr":
+            self.tables[-1][1].append(self._row)
+
+    def handle_data(self, data):
+        if self._in_h2:
+            self._heading += data
+        elif self._cell is not None:
+            self._cell += data
+
+    def section(self, heading):
+        return [rows for title, rows in self.tables if title == heading]
+
+
+def _page_tables(out):
+    parser = _Tables()
+    parser.feed((out / "report.html").read_text())
+    return parser
+
+
+def test_thresholds_table_equals_scikit_learns_curves_on_the_same_out_of_fold_scores(ensemble_run):
+    from sklearn.metrics import precision_recall_curve, roc_curve
+
+    from dimbsvm.report.run_report import chosen_cutoff
+
+    _, out = ensemble_run
+    oof = load_oof(out)
+    positive, score = oof["y_true"] == 1, oof["score"]
+    # the chosen cutoff reproduces every prediction (the scores are decision values shifted by each fold's threshold)
+    cutoff, share = chosen_cutoff(score, oof["y_pred"] == 1)
+    assert share == 1.0
+    np.testing.assert_array_equal(score >= cutoff, oof["y_pred"] == 1)
+    fpr, tpr, roc_thresholds = roc_curve(positive, score, drop_intermediate=False)
+    precision, recall, pr_thresholds = precision_recall_curve(positive, score)
+    [rows] = _page_tables(out).section("Thresholds")
+    assert rows[0] == ["threshold (score >=)", "TPR (recall)", "FPR", "precision", "G-mean", "F-measure", ""]
+    body = rows[1:]
+    assert len(body) == 5 and [r[-1] for r in body].count("chosen") == 1
+    shown = [float(r[0]) for r in body]
+    assert shown == sorted(shown, reverse=True)
+    for row in body:
+        t = float(row[0])
+        i = int(np.argmin(np.abs(roc_thresholds - t)))  # the table prints 4 significant digits
+        j = int(np.argmin(np.abs(pr_thresholds - roc_thresholds[i])))
+        assert pr_thresholds[j] == roc_thresholds[i]
+        p, r = precision[j], recall[j]
+        expected = [tpr[i], fpr[i], p, np.sqrt(tpr[i] * (1 - fpr[i])), 2 * p * r / (p + r)]
+        assert [float(v) for v in row[1:6]] == pytest.approx(expected, abs=5e-5), row
+    chosen = next(r for r in body if r[-1] == "chosen")
+    assert float(chosen[0]) == pytest.approx(cutoff, rel=1e-3, abs=1e-4)
+    # the chosen row's rates are the predictions' own
+    tp = np.sum(positive & (oof["y_pred"] == 1))
+    assert float(chosen[1]) == pytest.approx(tp / positive.sum(), abs=5e-5)
+
+
+def test_threshold_rows_are_the_rates_of_their_thresholds():
+    from sklearn.metrics import f1_score, precision_score, recall_score
+
+    from dimbsvm.report.run_report import threshold_rows
+
+    rng = np.random.RandomState(3)
+    positive = rng.rand(2000) < 0.08
+    score = np.round(rng.normal(size=2000) + 2 * positive, 2)  # ties
+    rows = threshold_rows(positive, score, 0.5)
+    assert sum(r["chosen"] for r in rows) == 1 and len(rows) == 5
+    for r in rows:
+        predicted = score >= r["threshold"]
+        assert r["tpr"] == pytest.approx(recall_score(positive, predicted))
+        assert r["fpr"] == pytest.approx(1 - recall_score(~positive, ~predicted))
+        assert r["precision"] == pytest.approx(precision_score(positive, predicted))
+        assert r["f_measure"] == pytest.approx(f1_score(positive, predicted))
+        assert r["g_mean"] == pytest.approx(np.sqrt(r["tpr"] * (1 - r["fpr"])))
+    assert next(r for r in rows if r["chosen"])["threshold"] == 0.5
+
+
+def test_confusion_matrix_is_per_repeat_with_counts_and_rates_named_by_class(ensemble_run):
+    from sklearn.metrics import confusion_matrix
+
+    _, out = ensemble_run
+    oof = load_oof(out)
+    tables = _page_tables(out).section("Out-of-fold predictions")
+    [rows] = tables
+    assert rows[0] == ["repeat", "true class", "predicted negative", "predicted positive", "rows"]
+    data = load_keel("yeast5")
+    for seed in np.unique(oof["seed"]):
+        here = oof["seed"] == seed
+        matrix = confusion_matrix(oof["y_true"][here], oof["y_pred"][here], labels=[0, 1])
+        mine = [r for r in rows[1:] if r[0] == str(seed)]
+        assert [r[1] for r in mine] == ["negative", "positive"]  # class names, not codes
+        for i, r in enumerate(mine):
+            counts = [int(cell.split(" ")[0]) for cell in r[2:4]]
+            rates = [float(cell.split("(")[1].rstrip("%)")) for cell in r[2:4]]
+            assert counts == matrix[i].tolist()
+            assert rates == pytest.approx(100 * matrix[i] / matrix[i].sum(), abs=0.05)
+        assert sum(int(r[-1]) for r in mine) == len(data.y)  # each repeat once: 1484 rows, not 2968
+
+
+def test_per_fold_table_lists_every_fold_record(ensemble_run):
+    result, out = ensemble_run
+    [rows] = _page_tables(out).section("Folds")
+    assert rows[0][:4] == ["repeat", "fold", "train rows", "test rows"] and "g_mean" in rows[0]
+    at = rows[0].index("g_mean")
+    assert len(rows) - 1 == len(result.folds)
+    for row, record in zip(rows[1:], result.folds):
+        assert row[:4] == [str(record["seed"]), str(record["fold"]), str(record["n_train"]), str(record["n_test"])]
+        assert float(row[at]) == pytest.approx(record["g_mean"], abs=5e-5)
+
+
+def test_roc_and_pr_mark_each_repeats_operating_point_and_name_no_class_code(ensemble_run):
+    from dimbsvm.report.figures import roc_pr_figure
+
+    _, out = ensemble_run
+    oof = load_oof(out)
+    positive, predicted = oof["y_true"] == 1, oof["y_pred"] == 1
+    fig = roc_pr_figure(positive, oof["score"], oof["seed"], predicted=predicted)
+    roc, pr = fig.axes
+    for ax in (roc, pr):
+        assert "label: 1" not in ax.get_xlabel() + ax.get_ylabel()
+    points = [line.get_xydata()[0] for line in roc.lines if line.get_marker() == "o"]
+    pr_points = [line.get_xydata()[0] for line in pr.lines if line.get_marker() == "o"]
+    for k, seed in enumerate(np.unique(oof["seed"])):
+        here = oof["seed"] == seed
+        tp = np.sum(positive[here] & predicted[here])
+        fp = np.sum(~positive[here] & predicted[here])
+        tpr, fpr = tp / positive[here].sum(), fp / (~positive[here]).sum()
+        assert points[k] == pytest.approx([fpr, tpr])
+        assert pr_points[k] == pytest.approx([tpr, tp / (tp + fp)])
+
+
+def test_brier_score_and_reliability_diagram_from_out_of_fold_probabilities(tmp_path):
+    """Out-of-fold probabilities of a real model (EnsembleOTHR with Platt probabilities), saved as a run saves them."""
+    from sklearn.metrics import brier_score_loss
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    from dimbsvm import EnsembleOTHRClassifier
+    from dimbsvm.jobs import load_job_data
+    from dimbsvm.jobs.oof import save_fold_predictions
+    from dimbsvm.report.run_report import render_html, run_report_sections
+
+    data = load_keel("yeast5")
+    for seed in (0, 1):
+        for fold, (train, test) in enumerate(StratifiedKFold(3, shuffle=True, random_state=seed).split(data.X, data.y)):
+            model = make_pipeline(MinMaxScaler(), EnsembleOTHRClassifier(n_estimators=3, probability=True,
+                                                                         random_state=0))
+            model.fit(data.X[train], data.y[train])
+            save_fold_predictions(tmp_path / "oof", (seed, fold), test, data.y[test], model.predict(data.X[test]),
+                                  model.decision_function(data.X[test]), model.predict_proba(data.X[test])[:, 1])
+    oof = load_oof(tmp_path)
+    assert "proba" in oof
+    job = _job(tmp_path, cv={"n_splits": 3, "n_repeats": 2, "random_state": 0})
+    metrics = {"positive_label": 1, "summary": {}, "folds": []}
+    title, sections = run_report_sections(job=job, data=load_job_data("yeast5"), metrics=metrics, resources={},
+                                          oof=oof)
+    page = render_html(title, sections)
+    parser = _Tables()
+    parser.feed(page)
+    [rows] = parser.section("Calibration")
+    assert rows[0] == ["repeat", "Brier score", "rows"]
+    positive = oof["y_true"] == 1
+    for row in rows[1:3]:
+        here = oof["seed"] == int(row[0])
+        assert float(row[1]) == pytest.approx(brier_score_loss(positive[here], oof["proba"][here]), abs=5e-5)
+    assert rows[3][0] == "all repeats"
+    assert float(rows[3][1]) == pytest.approx(brier_score_loss(positive, oof["proba"]), abs=5e-5)
+    assert 'id="reliability"' in page
+    # a run whose folds saved no probabilities has no calibration section
+    del oof["proba"]
+    _, sections = run_report_sections(job=job, data=load_job_data("yeast5"), metrics=metrics, resources={}, oof=oof)
+    assert "Calibration" not in [s.title for s in sections]
+
+
+def test_summary_and_validate_name_classes_not_codes(ensemble_run):
+    import os
+    import sys
+    from pathlib import Path
+
+    _, out = ensemble_run
+    assert "class counts negative: 1440, positive: 44)" in (out / "summary.md").read_text()
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "dimbsvm.cli", "validate", str(root / "jobs" / "quickstart.yaml")],
+                          cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "class counts {negative: 1440, positive: 44}" in proc.stdout
+
+
+def test_thresholds_of_folds_that_chose_their_own_cutoffs_add_the_predictions_row(tmp_path):
+    """Scores not shifted by each fold's threshold: no one cutoff reproduces every prediction, and the table says so."""
+    from sklearn.metrics import f1_score, precision_score, recall_score
+
+    from dimbsvm.jobs import load_job_data
+    from dimbsvm.report.run_report import chosen_cutoff, render_html, run_report_sections
+
+    data = load_keel("yeast5")
+    rng = np.random.RandomState(0)
+    n = len(data.y)
+    score = rng.normal(size=n) + 2.0 * (data.y == 1)
+    fold = np.arange(n) % 2
+    y_pred = np.where(fold == 0, score >= 0.5, score >= 1.5).astype(int)  # two folds, two cutoffs
+    oof = {"seed": np.zeros(n, dtype=np.int64), "fold": fold, "row": np.arange(n), "y_true": data.y,
+           "y_pred": y_pred, "score": score}
+    cutoff, share = chosen_cutoff(score, y_pred == 1)
+    assert share < 1 and 0.5 <= cutoff <= 1.5
+    # brute force: no distinct score reproduces more predictions
+    best = max(np.mean((score >= t) == (y_pred == 1)) for t in np.unique(score))
+    assert share == pytest.approx(best)
+    title, sections = run_report_sections(job=_job(tmp_path, cv={"n_splits": 2, "n_repeats": 1, "random_state": 0}),
+                                          data=load_job_data("yeast5"),
+                                          metrics={"positive_label": 1, "summary": {}, "folds": []},
+                                          resources={}, oof=oof)
+    parser = _Tables()
+    parser.feed(render_html(title, sections))
+    [rows] = parser.section("Thresholds")
+    last = rows[-1]
+    assert last[0] == "each fold's own" and last[-1] == "the predictions"
+    positive, predicted = data.y == 1, y_pred == 1
+    tpr, fpr = recall_score(positive, predicted), 1 - recall_score(~positive, ~predicted)
+    expected = [tpr, fpr, precision_score(positive, predicted), np.sqrt(tpr * (1 - fpr)), f1_score(positive, predicted)]
+    assert [float(v) for v in last[1:6]] == pytest.approx(expected, abs=5e-5)
+
+
+def test_a_majority_positive_class_is_named_and_not_called_the_minority(tmp_path):
+    from sklearn.metrics import roc_curve
+
+    job = _job(tmp_path, data={"source": "yeast5", "positive": "negative"}, estimator={"name": "svc_balanced"},
+               cv={"n_splits": 2, "n_repeats": 1, "random_state": 0}, metrics=["g_mean"])
+    out = tmp_path / "run"
+    run_job(job, None, out=out, progress=False)
+    parser = _page_tables(out)
+    [data_rows] = parser.section("Data")
+    roles = {row[0]: row[3] for row in data_rows[1:]}
+    assert roles == {"negative": "positive", "positive": ""}
+    page = (out / "report.html").read_text()
+    assert "Positive class: negative." in page
+    # the table's rates are of the class named positive: here the majority, "negative"
+    oof = load_oof(out)
+    metrics = json.loads((out / "metrics.json").read_text())
+    positive = oof["y_true"] == metrics["positive_label"]
+    fpr, tpr, thresholds = roc_curve(positive, oof["score"], drop_intermediate=False)
+    [rows] = parser.section("Thresholds")
+    chosen = next(r for r in rows[1:] if r[-1] == "chosen")
+    i = int(np.argmin(np.abs(thresholds - float(chosen[0]))))
+    assert [float(chosen[1]), float(chosen[2])] == pytest.approx([tpr[i], fpr[i]], abs=5e-5)

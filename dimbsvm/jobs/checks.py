@@ -37,7 +37,7 @@ from ..distributed.client import TLSSettings, check_cluster_options
 from ..exceptions import DataError, DimbsvmError
 from ..model_selection.scoring import BINARY_METRICS
 from ..store import content_fingerprint
-from .data import JobData, _check_finite, check_job_data, load_job_data
+from .data import JobData, _check_finite, check_job_data, class_names, load_job_data
 from .job_spec import JobSpec
 from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
 from .spec import job_search, load_job_file
@@ -251,10 +251,11 @@ def describe(checked: CheckedJob) -> list[str]:
     """Lines saying what a checked job would do (``dimbsvm validate``)."""
     job, data = checked.job, checked.data
     labels, counts = np.unique(data.y, return_counts=True)
+    names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
     cv = job.cv
     lines = [
         f"data: {job.data.source} ({len(data.y)} rows, {_features(data.X.shape)}, "
-        f"class counts {{{format_class_counts(labels.tolist(), counts.tolist())}}})",
+        f"class counts {{{format_class_counts([names.get(c, c) for c in labels.tolist()], counts.tolist())}}})",
         f"estimator: {job.estimator.name} {job.estimator.plain_params() or ''}".rstrip(),
         f"protocol: {cv.n_splits}-fold CV x {cv.n_repeats} = {cv.n_folds} fold tasks; "
         f"metrics {', '.join(job.metrics)}",

@@ -11,7 +11,11 @@ dimbsvm), each holding
     the true and predicted label codes (the data's ``class_map`` names them);
 ``score``
     the positive-class score (the decision value, or the probability where
-    the estimator has no decision function): larger means more positive.
+    the estimator has no decision function): larger means more positive;
+``proba`` (optional)
+    the positive class's predicted probability, in files of folds whose
+    model has probabilities and whose writer passed them (the report draws
+    a reliability diagram and gives the Brier score from it).
 
 One file per fold, written when the fold finishes (before its record, so a
 fold recorded as finished has its predictions), keeps a resumed run's
@@ -42,13 +46,19 @@ def fold_predictions_path(directory, key) -> Path:
     return Path(directory) / f"seed{int(seed)}-fold{int(fold)}.npz"
 
 
-def save_fold_predictions(directory, key, rows, y_true, y_pred, score) -> Path:
-    """Write one fold's test-row predictions atomically; return the file's path."""
+def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=None) -> Path:
+    """Write one fold's test-row predictions atomically; return the file's path.
+
+    ``proba``, the positive class's probability, is written only when given
+    (files without it are as before).
+    """
     Path(directory).mkdir(parents=True, exist_ok=True)
     path = fold_predictions_path(directory, key)
     rows = np.asarray(rows, dtype=np.int64)
     arrays = {"row": rows, "y_true": np.asarray(y_true), "y_pred": np.asarray(y_pred),
               "score": np.asarray(score, dtype=np.float64)}
+    if proba is not None:
+        arrays["proba"] = np.asarray(proba, dtype=np.float64)
     lengths = {name: len(values) for name, values in arrays.items()}
     if len(set(lengths.values())) != 1:
         raise ValueError(f"out-of-fold arrays of fold {key} differ in length: {lengths}")
@@ -69,7 +79,8 @@ def load_oof(run_dir) -> dict:
     -------
     dict of ndarray
         ``seed``, ``fold``, ``row``, ``y_true``, ``y_pred``, ``score``, all
-        of one length, ordered by (seed, fold) then row.
+        of one length, ordered by (seed, fold) then row; and ``proba`` when
+        every fold's file holds it.
 
     Raises
     ------
@@ -82,7 +93,7 @@ def load_oof(run_dir) -> dict:
                    for p in directory.glob("seed*-fold*.npz") if _NAME.search(p.name))
     if not files:
         raise FileNotFoundError(f"{run_dir} has no out-of-fold predictions ({OOF_DIR}/seed*-fold*.npz)")
-    columns = {name: [] for name in ("seed", "fold", "row", "y_true", "y_pred", "score")}
+    columns = {name: [] for name in ("seed", "fold", "row", "y_true", "y_pred", "score", "proba")}
     for (seed, fold), path in files:
         with np.load(path) as saved:
             n = len(saved["row"])
@@ -90,4 +101,8 @@ def load_oof(run_dir) -> dict:
             columns["fold"].append(np.full(n, fold, dtype=np.int64))
             for name in ("row", "y_true", "y_pred", "score"):
                 columns[name].append(saved[name])
+            if "proba" in saved.files:
+                columns["proba"].append(saved["proba"])
+    if len(columns["proba"]) != len(files):  # some fold (or every one) has none: no probabilities to show
+        del columns["proba"]
     return {name: np.concatenate(parts) for name, parts in columns.items()}

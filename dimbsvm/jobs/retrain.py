@@ -53,7 +53,27 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RetrainOutcome:
-    """What one retraining run decided."""
+    """What one retraining run decided.
+
+    Attributes
+    ----------
+    version : str
+        The challenger's version id; for an ``unchanged`` run, the champion's
+        (no challenger was fitted).
+    promoted : bool
+        Whether the challenger became the champion.
+    champion : str or None
+        The champion when the run started (None on the first run).
+    challenger_metrics, champion_metrics : dict
+        Holdout metrics of both (the champion's recorded ones when unchanged).
+    reason : str
+        Why, in words (the gates, or why nothing was fitted).
+    search_params : dict or None
+        The parameters a search chose for the challenger.
+    unchanged : bool
+        No challenger was fitted: the champion was fitted on the same data
+        with the same parameters.
+    """
 
     version: str
     promoted: bool
@@ -62,6 +82,31 @@ class RetrainOutcome:
     champion_metrics: dict | None
     reason: str
     search_params: dict | None = None
+    unchanged: bool = False
+
+    @property
+    def action(self) -> str:
+        """``"promoted"``, ``"kept"`` (a challenger was fitted and the champion stays) or ``"unchanged"``."""
+        if self.promoted:
+            return "promoted"
+        return "unchanged" if self.unchanged else "kept"
+
+    def summary(self) -> str:
+        """One line naming the champion and the challenger as what they are.
+
+        Examples
+        --------
+        >>> RetrainOutcome("v0002", False, "v0001", {}, {}, "gate failed: g_mean").summary()
+        'challenger v0002 not promoted, champion v0001 kept (gate failed: g_mean)'
+        >>> RetrainOutcome("v0001", False, "v0001", {}, {}, "same data", unchanged=True).summary()
+        'champion v0001 unchanged, no challenger fitted (same data)'
+        """
+        if self.unchanged:
+            return f"champion {self.version} unchanged, no challenger fitted ({self.reason})"
+        if self.promoted:
+            over = f" over champion {self.champion}" if self.champion else ""
+            return f"challenger {self.version} promoted{over} ({self.reason})"
+        return f"challenger {self.version} not promoted, champion {self.champion} kept ({self.reason})"
 
 
 def gate_decision(challenger: dict, champion: dict | None, gates: dict) -> tuple[bool, str]:
@@ -151,10 +196,11 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
             reason = (f"the champion {champion} was fitted on the same data with the same parameters; no new "
                       "version (force to retrain anyway)")
             registry.record({"action": "unchanged", "version": champion, "reason": reason, **fingerprints})
-            logger.info("retrain %s: %s", job.name, reason)
             metrics = info.get("holdout_metrics") or {}
-            return RetrainOutcome(version=champion, promoted=False, champion=champion, challenger_metrics=metrics,
-                                  champion_metrics=metrics, reason=reason)
+            outcome = RetrainOutcome(version=champion, promoted=False, champion=champion, challenger_metrics=metrics,
+                                     champion_metrics=metrics, reason=reason, unchanged=True)
+            logger.info("retrain %s: %s", job.name, outcome.summary())
+            return outcome
 
     # the challenger through the fold engine: an ensemble's members fan out as tasks
     search = job_search(job)  # with a search, the challenger's parameters are chosen on its training rows
@@ -187,17 +233,24 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
                     "data_fingerprint": fingerprints["data_fingerprint"]})
     event = {"data_fingerprint": fingerprints["data_fingerprint"], "challenger_metrics": challenger_metrics,
              "champion": champion, "champion_metrics": champion_metrics}
+    raced = False
     if promote:
         promoted = registry.promote(version, reason=reason, expected_champion=champion, event=event)
         if not promoted:
-            reason = f"not promoted: the champion changed while {version} was evaluated"
+            raced = True
+            # the one another process promoted stays; the metrics scored were its predecessor's
+            champion, champion_metrics = registry.champion(), None
+            reason = f"the champion changed while {version} was evaluated; it passed the gates of the old one"
     else:
         promoted = False
         registry.record(dict(event, action="keep_champion", version=version, reason=reason))
-    logger.info("retrain %s: %s %s (%s)", job.name, version, "promoted" if promoted else "kept out", reason)
-    return RetrainOutcome(version=version, promoted=promoted, champion=champion,
-                          challenger_metrics=challenger_metrics, champion_metrics=champion_metrics, reason=reason,
-                          search_params=chosen.get("search_params"))
+    outcome = RetrainOutcome(version=version, promoted=promoted, champion=champion,
+                             challenger_metrics=challenger_metrics, champion_metrics=champion_metrics, reason=reason,
+                             search_params=chosen.get("search_params"))
+    # a routine outcome (promoted, or kept by the gates) is information; two writers racing on one registry is
+    # not routine: someone should look
+    logger.log(logging.WARNING if raced else logging.INFO, "retrain %s: %s", job.name, outcome.summary())
+    return outcome
 
 
 def _holdout(job: JobSpec, data: JobData):

@@ -562,12 +562,15 @@ def write_json(path: Path, payload) -> None:
 
 
 def summary_markdown(job: JobSpec, data, summary, records) -> str:
+    from .data import class_names
+
     labels, counts = np.unique(data.y, return_counts=True)
+    names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
     lines = [
         f"# {job.name}",
         "",
         f"- data: `{job.data.source}` ({len(data.y)} rows, {data.X.shape[1]} features, "
-        f"class counts {dict(zip(labels.tolist(), counts.tolist()))})",
+        f"class counts {', '.join(f'{names.get(int(c), c)}: {int(n)}' for c, n in zip(labels, counts))})",
         f"- estimator: `{job.estimator.name}` {job.estimator.plain_params() or ''}",
         f"- protocol: stratified {job.cv.n_splits}-fold CV x {job.cv.n_repeats} repeat(s), "
         f"seeds from {job.cv.random_state}; {job.preprocessing.scaler} scaling fitted per training fold",

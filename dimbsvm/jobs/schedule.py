@@ -12,7 +12,7 @@ from croniter.croniter import CroniterBadDateError, CroniterError
 
 from ..exceptions import JobSpecError
 
-__all__ = ["MAX_YEARS_BETWEEN_RUNS", "parse_cron", "run_schedule"]
+__all__ = ["CRON_FIELDS", "MAX_YEARS_BETWEEN_RUNS", "parse_cron", "run_schedule"]
 
 logger = logging.getLogger(__name__)
 
@@ -21,10 +21,20 @@ logger = logging.getLogger(__name__)
 MAX_YEARS_BETWEEN_RUNS = 8
 
 
-def parse_cron(expression: str, start: _dt.datetime | None = None) -> croniter:
-    """A cron iterator (five fields, or six with seconds last), with a clear error.
+#: The field orders croniter reads (UTC). A sixth field is seconds and comes LAST, not first as in Quartz or
+#: Spring: ``*/20 * * * * *`` is every second of minutes 0, 20 and 40; every 20 seconds is ``* * * * * */20``.
+CRON_FIELDS = ("5 fields: MINUTE HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK (\"0 3 * * *\": 03:00 every day); "
+               "6 fields: the same, then SECOND, last (not first as in Quartz/Spring: \"* * * * * */20\" is every "
+               "20 s, \"*/20 * * * * *\" every second of minutes 0, 20 and 40)")
 
-    An expression that names no time within :data:`MAX_YEARS_BETWEEN_RUNS`
+
+def parse_cron(expression: str, start: _dt.datetime | None = None) -> croniter:
+    """A cron iterator, with a clear error.
+
+    Five fields are ``MINUTE HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK``; croniter
+    reads a sixth as SECOND, after the five (``MINUTE HOUR DOM MONTH DOW
+    SECOND``), not before them as Quartz and Spring do (and a seventh as
+    YEAR). An expression that names no time within :data:`MAX_YEARS_BETWEEN_RUNS`
     years of ``start`` is refused too: a schedule that would never run.
 
     Examples
@@ -85,9 +95,10 @@ def run_schedule(run_once, cron: str, *, max_runs: int | None = None, stop: thre
     stop = stop or threading.Event()
     if install_signal_handlers and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, frame: (logger.warning("signal %d: stopping after the current run",
-                                                                     signum), stop.set()))
+            signal.signal(sig, lambda signum, frame: (logger.info("signal %d: stopping after the current run",
+                                                                  signum), stop.set()))
     schedule = parse_cron(cron, now())
+    _warn_if_frequent(cron, now())
     runs = 0
     while not stop.is_set() and (max_runs is None or runs < max_runs):
         due = schedule.get_next(_dt.datetime)
@@ -98,14 +109,24 @@ def run_schedule(run_once, cron: str, *, max_runs: int | None = None, stop: thre
         runs += 1
         try:
             outcome = run_once()
-            logger.warning("run %d at %s: %s", runs, due.isoformat(), outcome)
+            logger.info("run %d at %s: %s", runs, due.isoformat(), outcome)  # routine: a promotion or not
         except Exception as exc:  # one failed run must not end the schedule
             logger.error("run %d at %s failed: %s", runs, due.isoformat(), exc)
         skipped = 0
         schedule = parse_cron(cron, now())
         while (nxt := croniter(cron, due).get_next(_dt.datetime)) <= now():
             due, skipped = nxt, skipped + 1
-        if skipped:
+        if skipped:  # runs longer than the schedule's interval: worth a look
             logger.warning("skipped %d due run(s) while run %d was going", skipped, runs)
     logger.info("schedule stopped after %d run(s)", runs)
     return runs
+
+
+def _warn_if_frequent(cron: str, start: _dt.datetime) -> None:
+    """A warning when runs are due less than a minute apart: a sixth field is seconds, and comes last."""
+    it = croniter(cron, start)
+    first, second = it.get_next(_dt.datetime), it.get_next(_dt.datetime)
+    gap = (second - first).total_seconds()
+    if gap < 60:
+        logger.warning("cron %r: runs due %g s apart (a sixth field is SECOND and comes last: %s)",
+                       cron, gap, CRON_FIELDS)

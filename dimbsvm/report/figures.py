@@ -11,8 +11,9 @@ import io
 
 import numpy as np
 
-__all__ = ["confusion_figure", "fold_spread_figure", "member_thresholds_figure", "png",
-           "precision_recall_and_average", "roc_pr_figure", "step_vertices", "threshold_figure"]
+__all__ = ["confusion_figure", "confusion_repeats_figure", "fold_spread_figure", "member_thresholds_figure", "operating_point", "png",
+           "precision_recall_and_average", "reliability_figure", "roc_pr_figure", "step_vertices",
+           "threshold_figure"]
 
 #: Figure size in inches for one panel; 100 dpi.
 PANEL = (4.6, 3.8)
@@ -36,7 +37,7 @@ def png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def roc_pr_figure(positive, score, repeat):
+def roc_pr_figure(positive, score, repeat, predicted=None):
     """ROC and precision-recall curves of out-of-fold scores, one curve per CV repeat.
 
     Parameters
@@ -47,11 +48,20 @@ def roc_pr_figure(positive, score, repeat):
         Its positive-class score.
     repeat : ndarray
         The CV repeat (seed) of each row: every row is scored once per repeat.
+    predicted : ndarray of bool, default=None
+        Whether each row was predicted positive (at the threshold each fold
+        chose): that operating point is marked on both curves of its repeat.
     """
     from sklearn.metrics import PrecisionRecallDisplay, RocCurveDisplay
 
     fig, (roc, pr) = _figure(2)
-    for seed in np.unique(repeat):
+    for i, seed in enumerate(np.unique(repeat)):
+        if predicted is not None:  # the point the predictions sit at: what the chosen threshold gives
+            mask = repeat == seed
+            tpr, fpr, precision = operating_point(positive[mask], predicted[mask])
+            label = "chosen threshold" if i == 0 else None
+            roc.plot([fpr], [tpr], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
+            pr.plot([tpr], [precision], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
         here = np.flatnonzero(repeat == seed)
         # Both curves depend only on the (score, label) pairs, not their order (integer counts at each
         # distinct score), so they are computed on the rows sorted once by score: scikit-learn's own
@@ -67,9 +77,32 @@ def roc_pr_figure(positive, score, repeat):
     pr.axhline(positive.mean(), color="0.7", linestyle=":", linewidth=1, label="chance")
     roc.set_title("ROC (out-of-fold)")
     pr.set_title("Precision-recall (out-of-fold)")
+    # scikit-learn's labels name the positive class by its code ("Positive label: 1"): the report names classes
+    roc.set_xlabel("false positive rate")
+    roc.set_ylabel("true positive rate (recall)")
+    pr.set_xlabel("recall (true positive rate)")
+    pr.set_ylabel("precision")
     for ax in (roc, pr):
         ax.legend(fontsize=7, loc="lower right" if ax is roc else "upper right")
     return fig
+
+
+def operating_point(positive, predicted):
+    """``(TPR, FPR, precision)`` of boolean predictions (precision 1 where nothing is predicted positive).
+
+    Examples
+    --------
+    >>> operating_point(np.array([True, True, False, False]), np.array([True, False, True, False]))
+    (0.5, 0.5, 0.5)
+    """
+    positive, predicted = np.asarray(positive, dtype=bool), np.asarray(predicted, dtype=bool)
+    tp = int(np.sum(positive & predicted))
+    fp = int(np.sum(~positive & predicted))
+    tpr = tp / max(int(positive.sum()), 1)
+    fpr = fp / max(int((~positive).sum()), 1)
+    # scikit-learn's precision_recall_curve ends at (recall 0, precision 1): the same convention
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    return tpr, fpr, precision
 
 
 def precision_recall_and_average(positive, score):
@@ -117,6 +150,53 @@ def confusion_figure(matrix, class_names, *, title):
     ConfusionMatrixDisplay(np.asarray(matrix), display_labels=list(class_names)).plot(
         ax=ax, colorbar=False, values_format="d", cmap="Blues")
     ax.set_title(title, fontsize=9)
+    return fig
+
+
+def confusion_repeats_figure(matrices, class_names, repeats):
+    """One confusion matrix per CV repeat (rows: true class), each cell its count and its share of the row."""
+    matrices = [np.asarray(m) for m in matrices]
+    fig, axes = _figure(len(matrices))
+    for ax, matrix, seed in zip(axes, matrices, repeats):
+        rates = matrix / np.maximum(matrix.sum(axis=1, keepdims=True), 1)
+        ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
+        for (i, j), count in np.ndenumerate(matrix):
+            ax.text(j, i, f"{count}\n{rates[i, j]:.1%}", ha="center", va="center", fontsize=9,
+                    color="white" if rates[i, j] > 0.5 else "black")
+        ticks = range(len(class_names))
+        ax.set_xticks(ticks, class_names, fontsize=8)
+        ax.set_yticks(ticks, class_names, fontsize=8)
+        ax.set_xlabel("predicted class")
+        ax.set_ylabel("true class")
+        ax.set_title(f"repeat {seed}", fontsize=9)
+    return fig
+
+
+def reliability_figure(positive, proba, repeat, *, n_bins=10):
+    """Reliability diagram: per repeat, the observed positive rate against the mean predicted probability.
+
+    Bins of equal width on [0, 1] (scikit-learn's ``calibration_curve``,
+    ``strategy="uniform"``); empty bins are left out. Below: how many rows
+    fall in each bin, pooled over repeats.
+    """
+    from sklearn.calibration import calibration_curve
+
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(PANEL[0], PANEL[1] * 1.3), dpi=100, layout="constrained")
+    curve, counts = fig.subplots(2, 1, height_ratios=[3, 1], sharex=True)
+    curve.plot([0, 1], [0, 1], color="0.7", linestyle=":", linewidth=1, label="perfectly calibrated")
+    for i, seed in enumerate(np.unique(repeat)):
+        here = repeat == seed
+        observed, predicted = calibration_curve(positive[here], proba[here], n_bins=n_bins, strategy="uniform")
+        curve.plot(predicted, observed, "o-", color=f"C{i}", markersize=4, linewidth=1, label=f"repeat {seed}")
+    curve.set_ylabel("observed positive rate")
+    curve.set_title("Reliability (out-of-fold probabilities)", fontsize=9)
+    curve.legend(fontsize=7, loc="upper left")
+    counts.hist(proba, bins=np.linspace(0, 1, n_bins + 1), color="0.5")
+    counts.set_yscale("log")
+    counts.set_xlabel("predicted probability of the positive class")
+    counts.set_ylabel("rows")
     return fig
 
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from . import figures
 
-__all__ = ["Section", "oof_curves_png", "run_report_sections", "render_html", "render_markdown", "write_run_report"]
+__all__ = ["Section", "brier_scores", "chosen_cutoff", "oof_curves_png", "run_report_sections", "render_html",
+           "render_markdown", "threshold_rows", "write_run_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,8 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     labels, counts = np.unique(data.y, return_counts=True)
     about = Section("Data")
     about.table(["class", "rows", "share", "role"],
-                [[names[int(c)], int(n), f"{n / counts.sum():.2%}", "positive (minority)" if c == pos_label else ""]
+                [[names[int(c)], int(n), f"{n / counts.sum():.2%}",
+                  ("positive (minority)" if n == counts.min() else "positive") if c == pos_label else ""]
                  for c, n in zip(labels, counts)])
     about.text(f"{len(data.y)} rows, {data.X.shape[1]} features; imbalance ratio (largest class / smallest) "
                f"{counts.max() / counts.min():.2f}.")
@@ -148,15 +150,24 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
         quality.figure("fold_spread", figures.fold_spread_figure({name: [r[name] for r in folds] for name in summary}),
                        "Each fold's value (points) over the box of all folds and repeats.")
     sections.append(quality)
+    if len(folds) > 0:
+        sections.append(_folds_section(folds, list(summary), list(metrics.get("timings") or {})))
     if metrics.get("search"):
         sections.append(_search_section(metrics["search"]))
     sections.append(_oof_section(oof, names, pos_label, n_repeats=cv.n_repeats, curves=oof_curves))
+    if len(names) == 2 and np.isfinite(oof["score"]).all():
+        sections.append(_thresholds_section(oof, names, pos_label))
+    if len(names) == 2 and "proba" in oof:
+        sections.append(_calibration_section(oof, names, pos_label))
     threshold = _threshold_section(folds, final_estimator)
     if threshold.blocks:
         sections.append(threshold)
     sections.append(_cost_section(metrics, resources))
     return f"dimbsvm run report: {job.name}", sections
 
+
+#: The repeats whose confusion matrices are drawn (the table lists every repeat).
+MATRICES_DRAWN = 4
 
 #: The candidates listed in a report's search table (best first); ``search_summary.csv`` has them all.
 SEARCH_ROWS_SHOWN = 20
@@ -197,17 +208,147 @@ def _search_section(search):
     return section
 
 
+def _folds_section(folds, metric_names, timing_names):
+    section = Section("Folds")
+    extra = [name for name in ("threshold",) if any(name in r for r in folds)]
+    names = metric_names + extra + timing_names
+    section.text("Each (repeat, fold) of the cross-validation: its sizes and its test rows' metrics"
+                 + (" and the decision threshold (shift) it chose" if extra else "") + ".")
+    section.table(["repeat", "fold", "train rows", "test rows"] + names,
+                  [[r["seed"], r["fold"], r.get("n_train", ""), r.get("n_test", "")]
+                   + [_fmt(r.get(name)) for name in names] for r in folds])
+    return section
+
+
 def oof_curves_png(oof, n_classes, pos_label):
     """The ROC and precision-recall figure of out-of-fold predictions as PNG bytes.
 
-    ``None`` where it has none: more than two classes, or scores that are
-    not all finite. Safe in a thread of its own while nothing else draws
-    (matplotlib's object API, one figure).
+    Each repeat's operating point (what its predictions, at the threshold
+    each fold chose, give) is marked on its curves. ``None`` where it has
+    none: more than two classes, or scores that are not all finite. Safe in a
+    thread of its own while nothing else draws (matplotlib's object API, one
+    figure).
     """
     if n_classes != 2 or not np.isfinite(oof["score"]).all():
         return None
     positive = oof["y_true"] == pos_label
-    return figures.png(figures.roc_pr_figure(positive, oof["score"], oof["seed"]))
+    return figures.png(figures.roc_pr_figure(positive, oof["score"], oof["seed"],
+                                             predicted=oof["y_pred"] == pos_label))
+
+
+def chosen_cutoff(score, predicted):
+    """The score cutoff that reproduces the predictions best, and the share of rows it reproduces.
+
+    A row is predicted positive at cutoff ``t`` when ``score >= t`` (scikit-learn's
+    ``roc_curve`` convention). Where every fold predicted with the same
+    threshold on the score (a decision value shifted by the chosen threshold
+    is positive from 0), the share is 1; where folds chose thresholds of their
+    own on an unshifted score, it is the cutoff closest to all of them.
+
+    Examples
+    --------
+    >>> chosen_cutoff(np.array([-1.0, -0.2, 0.1, 0.5]), np.array([False, False, True, True]))
+    (0.1, 1.0)
+    """
+    score, predicted = np.asarray(score, dtype=float), np.asarray(predicted, dtype=bool)
+    order = np.argsort(score, kind="stable")
+    s, p = score[order], predicted[order]
+    cutoffs, first = np.unique(s, return_index=True)
+    negatives_below = np.concatenate([[0], np.cumsum(~p)])[first]  # predicted negative, and below the cutoff
+    positives_below = np.concatenate([[0], np.cumsum(p)])[first]
+    agree = negatives_below + (p.sum() - positives_below)
+    best = int(np.argmax(agree))
+    if (~p).sum() > agree[best]:  # predicting nothing positive agrees more: a cutoff above every score
+        return float("inf"), float((~p).sum() / len(p))
+    return float(cutoffs[best]), float(agree[best] / len(p))
+
+
+def threshold_rows(positive, score, cutoff, *, around=2, steps=50):
+    """TPR, FPR, precision, G-mean and F-measure at thresholds around ``cutoff``, every repeat pooled.
+
+    The thresholds are the distinct scores (a row is positive when its score is
+    at least the threshold); ``around`` of them on each side of ``cutoff``,
+    about ``1/steps`` of the distinct scores apart, so that the rows show a
+    visible change.
+
+    Returns
+    -------
+    rows : list of dict
+        ``threshold``, ``tpr``, ``fpr``, ``precision``, ``g_mean``,
+        ``f_measure``, ``chosen``, by decreasing threshold.
+    """
+    positive, score = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float)
+    thresholds = np.unique(score)[::-1]  # decreasing, as roc_curve lists them
+    at = int(np.searchsorted(-thresholds, -cutoff, side="left")) if np.isfinite(cutoff) else 0
+    at = min(at, len(thresholds) - 1)
+    step = max(1, len(thresholds) // steps)
+    picks = sorted({min(max(at + k * step, 0), len(thresholds) - 1) for k in range(-around, around + 1)})
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    rows = []
+    for i in picks:
+        predicted = score >= thresholds[i]
+        tp, fp = int(np.sum(predicted & positive)), int(np.sum(predicted & ~positive))
+        tpr, fpr = tp / max(n_pos, 1), fp / max(n_neg, 1)
+        precision = tp / (tp + fp)  # a threshold is a score: at least one row is predicted positive
+        f_measure = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
+        rows.append({"threshold": float(thresholds[i]), "tpr": tpr, "fpr": fpr, "precision": precision,
+                     "g_mean": float(np.sqrt(tpr * (1 - fpr))), "f_measure": f_measure, "chosen": i == at})
+    return rows
+
+
+def brier_scores(positive, proba, repeat) -> dict:
+    """The Brier score (mean squared error of the positive class's probability) per repeat, and ``"all"`` pooled."""
+    positive, proba = np.asarray(positive, dtype=float), np.asarray(proba, dtype=float)
+    out = {int(seed): float(np.mean((proba[repeat == seed] - positive[repeat == seed]) ** 2))
+           for seed in np.unique(repeat)}
+    out["all"] = float(np.mean((proba - positive) ** 2))
+    return out
+
+
+def _thresholds_section(oof, names, pos_label):
+    section = Section("Thresholds")
+    positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
+    cutoff, share = chosen_cutoff(oof["score"], predicted)
+    below = oof["score"][~predicted]
+    if share == 1 and (below.size == 0 or below.max() < 0) and cutoff >= 0:
+        where = ("Every fold predicted positive from score 0: the scores are decision values already shifted by "
+                 "the threshold each fold chose (see Folds); the chosen row's threshold is the lowest score "
+                 "predicted positive")
+    elif share == 1:
+        where = f"The predictions are the rows whose score is at least {_fmt(cutoff)}"
+    else:
+        where = (f"The folds chose thresholds of their own: the score cutoff {_fmt(cutoff)} reproduces {share:.2%} "
+                 "of the predictions, and the last row is the predictions themselves")
+    section.text(f"Positive class: {names[pos_label]}. TPR (recall), FPR, precision, G-mean and F-measure of the "
+                 "out-of-fold scores at thresholds around the chosen one (a row is predicted "
+                 f"{names[pos_label]} when its score is at least the threshold), every repeat pooled. {where}.")
+    rows = threshold_rows(positive, oof["score"], cutoff)
+    table = [[_fmt(r["threshold"]), _fmt(r["tpr"]), _fmt(r["fpr"]), _fmt(r["precision"]), _fmt(r["g_mean"]),
+              _fmt(r["f_measure"]), "chosen" if r["chosen"] else ""] for r in rows]
+    if share < 1:
+        tpr, fpr, precision = figures.operating_point(positive, predicted)
+        f_measure = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
+        table.append(["each fold's own", _fmt(tpr), _fmt(fpr), _fmt(precision), _fmt(float(np.sqrt(tpr * (1 - fpr)))),
+                      _fmt(f_measure), "the predictions"])
+    section.table(["threshold (score >=)", "TPR (recall)", "FPR", "precision", "G-mean", "F-measure", ""], table)
+    return section
+
+
+def _calibration_section(oof, names, pos_label):
+    section = Section("Calibration")
+    positive = oof["y_true"] == pos_label
+    brier = brier_scores(positive, oof["proba"], oof["seed"])
+    section.text(f"The out-of-fold probabilities of {names[pos_label]}: the Brier score (mean squared error of the "
+                 f"probability; 0 is perfect, {positive.mean() * (1 - positive.mean()):.4f} is predicting the class "
+                 "share for every row) and the reliability diagram.")
+    section.table(["repeat", "Brier score", "rows"],
+                  [[seed, _fmt(value), int(np.sum(oof["seed"] == seed))]
+                   for seed, value in brier.items() if seed != "all"]
+                  + [["all repeats", _fmt(brier["all"]), len(positive)]])
+    section.figure("reliability", figures.reliability_figure(positive, oof["proba"], oof["seed"]),
+                   f"Observed share of {names[pos_label]} against the mean predicted probability, in ten bins of "
+                   "equal width, per repeat; below, how many rows fall in each bin (log scale).")
+    return section
 
 
 def _oof_section(oof, names, pos_label, *, n_repeats, curves=None):
@@ -222,12 +363,25 @@ def _oof_section(oof, names, pos_label, *, n_repeats, curves=None):
     if curves is not None:
         section.figure_png("roc_pr", curves,
                            "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
-                           "(AUC and average precision in the legends); dotted: chance.")
-    matrix = confusion_matrix(oof["y_true"], oof["y_pred"], labels=codes)
-    section.figure("confusion", figures.confusion_figure(
-        matrix, [names[c] for c in codes],
-        title=f"Out-of-fold predictions, {n_repeats} repeat(s) summed (rows: true class)"),
-        "Confusion matrix of the out-of-fold predictions; each row counted once per repeat.")
+                           "(AUC and average precision in the legends); dotted: chance; circles: where each "
+                           "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
+                           "gives the rates around it).")
+    repeats = [int(seed) for seed in np.unique(oof["seed"])]
+    matrices = [confusion_matrix(oof["y_true"][oof["seed"] == seed], oof["y_pred"][oof["seed"] == seed],
+                                 labels=codes) for seed in repeats]
+    class_names = [names[c] for c in codes]
+    rows = []
+    for seed, matrix in zip(repeats, matrices):  # each repeat on its own: every row once, not once per repeat
+        totals = np.maximum(matrix.sum(axis=1), 1)
+        rows += [[seed, class_names[i]] + [f"{count} ({count / totals[i]:.1%})" for count in matrix[i]]
+                 + [int(matrix[i].sum())] for i in range(len(codes))]
+    section.table(["repeat", "true class"] + [f"predicted {name}" for name in class_names] + ["rows"], rows)
+    shown = repeats[:MATRICES_DRAWN]
+    section.figure("confusion", figures.confusion_repeats_figure(matrices[:MATRICES_DRAWN], class_names, shown),
+                   "Confusion matrix of each repeat's out-of-fold predictions (rows: true class): the count, and "
+                   "its share of the true class's rows."
+                   + (f" The first {MATRICES_DRAWN} of {len(repeats)} repeats are drawn; the table has them all."
+                      if len(repeats) > MATRICES_DRAWN else ""))
     return section
 
 
