@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import skops.io as sio
@@ -31,6 +32,7 @@ import skops.io as sio
 from ._version import __version__
 from .estimators import trusted_types
 from .exceptions import StoreError
+from .store.location import filesystem, is_url, location
 
 __all__ = ["save_model", "load_artifact", "verify_model", "save_object", "load_object",
            "positive_class"]
@@ -95,6 +97,13 @@ def verify_model(directory) -> dict:
 def load_artifact(directory):
     """Verify a model directory and load its estimator with only trusted types.
 
+    Parameters
+    ----------
+    directory : str or path-like
+        A local model directory, or one at an fsspec URL (``s3://.../model``,
+        e.g. a run published there), whose files are copied to a temporary
+        directory and verified there, so what is loaded is what was checked.
+
     Returns
     -------
     model : estimator
@@ -105,12 +114,32 @@ def load_artifact(directory):
     StoreError
         Failed verification, or the file asks for a type that is not trusted.
     """
-    directory = Path(directory)
-    meta = verify_model(directory)
+    if is_url(str(directory)):
+        with tempfile.TemporaryDirectory(prefix="dimbsvm-model-") as tmp:
+            local = Path(tmp)
+            _fetch_model(location(str(directory)), local)
+            return _load_verified(local, shown=str(directory))
+    return _load_verified(Path(directory), shown=str(directory))
+
+
+def _fetch_model(url: str, into: Path) -> None:
+    """Copy a model directory's files from a URL (each named in the error when missing)."""
+    fs, path = filesystem(url)
+    for name in (_MANIFEST, _MODEL, _META):
+        if not fs.exists(f"{path}/{name}"):
+            raise StoreError(f"model {url}: {name} is missing")
+        fs.get_file(f"{path}/{name}", str(into / name))
+
+
+def _load_verified(directory: Path, *, shown: str):
+    try:
+        meta = verify_model(directory)
+    except StoreError as exc:
+        raise StoreError(str(exc).replace(f"model {directory}", f"model {shown}", 1)) from None
     path = directory / _MODEL
     untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in trusted_types()]
     if untrusted:
-        raise StoreError(f"model {directory} contains types that are not trusted: {', '.join(untrusted)}")
+        raise StoreError(f"model {shown} contains types that are not trusted: {', '.join(untrusted)}")
     return sio.load(path, trusted=trusted_types()), meta
 
 

@@ -93,18 +93,19 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C so that everything unwinds in order."""
 
 
-#: Arguments that name a local (or shared-filesystem) path, never object storage, with what they are.
-_LOCAL_ONLY = {"out": "output directories and files", "registry": "model registries",
-               "model": "model directories"}
+#: Arguments that name a local (or shared-filesystem) path, with what they are and the verbs that take a URL too.
+_LOCAL_ONLY = {"out": ("output directories and files", {"run", "validate", "predict"}),
+               "registry": ("model registries", set()),
+               "model": ("model directories", {"predict"})}
 
 
 def _refuse_urls_for_local_paths(args) -> None:
     """One line for a URL where only a local path works (``Path("s3://b/x")`` would be the directory ``s3:/b/x``)."""
     from .store.location import is_url
 
-    for name, what in _LOCAL_ONLY.items():
+    for name, (what, url_verbs) in _LOCAL_ONLY.items():
         value = getattr(args, name, None)
-        if isinstance(value, str) and is_url(value.split("@", 1)[0]):
+        if args.verb not in url_verbs and isinstance(value, str) and is_url(value.split("@", 1)[0]):
             flag = name if name == "model" or args.verb in ("models", "promote", "rollback") else f"--{name}"
             raise DimbsvmError(f"{flag} {value}: {what} are written on a local or shared filesystem, not at a URL; "
                                "object storage holds data stores (dimbsvm ingest SOURCE s3://BUCKET/NAME.zarr, "
@@ -406,9 +407,16 @@ def _cmd_run(args) -> int:
     from .jobs.runner import run_checked
 
     tls = _tls(args)
+    remote = _remote_out(args.out)  # a URL: written in a local staging directory, published when complete
+    if remote is not None and remote.finished:
+        from .jobs.remote_run_dir import publish_run_dir
+
+        print(f"dimbsvm: the run finished in {remote.staging}; publishing it to {remote.url}", file=sys.stderr)
+        print(f"run directory: {publish_run_dir(remote.staging, remote.url)}")
+        return 0
     # everything that can be checked is checked before a cluster starts
-    checked = check_job(args.job, out=args.out, resume=args.resume, fresh=args.fresh, scheduler=args.scheduler,
-                        scheduler_file=args.scheduler_file, tls=tls)
+    checked = check_job(args.job, out=args.out if remote is None else remote.staging, resume=args.resume,
+                        fresh=args.fresh, scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
     job, plan = checked.job, checked.run
     total = job.cv.n_folds
     if plan.resuming:
@@ -420,9 +428,9 @@ def _cmd_run(args) -> int:
                      require_encryption=job.execution.require_encryption) as client:
             result = run_checked(checked, client, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
-        raise RunInterrupted(_interrupted(args, plan, total, exc)) from None
+        raise RunInterrupted(_interrupted(args, plan, total, exc, remote=remote)) from None
     except SchedulerLostError as exc:
-        raise SchedulerLostError(_interrupted(args, plan, total, exc, how=_one_line(exc))) from exc
+        raise SchedulerLostError(_interrupted(args, plan, total, exc, how=_one_line(exc), remote=remote)) from exc
     print(f"job {job.name}: {job.estimator.name} on {job.data.source}")
     if result.reused:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
@@ -433,24 +441,46 @@ def _cmd_run(args) -> int:
         print(f"  {name:<{width}}  {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
     if result.search:
         print(_search_lines(result.search))
-    print(f"run directory: {result.run_dir}")
-    print(f"report: {result.run_dir / 'report.html'}")
+    where = result.run_dir
+    if remote is not None:
+        from .jobs.remote_run_dir import publish_run_dir
+
+        where = publish_run_dir(result.run_dir, remote.url)
+    print(f"run directory: {where}")
+    print(f"report: {where}/report.html")
     return 0
 
 
-def _interrupted(args, plan, total: int, exc: BaseException, how: str | None = None) -> str:
+def _remote_out(out):
+    """The staging plan of a ``--out`` URL (checked: nothing but an unfinished run of dimbsvm's there), or None."""
+    from .store.location import is_url
+
+    if out is None or not is_url(out):
+        return None
+    from .jobs.remote_run_dir import plan_remote_out
+
+    remote = plan_remote_out(out)
+    remote.staging.parent.mkdir(parents=True, exist_ok=True)
+    return remote
+
+
+def _interrupted(args, plan, total: int, exc: BaseException, how: str | None = None, remote=None) -> str:
     """The one line an interrupted run ends with: what was saved, and the command that resumes."""
     from .jobs.run_dir import saved_progress
 
     how = how or ("terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted")
     if plan.run_dir.exists():  # interrupted after the last step: the run is complete
+        if remote is not None:
+            return (f"{how} after the run finished in {plan.run_dir}, before it was published to {remote.url}; "
+                    f"publish it with: {_resume_command(args, remote.url)}")
         return f"{how} after the run finished; its run directory is {plan.run_dir}"
     folds, members = saved_progress(plan.partial)
     saved = f"{folds} of {total} folds"
     if members:
         saved += f" and {members} ensemble member(s)"
     where = f"saved in {plan.partial}" if plan.partial.exists() else "saved (nothing was written yet)"
-    return f"{how}: {saved} {where}; resume with: {_resume_command(args, plan.run_dir)}"
+    out = plan.run_dir if remote is None else remote.url  # a URL's run resumes from its staging directory
+    return f"{how}: {saved} {where}; resume with: {_resume_command(args, out)}"
 
 
 def _resume_command(args, run_dir) -> str:
@@ -475,7 +505,9 @@ def _cmd_validate(args) -> int:
     from .jobs.checks import check_job, describe
 
     run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
-    checked = check_job(args.job, run_dir=run_dir, out=args.out, resume=args.resume, fresh=False,
+    remote = _remote_out(args.out)
+    checked = check_job(args.job, run_dir=run_dir, out=args.out if remote is None else remote.staging,
+                        resume=args.resume, fresh=False,
                         registry=args.registry, claim=False,
                         scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=_tls(args))
     if args.fresh and checked.run is not None and checked.run.resuming:

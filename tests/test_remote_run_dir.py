@@ -1,0 +1,183 @@
+"""Run directories and models at URLs (issue 32 item 4), against a real S3 API server on 127.0.0.1.
+
+A run to ``--out s3://...`` is written in a local staging directory and
+published whole, its completion marker last; the truth is the same job run to
+a local directory. Publishers are killed at random points: what the URL holds
+is then a complete run (every listed file, at its size) or no completion
+marker, and running the command again completes it.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dimbsvm
+from dimbsvm.cli import main
+from dimbsvm.exceptions import DimbsvmError, StoreError
+from dimbsvm.jobs.remote_run_dir import CLAIM_MARKER, COMPLETE_MARKER, publish_run_dir, staging_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB = """\
+name: remote
+data: {source: ecoli1}
+estimator: {name: svc_balanced}
+cv: {n_splits: 3, n_repeats: 1, random_state: 0}
+metrics: [g_mean, f_measure, auc]
+"""
+
+
+@pytest.fixture
+def job(tmp_path, monkeypatch):
+    monkeypatch.setenv("DIMBSVM_STAGING_DIR", str(tmp_path / "staging"))
+    path = tmp_path / "job.yaml"
+    path.write_text(JOB)
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    """The same job run to a local directory: what a published run must hold."""
+    root = tmp_path_factory.mktemp("local")
+    (root / "job.yaml").write_text(JOB)
+    assert main(["run", str(root / "job.yaml"), "--out", str(root / "run"), "--no-progress", "--workers", "1"]) == 0
+    return root / "run"
+
+
+def _listing(fs, url):
+    return json.loads(fs.cat_file(f"{url}/{COMPLETE_MARKER}"))["files"]
+
+
+def test_a_run_published_to_s3_holds_the_local_runs_results_and_its_model_loads(job, local_run, s3_bucket,
+                                                                                tmp_path, capsys):
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    url = f"s3://{s3_bucket}/runs/x"
+    assert main(["run", str(job), "--out", url, "--no-progress", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"run directory: {url}\n" in out and f"report: {url}/report.html" in out
+    listing = _listing(fs, url)
+    local_files = {p.relative_to(local_run).as_posix() for p in local_run.rglob("*") if p.is_file()}
+    assert set(listing) == local_files  # the same files as a local run
+    for name, size in listing.items():
+        assert fs.size(f"{url}/{name}") == size
+    assert fs.exists(f"{url}/{CLAIM_MARKER}")
+    published = json.loads(fs.cat_file(f"{url}/metrics.json"))
+    assert published["folds"] == json.loads((local_run / "metrics.json").read_text())["folds"]
+    assert not staging_dir(url).exists()  # the staging copy is gone once the URL holds the run
+
+    # the model at the URL loads (verified against its manifest) and predicts as the local one
+    X = np.random.default_rng(0).uniform(size=(20, 7))
+    remote, local = dimbsvm.load_model(f"{url}/model"), dimbsvm.load_model(local_run / "model")
+    np.testing.assert_array_equal(remote.predict(X), local.predict(X))
+
+    # a finished run is never published over, and a model file changed at the URL is refused
+    assert main(["run", str(job), "--out", url, "--no-progress"]) == 2
+    assert "holds a finished run; choose another --out" in capsys.readouterr().err
+    fs.pipe_file(f"{url}/model/meta.json", b"{}")
+    with pytest.raises(StoreError, match=rf"model {url}/model: meta.json does not match"):
+        dimbsvm.load_model(f"{url}/model")
+
+
+def test_a_prefix_holding_objects_dimbsvm_did_not_write_is_refused_before_anything_runs(job, s3_bucket, capsys):
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    fs.pipe_file(f"{s3_bucket}/theirs/data.csv", b"a,b\n1,2\n")
+    assert main(["run", str(job), "--out", f"s3://{s3_bucket}/theirs", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds 1 object(s) dimbsvm did not write" in err
+    assert fs.cat_file(f"{s3_bucket}/theirs/data.csv") == b"a,b\n1,2\n"
+    assert not (Path(os.environ["DIMBSVM_STAGING_DIR"])).exists()  # nothing was staged
+
+
+def test_validate_checks_a_url_out_and_run_publishes_a_model_that_predict_reads(job, s3_bucket, tmp_path, capsys):
+    url = f"s3://{s3_bucket}/runs/v"
+    assert main(["validate", str(job), "--out", url]) == 0
+    assert main(["run", str(job), "--out", url, "--no-progress", "--workers", "1"]) == 0
+    names = dimbsvm.load_model(f"{url}/model").meta["feature_names"]
+    rows = tmp_path / "rows.csv"
+    rows.write_text(",".join(names) + "\n" + "\n".join(",".join(["0.5"] * len(names)) for _ in range(3)) + "\n")
+    capsys.readouterr()
+    assert main(["predict", f"{url}/model", str(rows), "--out", f"s3://{s3_bucket}/pred.csv"]) == 0
+    import s3fs
+
+    text = s3fs.S3FileSystem().cat_file(f"{s3_bucket}/pred.csv").decode()
+    assert len(text.strip().splitlines()) == 4  # a header and one line per row
+
+
+PUBLISHER = """
+import sys
+from pathlib import Path
+from dimbsvm.jobs.remote_run_dir import publish_run_dir
+from dimbsvm.store.location import filesystem
+filesystem(sys.argv[2])  # s3fs imported and its client made: the kill lands in the publication itself
+Path(sys.argv[3]).touch()
+publish_run_dir(Path(sys.argv[1]), sys.argv[2])
+"""
+
+
+def test_publishers_killed_at_random_points_leave_a_complete_run_or_none_and_a_rerun_completes(
+        job, local_run, s3_bucket, s3_server):
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    rng = random.Random(7)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def publisher(url):
+        staging = staging_dir(url)
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(local_run, staging)  # a finished run waiting to be published
+        ready = staging.parent / "ready"
+        proc = subprocess.Popen([sys.executable, "-c", PUBLISHER, str(staging), url, str(ready)], env=env)
+        while not ready.exists() and proc.poll() is None:
+            time.sleep(0.01)
+        ready.unlink()
+        return proc, staging
+
+    proc, _ = publisher(f"s3://{s3_bucket}/killed/timed")  # how long a publication takes here
+    start = time.monotonic()
+    assert proc.wait() == 0
+    duration = time.monotonic() - start
+    outcomes = []
+    for i in range(6):
+        url = f"s3://{s3_bucket}/killed/{i}"
+        proc, staging = publisher(url)
+        time.sleep(rng.uniform(0.1, 0.9) * duration)  # somewhere in the upload
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if fs.exists(f"{url}/{COMPLETE_MARKER}"):
+            outcomes.append("complete")
+            for name, size in _listing(fs, url).items():  # complete means every file, whole
+                assert fs.size(f"{url}/{name}") == size
+            continue
+        outcomes.append("incomplete" if fs.exists(f"{url}/{CLAIM_MARKER}") else "untouched")
+        assert staging.is_dir()  # kept until the URL holds the run
+        assert main(["run", str(job), "--out", url, "--no-progress"]) == 0  # publishes, runs nothing
+        assert set(_listing(fs, url)) == {p.relative_to(local_run).as_posix()
+                                          for p in local_run.rglob("*") if p.is_file()}
+        assert not staging.exists()
+    assert "incomplete" in outcomes, outcomes  # some kills landed inside an upload
+
+
+def test_publishing_refuses_to_replace_a_finished_run(local_run, s3_bucket, tmp_path, monkeypatch):
+    monkeypatch.setenv("DIMBSVM_STAGING_DIR", str(tmp_path / "staging"))
+    url = f"s3://{s3_bucket}/done"
+    staging = staging_dir(url)
+    staging.parent.mkdir(parents=True)
+    shutil.copytree(local_run, staging)
+    publish_run_dir(staging, url)
+    shutil.copytree(local_run, staging)
+    with pytest.raises(DimbsvmError, match="holds a finished run"):
+        publish_run_dir(staging, url)
+    assert staging.is_dir()  # not removed: it was not published
