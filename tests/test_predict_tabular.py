@@ -264,3 +264,26 @@ def test_cli_names_an_unseen_category_found_on_a_worker_process_in_one_line(trai
     assert re.search(r"bad\.csv: row 451 \(counting data rows from 1\), column 'colour': category 'purple' was "
                      r"not seen in training", proc.stderr), proc.stderr
     assert not (tmp_path / "pred.csv").exists() and not list(tmp_path.glob(".pred.csv*"))
+
+
+def test_a_retrained_version_scores_raw_rows_as_a_run_model_does(tmp_path):
+    """A registry's models record the same input encoding and class names as a run's final model."""
+    from dimbsvm.jobs.registry import ModelRegistry
+    from dimbsvm.jobs.retrain import retrain
+
+    root = tmp_path / "retrain"
+    _train(root)  # also ingests the store
+    job = validate_job({"name": "fraud", "data": {"source": str(root / "train.zarr")},
+                        "estimator": {"name": "othr", "params": {"probability": True}},
+                        "cv": {"n_splits": 2}, "metrics": ["g_mean"]})
+    outcome = retrain(job, None, root / "registry", job_text="fraud")
+    version_dir = root / "registry" / "versions" / outcome.version / "model"
+    meta = json.loads((version_dir / "meta.json").read_text())
+    run_meta = json.loads((root / "run" / "model" / "meta.json").read_text())
+    for key in ("input", "class_names", "positive_class", "feature_names", "class_map", "preprocessing"):
+        assert meta[key] == run_meta[key], key
+    model = DimbsvmModel(*ModelRegistry(root / "registry").load(outcome.version))
+    frame = _rows(1)[["x2", "colour", "uid", "x1"]]
+    names, decision, _ = _expected(version_dir, frame)
+    assert model.predict(frame).tolist() == names and set(names) == {"fraud", "legit"}
+    np.testing.assert_array_equal(model.decision(frame), decision)

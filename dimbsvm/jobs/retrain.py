@@ -43,7 +43,7 @@ from ..artifacts import positive_class
 from .checks import CheckedJob
 from .data import JobData, check_job_data, class_names, code_labels, coded_as, load_job_data
 from .job_spec import JobSpec
-from .runner import execute_folds, fold_setup
+from .runner import execute_folds, fold_setup, model_meta
 from .spec import job_search
 
 __all__ = ["RetrainOutcome", "retrain", "retrain_checked", "gate_decision"]
@@ -226,11 +226,8 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
         info={"job": job.name, "estimator": job.estimator.to_dict(), **fingerprints,
               "n_train": int(len(train_rows)), "n_holdout": int(len(hold_rows)),
               "holdout_metrics": challenger_metrics, **chosen},
-        model_meta={"job": job.name, "estimator": job.estimator.to_dict(), "n_features": int(data.X.shape[1]),
-                    "feature_names": data.meta.get("feature_names"),
-                    "class_map": data.meta.get("class_map", {}), "positive_label": pos_label,
-                    "positive_class": _positive_name(data, pos_label),
-                    "data_fingerprint": fingerprints["data_fingerprint"]})
+        # a later retraining keeps the positive class by its name, so one is always recorded
+        model_meta={**model_meta(challenger, job, data, pos_label), "positive_class": _positive_name(data, pos_label)})
     event = {"data_fingerprint": fingerprints["data_fingerprint"], "challenger_metrics": challenger_metrics,
              "champion": champion, "champion_metrics": champion_metrics}
     raced = False

@@ -426,13 +426,22 @@ def _last_step(model):
     return steps[-1][1] if steps else model
 
 
-def _save_final_model(model, job: JobSpec, data, pos_label, partial):
-    save_model(model, partial / "model", meta={
+def model_meta(model, job: JobSpec, data, pos_label) -> dict:
+    """What a saved model records (``meta.json``): its job and data, and what scoring raw rows needs.
+
+    The same for a run's final model and a retrained version, so that
+    ``dimbsvm predict`` and :func:`dimbsvm.load_model` read either alike.
+    """
+    return {
         "job": job.name, "estimator": job.estimator.to_dict(), "preprocessing": job.preprocessing.to_dict(),
         "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]),
         "class_map": data.meta.get("class_map", {}), "data_fingerprint": content_fingerprint(data.meta) or None,
         "positive_label": pos_label, "feature_names": data.meta.get("feature_names"),
-        # what scoring raw rows needs: input columns, training categories, class names (dimbsvm.predict)
+        # input columns, training categories, class names (dimbsvm.predict)
         **prediction_meta(data.meta, pos_label=pos_label, model=model,
                           unknown_categories=job.data.unknown_categories or "error"),
-    })
+    }
+
+
+def _save_final_model(model, job: JobSpec, data, pos_label, partial):
+    save_model(model, partial / "model", meta=model_meta(model, job, data, pos_label))
