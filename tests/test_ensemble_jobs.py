@@ -464,3 +464,31 @@ def test_job_with_stored_similarity_stage_equals_reference_and_reuses(client, tm
     # moves within its tolerance)
     np.testing.assert_allclose(final.decision_function(X[:50]), direct.decision_function(((mu - D) / sigma)[:50]),
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("in_store", [False, True], ids=["in-memory", "store"])
+def test_out_of_fold_probabilities_equal_the_fold_pipelines_predict_proba(small, tmp_path, in_store):
+    """keep_predictions returns each test row's positive-class probability, as the fold's plain pipeline gives it."""
+    from sklearn.base import clone
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    X, y = small
+    estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "probability": True, "random_state": 1})
+    data = X
+    if in_store:  # chunked: the test rows are scored one task per stored chunk (the store holds float32)
+        X = X.astype(np.float32).astype(np.float64)
+        store = ingest((X.astype(np.float32), y), tmp_path / "p.zarr", chunk_rows=100)
+        data = StoreRows(store.path, store.X.shape)
+    setup = FoldSetup(estimator, minority_class(y), scaler="minmax", impute="none", metrics=METRICS,
+                      keep_predictions=True)
+    [spec] = _specs(y, [(0, 1)], 3)
+    [result], _ = run_folds(setup, data, y, [spec], client=None, retries=0)
+    reference = make_pipeline(MinMaxScaler(), clone(estimator)).fit(X[spec.train], y[spec.train])
+    positive = list(reference.classes_).index(minority_class(y))
+    np.testing.assert_allclose(result["predictions"]["proba"], reference.predict_proba(X[spec.test])[:, positive],
+                               rtol=0, atol=1e-12)
+    # a model without probabilities keeps none
+    setup = FoldSetup(make_estimator("svc_balanced", {}), minority_class(y), metrics=METRICS, keep_predictions=True)
+    [result], _ = run_folds(setup, data, y, [spec], client=None, retries=0)
+    assert result["predictions"]["proba"] is None

@@ -320,7 +320,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             # predictions first: a fold recorded as finished has its out-of-fold predictions saved
             predictions = result.pop("predictions")
             save_fold_predictions(partial / OOF_DIR, spec.key, spec.test, data.y[spec.test],
-                                  predictions["y_pred"], predictions["score"])
+                                  predictions["y_pred"], predictions["score"], predictions.get("proba"))
             save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
             unsaved.discard(spec.key)
             draw_curves_once_folds_are_saved()

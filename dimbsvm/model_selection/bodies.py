@@ -191,8 +191,9 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
     keep_model : bool, default=False
         Also return the fitted model.
     keep_predictions : bool, default=False
-        Also return the test rows' predictions and positive-class scores
-        (out-of-fold predictions, in test-row order).
+        Also return the test rows' predictions, positive-class scores and
+        (for a model with ``predict_proba``) probabilities: out-of-fold
+        predictions, in test-row order.
 
     Returns
     -------
@@ -201,7 +202,8 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         ``n_train``, ``n_test``, the metrics, ``fit_time`` if asked, the
         chosen thresholds), ``"model"`` (the fitted pipeline) when
         ``keep_model`` or the fold has no test rows, and ``"predictions"``
-        (``{"y_pred": ..., "score": ...}``) when ``keep_predictions``.
+        (``{"y_pred": ..., "score": ..., "proba": ... or None}``) when
+        ``keep_predictions``.
     """
     start = time.perf_counter()
     fitted = [part for part, _ in parts]
@@ -219,9 +221,10 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         return out
     start = time.perf_counter()
     predictor, data = scoring_inputs(X, prepared, rows, final, model)
-    y_pred, scores = predict_and_score_rows(predictor, data, rows.test, pos_label=pos_label,
-                                            scores=needs_scores(metrics) or keep_predictions,
-                                            block_rows=getattr(X, "block_rows", None))
+    y_pred, scores, proba = predict_and_score_rows(predictor, data, rows.test, pos_label=pos_label,
+                                                   scores=needs_scores(metrics) or keep_predictions,
+                                                   probabilities=keep_predictions,
+                                                   block_rows=getattr(X, "block_rows", None))
     predict_time = time.perf_counter() - start
     record = {"seed": int(key[0]), "fold": int(key[1]), "n_train": int(len(rows.train)),
               "n_test": int(len(rows.test))}
@@ -232,5 +235,5 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
     record.update(fitted_thresholds(final))
     out["record"] = record
     if keep_predictions:
-        out["predictions"] = {"y_pred": y_pred, "score": scores}
+        out["predictions"] = {"y_pred": y_pred, "score": scores, "proba": proba}
     return out

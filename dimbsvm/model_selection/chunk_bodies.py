@@ -182,14 +182,14 @@ def _pooled_margins(chunks, n_rows):
                                                  for chunk in chunks])
 
 
-def score_block(X, assembled, *, rows: FoldRows, span, pos_label, scores):
-    """Task body: predictions (and positive-class scores) of one chunk's test rows, read once."""
+def score_block(X, assembled, *, rows: FoldRows, span, pos_label, scores, probabilities=False):
+    """Task body: predictions (positive-class scores, probabilities) of one chunk's test rows, read once."""
     start = time.perf_counter()
     first, stop = rows_within(rows.test, span)
     predictor, data = scoring_inputs(X, assembled["prepared"], rows, assembled["final"], assembled["model"])
-    y_pred, values = predict_and_score_rows(predictor, data, rows.test[first:stop], pos_label=pos_label,
-                                            scores=scores)
-    return y_pred, values, time.perf_counter() - start
+    y_pred, values, proba = predict_and_score_rows(predictor, data, rows.test[first:stop], pos_label=pos_label,
+                                                   scores=scores, probabilities=probabilities)
+    return y_pred, values, time.perf_counter() - start, proba
 
 
 def model_of(assembled):
@@ -213,5 +213,7 @@ def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label
     if keep_model:
         out["model"] = assembled["model"]
     if keep_predictions:
-        out["predictions"] = {"y_pred": y_pred, "score": values}
+        with_proba = all(part[3] is not None for part in scored)
+        proba = np.concatenate([part[3] for part in scored]) if with_proba and scored else None
+        out["predictions"] = {"y_pred": y_pred, "score": values, "proba": proba}
     return out

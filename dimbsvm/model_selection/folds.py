@@ -240,7 +240,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     if not len(spec.test):
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
-                                         scores=needs_scores(metrics) or keep_predictions), name="score")
+                                         scores=needs_scores(metrics) or keep_predictions,
+                                         probabilities=keep_predictions), name="score")
               for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
                                         metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model,

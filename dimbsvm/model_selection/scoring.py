@@ -51,8 +51,8 @@ def fitted_thresholds(estimator) -> dict:
     return out
 
 
-def predict_and_score_rows(model, X, rows, *, pos_label, scores=True, block_rows=None):
-    """Predictions and positive-class scores of ``X[rows]``, both from one read of each block.
+def predict_and_score_rows(model, X, rows, *, pos_label, scores=True, probabilities=False, block_rows=None):
+    """Predictions, positive-class scores and probabilities of ``X[rows]``, all from one read of each block.
 
     For in-memory ``X`` (and ``block_rows=None``) it is one block; for a row
     handle (a store) only one block of rows is held at a time.
@@ -62,13 +62,17 @@ def predict_and_score_rows(model, X, rows, *, pos_label, scores=True, block_rows
     y_pred : ndarray of shape (n_rows,)
     scores : ndarray of shape (n_rows,) or None
         :func:`positive_scores`, when ``scores``.
+    proba : ndarray of shape (n_rows,) or None
+        The positive class's probability, when ``probabilities`` and the
+        model has ``predict_proba``.
     """
     rows = np.asarray(rows, dtype=np.int64)
     if block_rows is None and is_in_memory(X):
         blocks = [rows]
     else:
         blocks = row_blocks(rows, block_rows or block_rows_of(X))
-    predictions, values = [], []
+    with_proba = probabilities and hasattr(model, "predict_proba")
+    predictions, values, proba = [], [], []
     for block in blocks or [rows]:
         X_block = take_rows(X, block)
         for lo, hi in cache_blocks(X_block):  # an ensemble's members each pass over a piece still in cache
@@ -76,8 +80,11 @@ def predict_and_score_rows(model, X, rows, *, pos_label, scores=True, block_rows
             predictions.append(model.predict(piece))
             if scores:
                 values.append(positive_scores(model, piece, pos_label))
+            if with_proba:
+                proba.append(np.asarray(model.predict_proba(piece))[:, list(model.classes_).index(pos_label)])
     y_pred = np.concatenate(predictions)
-    return y_pred, (np.concatenate(values) if scores else None)
+    return (y_pred, np.concatenate(values) if scores else None,
+            np.concatenate(proba).astype(np.float64) if with_proba else None)
 
 
 def score_rows(X, y, *, model, rows, metrics, pos_label) -> dict:
