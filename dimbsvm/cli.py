@@ -611,6 +611,18 @@ def _cmd_schedule(args) -> int:
     return 0
 
 
+def _named_counts(meta: dict) -> dict:
+    """A store's class counts keyed by class name (its meta keys them by code); codes where no name is known.
+
+    Examples
+    --------
+    >>> _named_counts({"class_counts": {"0": 259, "1": 77}, "class_map": {"negative": 0, "positive": 1}})
+    {'negative': 259, 'positive': 77}
+    """
+    names = {str(code): name for name, code in (meta.get("class_map") or {}).items()}
+    return {names.get(str(code), code): count for code, count in (meta.get("class_counts") or {}).items()}
+
+
 def _tls(args):
     """The TLS files the flags name, or None (their existence is checked with the other cluster options)."""
     from .distributed import TLSSettings
@@ -667,7 +679,7 @@ def _cmd_ingest(args) -> int:
                         verify=args.verify, dtype=args.dtype, compression=args.compression)
     meta = stored.meta
     print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows "
-          f"({meta.get('compression', 'zstd')}), classes {meta.get('class_counts')}")
+          f"({meta.get('compression', 'zstd')}), classes {_named_counts(meta)}")
     if meta.get("target_guessed"):
         print(f"label column {meta['target']!r}: found by its name (--target COL chooses another)")
     if meta.get("id_column"):

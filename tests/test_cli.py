@@ -60,6 +60,7 @@ def test_ingest_and_datasets(tmp_path):
     proc = _dimbsvm("ingest", "yeast5", tmp_path / "y.zarr", "--chunk-rows", "500", "--verify")
     assert proc.returncode == 0, proc.stderr
     assert "X (1484, 8) float64 in chunks of 500 rows" in proc.stdout
+    assert "classes {'negative': 1440, 'positive': 44}" in proc.stdout  # names, not codes (yeast5: 44 minority)
     proc = _dimbsvm("datasets")
     assert proc.returncode == 0 and "yeast5" in proc.stdout
     proc = _dimbsvm("ingest", "yeast5", tmp_path / "l.zarr", "--compression", "lz4")
