@@ -65,8 +65,8 @@ def roc_pr_figure(positive, score, repeat, predicted=None):
         here = np.flatnonzero(repeat == seed)
         # Both curves depend only on the (score, label) pairs, not their order (integer counts at each
         # distinct score), so they are computed on the rows sorted once by score: scikit-learn's own
-        # stable sort of presorted scores is then a linear pass (both panels of 10^7 scores 9.2 -> 7.2 s,
-        # python -m benchmarks.report_curves).
+        # stable sort of presorted scores is then a linear pass (python -m benchmarks.report_curves;
+        # the numbers in benchmarks/scaling_notes.md).
         here = here[np.argsort(score[here], kind="stable")]
         RocCurveDisplay.from_predictions(positive[here], score[here], ax=roc, name=f"repeat {seed}")
         precision, recall, average_precision = precision_recall_and_average(positive[here], score[here])
@@ -109,8 +109,8 @@ def precision_recall_and_average(positive, score):
     """``precision_recall_curve`` and ``average_precision_score`` of the same scores, from one sort.
 
     ``PrecisionRecallDisplay.from_predictions`` computes the curve and then
-    the average precision, which computes the curve again: with 10^7
-    out-of-fold scores each costs ~4 s. The average precision is scikit-learn's
+    the average precision, which computes the curve again: seconds each at
+    millions of out-of-fold scores. The average precision is scikit-learn's
     step integral of that same curve (its ``_binary_uninterpolated_average_precision``).
     """
     from sklearn.metrics import precision_recall_curve
