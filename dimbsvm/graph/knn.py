@@ -271,7 +271,7 @@ class KNNIndex:
         return self
 
     def _build_nndescent(self):
-        from pynndescent import NNDescent  # imported late: loading it costs ~1.5 s
+        from pynndescent import NNDescent  # imported late: loading it (numba) takes seconds
 
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         self._nnd = NNDescent(self._X, metric=self.metric, n_neighbors=self.build_neighbors_,
