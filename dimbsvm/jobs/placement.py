@@ -36,15 +36,15 @@ from .spec import job_search
 __all__ = ["CLUSTER_THRESHOLD", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
            "place_job"]
 
-#: Row-fits (see the module docstring) above which a job starts the embedded cluster. About 10 to 20 s of
-#: one core's work (LinearSVC: ~1.5 us per row-fit of 2x10^5 x 20 rows), where the cluster's start
-#: (3 to 5 s) is paid back by running fits side by side; below it the job runs in this process.
+#: Row-fits (see the module docstring) above which a job starts the embedded cluster: about 15 s of one
+#: core's work (LinearSVC: 1.4 us per row-fit on 20,000 x 20 rows), where the cluster's start (3 to 5 s)
+#: is paid back by fits running side by side; below it the job runs in this process.
 CLUSTER_THRESHOLD = 1e7
 
-#: Rows from which a kernel fit (LIBSVM) is counted as ``rows / KERNEL_ROWS`` times its rows. Measured on
-#: yeast5 (1,187 training rows, 8 features): one RBF SVC fit costs about what 6 LinearSVC fits of the same
-#: rows cost; its time then grows about as rows squared.
-KERNEL_ROWS = 200
+#: Rows from which a kernel fit (LIBSVM) counts ``rows / KERNEL_ROWS`` row-fits per row. Measured (RBF SVC
+#: with class_weight="balanced" against LinearSVC on the same rows, one core): 4x at 1,187 rows (yeast5),
+#: 16x at 2,000 and 50x at 5,000 rows (make_imbalanced, 20 features).
+KERNEL_ROWS = 100
 
 
 @dataclass(frozen=True)
