@@ -55,7 +55,8 @@ data: {{source: DATA}}
 preprocessing: {{scaler: minmax}}
 estimator:
   name: ensemble_othr
-  params: {{estimator: linear_svc, n_estimators: {ENSEMBLE_MEMBERS}, max_samples: {ENSEMBLE_BAG}, random_state: 0}}
+  params: {{estimator: linear_svc, n_estimators: {ENSEMBLE_MEMBERS}, max_samples: {ENSEMBLE_BAG}, smoothing: null,
+           random_state: 0}}
 cv: {{n_splits: 3, n_repeats: 1, random_state: 0}}
 metrics: [g_mean, auc, fit_time]
 """
@@ -92,31 +93,44 @@ pipeline().fit(X, y)  # the final model on every row, as the job fits it
 print(float(np.mean(g_means)))
 """
 
-#: The ensemble job's cross-validation in plain scikit-learn: bagged LinearSVC members.
+#: The ensemble job's cross-validation in plain scikit-learn: LinearSVC members on stratified bags, a vote.
+#: (BaggingClassifier is not used: it hands LinearSVC every training row with bootstrap counts as sample
+#: weights, 4x slower here than fitting each member on its bag.)
 ENSEMBLE_SKLEARN = f"""\
 import sys
 import numpy as np
-from sklearn.ensemble import BaggingClassifier
 from sklearn.metrics import recall_score, roc_auc_score
 from sklearn.model_selection import StratifiedKFold
-from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import LinearSVC
 
 data = np.load(sys.argv[1])
 X, y = data["X"], data["y"]
 
-def pipeline():
-    return make_pipeline(MinMaxScaler(), BaggingClassifier(LinearSVC(), n_estimators={ENSEMBLE_MEMBERS},
-                                                           max_samples={ENSEMBLE_BAG}, random_state=0))
+def fit(X, y, seed):
+    scaler = MinMaxScaler().fit(X)
+    X = scaler.transform(X)
+    rng = np.random.RandomState(seed)
+    minority, majority = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+    n_min = round({ENSEMBLE_BAG} * minority.size / y.size)
+    members = []
+    for _ in range({ENSEMBLE_MEMBERS}):  # stratified bags: each class drawn with replacement in its share
+        bag = np.concatenate([rng.choice(minority, n_min), rng.choice(majority, {ENSEMBLE_BAG} - n_min)])
+        members.append(LinearSVC().fit(X[bag], y[bag]))
+    return scaler, members
+
+def predict(model, X):
+    scaler, members = model
+    X = scaler.transform(X)
+    margins = np.stack([m.decision_function(X) for m in members])
+    return (2 * (margins > 0).sum(axis=0) > len(members)).astype(int), margins.mean(axis=0)
 
 g_means = []
 for train, test in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y):
-    model = pipeline().fit(X[train], y[train])
-    pred = model.predict(X[test])
+    pred, score = predict(fit(X[train], y[train], 0), X[test])
     g_means.append(np.sqrt(recall_score(y[test], pred) * recall_score(y[test], pred, pos_label=0)))
-    roc_auc_score(y[test], model.decision_function(X[test]))
-pipeline().fit(X, y)  # the final model on every row, as the job fits it
+    roc_auc_score(y[test], score)
+fit(X, y, 0)  # the final model on every row, as the job fits it
 print(float(np.mean(g_means)))
 """
 
