@@ -148,3 +148,12 @@ def test_validate_says_where_the_job_would_run(tmp_path):
     assert "  runs on: this process (~" in proc.stdout, proc.stdout
     proc = _dimbsvm("validate", job, "--workers", "2", cwd=tmp_path)
     assert "  runs on: embedded LocalCluster" in proc.stdout, proc.stdout
+
+
+@pytest.mark.slow
+def test_retrain_of_a_small_job_runs_in_this_process_and_promotes(tmp_path):
+    proc = _dimbsvm("retrain", ROOT / "jobs" / "retrain.yaml", "--registry", tmp_path / "reg", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("running in this process: ~") and "over 1 fit is below" in lines[0], proc.stdout
+    assert "dashboard" not in proc.stdout and "promoted (first model in the registry)" in lines[1], proc.stdout
