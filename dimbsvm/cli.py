@@ -383,7 +383,7 @@ def _cmd_run(args) -> int:
         print(f"dimbsvm: resuming the interrupted run in {plan.partial} ({plan.saved_folds} of {total} folds saved)",
               file=sys.stderr)
     n_workers = args.workers or job.execution.n_workers
-    placement = _placement(args, job, checked.data.y)
+    placement = _placement(args, job, checked.data)
     try:
         with _client(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
                      placement=placement) as client:
@@ -449,7 +449,7 @@ def _cmd_validate(args) -> int:
                         scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=_tls(args))
     if args.fresh and checked.run is not None and checked.run.resuming:
         checked.run.resuming = False  # --fresh would start over (validate discards nothing)
-    placement = _placement(args, checked.job, checked.data.y)
+    placement = _placement(args, checked.job, checked.data)
     print(f"{args.job}: ok, every check before a run passed")
     for line in describe(checked, placement=placement):
         print(f"  {line}")
@@ -503,7 +503,7 @@ def _cmd_retrain(args) -> int:
     holdout = job.retrain.holdout
     # the challenger is one fit on the rows left after the holdout (all of them with a separate holdout source)
     training_rows = [len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction)]
-    placement = _placement(args, job, checked.data.y, training_rows=training_rows)
+    placement = _placement(args, job, checked.data, training_rows=training_rows)
     with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
                  placement=placement) as client:
         outcome = retrain_checked(checked, client, args.registry, force=args.force)
@@ -562,12 +562,14 @@ def _tls(args):
     return TLSSettings(args.tls_ca_file, args.tls_cert, args.tls_key)
 
 
-def _placement(args, job, y, *, training_rows=None):
+def _placement(args, job, data, *, training_rows=None):
     """Where a job runs (:func:`dimbsvm.jobs.placement.place_job`) given the command line's cluster flags."""
+    import math
+
     from .jobs.placement import place_job
 
-    return place_job(job, y, scheduler=args.scheduler, scheduler_file=args.scheduler_file, workers=args.workers,
-                     training_rows=training_rows)
+    return place_job(job, data.y, n_features=math.prod(data.X.shape[1:]), scheduler=args.scheduler,
+                     scheduler_file=args.scheduler_file, workers=args.workers, training_rows=training_rows)
 
 
 def _client(args, *, tls=None, placement=None, **kwargs):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dimbsvm.jobs import validate_job
-from dimbsvm.jobs.placement import CLUSTER_THRESHOLD, KERNEL_ROWS, estimate_work, place_job
+from dimbsvm.jobs.placement import CLUSTER_THRESHOLD, FEATURE_UNIT, KERNEL_ROWS, estimate_work, place_job
 
 ROOT = Path(__file__).resolve().parents[1]
 Y = np.r_[np.zeros(900), np.ones(100)]  # 1000 rows, 100 minority
@@ -157,3 +157,10 @@ def test_retrain_of_a_small_job_runs_in_this_process_and_promotes(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("running in this process: ~") and "over 1 fit is below" in lines[0], proc.stdout
     assert "dashboard" not in proc.stdout and "promoted (first model in the registry)" in lines[1], proc.stdout
+
+
+def test_wide_rows_count_in_proportion_to_their_width():
+    job = _job(estimator={"name": "linear_svc"}, cv={"n_splits": 2}, output={"model": False})
+    narrow = estimate_work(job, Y, n_features=FEATURE_UNIT // 2).row_fits
+    assert narrow == estimate_work(job, Y, n_features=FEATURE_UNIT).row_fits == 2 * 500
+    assert estimate_work(job, Y, n_features=4 * FEATURE_UNIT).row_fits == 4 * narrow

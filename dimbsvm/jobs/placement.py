@@ -15,7 +15,8 @@ the rows each estimator fit trains on, summed over every fit the job makes
 (each CV fold, the final model, an ensemble's members, a search's inner
 fits). A kernel method's fit of ``n`` rows counts ``n * n / KERNEL_ROWS``
 row-fits once ``n`` exceeds :data:`KERNEL_ROWS` (LIBSVM's time grows about
-as the square of the rows); feature columns are not counted. It reads only
+as the square of the rows), and rows wider than :data:`FEATURE_UNIT`
+features count in proportion to their width. It reads only
 the typed job and the data's shape, and returns a :class:`WorkEstimate`, so
 a fitted cost model can replace it without touching its callers.
 """
@@ -33,13 +34,17 @@ from ..svm._native_rng import uses_liblinear
 from .job_spec import JobSpec
 from .spec import job_search
 
-__all__ = ["CLUSTER_THRESHOLD", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
+__all__ = ["CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
            "place_job"]
 
 #: Row-fits (see the module docstring) above which a job starts the embedded cluster: about 15 s of one
 #: core's work (LinearSVC: 1.4 us per row-fit on 20,000 x 20 rows), where the cluster's start (3 to 5 s)
 #: is paid back by fits running side by side; below it the job runs in this process.
 CLUSTER_THRESHOLD = 1e7
+
+#: Features a row-fit stands for: wider rows count ``n_features / FEATURE_UNIT`` row-fits each (a fit's time
+#: grows about linearly with the columns); narrower ones count one.
+FEATURE_UNIT = 32
 
 #: Rows from which a kernel fit (LIBSVM) counts ``rows / KERNEL_ROWS`` row-fits per row. Measured (RBF SVC
 #: with class_weight="balanced" against LinearSVC on the same rows, one core): 4x at 1,187 rows (yeast5),
@@ -108,7 +113,7 @@ def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, worke
     return None
 
 
-def estimate_work(job: JobSpec, y, *, training_rows=None) -> WorkEstimate:
+def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -> WorkEstimate:
     """The row-fits of ``job`` on data with labels ``y`` (see the module docstring).
 
     Parameters
@@ -116,6 +121,8 @@ def estimate_work(job: JobSpec, y, *, training_rows=None) -> WorkEstimate:
     job : JobSpec
     y : array-like of shape (n_samples,)
         The data's labels (their count and the minority's size decide bag sizes).
+    n_features : int, default=1
+        Features per row; above :data:`FEATURE_UNIT` every row-fit counts more.
     training_rows : sequence of int, default=None
         The rows of each outer fit; default the job's run: every CV fold's
         training rows, then all rows for the final model (``output.model``).
@@ -154,6 +161,7 @@ def estimate_work(job: JobSpec, y, *, training_rows=None) -> WorkEstimate:
             # a feature stage fitted per fold (kNN graphs, distances to references): a kernel-like pass
             row_fits += len(job.fitted_features) * times * _weighted(fit_rows, None)
     row_fits += len(job.stored_features) * _weighted(n_rows, None)  # built once over every row
+    row_fits *= max(1.0, n_features / FEATURE_UNIT)
     return WorkEstimate(n_fits=int(n_fits), row_fits=float(row_fits))
 
 
@@ -205,7 +213,7 @@ def _weighted(rows: float, estimator) -> float:
     return float(rows) * max(1.0, rows / KERNEL_ROWS)
 
 
-def place_job(job: JobSpec, y, *, scheduler=None, scheduler_file=None, workers=None,
+def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler_file=None, workers=None,
               training_rows=None) -> Placement:
     """Where ``job`` runs: on the cluster something names, else by its :func:`estimate_work`.
 
@@ -216,7 +224,7 @@ def place_job(job: JobSpec, y, *, scheduler=None, scheduler_file=None, workers=N
         The job's labels.
     scheduler, scheduler_file, workers
         The command line's ``--scheduler``, ``--scheduler-file`` and ``--workers``.
-    training_rows
+    n_features, training_rows
         As :func:`estimate_work`.
 
     Returns
@@ -226,7 +234,7 @@ def place_job(job: JobSpec, y, *, scheduler=None, scheduler_file=None, workers=N
     demanded = cluster_demanded(job, scheduler=scheduler, scheduler_file=scheduler_file, workers=workers)
     if demanded is not None:
         return Placement(False, f"running on a cluster ({demanded})")
-    work = estimate_work(job, y, training_rows=training_rows)
+    work = estimate_work(job, y, n_features=n_features, training_rows=training_rows)
     if work.row_fits < CLUSTER_THRESHOLD:
         return Placement(True, f"running in this process: {work.describe()} is below the {_sci(CLUSTER_THRESHOLD)} "
                                "cluster threshold; pass --workers N to use a cluster", work)
