@@ -27,8 +27,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import skops.io as sio
-
 from ._version import __version__
 from .estimators import trusted_types
 from .exceptions import StoreError
@@ -36,6 +34,19 @@ from .store.location import filesystem, is_url, location
 
 __all__ = ["save_model", "load_artifact", "verify_model", "save_object", "load_object",
            "positive_class"]
+
+
+def _skops():
+    """``skops.io``, imported when a model is first saved or loaded.
+
+    Importing it imports every scikit-learn module (its list of trusted types
+    walks them all): about a second that the checks, ``validate`` and runs
+    without a model need not pay.
+    """
+    import skops.io
+
+    return skops.io
+
 
 _MODEL = "model.skops"
 _META = "meta.json"
@@ -57,7 +68,7 @@ def save_model(model, directory, *, meta: dict) -> Path:
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    sio.dump(model, tmp / _MODEL)
+    _skops().dump(model, tmp / _MODEL)
     (tmp / _META).write_text(json.dumps(dict(meta, dimbsvm_version=__version__), indent=2, default=str) + "\n")
     manifest = {
         "format": "dimbsvm-model-1",
@@ -137,10 +148,10 @@ def _load_verified(directory: Path, *, shown: str):
     except StoreError as exc:
         raise StoreError(str(exc).replace(f"model {directory}", f"model {shown}", 1)) from None
     path = directory / _MODEL
-    untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in trusted_types()]
+    untrusted = [t for t in _skops().get_untrusted_types(file=path) if t not in trusted_types()]
     if untrusted:
         raise StoreError(f"model {shown} contains types that are not trusted: {', '.join(untrusted)}")
-    return sio.load(path, trusted=trusted_types()), meta
+    return _skops().load(path, trusted=trusted_types()), meta
 
 
 def positive_class(meta: dict) -> str | None:
@@ -173,7 +184,7 @@ def save_object(obj, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    sio.dump(obj, tmp)
+    _skops().dump(obj, tmp)
     os.replace(tmp, path)
     return path
 
@@ -188,12 +199,12 @@ def load_object(path):
     """
     path = Path(path)
     try:
-        untrusted = [t for t in sio.get_untrusted_types(file=path) if t not in trusted_types()]
+        untrusted = [t for t in _skops().get_untrusted_types(file=path) if t not in trusted_types()]
     except Exception as exc:  # skops raises several types for damaged files
         raise StoreError(f"{path}: cannot be read ({exc})") from exc
     if untrusted:
         raise StoreError(f"{path} contains types that are not trusted: {', '.join(untrusted)}")
-    return sio.load(path, trusted=trusted_types())
+    return _skops().load(path, trusted=trusted_types())
 
 
 def _sha256(path: Path) -> str:

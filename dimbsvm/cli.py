@@ -423,9 +423,10 @@ def _cmd_run(args) -> int:
         print(f"dimbsvm: resuming the interrupted run in {plan.partial} ({plan.saved_folds} of {total} folds saved)",
               file=sys.stderr)
     n_workers = args.workers or job.execution.n_workers
+    placement = _placement(args, job, checked.data)
     try:
-        with _client(args, tls=tls, n_workers=n_workers,
-                     require_encryption=job.execution.require_encryption) as client:
+        with _client(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
+                     placement=placement) as client:
             result = run_checked(checked, client, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
         raise RunInterrupted(_interrupted(args, plan, total, exc, remote=remote)) from None
@@ -512,8 +513,9 @@ def _cmd_validate(args) -> int:
                         scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=_tls(args))
     if args.fresh and checked.run is not None and checked.run.resuming:
         checked.run.resuming = False  # --fresh would start over (validate discards nothing)
+    placement = _placement(args, checked.job, checked.data)
     print(f"{args.job}: ok, every check before a run passed")
-    for line in describe(checked):
+    for line in describe(checked, placement=placement):
         print(f"  {line}")
     return 0
 
@@ -561,7 +563,13 @@ def _cmd_retrain(args) -> int:
     tls = _tls(args)
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls)
-    with _client(args, tls=tls, require_encryption=checked.job.execution.require_encryption) as client:
+    job = checked.job
+    holdout = job.retrain.holdout
+    # the challenger is one fit on the rows left after the holdout (all of them with a separate holdout source)
+    training_rows = [len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction)]
+    placement = _placement(args, job, checked.data, training_rows=training_rows)
+    with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
+                 placement=placement) as client:
         outcome = retrain_checked(checked, client, args.registry, force=args.force)
     _print_outcome(outcome)
     return RETRAIN_EXIT[outcome.action] if args.exit_code else 0
@@ -634,9 +642,28 @@ def _tls(args):
     return TLSSettings(args.tls_ca_file, args.tls_cert, args.tls_key)
 
 
-def _client(args, *, tls=None, **kwargs):
-    """The cluster the CLI's flags name, or an embedded one; prints the dashboard address (stdout)."""
+def _placement(args, job, data, *, training_rows=None):
+    """Where a job runs (:func:`dimbsvm.jobs.placement.place_job`) given the command line's cluster flags."""
+    import math
+
+    from .jobs.placement import place_job
+
+    return place_job(job, data.y, n_features=math.prod(data.X.shape[1:]), scheduler=args.scheduler,
+                     scheduler_file=args.scheduler_file, workers=args.workers, training_rows=training_rows)
+
+
+def _client(args, *, tls=None, placement=None, **kwargs):
+    """The cluster the CLI's flags name, or an embedded one; prints the dashboard address (stdout).
+
+    With a ``placement`` decided by the job's size, its line is printed
+    first; one that runs in this process yields ``None`` (no cluster).
+    """
     import contextlib
+
+    if placement is not None and placement.work is not None:
+        print(placement.reason, flush=True)
+    if placement is not None and placement.in_process:
+        return contextlib.nullcontext(None)
 
     from .distributed import cluster_client
 

@@ -59,6 +59,19 @@ def label_key(value) -> str:
     return str(value)
 
 
+def _label_keys(labels) -> np.ndarray:
+    """:func:`label_key` of every label, as an object array.
+
+    Numeric labels are keyed once per distinct value (a column of 10^5 labels
+    holds a handful), the same keys as label by label.
+    """
+    values = np.asarray(labels)
+    if values.dtype.kind in "iuf" and values.size:
+        distinct, inverse = np.unique(values.ravel(), return_inverse=True)
+        return np.asarray([label_key(v) for v in distinct], dtype=object)[inverse.ravel()]
+    return np.asarray([label_key(v) for v in np.asarray(labels, dtype=object).ravel()], dtype=object)
+
+
 def _number_key(number: float) -> str:
     return str(int(number)) if number.is_integer() else repr(number)
 
@@ -110,8 +123,7 @@ def encode_labels(
     ...
     dimbsvm.exceptions.DataError: demo: the target is continuous (3 distinct numbers, 2 of them not whole, e.g. 0.5, 1.25), not a class label; dimbsvm classifies, so choose a column of class labels as the target, or bin the values into classes
     """
-    source_labels = np.asarray(labels, dtype=object).ravel()
-    keys = np.asarray([label_key(v) for v in source_labels], dtype=object)
+    keys = _label_keys(labels)
     if keys.size == 0:
         raise DataError(f"{source}: no class labels")
     present, counts = np.unique(keys.astype(str), return_counts=True)

@@ -247,8 +247,12 @@ def check_registry(registry) -> None:
     check_writable(path, "--registry")
 
 
-def describe(checked: CheckedJob) -> list[str]:
-    """Lines saying what a checked job would do (``dimbsvm validate``)."""
+def describe(checked: CheckedJob, *, placement=None) -> list[str]:
+    """Lines saying what a checked job would do (``dimbsvm validate``).
+
+    ``placement``: where it would run (:func:`~dimbsvm.jobs.placement.place_job`);
+    without it, :attr:`CheckedJob.where`.
+    """
     job, data = checked.job, checked.data
     labels, counts = np.unique(data.y, return_counts=True)
     names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
@@ -259,7 +263,7 @@ def describe(checked: CheckedJob) -> list[str]:
         f"estimator: {job.estimator.name} {job.estimator.plain_params() or ''}".rstrip(),
         f"protocol: {cv.n_splits}-fold CV x {cv.n_repeats} = {cv.n_folds} fold tasks; "
         f"metrics {', '.join(job.metrics)}",
-        f"runs on: {checked.where}",
+        f"runs on: {_runs_on(checked, placement)}",
     ]
     search = job_search(job)
     if search is not None:
@@ -275,6 +279,14 @@ def describe(checked: CheckedJob) -> list[str]:
         else:
             lines.append(f"run directory: {run.run_dir} (new)")
     return lines
+
+
+def _runs_on(checked: CheckedJob, placement) -> str:
+    if placement is None or placement.work is None:
+        return checked.where
+    if placement.in_process:
+        return f"this process ({placement.work.describe()}, below the cluster threshold; --workers N starts a cluster)"
+    return f"{checked.where} ({placement.work.describe()}, above the threshold for running in this process)"
 
 
 def _features(shape) -> str:

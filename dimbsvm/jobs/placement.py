@@ -1,0 +1,242 @@
+"""Where a job runs when nobody said: in this process, or on an embedded cluster.
+
+Starting an embedded ``LocalCluster`` costs seconds (worker processes that
+import dimbsvm), which is most of the wall time of a job on a KEEL-sized
+table. A job whose estimated work is small therefore runs in this process
+(the fold engine's in-process path: every task called here, in order, with
+the same bodies and seeds as on a cluster, so its records are the same); a
+larger one starts the embedded cluster. A scheduler address, a scheduler
+file, ``--workers``, ``DASK_SCHEDULER_ADDRESS`` or a job's ``execution``
+settings that ask for a cluster (``n_workers``, ``require_encryption``) are
+always obeyed.
+
+The estimate (:func:`estimate_work`) is deliberately crude: *row-fits*,
+the rows each estimator fit trains on, summed over every fit the job makes
+(each CV fold, the final model, an ensemble's members, a search's inner
+fits). A kernel method's fit of ``n`` rows counts ``n * n / KERNEL_ROWS``
+row-fits once ``n`` exceeds :data:`KERNEL_ROWS` (LIBSVM's time grows about
+as the square of the rows), and rows wider than :data:`FEATURE_UNIT`
+features count in proportion to their width. It reads only
+the typed job and the data's shape, and returns a :class:`WorkEstimate`, so
+a fitted cost model can replace it without touching its callers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from numbers import Integral
+
+import numpy as np
+
+from ..estimators import make_estimator
+from ..svm._native_rng import uses_liblinear
+from .job_spec import JobSpec
+from .spec import job_search
+
+__all__ = ["CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
+           "place_job"]
+
+#: Row-fits (see the module docstring) above which a job starts the embedded cluster: about 15 s of one
+#: core's work (LinearSVC: 1.4 us per row-fit on 20,000 x 20 rows), where the cluster's start (3 to 5 s)
+#: is paid back by fits running side by side; below it the job runs in this process.
+CLUSTER_THRESHOLD = 1e7
+
+#: Features a row-fit stands for: wider rows count ``n_features / FEATURE_UNIT`` row-fits each (a fit's time
+#: grows about linearly with the columns); narrower ones count one.
+FEATURE_UNIT = 32
+
+#: Rows from which a kernel fit (LIBSVM) counts ``rows / KERNEL_ROWS`` row-fits per row. Measured (RBF SVC
+#: with class_weight="balanced" against LinearSVC on the same rows, one core): 4x at 1,187 rows (yeast5),
+#: 16x at 2,000 and 50x at 5,000 rows (make_imbalanced, 20 features).
+KERNEL_ROWS = 100
+
+
+@dataclass(frozen=True)
+class WorkEstimate:
+    """How much fitting a job does, before it runs.
+
+    Attributes
+    ----------
+    n_fits : int
+        Estimator fits: CV folds, the final model, a search's inner fits, an
+        ensemble's members each counted once.
+    row_fits : float
+        Training rows summed over every fit, kernel fits weighted (see the
+        module docstring).
+    """
+
+    n_fits: int
+    row_fits: float
+
+    def describe(self) -> str:
+        """``"~1.3e5 row-fits over 11 fits"``."""
+        return f"~{_sci(self.row_fits)} row-fits over {self.n_fits} fit{'s' if self.n_fits != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job runs, and the one line that says why.
+
+    Attributes
+    ----------
+    in_process : bool
+        Run in this process (no cluster); ``False``: the cluster the command
+        line, the environment or the job names, or an embedded one.
+    reason : str
+        One line for the user, e.g. ``"running in this process: ~1.3e5
+        row-fits over 11 fits is below the 1e7 cluster threshold; pass
+        --workers N to use a cluster"``.
+    work : WorkEstimate or None
+        The estimate, when it decided.
+    """
+
+    in_process: bool
+    reason: str
+    work: WorkEstimate | None = None
+
+
+def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, workers=None) -> str | None:
+    """What asks for a cluster regardless of the job's size (a flag, the environment, the job), or ``None``."""
+    if scheduler:
+        return "--scheduler"
+    if scheduler_file:
+        return "--scheduler-file"
+    if os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        return "DASK_SCHEDULER_ADDRESS"
+    if workers:
+        return "--workers"
+    if job.execution.n_workers is not None:
+        return "execution.n_workers"
+    if job.execution.require_encryption:
+        return "execution.require_encryption"
+    return None
+
+
+def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -> WorkEstimate:
+    """The row-fits of ``job`` on data with labels ``y`` (see the module docstring).
+
+    Parameters
+    ----------
+    job : JobSpec
+    y : array-like of shape (n_samples,)
+        The data's labels (their count and the minority's size decide bag sizes).
+    n_features : int, default=1
+        Features per row; above :data:`FEATURE_UNIT` every row-fit counts more.
+    training_rows : sequence of int, default=None
+        The rows of each outer fit; default the job's run: every CV fold's
+        training rows, then all rows for the final model (``output.model``).
+        A retraining passes its one challenger fit.
+
+    Returns
+    -------
+    WorkEstimate
+
+    Examples
+    --------
+    >>> from dimbsvm.jobs import validate_job
+    >>> job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "linear_svc"},
+    ...                     "cv": {"n_splits": 5, "n_repeats": 2}})
+    >>> estimate_work(job, np.r_[np.zeros(900), np.ones(100)])
+    WorkEstimate(n_fits=11, row_fits=9000.0)
+    """
+    y = np.asarray(y)
+    n_rows = len(y)
+    n_minority = int(np.unique(y, return_counts=True)[1].min()) if n_rows else 0
+    if training_rows is None:
+        k = job.cv.n_splits
+        training_rows = [n_rows * (k - 1) / k] * job.cv.n_folds + ([n_rows] if job.output.model else [])
+    estimator = make_estimator(job.estimator.name, job.estimator.plain_params())
+    search = job_search(job)
+    n_fits, row_fits = 0, 0.0
+    for rows in training_rows:
+        fits = [(rows, 1)]
+        if search is not None:  # each candidate on each inner fold, then the chosen one's refit
+            s = search.n_splits
+            fits.append((rows * (s - 1) / s, len(search.candidates) * s))
+        for fit_rows, times in fits:
+            members, member_rows = _members(estimator, fit_rows, fit_rows * n_minority / max(n_rows, 1))
+            n_fits += members * times
+            row_fits += members * times * _weighted(member_rows, estimator)
+            # a feature stage fitted per fold (kNN graphs, distances to references): a kernel-like pass
+            row_fits += len(job.fitted_features) * times * _weighted(fit_rows, None)
+    row_fits += len(job.stored_features) * _weighted(n_rows, None)  # built once over every row
+    row_fits *= max(1.0, n_features / FEATURE_UNIT)
+    return WorkEstimate(n_fits=int(n_fits), row_fits=float(row_fits))
+
+
+def _members(estimator, n_rows: float, n_minority: float) -> tuple[int, float]:
+    """``(members, rows of each)`` of one fit: an ensemble's bags, or the estimator itself on every row."""
+    n_estimators = getattr(estimator, "n_estimators", None)
+    if not hasattr(estimator, "plan_members") or not isinstance(n_estimators, Integral):
+        return 1, n_rows
+    grid = getattr(estimator, "param_grid", None)
+    members = n_estimators * max(1, len(_grid_settings(grid)))
+    size, bootstrap = getattr(estimator, "max_samples", None), getattr(estimator, "bootstrap", "plain")
+    if bootstrap == "balanced":
+        bag = 2 * (size // 2 if isinstance(size, Integral) else _scaled(size, n_minority))
+    else:
+        bag = size if isinstance(size, Integral) else _scaled(size, n_rows)
+    return members, float(bag)
+
+
+def _sci(value: float) -> str:
+    """``1.3e5``, ``1e7``: a count in short scientific notation.
+
+    Examples
+    --------
+    >>> _sci(81234.0), _sci(1e7), _sci(12.0)
+    ('8.1e4', '1e7', '1.2e1')
+    """
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
+
+
+def _grid_settings(grid) -> list:
+    if not grid:
+        return []
+    from sklearn.model_selection import ParameterGrid
+
+    return list(ParameterGrid(grid))
+
+
+def _scaled(fraction, rows: float) -> float:
+    return rows if fraction is None else max(1.0, float(fraction) * rows)
+
+
+def _weighted(rows: float, estimator) -> float:
+    """Row-fits of one fit of ``rows`` rows: linear for LIBLINEAR, about quadratic above KERNEL_ROWS otherwise."""
+    base = getattr(estimator, "estimator", None)
+    base = estimator if base is None else base  # an ensemble's or a wrapper's members
+    if base is not None and uses_liblinear(base):
+        return float(rows)
+    return float(rows) * max(1.0, rows / KERNEL_ROWS)
+
+
+def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler_file=None, workers=None,
+              training_rows=None) -> Placement:
+    """Where ``job`` runs: on the cluster something names, else by its :func:`estimate_work`.
+
+    Parameters
+    ----------
+    job : JobSpec
+    y : array-like
+        The job's labels.
+    scheduler, scheduler_file, workers
+        The command line's ``--scheduler``, ``--scheduler-file`` and ``--workers``.
+    n_features, training_rows
+        As :func:`estimate_work`.
+
+    Returns
+    -------
+    Placement
+    """
+    demanded = cluster_demanded(job, scheduler=scheduler, scheduler_file=scheduler_file, workers=workers)
+    if demanded is not None:
+        return Placement(False, f"running on a cluster ({demanded})")
+    work = estimate_work(job, y, n_features=n_features, training_rows=training_rows)
+    if work.row_fits < CLUSTER_THRESHOLD:
+        return Placement(True, f"running in this process: {work.describe()} is below the {_sci(CLUSTER_THRESHOLD)} "
+                               "cluster threshold; pass --workers N to use a cluster", work)
+    return Placement(False, f"starting an embedded cluster: {work.describe()} is above the "
+                            f"{_sci(CLUSTER_THRESHOLD)} threshold for running in this process", work)
