@@ -27,7 +27,6 @@ status, since its results are safely on disk.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
 from dataclasses import replace
@@ -52,15 +51,23 @@ INSTALL = 'pip install "dimbsvm[mlflow]"'
 CHAMPION, CHALLENGER = "champion", "challenger"
 #: Tag of an MLflow model version naming its dimbsvm registry version.
 VERSION_TAG = "dimbsvm.version"
-#: Files of a run directory not logged as artifacts: the model is logged as an MLflow model, and the out-of-fold
-#: predictions (one value per row of the data) can be as large as the data.
-_NOT_LOGGED = ("model", "oof")
+#: Files of a run directory not logged as artifacts: the model is logged as an MLflow model, the out-of-fold
+#: predictions (one value per row of the data) can be as large as the data, and members/ holds only what a
+#: resumed run reuses.
+_NOT_LOGGED = ("model", "oof", "members")
 
 
 def require_mlflow(uri: str) -> None:
-    """Raise one line naming the extra when ``mlflow`` cannot be imported (checked before a cluster starts)."""
-    if importlib.util.find_spec("mlflow") is None:
-        raise DimbsvmError(f"tracking in MLflow ({uri}) needs the mlflow package: {INSTALL}")
+    """Raise one line naming the extra when ``mlflow`` cannot be imported (checked before a cluster starts).
+
+    Imported, not only looked up: a broken install (a missing dependency) fails here too, not after the run.
+    """
+    try:
+        import mlflow  # noqa: F401
+    except ImportError as exc:
+        reason = " ".join(str(exc).split())
+        raise DimbsvmError(f"tracking in MLflow ({uri}) needs the mlflow package: {INSTALL} "
+                           f"(import mlflow: {reason})") from None
 
 
 def with_tracking(job: JobSpec, uri: str | None) -> JobSpec:
@@ -223,8 +230,7 @@ def _experiment(name: str, uri: str) -> None:
     import mlflow
 
     if mlflow.get_experiment_by_name(name) is None and uri.startswith("sqlite:///"):
-        database = Path(uri[len("sqlite:///"):])
-        location = (database.parent if database.parent != Path("") else Path(".")).resolve() / "mlartifacts"
+        location = Path(uri[len("sqlite:///"):].split("?")[0]).parent.resolve() / "mlartifacts"
         mlflow.create_experiment(name, artifact_location=location.as_uri())
     mlflow.set_experiment(name)
 
