@@ -3,11 +3,12 @@
 Verbs::
 
     dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N] [--resume | --fresh]
+                [--mlflow URI]
     dimbsvm validate JOB.yaml [--out DIR] [--registry DIR] [--scheduler ADDRESS]
     dimbsvm predict MODEL|REGISTRY@champion|REGISTRY@VERSION DATA --out PRED.parquet|PRED.csv|PRED.zarr
                     [--chunk-rows N] [--scheduler ADDRESS]
-    dimbsvm retrain JOB.yaml --registry DIR [--force] [--exit-code] [--scheduler ADDRESS]
-    dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR [--max-runs N]
+    dimbsvm retrain JOB.yaml --registry DIR [--force] [--exit-code] [--scheduler ADDRESS] [--mlflow URI]
+    dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR [--max-runs N] [--mlflow URI]
     dimbsvm models DIR
     dimbsvm promote DIR VERSION --reason TEXT
     dimbsvm rollback DIR --reason TEXT
@@ -43,6 +44,13 @@ model), 4 the champion was kept (the challenger failed a gate, or another
 process promoted a model meanwhile), 5 unchanged (the champion was fitted on
 the same data with the same parameters: nothing was fitted). Failures keep
 their statuses (1, 2, 3, 130) with or without it.
+
+With tracking (``tracking.mlflow`` in the job, or ``--mlflow URI``), ``run``
+and ``retrain`` write their run directory or registry version first and then
+log to MLflow (:mod:`dimbsvm.jobs.tracking`); an MLflow error afterwards is one
+WARNING line and does not change the exit status, since the results are on
+disk. Without the mlflow package, asking for tracking is an error (status 2)
+before a cluster starts.
 
 ``schedule`` logs "next run at ..." and each run's outcome at INFO on
 stderr without ``-v``; WARNING only for what needs a look (due runs skipped
@@ -256,6 +264,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = verbs.add_parser("run", parents=[cluster], help="run a job (YAML) on a Dask cluster")
     run.add_argument("job", help="job spec file (YAML)")
+    _mlflow_flag(run)  # issue 35: experiment tracking
     run.add_argument("--out", help="run directory to create (default: runs/<job name>-<timestamp>); "
                                    "an interrupted run with the same --out resumes")
     _resume_flags(run)
@@ -295,6 +304,7 @@ def _parser() -> argparse.ArgumentParser:
                                help="train a challenger and promote it if it beats the champion")
     retrain.add_argument("job", help="job spec file (YAML) with a retrain section")
     retrain.add_argument("--registry", required=True, help="model registry directory")
+    _mlflow_flag(retrain)
     retrain.add_argument("--force", action="store_true",
                          help="retrain even when the champion was fitted on the same data with the same parameters")
     retrain.add_argument("--exit-code", action="store_true",
@@ -308,6 +318,7 @@ def _parser() -> argparse.ArgumentParser:
     schedule.add_argument("--registry", required=True, help="model registry directory")
     schedule.add_argument("--cron", required=True, help=f"cron expression in UTC. {_CRON_FIELDS}")
     schedule.add_argument("--max-runs", type=_positive_int, help="stop after this many runs")
+    _mlflow_flag(schedule)
     schedule.set_defaults(handler=_cmd_schedule)
 
     models = verbs.add_parser("models", help="list a registry's versions and its champion")
@@ -376,6 +387,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _mlflow_flag(parser) -> None:
+    parser.add_argument("--mlflow", metavar="URI",
+                        help="log to this MLflow tracking URI (e.g. sqlite:///mlflow.db), overriding the job's "
+                             "tracking.mlflow; needs pip install \"dimbsvm[mlflow]\"")
+
+
 def _resume_flags(parser) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--resume", action="store_true",
@@ -417,6 +434,7 @@ def _cmd_run(args) -> int:
     # everything that can be checked is checked before a cluster starts
     checked = check_job(args.job, out=args.out if remote is None else remote.staging, resume=args.resume,
                         fresh=args.fresh, scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
+    checked = _tracked(checked, args.mlflow)  # issue 35: tracking (the mlflow package checked here)
     job, plan = checked.job, checked.run
     total = job.cv.n_folds
     if plan.resuming:
@@ -442,6 +460,8 @@ def _cmd_run(args) -> int:
         print(f"  {name:<{width}}  {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
     if result.search:
         print(_search_lines(result.search))
+    # tracked after the run directory is written (a failure is a warning), before a URL's staging copy goes
+    _track_run(checked, result)
     where = result.run_dir
     if remote is not None:
         from .jobs.remote_run_dir import publish_run_dir
@@ -463,6 +483,25 @@ def _remote_out(out):
     remote = plan_remote_out(out)
     remote.staging.parent.mkdir(parents=True, exist_ok=True)
     return remote
+
+
+def _tracked(checked, uri):
+    """``checked`` with ``--mlflow`` applied; a job that asks for tracking without mlflow installed fails here."""
+    import dataclasses
+
+    from .jobs.tracking import with_tracking
+
+    job = with_tracking(checked.job, uri)
+    return checked if job is checked.job else dataclasses.replace(checked, job=job)
+
+
+def _track_run(checked, result) -> None:
+    if checked.job.tracking is not None:
+        from .jobs.tracking import track_run
+
+        run_id = track_run(checked.job, result.run_dir)
+        if run_id:
+            print(f"mlflow: run {run_id} at {checked.job.tracking.mlflow}")
 
 
 def _interrupted(args, plan, total: int, exc: BaseException, how: str | None = None, remote=None) -> str:
@@ -563,6 +602,7 @@ def _cmd_retrain(args) -> int:
     tls = _tls(args)
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls)
+    checked = _tracked(checked, args.mlflow)
     job = checked.job
     holdout = job.retrain.holdout
     # the challenger is one fit on the rows left after the holdout (all of them with a separate holdout source)
@@ -603,6 +643,7 @@ def _cmd_schedule(args) -> int:
     # cluster starts; each run then reads the data again, as it is by then
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls)
+    checked = _tracked(checked, args.mlflow)
     job, job_text = checked.job, checked.job_text
     # workers are checked before each run (they may come, go or be upgraded between runs), not at start
     with _client(args, tls=tls, require_encryption=job.execution.require_encryption,

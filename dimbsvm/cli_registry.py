@@ -36,10 +36,19 @@ def cmd_promote(args) -> int:
     version = registry.resolve(args.version)
     registry.set_champion(version, reason=args.reason)
     print(f"champion: {version}")
+    _sync_tracking(args.registry)
     return 0
 
 
 def cmd_rollback(args) -> int:
     version = open_registry(args.registry).rollback(reason=args.reason)
     print(f"champion: {version}")
+    _sync_tracking(args.registry)
     return 0
+
+
+def _sync_tracking(registry) -> None:
+    """Move MLflow's ``champion`` alias too, where ``retrain`` registered this registry's versions there."""
+    from .jobs.tracking import sync_champion
+
+    sync_champion(registry)

@@ -472,6 +472,14 @@ def _rows() -> list:
             lambda d: _hide_cryptography(d) and _run(d, execution={"require_encryption": True, "n_workers": 1}),
             r"TLS needs the 'cryptography' package, which cannot be imported .*pip install cryptography",
             env={"PYTHONPATH": "hidden"}),
+        Row("tracking-without-mlflow", "35.2",
+            lambda d: _hide_mlflow(d) and _run(d, tracking={"mlflow": "sqlite:///mlflow.db"}),
+            r'tracking in MLflow \(sqlite:///mlflow\.db\) needs the mlflow package: pip install "dimbsvm\[mlflow\]"',
+            env={"PYTHONPATH": "hidden"}),
+        Row("tracking-flag-without-mlflow", "35.2",
+            lambda d: _hide_mlflow(d) and _run(d, None, "--mlflow", "sqlite:///mlflow.db"),
+            r'tracking in MLflow \(sqlite:///mlflow\.db\) needs the mlflow package: pip install "dimbsvm\[mlflow\]"',
+            env={"PYTHONPATH": "hidden"}),
         Row("workers-negative", "17.11", lambda d: _run(d, None, "--workers", "-2"),
             r"^dimbsvm run: error: argument --workers: -2 is not allowed: give at least 1"),
         Row("workers-zero", "17.11", lambda d: _run(d, None, "--workers", "0"),
@@ -586,6 +594,12 @@ def _hide_cryptography(d: Path) -> bool:
     """A package named cryptography that fails to import, first on the path: as if it were not installed."""
     _write(d / "hidden" / "cryptography" / "__init__.py",
            'raise ImportError("No module named \'cryptography\' (hidden by the test)")\n')
+    return True
+
+
+def _hide_mlflow(d: Path) -> bool:
+    """A package named mlflow that fails to import, first on the path: as if the extra were not installed."""
+    _write(d / "hidden" / "mlflow" / "__init__.py", 'raise ImportError("No module named \'mlflow\' (hidden by the test)")\n')
     return True
 
 

@@ -7,7 +7,8 @@ that cannot be known in advance (a worker lost for good, a disk that fills).
 
 In order, cheapest first:
 
-1. the job file: YAML, schema, estimator and feature-stage parameters;
+1. the job file: YAML, schema, estimator and feature-stage parameters; the
+   mlflow package when the job asks for tracking;
 2. where it runs: scheduler address syntax, scheduler file, TLS files and the
    ``cryptography`` package, encryption required over ``tcp://``
    (nothing is contacted);
@@ -41,6 +42,7 @@ from .data import JobData, _check_finite, check_job_data, class_names, load_job_
 from .job_spec import JobSpec
 from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
 from .spec import job_search, load_job_file
+from .tracking import require_mlflow
 
 __all__ = ["MAX_CLASSES", "CheckedJob", "check_class_count", "check_job", "check_registry", "check_retrain",
            "describe", "format_class_counts"]
@@ -121,6 +123,8 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
         ``ClusterConnectionError`` or ``DimbsvmError`` for paths).
     """
     job, job_text = load_job_file(job_path)
+    if job.tracking is not None:
+        require_mlflow(job.tracking.mlflow)  # the optional extra, before the data is read
     where = check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls,
                                   require_encryption=job.execution.require_encryption)
     if run_dir and out is not None:

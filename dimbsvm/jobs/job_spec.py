@@ -3,7 +3,7 @@
 :func:`dimbsvm.jobs.spec.validate_job` checks a job mapping and returns a
 :class:`JobSpec`: one frozen dataclass per section (``data``,
 ``preprocessing``, ``features``, ``estimator``, ``cv``, ``search``,
-``metrics``, ``output``, ``retrain``, ``execution``), every default filled in.
+``metrics``, ``output``, ``retrain``, ``execution``, ``tracking``), every default filled in.
 Nothing after validation reads a YAML key: the runner, the fold engine, the
 report and the CLI read attributes.
 
@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 __all__ = ["CVSpec", "DataSpec", "EstimatorSpec", "ExecutionSpec", "FeatureStageSpec", "GateSpec", "HoldoutSpec",
-           "JobSpec", "OutputSpec", "PreprocessingSpec", "RetrainSpec", "SearchSpec", "freeze", "thaw"]
+           "JobSpec", "OutputSpec", "PreprocessingSpec", "RetrainSpec", "SearchSpec", "TrackingSpec", "freeze", "thaw"]
 
 
 def freeze(value):
@@ -330,6 +330,25 @@ class ExecutionSpec:
 
 
 @dataclass(frozen=True)
+class TrackingSpec:
+    """``tracking``: where a run and a retraining are logged (optional; see :mod:`dimbsvm.jobs.tracking`).
+
+    Not part of the job's identity: :func:`~dimbsvm.jobs.run_dir.job_fingerprint`
+    leaves it out, since where results are logged does not change them.
+
+    Attributes
+    ----------
+    mlflow : str
+        An MLflow tracking URI (``sqlite:///mlflow.db``, ``http://host:5000``).
+    """
+
+    mlflow: str
+
+    def to_dict(self) -> dict:
+        return {"mlflow": self.mlflow}
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job: every section typed and frozen, every default filled in.
 
@@ -362,6 +381,7 @@ class JobSpec:
     output: OutputSpec = field(default_factory=OutputSpec)
     retrain: RetrainSpec = field(default_factory=RetrainSpec)
     execution: ExecutionSpec = field(default_factory=ExecutionSpec)
+    tracking: TrackingSpec | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "features", tuple(self.features))
@@ -387,6 +407,8 @@ class JobSpec:
             out["description"] = self.description
         if self.search is not None:
             out["search"] = self.search.to_dict()
+        if self.tracking is not None:  # only when written: the mapping of a job without it is unchanged
+            out["tracking"] = self.tracking.to_dict()
         return out
 
     @classmethod
@@ -399,4 +421,5 @@ class JobSpec:
                    estimator=EstimatorSpec(name=job["estimator"]["name"], params=job["estimator"]["params"]),
                    cv=CVSpec(**job["cv"]), search=None if search is None else SearchSpec.from_dict(search),
                    metrics=tuple(job["metrics"]), output=OutputSpec(**job["output"]),
-                   retrain=RetrainSpec.from_dict(job["retrain"]), execution=ExecutionSpec(**job["execution"]))
+                   retrain=RetrainSpec.from_dict(job["retrain"]), execution=ExecutionSpec(**job["execution"]),
+                   tracking=TrackingSpec(**job["tracking"]) if job.get("tracking") else None)

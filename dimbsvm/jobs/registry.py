@@ -10,6 +10,8 @@ Layout::
         version.json         data fingerprint, holdout metrics, when
       history.jsonl          append-only: one JSON event per line, each ending in a newline
       champion.json          {"version": id, "event_id": ..., ...}: the pointer, replaced atomically
+      tracking.json          {"mlflow": URI, "model_name": ...}: where retrain registers versions (optional;
+                             promote and rollback move the MLflow champion alias there too)
       .lock                  flock'ed around every change
 
 Which file is the truth: ``history.jsonl``. The champion is the version of
@@ -73,6 +75,7 @@ logger = logging.getLogger(__name__)
 CHAMPION_ACTIONS = ("promote", "manual_promote", "rollback")
 
 _MARKER, _HISTORY, _POINTER, _LOCK = "registry.json", "history.jsonl", "champion.json", ".lock"
+_TRACKING = "tracking.json"
 _VERSION_NAME = re.compile(r"v(\d+)-")
 
 
@@ -334,6 +337,22 @@ class ModelRegistry:
             self._change_champion({"action": "rollback", "version": target, "previous": current,
                                    "time": _now(), "reason": reason})
         return target
+
+    def tracking(self) -> dict | None:
+        """Where this registry's versions are also registered (``{"mlflow": URI, "model_name": ...}``), or None."""
+        path = self.root / _TRACKING
+        if not path.is_file():
+            return None
+        return _read_json(path, "tracking settings")
+
+    def set_tracking(self, settings: dict) -> None:
+        """Record where versions are registered (``dimbsvm retrain`` with tracking), for promote and rollback."""
+        if self.tracking() == settings:
+            return
+        self._check_readable()
+        with self._locked():
+            write_atomic(self.root / _TRACKING, json.dumps(settings, indent=2, sort_keys=True) + "\n",
+                         error=StoreError)
 
     # -- what the directory is -------------------------------------------
     def _kind(self) -> str:

@@ -45,6 +45,7 @@ from .data import JobData, check_job_data, class_names, code_labels, coded_as, l
 from .job_spec import JobSpec
 from .runner import execute_folds, fold_setup, model_meta
 from .spec import job_search
+from .tracking import track_retrain
 
 __all__ = ["RetrainOutcome", "retrain", "retrain_checked", "gate_decision"]
 
@@ -200,6 +201,7 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
             outcome = RetrainOutcome(version=champion, promoted=False, champion=champion, challenger_metrics=metrics,
                                      champion_metrics=metrics, reason=reason, unchanged=True)
             logger.info("retrain %s: %s", job.name, outcome.summary())
+            track_retrain(job, registry_dir, outcome)  # the champion alias, should it have moved meanwhile
             return outcome
 
     # the challenger through the fold engine: an ensemble's members fan out as tasks
@@ -247,6 +249,7 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
     # a routine outcome (promoted, or kept by the gates) is information; two writers racing on one registry is
     # not routine: someone should look
     logger.log(logging.WARNING if raced else logging.INFO, "retrain %s: %s", job.name, outcome.summary())
+    track_retrain(job, registry_dir, outcome)  # after the registry recorded it; an MLflow error is a warning
     return outcome
 
 

@@ -481,8 +481,14 @@ def _stamp_order(rest: str):
 
 
 def job_fingerprint(job: JobSpec) -> str:
-    """SHA-256 of the validated job's canonical mapping, so a resumed run is known to be the same job."""
-    return hashlib.sha256(json.dumps(job.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
+    """SHA-256 of the validated job's canonical mapping, so a resumed run is known to be the same job.
+
+    ``tracking`` is left out: where a run is logged does not change its results, so adding it (or
+    ``--mlflow``) resumes an interrupted run instead of starting over.
+    """
+    canonical = job.to_dict()
+    canonical.pop("tracking", None)
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def open_partial(partial: Path, fingerprint: str, data_fingerprint: str, job_text, job: JobSpec) -> dict:

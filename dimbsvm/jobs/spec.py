@@ -210,6 +210,15 @@ JOB_SCHEMA = {
                 "require_encryption": {"type": "boolean"},
             },
         },
+        "tracking": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["mlflow"],
+            "properties": {
+                "mlflow": {"type": "string", "minLength": 1,
+                           "$comment": "an MLflow tracking URI; needs the extra dimbsvm[mlflow]"},
+            },
+        },
     },
 }
 
