@@ -156,7 +156,7 @@ def test_job_values_accepted():
 
 
 def test_cli_flag_values():
-    from dimbsvm.cli import _dashboard_address, _seconds
+    from dimbsvm.cli_parser import dashboard_address as _dashboard_address, seconds as _seconds
 
     assert _seconds("2.5") == 2.5
     for bad in ("nan", "inf", "-1", "0", "soon"):

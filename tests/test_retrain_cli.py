@@ -92,7 +92,7 @@ def test_schedule_logs_next_run_and_outcomes_at_info_without_verbose(tmp_path):
 def test_cron_help_names_both_field_orders_as_croniter_reads_them():
     import datetime as dt
 
-    from dimbsvm.cli import _CRON_FIELDS
+    from dimbsvm.cli_parser import CRON_FIELDS as _CRON_FIELDS
     from dimbsvm.jobs.schedule import CRON_FIELDS, parse_cron
 
     assert _CRON_FIELDS == CRON_FIELDS
