@@ -37,18 +37,18 @@ from .spec import job_search
 __all__ = ["CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
            "place_job"]
 
-#: Row-fits (see the module docstring) above which a job starts the embedded cluster: about 15 s of one
-#: core's work (LinearSVC: 1.4 us per row-fit on 20,000 x 20 rows), where the cluster's start (3 to 5 s)
-#: is paid back by fits running side by side; below it the job runs in this process.
+#: Row-fits (see the module docstring) above which a job starts the embedded cluster: several times the
+#: seconds a cluster takes to start, so that its start is paid back by fits running side by side; below it
+#: the job runs in this process (the measurements: benchmarks/scaling_notes.md, "Measurements behind
+#: constants").
 CLUSTER_THRESHOLD = 1e7
 
 #: Features a row-fit stands for: wider rows count ``n_features / FEATURE_UNIT`` row-fits each (a fit's time
 #: grows about linearly with the columns); narrower ones count one.
 FEATURE_UNIT = 32
 
-#: Rows from which a kernel fit (LIBSVM) counts ``rows / KERNEL_ROWS`` row-fits per row. Measured (RBF SVC
-#: with class_weight="balanced" against LinearSVC on the same rows, one core): 4x at 1,187 rows (yeast5),
-#: 16x at 2,000 and 50x at 5,000 rows (make_imbalanced, 20 features).
+#: Rows from which a kernel fit (LIBSVM) counts ``rows / KERNEL_ROWS`` row-fits per row: an RBF SVC's cost
+#: over LinearSVC's on the same rows grows about in proportion to the rows (benchmarks/scaling_notes.md).
 KERNEL_ROWS = 100
 
 
