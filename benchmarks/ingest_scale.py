@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.results import write_summary
 from dimbsvm.environment import machine_info, package_versions, utc_now
 
 logger = logging.getLogger("benchmarks.ingest_scale")
@@ -273,10 +274,7 @@ def main(argv=None) -> int:
                               "50 ms; the client's growth is its peak less its size before the ingest."}
     text = render_markdown(summary)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        (out / "report.md").write_text(text + "\n")
+        write_summary(args.out, summary, text)
     print(text)
     return 0
 

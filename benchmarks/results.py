@@ -52,6 +52,15 @@ _ROOTS = ((re.compile(r"^/(?:var/)?tmp(?=/|$)"), "$TMPDIR"), (re.compile(r"^/(?:
           (re.compile(r"^/(?:work|scratch|mnt)(?=/|$)"), "SCRATCH_DIR"))
 
 
+def write_summary(out, summary: dict, report_text: str | None = None) -> None:
+    """Write a benchmark's ``summary.json`` (and its table as ``report.md``) into ``out``, created if needed."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if report_text is not None:
+        (out / "report.md").write_text(report_text + "\n")
+
+
 def _results_dir(path: str) -> str:
     """``benchmarks/results/`` and the path's parts under its machine root (less a leading ``out``, ``results``)."""
     parts = [p for p in _generic(path).split("/") if p][1:]  # without the placeholder of the root

@@ -43,6 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.results import write_summary
 from dimbsvm.environment import machine_info, package_versions, utc_now
 
 logger = logging.getLogger("benchmarks.small_jobs")
@@ -234,10 +235,7 @@ def main(argv=None) -> int:
                               "core, what dimbsvm run did before it chose by size."}
     text = render_markdown(summary)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        (out / "report.md").write_text(text + "\n")
+        write_summary(args.out, summary, text)
     print(text)
     return 0
 

@@ -23,9 +23,7 @@ row's stored neighbours, the first ``k`` that are training rows
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
@@ -35,6 +33,7 @@ from dimbsvm.datasets import load
 from dimbsvm.features.structural import neighbors_among
 from dimbsvm.model_selection.splits import repeat_splits
 
+from benchmarks.results import write_summary
 from dimbsvm.environment import machine_info, utc_now
 
 
@@ -106,9 +105,7 @@ def main(argv=None) -> int:
     for name in args.datasets:
         summary["rows"].extend(measure(name, args.k, args.k_store))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_summary(args.out, summary)
     print(render_markdown(summary))
     return 0
 
