@@ -215,8 +215,9 @@ def _cmd_run(args) -> int:
     tls = _tls(args)
     remote = _remote_out(args.out)  # a URL: written in a local staging directory, published when complete
     if remote is not None and remote.finished:
-        from .jobs.remote_run_dir import publish_run_dir
+        from .jobs.remote_run_dir import check_staged_run, publish_run_dir
 
+        check_staged_run(remote, args.job)  # only the job and data that made it
         print(f"dimbsvm: the run finished in {remote.staging}; publishing it to {remote.url}", file=sys.stderr)
         print(f"run directory: {publish_run_dir(remote.staging, remote.url)}")
         return 0

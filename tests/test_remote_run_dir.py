@@ -181,3 +181,20 @@ def test_publishing_refuses_to_replace_a_finished_run(local_run, s3_bucket, tmp_
     with pytest.raises(DimbsvmError, match="holds a finished run"):
         publish_run_dir(staging, url)
     assert staging.is_dir()  # not removed: it was not published
+
+
+def test_a_staged_run_of_another_job_is_never_published_for_this_one(job, local_run, s3_bucket, tmp_path, capsys):
+    import s3fs
+
+    url = f"s3://{s3_bucket}/other"
+    staging = staging_dir(url)
+    staging.parent.mkdir(parents=True)
+    shutil.copytree(local_run, staging)  # a finished run of JOB whose publication was interrupted
+    other = tmp_path / "other.yaml"
+    other.write_text(JOB.replace("svc_balanced", "othr"))
+    assert main(["run", str(other), "--out", url, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "was made from another job" in err and str(staging) in err
+    assert staging.is_dir() and not s3fs.S3FileSystem().exists(f"{s3_bucket}/other")
+    assert main(["run", str(job), "--out", url, "--no-progress"]) == 0  # the job that made it publishes it
+    assert s3fs.S3FileSystem().exists(f"{s3_bucket}/other/{COMPLETE_MARKER}")

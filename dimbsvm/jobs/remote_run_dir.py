@@ -30,7 +30,8 @@ from .._version import __version__
 from ..exceptions import DimbsvmError
 from ..store.location import filesystem, location
 
-__all__ = ["CLAIM_MARKER", "COMPLETE_MARKER", "RemoteOut", "plan_remote_out", "publish_run_dir", "staging_root"]
+__all__ = ["CLAIM_MARKER", "COMPLETE_MARKER", "RemoteOut", "check_staged_run", "plan_remote_out", "publish_run_dir",
+           "staging_root"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,34 @@ def plan_remote_out(url: str) -> RemoteOut:
                            "choose an empty prefix")
     staging = staging_dir(url)
     return RemoteOut(url=url, staging=staging, finished=staging.is_dir())
+
+
+def check_staged_run(remote: RemoteOut, job_path) -> None:
+    """Refuse to publish a finished staged run that another job or other data made.
+
+    Rerunning the command after an interrupted publication publishes the
+    staged run instead of running again; that is right only for the job and
+    data that made it.
+
+    Raises
+    ------
+    DimbsvmError
+        One line naming the staging directory, when the job file's or the
+        data's fingerprint differs from the run's.
+    """
+    from ..store import content_fingerprint
+    from .data import load_job_data
+    from .run_dir import job_fingerprint, recorded_fingerprints
+    from .spec import load_job_file
+
+    job, _ = load_job_file(job_path)
+    recorded_job, recorded_data = recorded_fingerprints(remote.staging)
+    data_fingerprint = content_fingerprint(load_job_data(job.data.source, nominal=job.data.nominal).meta)
+    if (recorded_job, recorded_data) != (job_fingerprint(job), data_fingerprint):
+        what = "job" if recorded_job != job_fingerprint(job) else "data"
+        raise DimbsvmError(f"--out {remote.url}: the finished run waiting in {remote.staging} to be published there "
+                           f"was made from another {what}; publish it with the job and data that made it, or "
+                           "remove that directory to start over")
 
 
 def publish_run_dir(run_dir: Path, url: str) -> str:

@@ -480,6 +480,15 @@ def _stamp_order(rest: str):
     return (match.group(1), int(match.group(2) or 1)) if match else (rest, 0)
 
 
+def recorded_fingerprints(run_dir: Path) -> tuple[str | None, str | None]:
+    """The job's and the data's fingerprints a run (or partial) directory records; ``None`` where missing."""
+    found = []
+    for marker in (_JOB_MARKER, _DATA_MARKER):
+        path = Path(run_dir) / marker
+        found.append(path.read_text().strip() if path.is_file() else None)
+    return found[0], found[1]
+
+
 def job_fingerprint(job: JobSpec) -> str:
     """SHA-256 of the validated job's canonical mapping, so a resumed run is known to be the same job.
 
