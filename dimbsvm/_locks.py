@@ -25,6 +25,7 @@ import fcntl
 import logging
 import os
 import secrets
+import time
 from pathlib import Path
 
 from .exceptions import DimbsvmError
@@ -129,7 +130,7 @@ def exclusive_lock(path, what: str, *, wait: bool = False, hint: str = "wait for
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
-            pid = _read_pid(fd)
+            pid = _holder_pid(fd)
             os.close(fd)
             holder = f"pid {pid}" if pid else "pid unknown"
             raise LockHeld(f"{what} is being written by another dimbsvm process ({holder}); {hint}", pid) from None
@@ -154,6 +155,14 @@ def _same_file(fd: int, path: Path) -> bool:
     except OSError:
         return False
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _holder_pid(fd: int, patience: float = 0.5) -> int | None:
+    """The pid the holder wrote, waiting briefly: a holder writes it just after taking the lock."""
+    deadline = time.monotonic() + patience
+    while (pid := _read_pid(fd)) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return pid
 
 
 def _read_pid(fd: int) -> int | None:

@@ -174,6 +174,22 @@ def test_a_claim_is_per_process_and_released_with_its_lock_file(tmp_path):
         pass
 
 
+def test_a_refusal_names_the_holder_that_has_not_yet_written_its_pid(tmp_path):
+    # the holder takes the flock, then writes its pid: a refusal in between used to say "pid unknown"
+    import fcntl
+    path = tmp_path / ".x.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    writer = threading.Timer(0.1, lambda: os.pwrite(fd, b"4242\n", 0))
+    writer.start()
+    try:
+        with pytest.raises(LockHeld, match=re.escape("(pid 4242)")):
+            exclusive_lock(path, "x")
+    finally:
+        writer.join()
+        os.close(fd)
+
+
 def test_write_json_from_two_threads_never_fails_or_tears(tmp_path):
     # the fixed temporary name of before made one writer's rename take the other's file away
     path = tmp_path / "folds" / "x.json"
