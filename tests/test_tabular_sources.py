@@ -243,6 +243,60 @@ def test_a_stray_word_in_a_numeric_column_names_its_cell(tmp_path):
         resolve_tabular_source(parquet)
 
 
+@pytest.mark.parametrize("cells", [
+    ["1.5", "-0", "1e400", "1e-400", "inf", "-Infinity", "nan", "+.5", "0.1", "?", ""],
+    ["1_000", "2"],           # Python's float takes underscores, Arrow's cast does not
+    ["\u0661\u0662", "3"],     # nor non-ASCII digits
+    ["nan(7)", "1"],          # Arrow takes a NaN payload that Python's float refuses: a word
+    ["abc", "1"],
+])
+def test_numbers_of_text_cells_are_pythons_float_bit_for_bit(cells):
+    # the independent truth: Python's float on each present cell, as the in-memory CSV reader reads them
+    from dimbsvm.store.sources._cells import missing_mask, numbers_or_none, stripped_text
+    text = stripped_text(pd.Series(cells, dtype="string"))
+    missing = missing_mask(text)
+    try:
+        expected = np.array([np.nan if m else float(c) for c, m in zip(cells, missing)])
+    except ValueError:
+        expected = None
+    values = numbers_or_none(text, missing)
+    if expected is None:
+        assert values is None
+    else:
+        np.testing.assert_array_equal(values.view(np.int64)[~np.isnan(expected)],
+                                      expected.view(np.int64)[~np.isnan(expected)])
+        np.testing.assert_array_equal(np.isnan(values), np.isnan(expected))
+
+
+def test_a_partition_of_another_length_than_the_scan_counted_is_refused():
+    from dimbsvm.store.sources._encode import EncodePlan, encode_partition
+    plan = EncodePlan(source="s.parquet", columns=(("a", "number", ()),), target="class",
+                      class_map={"x": 0, "y": 1}, id=None, id_dtype=None)
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "class": ["x", "y", "x"]})
+    assert encode_partition(frame, plan, 11, 3)[1].tolist() == [0, 1, 0]
+    with pytest.raises(DataError, match=r"s\.parquet: the rows from row 11 on: 3 rows where the scan of the source "
+                                        r"counted 4; the source changed while it was read"):
+        encode_partition(frame, plan, 11, 4)
+
+
+def test_the_scan_of_parquet_reads_only_the_columns_it_looks_at(tmp_path, monkeypatch):
+    # numeric Parquet columns need no scan; the arrays are the same as from a source scanned in full
+    from dimbsvm.store.sources import resolve as resolve_module
+    df = _frame()
+    df.to_parquet(tmp_path / "one.parquet", row_group_size=40)
+    read = []
+    original = resolve_module.scan_partition
+
+    def recording(frame, plan, part):
+        read.append(list(frame.columns))
+        return original(frame, plan, part)
+
+    monkeypatch.setattr(resolve_module, "scan_partition", recording)
+    narrow = resolve_tabular_source(tmp_path / "one.parquet", id="uid", drop=["note"], blocksize=1)
+    assert len(read) == narrow[0].numblocks[0] == 6 and all("size" not in columns for columns in read)
+    _check(narrow, _by_hand(df, drop=["note"], id="uid"))
+
+
 def test_numbers_written_for_a_locale_are_refused_as_in_memory(tmp_path):
     path = tmp_path / "locale.csv"
     path.write_text("price,class\n\"1,5\",a\n\"2,25\",b\n3,b\n")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...datasets.tabular import CSV_MISSING
 
@@ -56,6 +58,9 @@ def numbers_or_none(text: pd.Series, missing: np.ndarray) -> np.ndarray | None:
     >>> numbers_or_none(pd.Series(["1", "abc"], dtype="string"), np.zeros(2, bool)) is None
     True
     """
+    values = _arrow_numbers(text, missing)
+    if values is not None:
+        return values
     values = np.full(len(text), np.nan, dtype=np.float64)
     present = ~missing
     try:
@@ -63,6 +68,30 @@ def numbers_or_none(text: pd.Series, missing: np.ndarray) -> np.ndarray | None:
         values[present] = text.to_numpy(dtype=object)[present].astype(np.float64)
     except (ValueError, TypeError):
         return None
+    return values
+
+
+def _arrow_numbers(text: pd.Series, missing: np.ndarray) -> np.ndarray | None:
+    """The fast path of :func:`numbers_or_none`: Arrow's cast, or None to let Python's ``float`` decide.
+
+    Arrow's cast is correctly rounded, so every number it reads is Python's
+    float bit for bit; it refuses some texts ``float`` takes (``1_000``,
+    non-ASCII digits) and takes one form ``float`` refuses (``nan(...)``), so
+    a refusal, or a NaN whose text ``float`` does not take, hands the column
+    to Python's ``float``.
+    """
+    try:
+        cells = pa.array(text.array, type=pa.string(), from_pandas=True)
+        cells = pc.if_else(pa.array(missing), pa.scalar(None, pa.string()), cells)
+        values = pc.cast(cells, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    nan_cells = np.flatnonzero(np.isnan(values) & ~missing)
+    if nan_cells.size:
+        try:
+            [float(cell) for cell in text.to_numpy(dtype=object)[nan_cells]]
+        except (ValueError, TypeError):
+            return None
     return values
 
 

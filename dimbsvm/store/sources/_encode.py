@@ -54,19 +54,23 @@ class EncodePlan:
         return sum(len(categories) if how == "nominal" else 1 for _, how, categories in self.columns)
 
 
-def encode_partition(frame: pd.DataFrame, plan: EncodePlan, first_row: int):
+def encode_partition(frame: pd.DataFrame, plan: EncodePlan, first_row: int, n_rows: int | None = None):
     """``(X, y, ids)`` of one partition: float64 ``(n, n_features)``, int32 ``(n,)``, and the ids or None.
 
     ``first_row`` is the 1-based row of the source the partition starts at
-    (for error messages).
+    (for error messages); ``n_rows``, the rows the scan counted in it.
 
     Raises
     ------
     DataError
-        A cell the scan did not see (the source changed between the scan and
-        this read), naming the column and the row.
+        A cell the scan did not see, or a partition of another length (the
+        source changed between the scan and this read), naming the column
+        and the row, or the rows.
     """
     frame = keep_rows(frame, plan.skip_blank_rows)
+    if n_rows is not None and len(frame) != n_rows:
+        raise DataError(f"{plan.source}: the rows from row {first_row} on: {len(frame)} rows where the scan of the "
+                        f"source counted {n_rows}; the source changed while it was read: ingest again")
     X = np.empty((len(frame), plan.n_features), dtype=np.float64)
     at = 0
     for column, how, categories in plan.columns:
@@ -128,5 +132,6 @@ def _labels(series: pd.Series, plan: EncodePlan, first_row: int) -> np.ndarray:
 def _ids(series: pd.Series, id_dtype: str) -> np.ndarray:
     if id_dtype == "int64":
         return series.to_numpy(dtype=np.int64)
-    codes, texts = factorize_text(series)
-    return np.array(texts + [""], dtype=object)[codes]
+    text = stripped_text(series)
+    # missing ids are refused by the scan; a missing cell here reads as "" as it always has
+    return text.mask(pd.Series(missing_mask(text), index=text.index), "").to_numpy(dtype=object)

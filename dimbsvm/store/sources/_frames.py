@@ -23,6 +23,9 @@ __all__ = ["Opened", "open_frame"]
 #: Bytes of CSV text per partition when none is asked for: a few times a store chunk's size once parsed,
 #: and many partitions for a cluster's workers to share.
 CSV_BLOCKSIZE = 32 * 2**20
+#: Bytes of a Parquet file's row groups (uncompressed) per partition when none is asked for: Dask's own
+#: default reads a file of up to 256 MiB as one partition, which one worker would read and encode alone.
+PARQUET_BLOCKSIZE = 64 * 2**20
 #: Bytes of a pandas DataFrame per partition when none is asked for.
 DATAFRAME_PART_BYTES = 64 * 2**20
 
@@ -42,6 +45,10 @@ class Opened:
         Default dataset name.
     location : Location or None
         The files (None for a DataFrame).
+    blocksize : int or str or None
+        What the frame was opened with.
+    storage_options : dict or None
+        What the frame was opened with.
     """
 
     frame: dd.DataFrame
@@ -49,6 +56,25 @@ class Opened:
     description: str
     name: str
     location: Location | None
+    blocksize: int | str | None = None
+    storage_options: dict | None = None
+
+    def partitions(self, columns) -> list:
+        """The partitions of ``columns`` as delayed pandas DataFrames, cut alike whatever the columns.
+
+        Parquet reads only the columns asked for. Dask's optimiser would fuse
+        the partitions of a narrow Parquet read (fewer, longer ones, so that
+        partition lengths counted on a few columns would not fit a read of the
+        others); reading the columns in ``read_parquet`` itself and leaving the
+        graph unoptimised keeps one cut, which Dask makes from the row groups'
+        whole sizes.
+        """
+        columns = list(columns)
+        if self.format != "parquet":
+            return self.frame[columns].to_delayed()
+        frame = dd.read_parquet(list(self.location.urls), columns=columns, storage_options=self.storage_options,
+                                blocksize=PARQUET_BLOCKSIZE if self.blocksize is None else self.blocksize)
+        return _string_columns(frame, self.description).to_delayed(optimize_graph=False)
 
 
 def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
@@ -60,7 +86,8 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
     blocksize : int or str, default=None
         Bytes per partition: of an uncompressed CSV's text (default
         :data:`CSV_BLOCKSIZE`; a compressed CSV is always one partition per
-        file), of a Parquet file's row groups (default: Dask's choice), of a
+        file), of a Parquet file's row groups (default
+        :data:`PARQUET_BLOCKSIZE`; a row group is never split), of a
         pandas DataFrame in memory (default :data:`DATAFRAME_PART_BYTES`).
     storage_options : dict, default=None
         For the fsspec filesystem of a URL.
@@ -75,13 +102,13 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
     location = locate(source, storage_options)
     options = dict(storage_options or {})
     if location.format == "parquet":
-        kwargs = {} if blocksize is None else {"blocksize": blocksize}
-        frame = dd.read_parquet(list(location.urls), storage_options=options or None, **kwargs)
+        frame = dd.read_parquet(list(location.urls), storage_options=options or None,
+                                blocksize=PARQUET_BLOCKSIZE if blocksize is None else blocksize)
         frame = _string_columns(frame, location.text)
     else:
         frame = _read_csv(location, blocksize, options)
     return Opened(frame=frame, format=location.format, description=location.text, name=location.name,
-                  location=location)
+                  location=location, blocksize=blocksize, storage_options=options or None)
 
 
 def _from_pandas(df: pd.DataFrame, blocksize) -> dd.DataFrame:

@@ -208,9 +208,9 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
                          source=opened.description)
     kinds = column_kinds(frame.dtypes, roles, source=opened.description)
     id_dtype = id_kind(frame.dtypes[roles.id]) if roles.id is not None else None
-    parts = frame[roles.read].to_delayed()
+    parts = opened.partitions(roles.read)
     skip_blank = opened.format == "csv"
-    scan = _scan(parts, ScanPlan(kinds=kinds, target=roles.target, id=roles.id, max_categories=max_categories,
+    scan = _scan(_scan_parts(opened, parts, roles, kinds, skip_blank), ScanPlan(kinds=kinds, target=roles.target, id=roles.id, max_categories=max_categories,
                                  skip_blank_rows=skip_blank), opened.description)
     decision = decide(scan, roles, kinds, source=opened.description, max_categories=max_categories,
                       id_dtype=id_dtype, skip_blank_rows=skip_blank)
@@ -244,6 +244,20 @@ def _scan(parts, plan: ScanPlan, description: str):
     return scan
 
 
+def _scan_parts(opened: Opened, parts, roles, kinds: dict, skip_blank_rows: bool) -> list:
+    """The partitions the scan reads: only the columns it looks at, where that is cheaper.
+
+    Numeric columns need no scan, and Parquet reads a column without the
+    others. A blank CSV row is blank in every column, so CSV is read whole.
+    The encoding checks every partition's length against the scan's count.
+    """
+    looked_at = [c for c in roles.read if kinds.get(c, "number") != "number" or c in (roles.target, roles.id)]
+    if opened.format != "parquet" or skip_blank_rows or len(looked_at) == len(roles.read):
+        return parts
+    narrow = opened.partitions(looked_at)
+    return narrow if len(narrow) == len(parts) else parts
+
+
 def _lazy_arrays(parts, decision: Decision):
     """X, y and ids as Dask arrays of known chunk lengths, one chunk per non-empty partition."""
     plan = dask.delayed(decision.plan, pure=True)  # one copy in the graph, not one per task
@@ -253,7 +267,7 @@ def _lazy_arrays(parts, decision: Decision):
     id_dtype = np.int64 if decision.plan.id_dtype == "int64" else object
     for part, n_rows in zip(parts, decision.lengths):
         if n_rows:
-            encoded = dask.delayed(encode_partition, pure=True, nout=3)(part, plan, first_row)
+            encoded = dask.delayed(encode_partition, pure=True, nout=3)(part, plan, first_row, n_rows)
             xs.append(da.from_delayed(encoded[0], shape=(n_rows, n_features), dtype=np.float64))
             ys.append(da.from_delayed(encoded[1], shape=(n_rows,), dtype=np.int32))
             id_chunks.append(da.from_delayed(encoded[2], shape=(n_rows,), dtype=id_dtype))
