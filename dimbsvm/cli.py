@@ -493,6 +493,8 @@ def _client(args, *, tls=None, placement=None, **kwargs):
 
     if placement is not None and placement.work is not None:
         print(placement.reason, flush=True)
+    if placement is not None and placement.cost_line() is not None:
+        print(placement.cost_line(), flush=True)
     if placement is not None and placement.in_process:
         return contextlib.nullcontext(None)
 

@@ -269,6 +269,8 @@ def describe(checked: CheckedJob, *, placement=None) -> list[str]:
         f"metrics {', '.join(job.metrics)}",
         f"runs on: {_runs_on(checked, placement)}",
     ]
+    if placement is not None and placement.cost_line() is not None:
+        lines.append(f"cost: {placement.cost_line()}")
     search = job_search(job)
     if search is not None:
         folds = cv.n_folds + bool(job.output.model)

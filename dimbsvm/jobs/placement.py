@@ -23,16 +23,20 @@ a fitted cost model can replace it without touching its callers.
 
 from __future__ import annotations
 
+import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral
 
 import numpy as np
 
 from ..estimators import make_estimator
 from ..svm._native_rng import uses_liblinear
+from .cost import TimeRange, load_cost_model
 from .job_spec import JobSpec
 from .spec import job_search
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
            "place_job"]
@@ -64,10 +68,20 @@ class WorkEstimate:
     row_fits : float
         Training rows summed over every fit, kernel fits weighted (see the
         module docstring).
+    by_kind : tuple of (str, float)
+        ``row_fits`` split by kind of fit (:meth:`kind_row_fits`), what the
+        cost model (:mod:`dimbsvm.jobs.cost`) prices.
     """
 
     n_fits: int
     row_fits: float
+    by_kind: tuple = field(default=(), repr=False, compare=False)
+
+    def kind_row_fits(self) -> dict:
+        """Row-fits by kind of work: ``"linear"`` (LIBLINEAR fits), ``"kernel"`` (LIBSVM and the rest,
+        weighted), ``"features"`` (kNN graphs, distances to references), ``"scoring"`` (an ensemble's members
+        scoring the rows out of their bags)."""
+        return dict(self.by_kind)
 
     def describe(self) -> str:
         """``"~1.3e5 row-fits over 11 fits"``."""
@@ -89,11 +103,41 @@ class Placement:
         --workers N to use a cluster"``.
     work : WorkEstimate or None
         The estimate, when it decided.
+    time : TimeRange or None
+        The cost model's wall time (None without a cost model).
+    cores : int or None
+        The cores ``time`` assumes (None: a cluster of unknown size, quoted for one).
+    estimated : WorkEstimate or None
+        The estimate, also when something else decided.
     """
 
     in_process: bool
     reason: str
     work: WorkEstimate | None = None
+    time: TimeRange | None = None
+    cores: int | None = None
+    estimated: WorkEstimate | None = None
+
+    def cost_line(self) -> str | None:
+        """``"estimated about 3 s to 9 s in this process (11 fits, 9e3 row-fits)"``, warning past an hour.
+
+        None without a cost model.
+        """
+        work = self.work or self.estimated
+        if work is None or self.time is None:
+            return None
+        if self.in_process:
+            where = "in this process"
+        elif self.cores:
+            where = f"on {self.cores} cores"
+        else:
+            where = "on one core, divided by the cluster's workers at best"
+        fits = f"{work.n_fits} fit{'s' if work.n_fits != 1 else ''}"
+        line = f"estimated {self.time.describe()} {where} ({fits}, {_sci(work.row_fits)} row-fits)"
+        if self.time.over_an_hour:
+            line += ("; this job may run for over an hour: smaller bags (max_samples), linear members or fewer "
+                     "search candidates cut it")
+        return line
 
 
 def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, workers=None) -> str | None:
@@ -148,7 +192,8 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
         training_rows = [n_rows * (k - 1) / k] * job.cv.n_folds + ([n_rows] if job.output.model else [])
     estimator = make_estimator(job.estimator.name, job.estimator.plain_params())
     search = job_search(job)
-    n_fits, row_fits = 0, 0.0
+    n_fits, by_kind = 0, {"linear": 0.0, "kernel": 0.0, "features": 0.0, "scoring": 0.0}
+    member_kind = "linear" if _is_linear(estimator) else "kernel"
     for rows in training_rows:
         fits = [(rows, 1)]
         if search is not None:  # each candidate on each inner fold, then the chosen one's refit
@@ -156,13 +201,18 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
             fits.append((rows * (s - 1) / s, len(search.candidates) * s))
         for fit_rows, times in fits:
             members, member_rows = _members(estimator, fit_rows, fit_rows * n_minority / max(n_rows, 1))
-            n_fits += members * times
-            row_fits += members * times * _weighted(member_rows, estimator)
+            for inner, inner_rows in _margin_fits(estimator, member_rows):
+                n_fits += members * times * inner
+                by_kind[member_kind] += members * times * inner * _weighted(inner_rows, estimator)
+            if members > 1 or member_rows < fit_rows:  # an ensemble's members score the rows out of their bags
+                by_kind["scoring"] += members * times * fit_rows
             # a feature stage fitted per fold (kNN graphs, distances to references): a kernel-like pass
-            row_fits += len(job.fitted_features) * times * _weighted(fit_rows, None)
-    row_fits += len(job.stored_features) * _weighted(n_rows, None)  # built once over every row
-    row_fits *= max(1.0, n_features / FEATURE_UNIT)
-    return WorkEstimate(n_fits=int(n_fits), row_fits=float(row_fits))
+            by_kind["features"] += len(job.fitted_features) * times * _weighted(fit_rows, None)
+    by_kind["features"] += len(job.stored_features) * _weighted(n_rows, None)  # built once over every row
+    width = max(1.0, n_features / FEATURE_UNIT)
+    by_kind = {kind: value * width for kind, value in by_kind.items()}
+    return WorkEstimate(n_fits=int(n_fits), row_fits=float(sum(by_kind.values())),
+                        by_kind=tuple((kind, value) for kind, value in by_kind.items() if value))
 
 
 def _members(estimator, n_rows: float, n_minority: float) -> tuple[int, float]:
@@ -178,6 +228,16 @@ def _members(estimator, n_rows: float, n_minority: float) -> tuple[int, float]:
     else:
         bag = size if isinstance(size, Integral) else _scaled(size, n_rows)
     return members, float(bag)
+
+
+def _margin_fits(estimator, rows: float) -> list:
+    """``[(fits, rows of each)]`` of one model of ``rows`` rows: the model, and the inner cross-validation
+    fits that give a threshold rule its out-of-fold margins (``margins="cv"``, ``member_margins="cv"``)."""
+    margins = getattr(estimator, "margins", None) or getattr(estimator, "member_margins", None)
+    k = getattr(estimator, "cv", None)
+    if margins == "cv" and isinstance(k, Integral) and k > 1:
+        return [(1, rows), (int(k), rows * (k - 1) / k)]
+    return [(1, rows)]
 
 
 def _sci(value: float) -> str:
@@ -204,11 +264,16 @@ def _scaled(fraction, rows: float) -> float:
     return rows if fraction is None else max(1.0, float(fraction) * rows)
 
 
+def _is_linear(estimator) -> bool:
+    """Whether ``estimator`` (or an ensemble's or a wrapper's members) fits with LIBLINEAR."""
+    base = getattr(estimator, "estimator", None)
+    base = estimator if base is None else base
+    return base is not None and uses_liblinear(base)
+
+
 def _weighted(rows: float, estimator) -> float:
     """Row-fits of one fit of ``rows`` rows: linear for LIBLINEAR, about quadratic above KERNEL_ROWS otherwise."""
-    base = getattr(estimator, "estimator", None)
-    base = estimator if base is None else base  # an ensemble's or a wrapper's members
-    if base is not None and uses_liblinear(base):
+    if _is_linear(estimator):
         return float(rows)
     return float(rows) * max(1.0, rows / KERNEL_ROWS)
 
@@ -232,11 +297,29 @@ def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler
     Placement
     """
     demanded = cluster_demanded(job, scheduler=scheduler, scheduler_file=scheduler_file, workers=workers)
-    if demanded is not None:
-        return Placement(False, f"running on a cluster ({demanded})")
     work = estimate_work(job, y, n_features=n_features, training_rows=training_rows)
+    model = _cost_model()
+    if demanded is not None:
+        cores = int(workers) if demanded == "--workers" else job.execution.n_workers
+        return Placement(False, f"running on a cluster ({demanded})", None, _quote(model, work, cores or 1), cores,
+                         estimated=work)
     if work.row_fits < CLUSTER_THRESHOLD:
         return Placement(True, f"running in this process: {work.describe()} is below the {_sci(CLUSTER_THRESHOLD)} "
-                               "cluster threshold; pass --workers N to use a cluster", work)
+                               "cluster threshold; pass --workers N to use a cluster", work, _quote(model, work, 1), 1)
+    cores = os.cpu_count() or 1
     return Placement(False, f"starting an embedded cluster: {work.describe()} is above the "
-                            f"{_sci(CLUSTER_THRESHOLD)} threshold for running in this process", work)
+                            f"{_sci(CLUSTER_THRESHOLD)} threshold for running in this process", work,
+                     _quote(model, work, cores), cores)
+
+
+def _cost_model():
+    """The fitted cost model, or None where its file cannot be read (an estimate is a courtesy, not a check)."""
+    try:
+        return load_cost_model()
+    except (OSError, ValueError, KeyError) as exc:
+        logger.debug("no cost model (%s): no time estimate", exc)
+        return None
+
+
+def _quote(model, work: WorkEstimate, cores: int) -> TimeRange | None:
+    return None if model is None else model.estimate(work, cores=cores)

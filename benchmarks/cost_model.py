@@ -1,0 +1,151 @@
+"""Fit the cost model that ``dimbsvm validate`` and ``dimbsvm run`` quote before a job runs.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.cost_model --out benchmarks/results/cost-model          # measure, fit, write
+    python -m benchmarks.cost_model --out DIR --no-write                          # measure and report only
+
+Each calibration job (:data:`CASES`: LIBLINEAR, kernel and feature-stage jobs from 10^3 to 3x10^5 rows
+of ``make_imbalanced`` data, 3-fold CV and the final model) runs in this process, as ``dimbsvm run``
+runs a small job, and its run time (``metrics.json`` ``duration_s``: plan, folds, final model, model
+and report written; after one warm-up job, not recorded) is paired with its row-fits by kind (:func:`dimbsvm.jobs.placement.estimate_work`).
+:func:`dimbsvm.jobs.cost.fit_cost_model` fits seconds per row-fit by kind and a fixed cost per job;
+the spread is the largest miss on these runs. Then :data:`HELD_OUT` jobs (other sizes and estimators,
+not used in the fit) are run and their times compared with the range quoted for them. Unless
+``--no-write``, the constants are written to ``dimbsvm/jobs/cost_model.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.results import write_summary
+from dimbsvm.environment import machine_info, package_versions, utc_now
+
+logger = logging.getLogger("benchmarks.cost_model")
+
+N_FEATURES = 16
+LINEAR_ENSEMBLE = {"estimator": "linear_svc", "n_estimators": 10, "max_samples": 20_000, "smoothing": None,
+                   "random_state": 0}
+KERNEL_ENSEMBLE = {"n_estimators": 5, "random_state": 0}
+
+#: (name, estimator, params, rows, feature stages) of the runs the constants are fitted on.
+CASES = [
+    ("linear_svc", "linear_svc", {}, 20_000, []),
+    ("linear_svc", "linear_svc", {}, 100_000, []),
+    ("linear_svc", "linear_svc", {}, 300_000, []),
+    ("ensemble_linear", "ensemble_othr", LINEAR_ENSEMBLE, 40_000, []),
+    ("ensemble_linear", "ensemble_othr", LINEAR_ENSEMBLE, 100_000, []),
+    ("ensemble_linear", "ensemble_othr", LINEAR_ENSEMBLE, 300_000, []),
+    ("svc_balanced", "svc_balanced", {}, 1_000, []),
+    ("svc_balanced", "svc_balanced", {}, 3_000, []),
+    ("svc_balanced", "svc_balanced", {}, 6_000, []),
+    ("ensemble_kernel", "ensemble_othr", KERNEL_ENSEMBLE, 2_000, []),
+    ("othr", "othr", {}, 2_000, []),
+    ("similarity_linear", "linear_svc", {}, 3_000, [{"name": "similarity", "params": {"references": 50}}]),
+    ("similarity_linear", "linear_svc", {}, 10_000, [{"name": "similarity", "params": {"references": 50}}]),
+]
+#: Runs not used in the fit: is each inside the range quoted for it?
+HELD_OUT = [
+    ("linear_svc", "linear_svc", {}, 200_000, []),
+    ("ensemble_linear", "ensemble_othr", LINEAR_ENSEMBLE, 200_000, []),
+    ("svc_balanced", "svc_balanced", {}, 4_000, []),
+    ("othr", "othr", {}, 3_000, []),
+    ("ensemble_kernel", "ensemble_othr", KERNEL_ENSEMBLE, 4_000, []),
+]
+
+
+def _data(directory: Path, n: int) -> Path:
+    from dimbsvm.datasets import make_imbalanced
+
+    path = directory / f"rows-{n}.npz"
+    if not path.exists():
+        X, y = make_imbalanced(n, n_features=N_FEATURES, minority_fraction=0.05, random_state=0)
+        np.savez(path, X=np.asarray(X), y=np.asarray(y))
+    return path
+
+
+def run_case(case, directory: Path) -> dict:
+    """Run one calibration job in this process; its seconds and row-fits by kind."""
+    from dimbsvm.jobs import run_job, validate_job
+    from dimbsvm.jobs.data import load_job_data
+    from dimbsvm.jobs.placement import estimate_work
+
+    name, estimator, params, n, features = case
+    spec = {"name": f"cost-{name}-{n}", "data": {"source": str(_data(directory, n))},
+            "preprocessing": {"scaler": "minmax"}, "estimator": {"name": estimator, "params": params},
+            "features": features, "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 0},
+            "metrics": ["g_mean", "auc"]}
+    job = validate_job(spec)
+    data = load_job_data(job.data.source)
+    work = estimate_work(job, np.asarray(data.y), n_features=int(np.prod(data.X.shape[1:])))
+    out = Path(tempfile.mkdtemp(prefix="cost-", dir=directory))
+    tic = time.perf_counter()
+    result = run_job(job, None, out=out / "run", progress=False)
+    wall = time.perf_counter() - tic
+    seconds = json.loads((Path(result.run_dir) / "metrics.json").read_text())["duration_s"]
+    shutil.rmtree(out, ignore_errors=True)
+    logger.info("%s n=%d: %.2f s (wall %.2f s), %s", name, n, seconds, wall, work.describe())
+    return {"name": name, "estimator": estimator, "rows": n, "seconds": seconds, "n_fits": work.n_fits,
+            "row_fits": work.kind_row_fits()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--no-write", action="store_true", help="do not write dimbsvm/jobs/cost_model.json")
+    parser.add_argument("--note", default="")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+
+    from dimbsvm.jobs.cost import COST_MODEL_FILE, fit_cost_model
+    from dimbsvm.jobs.placement import WorkEstimate
+
+    started, tic = utc_now(), time.perf_counter()
+    scratch = Path(tempfile.mkdtemp(prefix="cost-model-"))
+    try:
+        run_case(("warm-up", "svc_balanced", {}, 1_000, [{"name": "similarity", "params": {"references": 50}}]),
+                 scratch)  # imports and first calls paid once, as in a process that runs many jobs
+        fitted_on = [run_case(case, scratch) for case in CASES]
+        model = fit_cost_model([(run["row_fits"], run["seconds"]) for run in fitted_on])
+        held_out = [run_case(case, scratch) for case in HELD_OUT]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for run in fitted_on + held_out:
+        work = WorkEstimate(run["n_fits"], sum(run["row_fits"].values()), tuple(run["row_fits"].items()))
+        quoted = model.estimate(work)
+        run.update(predicted=model.seconds(work), low=quoted.low, high=quoted.high,
+                   inside=quoted.low <= run["seconds"] <= quoted.high)
+    constants = {"seconds_per_row_fit": model.seconds_per_row_fit, "overhead_seconds": model.overhead_seconds,
+                 "spread": model.spread, "fitted": started, "command": "python -m benchmarks.cost_model",
+                 "runs": len(fitted_on)}
+    if not args.no_write:
+        COST_MODEL_FILE.write_text(json.dumps(constants, indent=2) + "\n")
+    lines = ["| set | job | rows | fits | measured s | predicted s | quoted range s | inside |",
+             "|---|---|---|---|---|---|---|---|"]
+    for label, runs in (("fitted", fitted_on), ("held out", held_out)):
+        for run in runs:
+            lines.append(f"| {label} | {run['name']} | {run['rows']:,} | {run['n_fits']} | {run['seconds']:.2f} | "
+                         f"{run['predicted']:.2f} | {run['low']:.2f}-{run['high']:.2f} | "
+                         f"{'yes' if run['inside'] else 'no'} |")
+    constants_line = (f"Constants: {', '.join(f'{k} {v:.3g} s per row-fit' for k, v in model.seconds_per_row_fit.items())}"
+                      f"; {model.overhead_seconds:.2f} s per job; spread x{model.spread:.2f}.")
+    summary = {"command": "python -m benchmarks.cost_model " + " ".join(argv or []), "date": started,
+               "wall_seconds": time.perf_counter() - tic, "machine": machine_info(), "packages": package_versions(),
+               "note": args.note, "constants": constants, "fitted_on": fitted_on, "held_out": held_out}
+    write_summary(args.out, summary, "\n".join([constants_line, "", *lines]))
+    print(constants_line)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

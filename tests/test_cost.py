@@ -1,0 +1,142 @@
+"""The cost model quoted before a job runs: its fit, its arithmetic and the lines validate and run print."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from dimbsvm.cli import main
+from dimbsvm.jobs import validate_job
+from dimbsvm.jobs.cost import HOUR, MIN_SPREAD, CostModel, TimeRange, fit_cost_model, load_cost_model
+from dimbsvm.jobs.placement import WorkEstimate, estimate_work, place_job
+
+
+def _work(n_fits, **kinds):
+    return WorkEstimate(n_fits, float(sum(kinds.values())), tuple(kinds.items()))
+
+
+def test_the_fit_recovers_the_constants_of_runs_a_known_model_made():
+    # the truth: seconds = 0.7 + 3e-7 linear + 2e-6 kernel + 5e-6 features + 4e-8 scoring, exactly
+    rng = np.random.default_rng(0)
+    truth = {"linear": 3e-7, "kernel": 2e-6, "features": 5e-6, "scoring": 4e-8}
+    runs = []
+    for _ in range(12):
+        kinds = {kind: float(rng.choice([0, 1]) * rng.uniform(1e4, 1e7)) for kind in truth}
+        runs.append((kinds, 0.7 + sum(truth[k] * v for k, v in kinds.items())))
+    model = fit_cost_model(runs)
+    assert model.overhead_seconds == pytest.approx(0.7, rel=1e-6)
+    for kind, value in truth.items():
+        assert model.seconds_per_row_fit[kind] == pytest.approx(value, rel=1e-6)
+    assert model.spread == MIN_SPREAD  # no miss: the least spread
+
+
+def test_with_noise_every_fitted_run_is_inside_its_range_and_the_spread_is_the_largest_miss():
+    rng = np.random.default_rng(1)
+    runs = [({"linear": x}, (1.0 + 1e-6 * x) * rng.uniform(0.3, 1.6)) for x in rng.uniform(1e5, 1e7, 20)]
+    model = fit_cost_model(runs)
+    misses = []
+    for kinds, seconds in runs:
+        quoted = model.estimate(_work(1, **kinds))
+        assert quoted.low <= seconds * (1 + 1e-9) and seconds <= quoted.high * (1 + 1e-9)
+        point = model.seconds(_work(1, **kinds))
+        misses.append(max(point / seconds, seconds / point))
+    assert model.spread == pytest.approx(max(misses)) and model.spread > MIN_SPREAD
+    assert model.spread < 1.6 / 0.3  # no miss beyond the noise's own range
+
+
+def test_cores_divide_the_fitting_but_not_the_fixed_cost_nor_past_the_number_of_fits():
+    model = CostModel({"linear": 1e-6}, overhead_seconds=2.0, spread=2.0)
+    work = _work(4, linear=8e6)  # 2 s fixed + 8 s of fitting on one core
+    assert model.estimate(work, cores=1) == TimeRange(5.0, 20.0)
+    assert model.estimate(work, cores=2) == TimeRange(3.0, 12.0)  # 2 + 8/2
+    assert model.estimate(work, cores=16) == model.estimate(work, cores=4)  # 4 fits: 4 cores at most
+
+
+def test_work_by_kind_adds_up_to_the_row_fits():
+    y = np.r_[np.zeros(9_000), np.ones(1_000)]
+    linear = validate_job({"data": {"source": "yeast5"}, "estimator": {
+        "name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "max_samples": 2_000}},
+        "cv": {"n_splits": 2, "n_repeats": 1}})
+    kernel = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"},
+                           "features": [{"name": "similarity"}], "cv": {"n_splits": 2, "n_repeats": 1}})
+    work = estimate_work(linear, y)
+    assert set(work.kind_row_fits()) == {"linear", "scoring"}
+    # 2 folds of 5,000 rows + the final model of 10,000, 4 members each on bags of 2,000 rows: 12 fits of
+    # 2,000 row-fits, and each member scores its fit's rows
+    assert work.n_fits == 12 and work.kind_row_fits()["linear"] == pytest.approx(12 * 2_000)
+    assert work.kind_row_fits()["scoring"] == pytest.approx(4 * (5_000 + 5_000 + 10_000))
+    assert sum(work.kind_row_fits().values()) == pytest.approx(work.row_fits)
+    work = estimate_work(kernel, y)
+    assert set(work.kind_row_fits()) == {"kernel", "features"}
+    assert sum(work.kind_row_fits().values()) == pytest.approx(work.row_fits)
+
+
+def test_the_shipped_cost_model_loads_and_quotes_a_range():
+    model = load_cost_model()
+    assert model.spread >= 1.0 and model.overhead_seconds >= 0
+    assert set(model.seconds_per_row_fit) == {"linear", "kernel", "features", "scoring"}
+    job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"}})
+    placement = place_job(job, np.r_[np.zeros(1_440), np.ones(44)], n_features=8)
+    assert placement.in_process and placement.time.low < placement.time.high
+    assert placement.cost_line().startswith("estimated about ") and "in this process (6 fits" in placement.cost_line()
+
+
+def test_validate_quotes_the_cost_and_warns_of_a_job_past_an_hour(tmp_path, capsys):
+    # the issue's case: EnsembleOTHRClassifier's defaults (RBF members on bags as large as the training set)
+    from dimbsvm.datasets import make_imbalanced
+
+    X, y = make_imbalanced(200_000, n_features=8, minority_fraction=0.05, random_state=0)
+    np.savez(tmp_path / "rows.npz", X=np.asarray(X), y=np.asarray(y))
+    spec = {"data": {"source": str(tmp_path / "rows.npz")}, "estimator": {"name": "ensemble_othr"},
+            "cv": {"n_splits": 3, "n_repeats": 1}}
+    job = tmp_path / "big.yaml"
+    job.write_text(json.dumps(spec))  # YAML reads JSON
+    assert main(["validate", str(job), "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    cost = [line.strip() for line in out.splitlines() if line.strip().startswith("cost: ")]
+    assert len(cost) == 1 and "this job may run for over an hour" in cost[0], out
+    expected = load_cost_model().estimate(estimate_work(validate_job(spec), np.asarray(y), n_features=8),
+                                          cores=os.cpu_count())
+    assert expected.over_an_hour and f"estimated {expected.describe()} on {os.cpu_count()} cores" in cost[0]
+
+
+def test_time_ranges_read_as_people_say_them():
+    assert TimeRange(0.3, 4.2).describe() == "about 1 s to 4 s"
+    assert TimeRange(90, 3 * HOUR).describe() == "about 2 min to 3.0 h"
+    assert not TimeRange(10, HOUR).over_an_hour and TimeRange(10, HOUR + 1).over_an_hour
+
+
+def _progress_after(total, finish_times, at):
+    """The time left a Progress says after the tasks finishing at ``finish_times`` (a scripted clock)."""
+    import io
+
+    from dimbsvm.parallel.progress import Progress
+
+    now = [0.0]
+    bar = Progress(total, "tasks", stream=io.StringIO(), clock=lambda: now[0])
+    for t in finish_times:
+        now[0] = t
+        bar.advance()
+    now[0] = at
+    return bar.seconds_left()
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_the_time_left_is_within_2x_once_a_tenth_of_the_tasks_finished_after_a_long_start(workers):
+    # the issue's case: 10 s before the first task finishes (a cluster starting), then 60 tasks of 0.4 s each
+    # on `workers` workers finishing together; the truth is the last finish time less now
+    start, duration, total = 10.0, 0.4, 60
+    finish = [start + duration * (k // workers) for k in range(total)]
+    for done in range(max(3, total // 10), total - 1):
+        now = finish[done - 1]
+        left = _progress_after(total, finish[:done], now)
+        truth = finish[-1] - now
+        if truth < duration:  # the rest finish with the last burst: nothing left to estimate
+            continue
+        assert truth / 2 <= left <= truth * 2, (done, left, truth)
+    # the rate since the start, as before, is off many times over at a tenth of the tasks
+    now = finish[total // 10 - 1]
+    assert now / (total // 10) * (total - total // 10) > 4 * (finish[-1] - now)
