@@ -69,8 +69,9 @@ class WorkEstimate:
         Training rows summed over every fit, kernel fits weighted (see the
         module docstring).
     by_kind : tuple of (str, float)
-        ``row_fits`` split by kind of fit (:meth:`kind_row_fits`), what the
-        cost model (:mod:`dimbsvm.jobs.cost`) prices.
+        ``row_fits`` split by kind of fit, and the rows an ensemble's members
+        score (:meth:`kind_row_fits`): what the cost model
+        (:mod:`dimbsvm.jobs.cost`) prices.
     """
 
     n_fits: int
@@ -211,7 +212,8 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
     by_kind["features"] += len(job.stored_features) * _weighted(n_rows, None)  # built once over every row
     width = max(1.0, n_features / FEATURE_UNIT)
     by_kind = {kind: value * width for kind, value in by_kind.items()}
-    return WorkEstimate(n_fits=int(n_fits), row_fits=float(sum(by_kind.values())),
+    fitting = sum(value for kind, value in by_kind.items() if kind != "scoring")
+    return WorkEstimate(n_fits=int(n_fits), row_fits=float(fitting),
                         by_kind=tuple((kind, value) for kind, value in by_kind.items() if value))
 
 
