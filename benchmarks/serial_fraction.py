@@ -48,6 +48,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -80,8 +81,9 @@ DESCRIPTION = (
     "both (a task is running during the `compute` part of its task-stream record; transfers are not counted). "
     "T1 = o + s + 2p, Tn = o + s + 2p/n, speed-up T1/Tn: Amdahl's upper bound, which assumes n ready tasks "
     "throughout p. Ready tasks: from the scheduler's transition log (low-level-log-length raised to keep every "
-    "transition), a task counts from entering `queued`/`processing`/`no-worker` to leaving them. One run per "
-    "size.")
+    "transition), a task counts from entering `queued`/`processing`/`no-worker` to leaving them. `--repeats` "
+    "runs per size, each on a fresh cluster (the store is generated once per size); the per-kind, gap and "
+    "ready-task tables are the first repeat's.")
 
 
 # --- the arithmetic: intervals in, numbers out ------------------------------------------------------------------
@@ -483,7 +485,7 @@ def run_size(store: Path, workdir: Path, *, n_members: int, bag: int, memory_lim
 # --- report ------------------------------------------------------------------------------------------------------
 
 def render_markdown(summary: dict) -> list[str]:
-    """The decomposition table, then per size the task kinds, the longest gaps and the ready tasks."""
+    """The decomposition table, then per size (first repeat) the task kinds, the longest gaps and the ready tasks."""
     lines = ["| n | repeat | chunks | tasks | T s | o s | s s | p s | first task at s | after last task s "
              "| T1 s | T16 s | speed-up 16 | T64 s | speed-up 64 |", "|---" * 15 + "|"]
     for r in summary["runs"]:
@@ -492,8 +494,10 @@ def render_markdown(summary: dict) -> list[str]:
                      f"| {r['p']:.1f} | {r['first_task']:.1f} | {r['after_last_task']:.1f} | {a16['T1']:.1f} "
                      f"| {a16['Tn']:.1f} | {a16['speedup']:.2f} | {a64['Tn']:.1f} | {a64['speedup']:.2f} |")
     for r in summary["runs"]:
+        if r.get("repeat"):
+            continue  # the first repeat's details (every repeat's are in summary.json)
         kinds = sorted(r["kinds"].items(), key=lambda kv: -kv[1]["alone"])
-        run = f"n = {r['n']:,}" + (f", repeat {r['repeat']}" if r.get("repeat") else "")
+        run = f"n = {r['n']:,}, repeat 0"
         lines += ["", f"{run}: task kinds by seconds run alone (the other worker idle):", "",
                   "| kind | tasks | busy s | alone s |", "|---|---|---|---|"]
         lines += [f"| {k} | {v['tasks']} | {v['seconds']:.2f} | {v['alone']:.2f} |" for k, v in kinds]
@@ -510,6 +514,22 @@ def render_markdown(summary: dict) -> list[str]:
                   "| " + " | ".join(hist) + " |", "|---" * len(hist) + "|",
                   "| " + " | ".join(f"{v:.1f}" for v in hist.values()) + " |"]
     return lines
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``argv`` as a shell would take it, an argument with an apostrophe in double quotes where that is safe.
+
+    Examples
+    --------
+    >>> print(command_line(["--sizes", "1000", "--note", "the lead's benchmarks ran"]))
+    --sizes 1000 --note "the lead's benchmarks ran"
+    """
+    def quoted(arg):
+        if "'" in arg and not any(c in arg for c in '"$`\\!'):
+            return f'"{arg}"'
+        return shlex.quote(arg)
+
+    return " ".join(map(quoted, argv))
 
 
 def main(argv=None) -> int:
@@ -534,7 +554,7 @@ def main(argv=None) -> int:
     logging.getLogger("distributed").setLevel(logging.ERROR)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="dimbsvm-serial-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    summary = {"kind": "serial_fraction", "command": "python -m benchmarks.serial_fraction " + " ".join(
+    summary = {"kind": "serial_fraction", "command": "python -m benchmarks.serial_fraction " + command_line(
         sys.argv[1:] if argv is None else argv), "date": utc_now(), "machine": machine_info(),
         "packages": package_versions(), "title": TITLE,
         "description": DESCRIPTION + (" " + args.note if args.note else ""), "runs": []}
