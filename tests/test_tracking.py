@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -122,19 +123,28 @@ def test_a_tracked_run_logs_params_fold_metrics_artifacts_and_a_model_that_predi
     folds = sorted(p.name for p in (out / "folds").iterdir())
     assert sorted(p.name for p in (logged / "folds").iterdir()) == folds and len(folds) == 6
 
-    # the model: loaded back through MLflow (sklearn flavour and pyfunc), the same predictions as the run's own
-    estimator, _ = load_artifact(out / "model")
-    X = load("yeast5").X
+    # the model: loaded back through MLflow in a fresh process (as a user would), raw rows in, class names out:
+    # the same as the run's own estimator on the encoded rows, its codes named by the data's class map
+    estimator, meta = load_artifact(out / "model")
+    data = load("yeast5")
+    rows = tmp_path / "rows.parquet"
+    pd.DataFrame(np.asarray(data.X), columns=data.meta()["feature_names"]).to_parquet(rows)
     model_uri = run.data.tags["dimbsvm.model_uri"]
-    mlflow.set_tracking_uri(uri)
-    try:
-        back = mlflow.sklearn.load_model(model_uri)
-        pyfunc = mlflow.pyfunc.load_model(model_uri)
-    finally:
-        mlflow.set_tracking_uri(None)
-    np.testing.assert_array_equal(back.predict(X), estimator.predict(X))
-    np.testing.assert_array_equal(back.decision_function(X), estimator.decision_function(X))
-    np.testing.assert_array_equal(np.asarray(pyfunc.predict(X)), estimator.predict(X))
+    script = ("import sys, mlflow, pandas as pd, numpy as np\n"
+              f"mlflow.set_tracking_uri({uri!r})\n"
+              f"model = mlflow.pyfunc.load_model({model_uri!r})\n"
+              f"rows = pd.read_parquet({str(rows)!r})\n"
+              "np.save(sys.argv[1], np.asarray(model.predict(rows), dtype=str))\n"
+              "np.save(sys.argv[2], model.unwrap_python_model().unwrap().decision_function(rows))\n")
+    names, decisions = tmp_path / "names.npy", tmp_path / "decisions.npy"
+    loaded = subprocess.run([sys.executable, "-c", script, str(names), str(decisions)], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=300)
+    assert loaded.returncode == 0, loaded.stderr
+    by_code = {code: name for name, code in meta["class_map"].items()}
+    expected = np.array([by_code[code] for code in estimator.predict(np.asarray(data.X))])
+    assert set(expected) == {"positive", "negative"}
+    np.testing.assert_array_equal(np.load(names), expected)
+    np.testing.assert_array_equal(np.load(decisions), estimator.decision_function(np.asarray(data.X)))
 
 
 @pytest.mark.slow
@@ -189,15 +199,18 @@ def test_retrain_registers_versions_and_the_champion_alias_follows_the_registry(
     versions = client.search_model_versions(f"name = '{name}'")
     assert sorted(v.tags["dimbsvm.version"] for v in versions) == sorted([v1, v2])
     assert _aliases(client, name) == {"champion": v1, "challenger": v2}
-    # the registered version is the registry's model: the same predictions
-    X = load("yeast5").X
-    kept, _ = ModelRegistry(reg).load(v2)
+    # the registered version is the registry's model: the same predictions, as class names from raw rows
+    data = load("yeast5")
+    kept, kept_meta = ModelRegistry(reg).load(v2)
     mlflow.set_registry_uri(uri)
     try:
-        back = mlflow.sklearn.load_model(f"models:/{name}@challenger")
+        back = mlflow.pyfunc.load_model(f"models:/{name}@challenger")
     finally:
         mlflow.set_registry_uri(None)
-    np.testing.assert_array_equal(back.predict(X), kept.predict(X))
+    by_code = {code: label for label, code in kept_meta["class_map"].items()}
+    rows = pd.DataFrame(np.asarray(data.X), columns=data.meta()["feature_names"])
+    np.testing.assert_array_equal(np.asarray(back.predict(rows), dtype=str),
+                                  [by_code[code] for code in kept.predict(np.asarray(data.X))])
     runs = client.search_runs([client.get_experiment_by_name(name).experiment_id],
                               filter_string=f"tags.`dimbsvm.version` = '{v2}'")
     [run] = runs

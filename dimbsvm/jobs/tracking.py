@@ -9,9 +9,10 @@ cluster starts (:func:`require_mlflow`).
   after the job, with the job's parameters, every fold's metrics (``fold_<metric>``,
   step = the fold's index ``repeat * n_splits + fold``), the summary
   (``<metric>`` the mean over folds, ``<metric>_std``), the run directory's
-  records and report as artifacts, and the final model
-  (:func:`mlflow.sklearn.log_model` in skops format, trusting the types the
-  registered methods declare).
+  records and report as artifacts, and the final model as a ``pyfunc``
+  model that scores raw rows into class names
+  (:class:`dimbsvm.predict.mlflow_model.DimbsvmPyfunc`: the model directory,
+  loaded by :func:`dimbsvm.load_model` trusting only the registered types).
 * :func:`track_retrain` (``dimbsvm retrain``): one MLflow run per fitted
   challenger, its model registered as a version of the registered model named
   after the job (tagged ``dimbsvm.version``), the ``challenger`` alias on it;
@@ -33,8 +34,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from .._version import __version__
-from ..artifacts import load_artifact
-from ..estimators import trusted_types
 from ..environment import package_versions
 from ..exceptions import DimbsvmError
 from .job_spec import JobSpec, TrackingSpec
@@ -211,17 +210,28 @@ def _sync(registry: ModelRegistry, uri: str, name: str) -> None:
 
 
 def _log_model(model_dir: Path, **kwargs):
-    """Log a saved dimbsvm model (verified, loaded trusting only the registered types) with mlflow.sklearn."""
-    import mlflow.sklearn
+    """Log a saved dimbsvm model as an MLflow pyfunc model that scores raw rows into class names.
 
-    estimator, meta = load_artifact(model_dir)
-    versions = package_versions(("scikit-learn", "skops"))
+    The model directory is verified and loaded first (trusting only the
+    registered types), so a damaged one fails here, not in a user's
+    ``mlflow.pyfunc.load_model``; MLflow then keeps the directory itself as
+    the model's artifact (:mod:`dimbsvm.predict.mlflow_model`).
+    """
+    import mlflow.pyfunc
+
+    from ..predict.mlflow_model import MODEL_ARTIFACT, MODEL_CODE, signature
+    from ..predict.model import load_model
+
+    model = load_model(model_dir)
+    meta = model.meta
+    versions = package_versions(("scikit-learn", "skops", "pandas"))
     # given, not inferred: inference loads the model again in a subprocess, and would miss dimbsvm itself
     requirements = [f"dimbsvm=={__version__}"] + [f"{name}=={v}" for name, v in versions.items()
                                       if v and v != "not installed"]
-    return mlflow.sklearn.log_model(estimator, name="model", serialization_format="skops",
-                                    skops_trusted_types=trusted_types(), pip_requirements=requirements,
-                                    metadata={"dimbsvm": _json_safe(meta)}, **kwargs)
+    return mlflow.pyfunc.log_model(name="model", python_model=str(MODEL_CODE),
+                                   artifacts={MODEL_ARTIFACT: str(model_dir)}, signature=signature(model),
+                                   pip_requirements=requirements,
+                                   metadata={"dimbsvm": _json_safe(meta)}, **kwargs)
 
 
 def _experiment(name: str, uri: str) -> None:
