@@ -123,5 +123,43 @@ def main() -> None:
         writer.flush()
 
 
+class ForkServer:
+    """The caller's side: this file run as a process of its own, in ``env``; :meth:`run` a CLI invocation."""
+
+    def __init__(self, env: dict, cwd):
+        import subprocess
+
+        self.proc = subprocess.Popen([sys.executable, __file__], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        hello = json.loads(self.proc.stdout.readline())
+        self.import_seconds, self.import_stderr = hello["ready"], hello["stderr"]
+
+    def run(self, args, cwd, timeout: float = 300):
+        """``(CompletedProcess, seconds)`` of ``python -m dimbsvm.cli ARGS`` in ``cwd``, as a forked child.
+
+        The seconds are the child's plus the imports it inherited. A child still running after
+        ``timeout`` seconds is killed and ``subprocess.TimeoutExpired`` raised, as ``subprocess.run`` does.
+        """
+        import subprocess
+        from pathlib import Path
+
+        args = [str(a) for a in args]
+        command = [sys.executable, "-m", "dimbsvm.cli", *args]
+        with tempfile.TemporaryDirectory() as tmp:
+            out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+            self.proc.stdin.write(json.dumps({"argv": args, "cwd": str(cwd), "stdout": str(out),
+                                              "stderr": str(err), "timeout": timeout}) + "\n")
+            self.proc.stdin.flush()
+            reply = json.loads(self.proc.stdout.readline())
+            if reply["returncode"] == -9:
+                raise subprocess.TimeoutExpired(command, timeout)
+            return (subprocess.CompletedProcess(command, reply["returncode"], out.read_text(), err.read_text()),
+                    reply["seconds"] + self.import_seconds)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
 if __name__ == "__main__":
     main()

@@ -39,6 +39,7 @@ from typing import Callable
 import numpy as np
 import pytest
 import yaml
+from cli_forkserver import ForkServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "dimbsvm.cli"]
@@ -128,37 +129,6 @@ def complete_artifacts(root: Path) -> set:
             if attrs.get("dimbsvm", {}).get("complete"):
                 found.add(rel)
     return found
-
-
-class ForkServer:
-    """``cli_forkserver.py`` in a process of its own: one forked child per CLI invocation (see its docstring)."""
-
-    def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_forkserver.py"))],
-                                     cwd=ROOT, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
-        hello = json.loads(self.proc.stdout.readline())
-        self.import_seconds, self.import_stderr = hello["ready"], hello["stderr"]
-
-    def run(self, args: list, directory: Path, timeout: float) -> tuple:
-        """``(CompletedProcess, seconds)``: seconds are the child's plus the imports it inherited."""
-        out, err = directory / ".cli-stdout", directory / ".cli-stderr"
-        self.proc.stdin.write(json.dumps({"argv": args, "cwd": str(directory), "stdout": str(out),
-                                          "stderr": str(err), "timeout": timeout}) + "\n")
-        self.proc.stdin.flush()
-        reply = json.loads(self.proc.stdout.readline())
-        try:
-            if reply["returncode"] == -signal.SIGKILL:
-                raise subprocess.TimeoutExpired(CLI + args, timeout)
-            return (subprocess.CompletedProcess(CLI + args, reply["returncode"], out.read_text(), err.read_text()),
-                    reply["seconds"] + self.import_seconds)
-        finally:
-            out.unlink(missing_ok=True)
-            err.unlink(missing_ok=True)
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 def _forkable(row: Row) -> bool:
@@ -913,7 +883,7 @@ def catalogue(request, tmp_path_factory):
         except Exception as exc:  # noqa: BLE001 - reported by the row's test
             return exc
 
-    started = [ForkServer() for _ in range(2)] if any(map(_forkable, rows)) else []
+    started = [ForkServer(_env(), ROOT) for _ in range(2)] if any(map(_forkable, rows)) else []
     for server in started:
         servers.put(server)
     try:
