@@ -3,7 +3,8 @@
 Invocations that start no cluster run in children forked from one process that
 imported scikit-learn, Dask and Zarr once (``cli_forkserver.py``): each is still a
 process of its own running ``dimbsvm.cli`` as ``__main__``, with its own exit
-status and output; the imports' own stderr is asserted empty.
+status and output; the imports' own stderr is asserted empty (the ``cli`` fixture,
+conftest.py).
 """
 
 import json
@@ -21,24 +22,6 @@ def _dimbsvm(*args, cwd=None, timeout=300):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     return subprocess.run([sys.executable, "-m", "dimbsvm.cli", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd or ROOT, env=env, timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def cli():
-    """``cli(*args, cwd=None)``: like :func:`_dimbsvm`, in a child forked from a pre-imported process."""
-    from cli_forkserver import ForkServer
-
-    server = ForkServer(dict(os.environ, PYTHONWARNINGS="ignore"), ROOT)
-
-    def run(*args, cwd=None, timeout=300):
-        proc, _ = server.run(args, cwd or ROOT, timeout)
-        assert not server.import_stderr, server.import_stderr  # what a fresh interpreter would have printed too
-        return proc
-
-    try:
-        yield run
-    finally:
-        server.close()
 
 
 @pytest.mark.slow
