@@ -146,3 +146,34 @@ def s3_bucket(s3_server, monkeypatch, request):
     name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + f"-{id(request) % 10**6}"
     s3fs.S3FileSystem().mkdir(name)
     return name
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """``cli(*args, cwd=ROOT, timeout=300)``: ``python -m dimbsvm.cli ARGS``, a process of its own, forked.
+
+    For invocations that start no cluster (an error before any work, ``ingest``, ``validate``): the child of
+    ``cli_forkserver.py``, which imported scikit-learn, Dask and Zarr once, runs ``dimbsvm.cli`` as
+    ``__main__`` with its own exit status, stdout and stderr (a ``subprocess.CompletedProcess``). The
+    environment is this session's at the first use, with this checkout first on ``PYTHONPATH``,
+    ``PYTHONWARNINGS=ignore`` and no ``DASK_SCHEDULER_ADDRESS``; what the imports wrote on stderr is
+    asserted empty on every call.
+    """
+    import os
+
+    from cli_forkserver import ForkServer
+
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # this checkout
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    server = ForkServer(env, ROOT)
+
+    def run(*args, cwd=None, timeout=300):
+        proc, _ = server.run(args, cwd or ROOT, timeout)
+        assert not server.import_stderr, server.import_stderr  # a fresh interpreter would have printed it too
+        return proc
+
+    try:
+        yield run
+    finally:
+        server.close()

@@ -1,4 +1,11 @@
-"""The CLI end to end, in subprocesses, with an embedded (process-based) Dask cluster."""
+"""The CLI end to end, in subprocesses, with an embedded (process-based) Dask cluster.
+
+Invocations that start no cluster run in children forked from one process that
+imported scikit-learn, Dask and Zarr once (``cli_forkserver.py``): each is still a
+process of its own running ``dimbsvm.cli`` as ``__main__``, with its own exit
+status and output; the imports' own stderr is asserted empty (the ``cli`` fixture,
+conftest.py).
+"""
 
 import json
 import os
@@ -31,46 +38,46 @@ def test_quickstart_job_runs_end_to_end(tmp_path):
     assert (out / "job.yaml").read_text() == (ROOT / "jobs" / "quickstart.yaml").read_text()
 
 
-def test_bad_job_exits_nonzero_before_work(tmp_path):
+def test_bad_job_exits_nonzero_before_work(cli, tmp_path):
     job = tmp_path / "bad.yaml"
     job.write_text("data: {source: yeast5}\nestimator: {name: svc}\ncv: {n_splits: 0}\n")
-    proc = _dimbsvm("run", job, "--out", tmp_path / "run")
+    proc = cli("run", job, "--out", tmp_path / "run")
     assert proc.returncode == 2
     assert "'cv.n_splits' is 0; it must be at least 2" in proc.stderr
     assert "dashboard" not in proc.stdout + proc.stderr  # no cluster was started
     assert not (tmp_path / "run").exists()
 
 
-def test_missing_job_file(tmp_path):
-    proc = _dimbsvm("run", tmp_path / "nope.yaml")
+def test_missing_job_file(cli, tmp_path):
+    proc = cli("run", tmp_path / "nope.yaml")
     assert proc.returncode == 2 and "cannot read job file" in proc.stderr
 
 
-def test_bad_data_exits_nonzero(tmp_path):
+def test_bad_data_exits_nonzero(cli, tmp_path):
     data = tmp_path / "one_class.csv"
     data.write_text("x0,x1,class\n" + "".join(f"{i},{i * 2},a\n" for i in range(20)))
     job = tmp_path / "job.yaml"
     job.write_text(f"data: {{source: {data}}}\nestimator: {{name: svc}}\nexecution: {{n_workers: 1}}\n")
-    proc = _dimbsvm("run", job, "--out", tmp_path / "run")
+    proc = cli("run", job, "--out", tmp_path / "run")
     assert proc.returncode == 2 and "only one class" in proc.stderr, proc.stderr
     assert not (tmp_path / "run").exists()
 
 
-def test_ingest_and_datasets(tmp_path):
-    proc = _dimbsvm("ingest", "yeast5", tmp_path / "y.zarr", "--chunk-rows", "500", "--verify")
+def test_ingest_and_datasets(cli, tmp_path):
+    proc = cli("ingest", "yeast5", tmp_path / "y.zarr", "--chunk-rows", "500", "--verify")
     assert proc.returncode == 0, proc.stderr
     assert "X (1484, 8) float64 in chunks of 500 rows" in proc.stdout
     assert "classes {'negative': 1440, 'positive': 44}" in proc.stdout  # names, not codes (yeast5: 44 minority)
-    proc = _dimbsvm("datasets")
+    proc = cli("datasets")
     assert proc.returncode == 0 and "yeast5" in proc.stdout
-    proc = _dimbsvm("ingest", "yeast5", tmp_path / "l.zarr", "--compression", "lz4")
+    proc = cli("ingest", "yeast5", tmp_path / "l.zarr", "--compression", "lz4")
     assert proc.returncode == 0, proc.stderr
     assert "in chunks of" in proc.stdout and "rows (lz4), classes" in proc.stdout
     assert json.loads((tmp_path / "l.zarr" / "zarr.json").read_text())["attributes"]["dimbsvm"]["compression"] == "lz4"
 
 
-def test_store_as_job_source(tmp_path):
-    assert _dimbsvm("ingest", "yeast5", tmp_path / "y.zarr").returncode == 0
+def test_store_as_job_source(cli, tmp_path):
+    assert cli("ingest", "yeast5", tmp_path / "y.zarr").returncode == 0
     job = tmp_path / "job.yaml"
     job.write_text("data: {source: y.zarr}\nestimator: {name: linear_svc}\n"
                    "cv: {n_splits: 3}\nexecution: {n_workers: 1}\n")
@@ -79,22 +86,22 @@ def test_store_as_job_source(tmp_path):
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["dataset"]["n_samples"] == 1484
 
 
-def test_ingest_refuses_then_rebuilds_a_damaged_store(tmp_path):
+def test_ingest_refuses_then_rebuilds_a_damaged_store(cli, tmp_path):
     store = tmp_path / "y5.zarr"
-    assert _dimbsvm("ingest", "yeast5", store, "--chunk-rows", "500").returncode == 0
+    assert cli("ingest", "yeast5", store, "--chunk-rows", "500").returncode == 0
     chunk = store / "X" / "c" / "1" / "0"
     damaged = bytearray(chunk.read_bytes())
     damaged[len(damaged) // 2] ^= 0xFF
     chunk.write_bytes(bytes(damaged))
-    proc = _dimbsvm("ingest", "yeast5", store, "--verify")
+    proc = cli("ingest", "yeast5", store, "--verify")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "chunk 1 of X (rows 500..999) failed its checksum" in proc.stderr and "--overwrite" in proc.stderr
-    assert _dimbsvm("ingest", "yeast5", store, "--overwrite", "--verify").returncode == 0
+    assert cli("ingest", "yeast5", store, "--overwrite", "--verify").returncode == 0
     (store / "X" / "c" / "2" / "0").unlink()  # a missing chunk is found even without --verify
-    proc = _dimbsvm("ingest", "yeast5", store)
+    proc = cli("ingest", "yeast5", store)
     assert proc.returncode == 2 and "chunk 2 of X (rows 1000..1483) is missing on disk" in proc.stderr
-    assert _dimbsvm("ingest", "yeast5", store, "--overwrite").returncode == 0
-    assert _dimbsvm("ingest", "yeast5", store, "--verify").returncode == 0
+    assert cli("ingest", "yeast5", store, "--overwrite").returncode == 0
+    assert cli("ingest", "yeast5", store, "--verify").returncode == 0
 
 
 @pytest.mark.parametrize("ordered", [False, True])

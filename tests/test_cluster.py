@@ -249,7 +249,26 @@ def test_predict_on_cluster_and_tampered_model(cluster, tmp_path):
     assert not (tmp_path / "p2.zarr").exists()
 
 
-def test_failures_before_any_task(tmp_path, synthetic_store):
+@pytest.fixture(scope="module")
+def forked_cli():
+    """Like :func:`_dimbsvm` (same environment, cwd ROOT) for runs that fail before any cluster starts: each a
+    process of its own, forked from one that imported scikit-learn, Dask and Zarr once (``cli_forkserver.py``)."""
+    from cli_forkserver import ForkServer
+
+    server = ForkServer(_env(), ROOT)
+
+    def run(*args, timeout=600):
+        proc, _ = server.run(args, ROOT, timeout)
+        assert not server.import_stderr, server.import_stderr  # a fresh interpreter would have printed it too
+        return proc
+
+    try:
+        yield run
+    finally:
+        server.close()
+
+
+def test_failures_before_any_task(tmp_path, synthetic_store, forked_cli):
     job = _write_job(tmp_path / "ok.yaml", synthetic_store)
     # nothing listens on this port: bind one, close it, and use its number
     import socket
@@ -257,15 +276,15 @@ def test_failures_before_any_task(tmp_path, synthetic_store):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = _dimbsvm("run", job, "--scheduler", f"tcp://127.0.0.1:{port}", "--out", tmp_path / "r1",
-                    "--connect-timeout", "3")
+    proc = forked_cli("run", job, "--scheduler", f"tcp://127.0.0.1:{port}", "--out", tmp_path / "r1",
+                      "--connect-timeout", "3")
     assert proc.returncode == 2 and "cannot connect to the scheduler" in proc.stderr, proc.stderr
     missing = _write_job(tmp_path / "missing.yaml", tmp_path / "nowhere.zarr")
-    proc = _dimbsvm("run", missing, "--out", tmp_path / "r2", "--workers", "1")
+    proc = forked_cli("run", missing, "--out", tmp_path / "r2", "--workers", "1")
     assert proc.returncode == 2 and "does not exist" in proc.stderr, proc.stderr
     assert "dashboard" not in proc.stdout + proc.stderr
     bad = _write_job(tmp_path / "bad.yaml", synthetic_store, execution="{retries: many}")
-    proc = _dimbsvm("run", bad, "--out", tmp_path / "r3")
+    proc = forked_cli("run", bad, "--out", tmp_path / "r3")
     assert proc.returncode == 2 and "'execution.retries' must be of type integer" in proc.stderr
     assert not any(p.name.startswith(("r1", "r2", "r3", ".r")) for p in tmp_path.iterdir())
 

@@ -140,13 +140,13 @@ def test_records_are_the_same_in_this_process_and_on_an_embedded_cluster(tmp_pat
     assert (tmp_path / "here" / "report.html").is_file() and (tmp_path / "here" / "model").is_dir()
 
 
-def test_validate_says_where_the_job_would_run(tmp_path):
+def test_validate_says_where_the_job_would_run(cli, tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(JOB)
-    proc = _dimbsvm("validate", job, cwd=tmp_path)
+    proc = cli("validate", job, cwd=tmp_path)  # no cluster: a child of the fork server (conftest.py)
     assert proc.returncode == 0, proc.stderr
     assert "  runs on: this process (~" in proc.stdout, proc.stdout
-    proc = _dimbsvm("validate", job, "--workers", "2", cwd=tmp_path)
+    proc = cli("validate", job, "--workers", "2", cwd=tmp_path)
     assert "  runs on: embedded LocalCluster" in proc.stdout, proc.stdout
 
 

@@ -147,8 +147,8 @@ def _cli(*args, **kwargs):
                           capture_output=True, text=True, timeout=300, **kwargs)
 
 
-def test_cron_errors_are_named(tmp_path):
-    proc = _cli("schedule", ROOT / "jobs" / "retrain.yaml", "--cron", "61 * * * *", "--registry", tmp_path)
+def test_cron_errors_are_named(cli, tmp_path):
+    proc = cli("schedule", ROOT / "jobs" / "retrain.yaml", "--cron", "61 * * * *", "--registry", tmp_path)
     assert proc.returncode == 2 and "invalid cron expression '61 * * * *'" in proc.stderr
 
 

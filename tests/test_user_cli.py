@@ -128,7 +128,7 @@ def _read_predictions_header(tmp_path, name):
         return handle.readline().strip().split(",")
 
 
-def test_predict_with_registry_champion_and_version_prefix(registry, tmp_path):
+def test_predict_with_registry_champion_and_version_prefix(registry, cli, tmp_path):
     root, versions = registry
     data = _unlabelled_csv(tmp_path / "new.csv")
     champion = ModelRegistry(root).champion()
@@ -139,7 +139,7 @@ def test_predict_with_registry_champion_and_version_prefix(registry, tmp_path):
         model, meta = ModelRegistry(root).load(version)
         names = {code: name for name, code in meta["class_map"].items()}
         assert [r["prediction"] for r in _read_predictions(out)] == [names[int(c)] for c in model.predict(data.X)]
-    proc = _dimbsvm("predict", f"{root}@v0009", tmp_path / "new.csv", "--out", tmp_path / "x.csv")
+    proc = cli("predict", f"{root}@v0009", tmp_path / "new.csv", "--out", tmp_path / "x.csv")  # refused: no cluster
     assert proc.returncode == 2 and "no version 'v0009'" in proc.stderr and not (tmp_path / "x.csv").exists()
 
 
