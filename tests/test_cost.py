@@ -81,7 +81,7 @@ def test_the_shipped_cost_model_loads_and_quotes_a_range():
     job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"}})
     placement = place_job(job, np.r_[np.zeros(1_440), np.ones(44)], n_features=8)
     assert placement.in_process and placement.time.low < placement.time.high
-    assert placement.cost_line().startswith("estimated about ") and "in this process (6 fits" in placement.cost_line()
+    assert placement.cost_line().startswith("estimated ") and "in this process (6 fits" in placement.cost_line()
 
 
 def test_validate_quotes_the_cost_and_warns_of_a_job_past_an_hour(tmp_path, capsys):

@@ -156,7 +156,7 @@ def test_retrain_of_a_small_job_runs_in_this_process_and_promotes(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("running in this process: ~") and "over 1 fit is below" in lines[0], proc.stdout
-    assert lines[1].startswith("estimated about ") and "in this process (1 fit, " in lines[1], proc.stdout
+    assert lines[1].startswith("estimated ") and "in this process (1 fit, " in lines[1], proc.stdout
     assert "dashboard" not in proc.stdout and "promoted (first model in the registry)" in lines[2], proc.stdout
 
 

@@ -42,8 +42,8 @@ class TimeRange:
 
     Examples
     --------
-    >>> TimeRange(40.0, 250.0).describe()
-    'about 40 s to 4 min'
+    >>> TimeRange(40.0, 250.0).describe(), TimeRange(0.6, 1.3).describe(), TimeRange(0.2, 0.8).describe()
+    ('about 40 s to 4 min', 'about 1 s', 'under a second')
     >>> TimeRange(5000.0, 20000.0).over_an_hour
     True
     """
@@ -57,7 +57,10 @@ class TimeRange:
         return self.high > HOUR
 
     def describe(self) -> str:
-        return f"about {_duration(self.low)} to {_duration(self.high)}"
+        if self.high < 1:
+            return "under a second"
+        low, high = _duration(self.low), _duration(self.high)
+        return f"about {low}" if low == high else f"about {low} to {high}"
 
 
 @dataclass(frozen=True)
