@@ -292,7 +292,8 @@ def test_the_scan_of_parquet_reads_only_the_columns_it_looks_at(tmp_path, monkey
         return original(frame, plan, part)
 
     monkeypatch.setattr(resolve_module, "scan_partition", recording)
-    narrow = resolve_tabular_source(tmp_path / "one.parquet", id="uid", drop=["note"], blocksize=1)
+    with dask.config.set(scheduler="sync"):  # in this process, where the recording is (not a module's client)
+        narrow = resolve_tabular_source(tmp_path / "one.parquet", id="uid", drop=["note"], blocksize=1)
     assert len(read) == narrow[0].numblocks[0] == 6 and all("size" not in columns for columns in read)
     _check(narrow, _by_hand(df, drop=["note"], id="uid"))
 
