@@ -25,6 +25,7 @@ Protocol, one JSON object a line: the first line out is ``{"ready": seconds,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -159,6 +160,25 @@ class ForkServer:
     def close(self):
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def serving(env: dict, root, timeout: float = 300):
+    """A running :class:`ForkServer` as ``run(*args, cwd=root, timeout=timeout) -> CompletedProcess``, closed after.
+
+    Every call asserts that the shared imports printed nothing: a fresh interpreter would have printed it too.
+    """
+    server = ForkServer(env, root)
+
+    def run(*args, cwd=None, timeout=timeout):
+        proc, _ = server.run(args, cwd or root, timeout)
+        assert not server.import_stderr, server.import_stderr
+        return proc
+
+    try:
+        yield run
+    finally:
+        server.close()
 
 
 if __name__ == "__main__":

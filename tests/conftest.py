@@ -161,19 +161,10 @@ def cli():
     """
     import os
 
-    from cli_forkserver import ForkServer
+    from cli_forkserver import serving
 
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # this checkout
     env.pop("DASK_SCHEDULER_ADDRESS", None)
-    server = ForkServer(env, ROOT)
-
-    def run(*args, cwd=None, timeout=300):
-        proc, _ = server.run(args, cwd or ROOT, timeout)
-        assert not server.import_stderr, server.import_stderr  # a fresh interpreter would have printed it too
-        return proc
-
-    try:
+    with serving(env, ROOT) as run:
         yield run
-    finally:
-        server.close()

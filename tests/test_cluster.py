@@ -253,19 +253,10 @@ def test_predict_on_cluster_and_tampered_model(cluster, tmp_path):
 def forked_cli():
     """Like :func:`_dimbsvm` (same environment, cwd ROOT) for runs that fail before any cluster starts: each a
     process of its own, forked from one that imported scikit-learn, Dask and Zarr once (``cli_forkserver.py``)."""
-    from cli_forkserver import ForkServer
+    from cli_forkserver import serving
 
-    server = ForkServer(_env(), ROOT)
-
-    def run(*args, timeout=600):
-        proc, _ = server.run(args, ROOT, timeout)
-        assert not server.import_stderr, server.import_stderr  # a fresh interpreter would have printed it too
-        return proc
-
-    try:
+    with serving(_env(), ROOT, timeout=600) as run:
         yield run
-    finally:
-        server.close()
 
 
 def test_failures_before_any_task(tmp_path, synthetic_store, forked_cli):
