@@ -210,8 +210,9 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
     id_dtype = id_kind(frame.dtypes[roles.id]) if roles.id is not None else None
     parts = opened.partitions(roles.read)
     skip_blank = opened.format == "csv"
-    scan = _scan(_scan_parts(opened, parts, roles, kinds, skip_blank), ScanPlan(kinds=kinds, target=roles.target, id=roles.id, max_categories=max_categories,
-                                 skip_blank_rows=skip_blank), opened.description)
+    plan = ScanPlan(kinds=kinds, target=roles.target, id=roles.id, max_categories=max_categories,
+                    skip_blank_rows=skip_blank)
+    scan = _scan(_scan_parts(opened, parts, roles, kinds, skip_blank), plan, opened.description)
     decision = decide(scan, roles, kinds, source=opened.description, max_categories=max_categories,
                       id_dtype=id_dtype, skip_blank_rows=skip_blank)
     X, y, ids = _lazy_arrays(parts, decision)
