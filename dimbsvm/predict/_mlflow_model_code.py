@@ -1,6 +1,6 @@
 """The code MLflow runs to rebuild a logged dimbsvm model (MLflow's "models from code": nothing is pickled).
 
-Not imported by dimbsvm; :func:`dimbsvm.jobs.tracking` hands MLflow this file's path.
+Not imported by dimbsvm; :mod:`dimbsvm.jobs.tracking` hands MLflow this file's path.
 """
 
 import mlflow.models

@@ -87,11 +87,11 @@ def _arrow_numbers(text: pd.Series, missing: np.ndarray) -> np.ndarray | None:
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
     nan_cells = np.flatnonzero(np.isnan(values) & ~missing)
-    if nan_cells.size:
-        try:
-            [float(cell) for cell in text.to_numpy(dtype=object)[nan_cells]]
-        except (ValueError, TypeError):
-            return None
+    try:
+        for cell in text.to_numpy(dtype=object)[nan_cells]:
+            float(cell)  # raises for a text Python's float refuses
+    except (ValueError, TypeError):
+        return None
     return values
 
 
