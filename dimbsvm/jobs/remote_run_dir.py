@@ -124,9 +124,10 @@ def check_staged_run(remote: RemoteOut, job_path) -> None:
 
     job, _ = load_job_file(job_path)
     recorded_job, recorded_data = recorded_fingerprints(remote.staging)
+    fingerprint = job_fingerprint(job)
     data_fingerprint = content_fingerprint(load_job_data(job.data.source, nominal=job.data.nominal).meta)
-    if (recorded_job, recorded_data) != (job_fingerprint(job), data_fingerprint):
-        what = "job" if recorded_job != job_fingerprint(job) else "data"
+    if (recorded_job, recorded_data) != (fingerprint, data_fingerprint):
+        what = "job" if recorded_job != fingerprint else "data"
         raise DimbsvmError(f"--out {remote.url}: the finished run waiting in {remote.staging} to be published there "
                            f"was made from another {what}; publish it with the job and data that made it, or "
                            "remove that directory to start over")

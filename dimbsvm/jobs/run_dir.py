@@ -325,10 +325,8 @@ def _plan_out(run_dir: Path, fingerprint: str, data_fingerprint: str, *, resume:
 
 def _saved_nothing_of_another_run(partial: Path, fingerprint: str, data_fingerprint: str) -> bool:
     """Whether ``partial`` is dimbsvm's, of another job or data, and holds no saved fold or member."""
-    try:
-        job = (partial / _JOB_MARKER).read_text()
-        data = (partial / _DATA_MARKER).read_text() if (partial / _DATA_MARKER).is_file() else None
-    except OSError:
+    job, data = recorded_fingerprints(partial)
+    if job is None:
         return False  # not dimbsvm's (no marker): refused by _check_partial, never removed
     return (job, data) != (fingerprint, data_fingerprint) and saved_progress(partial) == (0, 0)
 
@@ -461,11 +459,7 @@ def _newest_resumable(runs_root: Path, name: str, fingerprint: str, data_fingerp
 
 
 def _same_run(partial: Path, fingerprint: str, data_fingerprint: str) -> bool:
-    try:
-        return ((partial / _JOB_MARKER).read_text() == fingerprint
-                and (partial / _DATA_MARKER).read_text() == data_fingerprint)
-    except OSError:
-        return False
+    return recorded_fingerprints(partial) == (fingerprint, data_fingerprint)
 
 
 def _stamp_order(rest: str):
@@ -481,12 +475,16 @@ def _stamp_order(rest: str):
 
 
 def recorded_fingerprints(run_dir: Path) -> tuple[str | None, str | None]:
-    """The job's and the data's fingerprints a run (or partial) directory records; ``None`` where missing."""
-    found = []
-    for marker in (_JOB_MARKER, _DATA_MARKER):
-        path = Path(run_dir) / marker
-        found.append(path.read_text().strip() if path.is_file() else None)
-    return found[0], found[1]
+    """The job's and the data's fingerprints a run (or partial) directory records; ``None`` where missing or
+    unreadable. Written without a newline, they are compared as written."""
+    return _marker_text(Path(run_dir) / _JOB_MARKER), _marker_text(Path(run_dir) / _DATA_MARKER)
+
+
+def _marker_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
 
 
 def job_fingerprint(job: JobSpec) -> str:
