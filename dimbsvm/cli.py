@@ -493,8 +493,9 @@ def _client(args, *, tls=None, placement=None, **kwargs):
 
     if placement is not None and placement.work is not None:
         print(placement.reason, flush=True)
-    if placement is not None and placement.cost_line() is not None:
-        print(placement.cost_line(), flush=True)
+    cost = placement.cost_line() if placement is not None else None
+    if cost is not None:
+        print(cost, flush=True)
     if placement is not None and placement.in_process:
         return contextlib.nullcontext(None)
 

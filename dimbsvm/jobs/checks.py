@@ -269,8 +269,9 @@ def describe(checked: CheckedJob, *, placement=None) -> list[str]:
         f"metrics {', '.join(job.metrics)}",
         f"runs on: {_runs_on(checked, placement)}",
     ]
-    if placement is not None and placement.cost_line() is not None:
-        lines.append(f"cost: {placement.cost_line()}")
+    cost = placement.cost_line() if placement is not None else None
+    if cost is not None:
+        lines.append(f"cost: {cost}")
     search = job_search(job)
     if search is not None:
         folds = cv.n_folds + bool(job.output.model)
