@@ -20,6 +20,8 @@ from dimbsvm.datasets import load_csv, shared_datasets_dir
 from dimbsvm.datasets._labels import encode_labels, label_key
 from dimbsvm.exceptions import DataError, DimbsvmError
 from dimbsvm.store import fingerprint_file, ingest, open_store
+from dimbsvm.store.sources._csv_blocks import parse_block
+from dimbsvm.store.sources._frames import CSV_GUESS_ROWS
 from dimbsvm.store.sources import (TabularSource, class_map_from_counts, is_tabular_source, open_ids,
                                    resolve_tabular_source)
 
@@ -136,6 +138,16 @@ CSV_CASES = {
     "a byte-order mark": "\ufeffx0,x1,class\n1e3,-0.1,a\n2.5e-3,inf,b\n1_000,nan,b\n",
     "many rows": "a,b,c,class\n" + "".join(f"{i * 0.37:.6f},{i % 7},{'lmh'[i % 3]},{'pn'[i % 5 == 0]}\n"
                                                 for i in range(3000)),
+    # Past the rows the CSV reader guesses its number columns from (CSV_GUESS_ROWS): cells that Arrow's CSV
+    # parser reads otherwise than Python's float (or not at all) send their block the text way.
+    "cells only Python's float reads, after the guessed rows": "a,b,class\n" + "".join(
+        f"{i * 0.37:.6f},{i % 7},{'pn'[i % 5 == 0]}\n" for i in range(CSV_GUESS_ROWS + 200)) + "".join(
+        f"{cell},{i},{'pn'[i % 2]}\n" for i, cell in enumerate(
+            [" 2.5 ", "1_000", "nan", "-nan", "NaN", "inf", "-Infinity", "-0", "?", "", "<null>", "1e400", "4.9e-325",
+             "9007199254740993", "+7", ".5", "5.", "\t3"])),
+    "a column empty in the guessed rows, words after": "a,b,class\n" + "".join(
+        f"{i},,{'pn'[i % 5 == 0]}\n" for i in range(CSV_GUESS_ROWS + 200)) + "".join(
+        f"{i},{'xyz'[i % 3]},{'pn'[i % 2]}\n" for i in range(300)),
 }
 
 
@@ -166,6 +178,27 @@ def test_streamed_csv_matches_the_in_memory_reader_on_the_shared_csv_files():
         X, y = dask.compute(X, y)
         assert X.tobytes() == old.X.tobytes() and np.array_equal(y, old.y), path.name
         assert (meta["feature_names"], meta["class_map"]) == (old.feature_names, old.class_map), path.name
+
+
+@pytest.mark.parametrize("cell", ["1.5", "-0", " 2.5 ", "1_000", "\u0661\u0662", "nan", "-nan", "nan(7)", "inf",
+                                  "-Infinity", "1e400", "4.9e-325", "9007199254740993", "?", '"?"', "", "<null>",
+                                  "abc", "0x10", '"1,5"', "+.5", "1e", "--1"])
+def test_a_csv_block_parses_a_number_column_as_pythons_float_or_else_as_text(cell):
+    """The independent truth: Python's float of the cell, as the in-memory CSV reader reads it."""
+    frame = parse_block(f"n,t\n{cell},x\n1,y\n".encode(), ("n", "t"), True, ("n", "t"), ("n",))
+    text = cell[1:-1] if cell.startswith('"') else cell
+    assert str(frame["t"].dtype) == "string" and frame["t"].tolist() == ["x", "y"]
+    if cell in ("1.5", "-0", "9007199254740993", "?", "", "<null>", "+.5", "1e400"):
+        assert frame["n"].dtype == np.float64  # the usual cells take the fast way
+    if frame["n"].dtype == np.float64:  # read as a number: Python's float of it, bit for bit; NaN if missing
+        try:
+            expected = np.nan if text.strip() in ("", "?", "<null>") else float(text)
+        except ValueError:
+            pytest.fail(f"{cell!r} read as the number {frame['n'][0]!r}; Python's float refuses it")
+        assert np.float64(expected).tobytes() == frame["n"].to_numpy()[:1].tobytes()
+        assert not np.isnan(expected) or text.strip() in ("", "?", "<null>")  # a NaN's text goes the text way
+    else:  # read as text, as written, for the cells module to judge
+        assert frame["n"].tolist() == [text, "1"]
 
 
 def test_a_local_csv_read_with_the_defaults_keeps_its_store_fingerprint(tmp_path):

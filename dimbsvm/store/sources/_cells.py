@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ...datasets.tabular import CSV_MISSING
 
-__all__ = ["cell_text", "factorize_text", "missing_mask", "numbers_or_none", "parse_numbers", "stripped_text"]
+__all__ = ["cell_text", "factorize_text", "missing_cells", "missing_mask", "numbers_or_none", "parse_numbers", "stripped_text"]
 
 _MISSING = sorted(CSV_MISSING)
 
@@ -45,6 +45,19 @@ def stripped_text(series: pd.Series) -> pd.Series:
 def missing_mask(text: pd.Series) -> np.ndarray:
     """Which cells of a stripped text column are missing (NA, empty, ``?``, ``<null>``)."""
     return (text.isna() | text.isin(_MISSING)).to_numpy(dtype=bool)
+
+
+def missing_cells(series: pd.Series) -> np.ndarray:
+    """Which cells of a column are missing: NaN in a column of floats, else as :func:`missing_mask` says.
+
+    Examples
+    --------
+    >>> missing_cells(pd.Series([1.0, np.nan])).tolist(), missing_cells(pd.Series([" ? ", "a"])).tolist()
+    ([False, True], [True, False])
+    """
+    if pd.api.types.is_float_dtype(series.dtype):
+        return series.isna().to_numpy(dtype=bool)
+    return missing_mask(stripped_text(series))
 
 
 def numbers_or_none(text: pd.Series, missing: np.ndarray) -> np.ndarray | None:
@@ -88,7 +101,7 @@ def _arrow_numbers(text: pd.Series, missing: np.ndarray) -> np.ndarray | None:
         return None
     nan_cells = np.flatnonzero(np.isnan(values) & ~missing)
     try:
-        for cell in text.to_numpy(dtype=object)[nan_cells]:
+        for cell in text.iloc[nan_cells]:  # only these cells: a whole column as objects costs more than the cast
             float(cell)  # raises for a text Python's float refuses
     except (ValueError, TypeError):
         return None

@@ -50,6 +50,11 @@ class EncodePlan:
     skip_blank_rows: bool = False
 
     @property
+    def text_numbers(self) -> tuple:
+        """The columns of text found to hold numbers."""
+        return tuple(column for column, how, _ in self.columns if how == "text-number")
+
+    @property
     def n_features(self) -> int:
         return sum(len(categories) if how == "nominal" else 1 for _, how, categories in self.columns)
 
@@ -91,7 +96,7 @@ def _changed(source: str, column: str, row: int, what: str) -> DataError:
 
 
 def _numbers(series: pd.Series, how: str, source: str, column: str, first_row: int) -> np.ndarray:
-    if how == "number":
+    if how == "number" or pd.api.types.is_float_dtype(series.dtype):  # numbers as the CSV block parsed them
         return series.to_numpy(dtype=np.float64, na_value=np.nan)
     text = stripped_text(series)
     values = numbers_or_none(text, missing_mask(text))

@@ -1,21 +1,25 @@
 """A tabular source as a lazy Dask DataFrame whose partitions the workers read.
 
-Parquet keeps its column types. CSV is read as text throughout (pyarrow's
-parser, which refuses a row with too few or too many values) and typed
-later from its values, as the in-memory CSV reader types it. A pandas
-DataFrame is cut into partitions; a Dask DataFrame is taken as it is.
+Parquet keeps its column types. CSV is text (pyarrow's parser, which
+refuses a row with too few or too many values), typed later from its
+values as the in-memory CSV reader types it; its partitions are blocks of
+:mod:`._csv_blocks`, which parse the columns that hold numbers as numbers
+on the way in. A pandas DataFrame is cut into partitions; a Dask DataFrame
+is taken as it is.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 from dataclasses import dataclass
 
 import dask.dataframe as dd
 import pandas as pd
 
 from ...exceptions import DataError
+from ._csv_blocks import CsvBlocks, csv_blocks, numbers_in_rows
 from ._locate import Location, locate
 
 __all__ = ["Opened", "open_frame"]
@@ -28,6 +32,8 @@ CSV_BLOCKSIZE = 32 * 2**20
 PARQUET_BLOCKSIZE = 64 * 2**20
 #: Bytes of a pandas DataFrame per partition when none is asked for.
 DATAFRAME_PART_BYTES = 64 * 2**20
+#: Rows of a CSV's first file from which its columns of numbers are guessed (a wrong guess costs time only).
+CSV_GUESS_ROWS = 1000
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class Opened:
         What the frame was opened with.
     storage_options : dict or None
         What the frame was opened with.
+    csv : CsvBlocks or None
+        A CSV source's blocks, which are its partitions.
     """
 
     frame: dd.DataFrame
@@ -58,11 +66,15 @@ class Opened:
     location: Location | None
     blocksize: int | str | None = None
     storage_options: dict | None = None
+    csv: CsvBlocks | None = None
 
-    def partitions(self, columns) -> list:
+    def partitions(self, columns, numbers=()) -> list:
         """The partitions of ``columns`` as delayed pandas DataFrames, cut alike whatever the columns.
 
-        Parquet reads only the columns asked for. Dask's optimiser would fuse
+        ``numbers``: the CSV columns to parse as numbers where they hold only
+        numbers (the others are text); other sources keep their types.
+        Parquet reads only the columns asked for.
+        Dask's optimiser would fuse
         the partitions of a narrow Parquet read (fewer, longer ones, so that
         partition lengths counted on a few columns would not fit a read of the
         others); reading the columns in ``read_parquet`` itself and leaving the
@@ -70,6 +82,8 @@ class Opened:
         whole sizes.
         """
         columns = list(columns)
+        if self.csv is not None:
+            return self.csv.partitions(columns, numbers)
         if self.format != "parquet":
             return self.frame[columns].to_delayed()
         frame = dd.read_parquet(list(self.location.urls), columns=columns, storage_options=self.storage_options,
@@ -105,10 +119,15 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
         frame = dd.read_parquet(list(location.urls), storage_options=options or None,
                                 blocksize=PARQUET_BLOCKSIZE if blocksize is None else blocksize)
         frame = _string_columns(frame, location.text)
+        blocks = None
     else:
-        frame = _read_csv(location, blocksize, options)
+        header, first_rows = _csv_header(location)
+        frame = _read_csv(location, header, blocksize, options)
+        blocks = csv_blocks(location.urls, header=header, numbers_guess=numbers_in_rows(first_rows, header),
+                            blocksize=blocksize if blocksize is not None else CSV_BLOCKSIZE,
+                            compression=location.compression, storage_options=options)
     return Opened(frame=frame, format=location.format, description=location.text, name=location.name,
-                  location=location, blocksize=blocksize, storage_options=options or None)
+                  location=location, blocksize=blocksize, storage_options=options or None, csv=blocks)
 
 
 def _from_pandas(df: pd.DataFrame, blocksize) -> dd.DataFrame:
@@ -129,8 +148,7 @@ def _string_columns(frame, description: str):
     return frame
 
 
-def _read_csv(location: Location, blocksize, options: dict) -> dd.DataFrame:
-    header = _csv_header(location)
+def _read_csv(location: Location, header: list, blocksize, options: dict) -> dd.DataFrame:
     compressed = location.compression is not None
     try:  # Dask parses a sample here, for the columns: a malformed first block fails now
         frame = dd.read_csv(
@@ -146,8 +164,8 @@ def _read_csv(location: Location, blocksize, options: dict) -> dd.DataFrame:
     return frame.rename(columns=dict(zip(frame.columns, header)))
 
 
-def _csv_header(location: Location) -> list[str]:
-    """The first file's header row, checked as the in-memory CSV reader checks it."""
+def _csv_header(location: Location) -> tuple[list[str], list[list[str]]]:
+    """The first file's header row, checked as the in-memory CSV reader checks it, and its first rows."""
     path = location.paths[0]
     try:
         with location.fs.open(path, "rb", compression=location.compression) as raw:
@@ -155,6 +173,7 @@ def _csv_header(location: Location) -> list[str]:
             reader = csv.reader(text)
             header = next((row for row in reader if any(c.strip() for c in row)), None)
             line = reader.line_num
+            first_rows = _first_rows(reader)
     except (OSError, EOFError, csv.Error) as exc:
         raise DataError(f"{location.text}: not a readable CSV file: {' '.join(str(exc).split())}") from exc
     if header is None:
@@ -165,4 +184,15 @@ def _csv_header(location: Location) -> list[str]:
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if duplicated:
         raise DataError(f"{location.text}, line {line}: duplicate column names {duplicated}")
-    return header
+    return header, first_rows
+
+
+def _first_rows(reader) -> list[list[str]]:
+    """Up to :data:`CSV_GUESS_ROWS` rows after the header: a row Python's csv module cannot read ends them
+    (whether the file is malformed is for the CSV parser to say)."""
+    rows = []
+    try:
+        rows.extend(itertools.islice(reader, CSV_GUESS_ROWS))
+    except csv.Error:
+        pass
+    return rows

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ...datasets._labels import label_key
 from ...datasets.tabular import _LOCALE_NUMBER  # the in-memory CSV reader's test, shared rather than copied
-from ._cells import factorize_text, missing_mask, numbers_or_none, parse_numbers, stripped_text
+from ._cells import factorize_text, missing_cells, missing_mask, numbers_or_none, parse_numbers, stripped_text
 
 __all__ = ["ColumnScan", "Scan", "ScanPlan", "merge_scans", "scan_partition"]
 
@@ -110,7 +110,7 @@ def keep_rows(frame: pd.DataFrame, skip_blank_rows: bool) -> pd.DataFrame:
             rows = np.flatnonzero(blank)  # only rows blank so far: usually none after the first column
             if not rows.size:
                 break
-            blank[rows] = missing_mask(stripped_text(frame[column].iloc[rows]))
+            blank[rows] = missing_cells(frame[column].iloc[rows])
         if blank.any():
             frame = frame.loc[~blank]
     return frame.reset_index(drop=True)
@@ -145,6 +145,8 @@ def _missing(missing: np.ndarray, part: int) -> tuple[int, list]:
 
 
 def _scan_column(series: pd.Series, kind: str, max_categories: int, part: int) -> ColumnScan:
+    if kind == "text" and pd.api.types.is_float_dtype(series.dtype):  # parsed as numbers with the CSV block
+        return ColumnScan(numbers=int(series.notna().sum()))
     if kind == "text":
         text = stripped_text(series)
         missing = missing_mask(text)

@@ -208,13 +208,15 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
                          source=opened.description)
     kinds = column_kinds(frame.dtypes, roles, source=opened.description)
     id_dtype = id_kind(frame.dtypes[roles.id]) if roles.id is not None else None
-    parts = opened.partitions(roles.read)
+    parts = opened.partitions(roles.read, numbers=_likely_numbers(opened, kinds))
     skip_blank = opened.format == "csv"
     plan = ScanPlan(kinds=kinds, target=roles.target, id=roles.id, max_categories=max_categories,
                     skip_blank_rows=skip_blank)
     scan = _scan(_scan_parts(opened, parts, roles, kinds, skip_blank), plan, opened.description)
     decision = decide(scan, roles, kinds, source=opened.description, max_categories=max_categories,
                       id_dtype=id_dtype, skip_blank_rows=skip_blank)
+    if opened.csv is not None:  # the columns found to hold numbers are parsed as numbers where they are read
+        parts = opened.partitions(roles.read, numbers=decision.plan.text_numbers)
     X, y, ids = _lazy_arrays(parts, decision)
     meta = _meta(opened, roles, decision, _fingerprint(opened, roles, id_dtype))
     if roles.target_guessed:
@@ -227,6 +229,12 @@ def _check_max_categories(value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise DataError(f"max_categories must be an integer >= 1, got {value!r}")
     return int(value)
+
+
+def _likely_numbers(opened: Opened, kinds: dict) -> list[str]:
+    """The text columns of a CSV whose first rows hold numbers: the scan parses them as numbers where it can."""
+    guess = opened.csv.numbers_guess if opened.csv is not None else ()
+    return [column for column, kind in kinds.items() if kind == "text" and column in guess]
 
 
 def _scan(parts, plan: ScanPlan, description: str):
