@@ -117,6 +117,27 @@ def test_csv_and_compressed_csv_match_pandas(tmp_path, suffix, opener):
     assert result[3]["name"] == "rows" and result[3]["format"] == "csv"
 
 
+def test_float32_parquet_is_stored_as_float32_and_anything_wider_as_float64(tmp_path):
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"a": rng.normal(size=300).astype(np.float32), "b": rng.integers(-9, 9, 300).astype(np.int16),
+                       "colour": rng.choice(["red", "blue"], 300), "class": rng.choice(["x", "y"], 300)})
+    cases = {"float32 and int16": (df, np.float32),
+             "a float64 column": (df.assign(b=df["b"].astype(np.float64)), np.float64),
+             "an int32 column": (df.assign(b=df["b"].astype(np.int32)), np.float64),
+             "no float column": (df.drop(columns="a"), np.float64),
+             "a text column of numbers": (df.assign(b=df["b"].astype(str)), np.float64)}
+    for case, (frame, dtype) in cases.items():
+        path = tmp_path / f"{case}.parquet"
+        frame.to_parquet(path)
+        X, _, _, _ = resolve_tabular_source(path)
+        expected, _, _, _ = _by_hand(frame.assign(b=pd.to_numeric(frame["b"])))  # the values, whatever the dtype
+        assert X.dtype == dtype, case
+        assert np.array_equal(X.compute().astype(np.float64), expected), case
+        stored = ingest(path, tmp_path / f"{case}.zarr")
+        assert stored.X.dtype == dtype and stored.meta["dtype"] == np.dtype(dtype).name, case
+        assert np.array_equal(stored.X.compute().astype(np.float64), expected), case
+
+
 def test_dataframes_pandas_and_dask(tmp_path):
     df = _frame().drop(columns="note")
     expected = _by_hand(df, nominal=["code"], id="uid")

@@ -62,8 +62,13 @@ def class_map_from_counts(counts, *, source: str) -> dict:
 
 
 def decide(scan: Scan, roles: Roles, kinds: dict, *, source: str, max_categories: int, id_dtype,
-           skip_blank_rows: bool) -> Decision:
+           skip_blank_rows: bool, float32_source: bool = False) -> Decision:
     """Settle kinds, categories and classes, or refuse the source with a one-line reason.
+
+    ``float32_source``: the source's number columns are float32 (or narrower)
+    values; the features are then float32 too unless a text column holds
+    numbers (parsed as float64), so that float32 data is stored as float32,
+    as a float32 array is.
 
     Raises
     ------
@@ -115,8 +120,9 @@ def decide(scan: Scan, roles: Roles, kinds: dict, *, source: str, max_categories
                         "choose the label column with --target COLUMN")
     class_map = class_map_from_counts(scan.labels, source=label_source)
     counts = {class_map[k]: c for k, c in scan.labels.items()}
+    float32 = float32_source and not any(how == "text-number" for _, how, _ in columns)
     plan = EncodePlan(source=source, columns=tuple(columns), target=roles.target, class_map=class_map, id=roles.id,
-                      id_dtype=id_dtype, skip_blank_rows=skip_blank_rows)
+                      id_dtype=id_dtype, skip_blank_rows=skip_blank_rows, dtype="float32" if float32 else "float64")
     return Decision(plan=plan, lengths=lengths, feature_names=names, nominal_columns=nominal_columns,
                     categories=categories, class_map=class_map,
                     class_counts={str(k): int(counts[k]) for k in sorted(counts)})

@@ -39,6 +39,8 @@ class EncodePlan:
     id : str or None
     id_dtype : {"int64", "str"} or None
     skip_blank_rows : bool
+    dtype : {"float64", "float32"}
+        Of the features.
     """
 
     source: str
@@ -48,6 +50,7 @@ class EncodePlan:
     id: str | None
     id_dtype: str | None
     skip_blank_rows: bool = False
+    dtype: str = "float64"
 
     @property
     def text_numbers(self) -> tuple:
@@ -60,7 +63,7 @@ class EncodePlan:
 
 
 def encode_partition(frame: pd.DataFrame, plan: EncodePlan, first_row: int, n_rows: int | None = None):
-    """``(X, y, ids)`` of one partition: float64 ``(n, n_features)``, int32 ``(n,)``, and the ids or None.
+    """``(X, y, ids)`` of one partition: ``(n, n_features)`` of ``plan.dtype``, int32 ``(n,)``, and the ids or None.
 
     ``first_row`` is the 1-based row of the source the partition starts at
     (for error messages); ``n_rows``, the rows the scan counted in it.
@@ -76,7 +79,7 @@ def encode_partition(frame: pd.DataFrame, plan: EncodePlan, first_row: int, n_ro
     if n_rows is not None and len(frame) != n_rows:
         raise DataError(f"{plan.source}: the rows from row {first_row} on: {len(frame)} rows where the scan of the "
                         f"source counted {n_rows}; the source changed while it was read: ingest again")
-    X = np.empty((len(frame), plan.n_features), dtype=np.float64)
+    X = np.empty((len(frame), plan.n_features), dtype=plan.dtype)
     at = 0
     for column, how, categories in plan.columns:
         if how == "nominal":

@@ -84,15 +84,22 @@ class Location:
             name = name.removesuffix(suffix)
         return name or "data"
 
-    def fingerprint(self) -> str:
-        """The files' identity (see the module docstring)."""
-        if self.local and len(self.paths) == 1:
-            return _file_digest(self.paths[0])
+    def fingerprint(self, file_digests=None) -> str:
+        """The files' identity (see the module docstring).
+
+        ``file_digests``: the local files' SHA-256, in the order of
+        ``paths``, where they were computed elsewhere (on the workers, beside
+        the scan); by default they are computed here.
+        """
+        if self.local:
+            digests = [_file_digest(p) for p in self.paths] if file_digests is None else list(file_digests)
+            if len(self.paths) == 1:
+                return digests[0]
         digest = hashlib.sha256()
         if self.local:
             root = _common_root(self.paths)
-            for path in self.paths:
-                digest.update(json.dumps([str(Path(path).relative_to(root)), _file_digest(path)]).encode())
+            for path, file_digest in zip(self.paths, digests):
+                digest.update(json.dumps([str(Path(path).relative_to(root)), file_digest]).encode())
         else:
             for path in self.paths:
                 info = self.fs.info(path)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...exceptions import DataError, DimbsvmError
+from ..fingerprints import fingerprint_file
 from ._columns import choose_roles, column_kinds, id_kind
 from ._decide import Decision, decide
 from ._encode import encode_partition
@@ -168,8 +169,12 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
 
     Returns
     -------
-    X : dask.array.Array of shape (n_samples, n_features), float64
-        Chunked by partition, chunk lengths known.
+    X : dask.array.Array of shape (n_samples, n_features), float64 or float32
+        Chunked by partition, chunk lengths known. float32 where the
+        source's number columns are float32 (the rest exact in float32: bool,
+        8- and 16-bit integers) and no text column holds numbers, so that
+        ``ingest`` stores float32 data as float32, as it stores a float32
+        array; float64 otherwise.
     y : dask.array.Array of shape (n_samples,), int32
     ids : dask.array.Array of shape (n_samples,) or None
         int64 for an integer id column, else object (str).
@@ -212,13 +217,16 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
     skip_blank = opened.format == "csv"
     plan = ScanPlan(kinds=kinds, target=roles.target, id=roles.id, max_categories=max_categories,
                     skip_blank_rows=skip_blank)
-    scan = _scan(_scan_parts(opened, parts, roles, kinds, skip_blank), plan, opened.description)
+    # A local file's SHA-256 reads all of it: on the workers, one task per file, beside the scan.
+    digests = ([dask.delayed(fingerprint_file, pure=False)(p) for p in opened.location.paths]
+               if opened.location is not None and opened.location.local else None)
+    scan, digests = _scan(_scan_parts(opened, parts, roles, kinds, skip_blank), plan, opened.description, digests)
     decision = decide(scan, roles, kinds, source=opened.description, max_categories=max_categories,
-                      id_dtype=id_dtype, skip_blank_rows=skip_blank)
+                      id_dtype=id_dtype, skip_blank_rows=skip_blank, float32_source=_float32_source(frame, kinds))
     if opened.csv is not None:  # the columns found to hold numbers are parsed as numbers where they are read
         parts = opened.partitions(roles.read, numbers=decision.plan.text_numbers)
     X, y, ids = _lazy_arrays(parts, decision)
-    meta = _meta(opened, roles, decision, _fingerprint(opened, roles, id_dtype))
+    meta = _meta(opened, roles, decision, _fingerprint(opened, roles, id_dtype, digests))
     if roles.target_guessed:
         logger.info("%s: label column %r found by its name; pass target= (--target) to choose another",
                     opened.description, roles.target)
@@ -231,26 +239,41 @@ def _check_max_categories(value) -> int:
     return int(value)
 
 
+#: Number dtypes whose every value a float32 holds exactly.
+_EXACT_IN_FLOAT32 = tuple(np.dtype(t) for t in ("float32", "float16", "bool", "int8", "uint8", "int16", "uint16"))
+
+
+def _float32_source(frame, kinds: dict) -> bool:
+    """Whether the number columns hold float32 values: some float32 (or float16) columns, the rest exact in it."""
+    dtypes = [np.dtype(getattr(frame.dtypes[c], "numpy_dtype", frame.dtypes[c]))
+              for c, kind in kinds.items() if kind == "number"]
+    return (any(d in (np.dtype("float32"), np.dtype("float16")) for d in dtypes)
+            and all(d in _EXACT_IN_FLOAT32 for d in dtypes))
+
+
 def _likely_numbers(opened: Opened, kinds: dict) -> list[str]:
     """The text columns of a CSV whose first rows hold numbers: the scan parses them as numbers where it can."""
     guess = opened.csv.numbers_guess if opened.csv is not None else ()
     return [column for column, kind in kinds.items() if kind == "text" and column in guess]
 
 
-def _scan(parts, plan: ScanPlan, description: str):
-    """Summarise every partition and merge the summaries in a tree; one small object reaches the client."""
+def _scan(parts, plan: ScanPlan, description: str, also=None):
+    """Summarise every partition and merge the summaries in a tree; one small object reaches the client.
+
+    ``also``: delayed values computed in the same pass, returned beside the scan.
+    """
     level = [dask.delayed(scan_partition, pure=True)(part, plan, k) for k, part in enumerate(parts)]
     while len(level) > 1:
         level = [dask.delayed(merge_scans, pure=True)(*level[i:i + _MERGE_EVERY],
                                                       max_categories=plan.max_categories)
                  for i in range(0, len(level), _MERGE_EVERY)]
     try:
-        (scan,) = dask.compute(level[0])
+        scan, also = dask.compute(level[0], also)
     except DimbsvmError:
         raise
     except (ValueError, OSError) as exc:  # a malformed CSV row, an unreadable file, an object store's refusal
         raise DataError(f"{description}: cannot read it: {' '.join(str(exc).split())}") from exc
-    return scan
+    return scan, also
 
 
 def _scan_parts(opened: Opened, parts, roles, kinds: dict, skip_blank_rows: bool) -> list:
@@ -274,10 +297,11 @@ def _lazy_arrays(parts, decision: Decision):
     xs, ys, id_chunks = [], [], []
     first_row = 1
     id_dtype = np.int64 if decision.plan.id_dtype == "int64" else object
+    x_dtype = np.dtype(decision.plan.dtype)
     for part, n_rows in zip(parts, decision.lengths):
         if n_rows:
             encoded = dask.delayed(encode_partition, pure=True, nout=3)(part, plan, first_row, n_rows)
-            xs.append(da.from_delayed(encoded[0], shape=(n_rows, n_features), dtype=np.float64))
+            xs.append(da.from_delayed(encoded[0], shape=(n_rows, n_features), dtype=x_dtype))
             ys.append(da.from_delayed(encoded[1], shape=(n_rows,), dtype=np.int32))
             id_chunks.append(da.from_delayed(encoded[2], shape=(n_rows,), dtype=id_dtype))
         first_row += n_rows
@@ -301,14 +325,14 @@ def _meta(opened: Opened, roles, decision: Decision, fingerprint: str) -> dict:
     return meta
 
 
-def _fingerprint(opened: Opened, roles, id_dtype) -> str:
+def _fingerprint(opened: Opened, roles, id_dtype, file_digests=None) -> str:
     """The source's identity and every choice that changes what is stored.
 
     A local file read with the defaults keeps the bare fingerprint of its
     bytes, the one stores written by the in-memory readers carry.
     """
     if opened.location is not None:
-        content = opened.location.fingerprint()
+        content = opened.location.fingerprint(file_digests)
     else:  # Dask's deterministic token: of the data of a pandas DataFrame, of the graph of a Dask one
         content = "dask-" + dask.base.tokenize(opened.frame)
     if opened.location is not None and opened.location.local and len(opened.location.paths) == 1 \
