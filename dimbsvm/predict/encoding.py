@@ -120,6 +120,11 @@ class InputEncoding:
         return names
 
     @property
+    def number_columns(self) -> list[str]:
+        """The raw columns that hold numbers (the rest are nominal)."""
+        return [name for name, categories in self.columns if categories is None]
+
+    @property
     def has_nominal(self) -> bool:
         return any(categories is not None for _, categories in self.columns)
 

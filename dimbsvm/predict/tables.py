@@ -220,7 +220,10 @@ def _frame_parts(model: DimbsvmModel, source, chunk_rows: int, storage_options):
     if encoding is not None:  # missing or unexpected columns: one line before any task
         encoding.check_columns(opened.frame.columns, source=opened.description)
     skip_blank = opened.format == "csv"
-    inputs = opened.frame.to_delayed()
+    if opened.csv is not None:  # the model's number columns parsed as numbers as the text is read
+        inputs = opened.partitions(opened.frame.columns, numbers=encoding.number_columns if encoding else ())
+    else:
+        inputs = opened.frame.to_delayed()
     shared = dask.delayed(model, pure=True)  # one copy in the graph
     scored = [dask.delayed(_score_part, pure=True)(part, shared, opened.description, k, chunk_rows, skip_blank)
               for k, part in enumerate(inputs)]
