@@ -92,3 +92,41 @@ def test_a_job_on_an_s3_store_gives_the_local_store_records(s3_bucket, tmp_path)
         folds[name] = json.loads((tmp_path / f"run-{name}" / "metrics.json").read_text())["folds"]
     assert folds["s3"] == folds["local"]
     assert len(folds["s3"]) == 3
+
+
+def test_csv_files_on_s3_are_ingested_as_the_same_files_are_locally(s3_bucket, tmp_path):
+    """Blocks of CSV objects (plain and gzip, a header per file, a padded number past the guessed rows) via S3."""
+    import gzip
+
+    import s3fs
+
+    from dimbsvm.store.sources import TabularSource
+    from dimbsvm.store.sources._frames import CSV_GUESS_ROWS
+
+    rng = np.random.default_rng(5)
+    n = CSV_GUESS_ROWS + 1500
+    colour = rng.choice(["red", "blue", "?"], n)
+    cells = np.round(rng.normal(size=n), 6).astype(str)
+    cells[CSV_GUESS_ROWS + 700] = " 2.5 "  # parsed by Python's float after the guessed rows: its block as text
+    lines = [f"{i},{c},{colour[i]},{'pos' if i % 9 == 0 else 'neg'}\n" for i, c in enumerate(cells)]
+    header = "uid,x,colour,class\n"
+    parts = {"a.csv": ("\ufeff" + header + "".join(lines[:1200])).encode(),
+             "b.csv": ("\n" + header + "".join(lines[1200:2000])).encode(),
+             "c.csv.gz": gzip.compress((header + "".join(lines[2000:])).encode())}
+    fs = s3fs.S3FileSystem()
+    for name, data in parts.items():
+        fs.pipe_file(f"{s3_bucket}/rows/{name}", data)
+        (tmp_path / name).write_bytes(data)
+    for pattern in ("*.csv", "*.csv.gz"):
+        remote = ingest(TabularSource(f"s3://{s3_bucket}/rows/{pattern}", id="uid", blocksize=4_000),
+                        tmp_path / f"remote{pattern[1:]}.zarr")
+        local = ingest(TabularSource(str(tmp_path / pattern), id="uid"), tmp_path / f"local{pattern[1:]}.zarr")
+        assert remote.X.compute().tobytes() == local.X.compute().tobytes()
+        np.testing.assert_array_equal(remote.y.compute(), local.y.compute())
+        assert remote.meta["feature_names"] == local.meta["feature_names"] == ["x", "colour=blue", "colour=red"]
+        assert remote.meta["n_samples"] == (2000 if pattern == "*.csv" else n - 2000)
+        assert remote.meta["partitions"] > 2 if pattern == "*.csv" else remote.meta["partitions"] == 1
+    whole = np.concatenate([ingest(TabularSource(str(tmp_path / p), id="uid"), tmp_path / f"w{k}.zarr").X.compute()
+                            for k, p in enumerate(("*.csv", "*.csv.gz"))])
+    expected = np.array([float(c) for c in cells])  # the independent truth: Python's float of every cell
+    assert whole[:, 0].tobytes() == expected.tobytes()
