@@ -31,6 +31,7 @@ import pyarrow.csv as pa_csv
 from dask.bytes import read_bytes
 
 from ...datasets.tabular import CSV_MISSING
+from ._cells import parse_numbers
 
 __all__ = ["CsvBlocks", "csv_blocks", "numbers_in_rows", "parse_block"]
 
@@ -138,19 +139,8 @@ def _after_header(block: bytes) -> bytes:
 
 def numbers_in_rows(rows, header) -> set[str]:
     """The columns whose cells in ``rows`` (lists of text) are all numbers or missing."""
-    numbers = set(header)
+    cells = {name: set() for name in header}
     for row in rows:
         for name, cell in zip(header, row):
-            if name in numbers:
-                cell = cell.strip()
-                if cell not in CSV_MISSING and not _is_number(cell):
-                    numbers.discard(name)
-    return numbers
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+            cells[name].add(cell.strip())
+    return {name for name, texts in cells.items() if parse_numbers(sorted(texts - CSV_MISSING))[1].all()}
