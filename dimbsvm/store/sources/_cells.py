@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 
 from ...datasets.tabular import CSV_MISSING
 
-__all__ = ["cell_text", "factorize_text", "missing_cells", "missing_mask", "numbers_or_none", "parse_numbers", "stripped_text"]
+__all__ = ["cell_text", "factorize_text", "missing_cells", "missing_mask", "numbers_or_none", "parse_numbers",
+           "stripped_text"]
 
 _MISSING = sorted(CSV_MISSING)
 

@@ -64,8 +64,8 @@ class CsvBlocks:
         where they all hold only numbers; every other column, and every
         column of any other block, is text (``string[pyarrow]``).
         """
-        columns = tuple(columns)
-        numbers = tuple(c for c in columns if c in set(numbers))
+        columns, numbers = tuple(columns), set(numbers)
+        numbers = tuple(c for c in columns if c in numbers)
         parse = dask.delayed(parse_block, pure=True)
         return [parse(block, self.header, first, columns, numbers) for block, first in self.blocks]
 

@@ -73,8 +73,8 @@ class Opened:
 
         ``numbers``: the CSV columns to parse as numbers where they hold only
         numbers (the others are text); other sources keep their types.
-        Parquet reads only the columns asked for.
-        Dask's optimiser would fuse
+
+        Parquet reads only the columns asked for. Dask's optimiser would fuse
         the partitions of a narrow Parquet read (fewer, longer ones, so that
         partition lengths counted on a few columns would not fit a read of the
         others); reading the columns in ``read_parquet`` itself and leaving the
