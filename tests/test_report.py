@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -245,8 +246,6 @@ def _chromium(tmp_path, page, *command):
 
 def _page_console(stderr, page):
     """The console messages the page logged (Chromium's log lines ``CONSOLE(line)] "message", source: page``)."""
-    import re
-
     return [m.group(1) for m in re.finditer(r'CONSOLE[^\]]*\] "(.*)", source: (\S+)', stderr)
             if m.group(2) == page.resolve().as_uri()]
 
@@ -279,6 +278,72 @@ def test_report_renders_in_headless_chromium(ensemble_run, tmp_path):
     rgb = (image[..., :3] * 255).round().astype(int)
     for colour in ((0x1f, 0x77, 0xb4), (0xff, 0x7f, 0x0e)):
         assert (np.abs(rgb - colour).sum(axis=-1) < 30).sum() > 500, colour
+
+
+#: Injected into a copy of the page: once the ROC plot is drawn, moves the pointer onto the middle vertex of
+#: repeat 0's curve (its screen position from BokehJS's own scales) and writes what the hover did into
+#: ``body[data-hover]`` for --dump-dom. BokehJS 3 internals (Bokeh.index, frame scales, canvas events element):
+#: a test of this page, not an API.
+_HOVER_PROBE = """<script>
+(function probe(tries) {
+  if (document.getElementById("roc_pr").dataset.rendered !== "yes") {
+    if (tries > 0) setTimeout(function () { probe(tries - 1); }, 100);
+    return;
+  }
+  var out = {};
+  try {
+    var roc = [...Bokeh.index.query(function (v) {
+      return v.model.constructor.__name__ === "Figure" && v.model.title.text.startsWith("ROC"); })][0];
+    var source = roc.model.document.get_model_by_name("roc repeat 0");
+    var i = Math.floor(source.data.fpr.length / 2);
+    var target = roc.canvas_view.events_el, box = target.getBoundingClientRect();
+    var at = {clientX: box.left + roc.frame.x_scale.compute(source.data.fpr[i]),
+              clientY: box.top + roc.frame.y_scale.compute(source.data.tpr[i]),
+              bubbles: true, composed: true, pointerType: "mouse", isPrimary: true};
+    out.index = i;
+    target.dispatchEvent(new PointerEvent("pointerenter", at));
+    target.dispatchEvent(new PointerEvent("pointermove", at));
+    setTimeout(function () {
+      out.inspected = Array.from(source.inspected.indices);
+      out.tooltips = [];
+      (function walk(node) {  // tooltips are drawn in shadow roots
+        if (node.shadowRoot) walk(node.shadowRoot);
+        node.childNodes.forEach(function (c) { if (c.nodeType === 1 || c.nodeType === 11) walk(c); });
+        if (node.classList && node.classList.contains("bk-Tooltip") && node.shadowRoot)
+          out.tooltips.push([...node.shadowRoot.children].filter(function (c) { return c.tagName !== "STYLE"; })
+                            .map(function (c) { return c.innerText; }).join("\\n"));
+      })(document.body);
+      document.body.dataset.hover = JSON.stringify(out);
+    }, 300);
+  } catch (error) { out.error = String(error); document.body.dataset.hover = JSON.stringify(out); }
+})(50);
+</script>"""
+
+
+def test_hovering_a_roc_vertex_shows_its_threshold_and_rates_in_headless_chromium(ensemble_run, tmp_path):
+    """A pointer on repeat 0's ROC vertex: BokehJS's hover finds it and its tooltip prints the embedded numbers."""
+    import html
+
+    _, out = ensemble_run
+    page = (out / "report.html").read_text()
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("</body></html>", _HOVER_PROBE + "</body></html>"))
+    proc = _chromium(tmp_path, probed, "--dump-dom")
+    found = re.search(r'data-hover="([^"]*)"', proc.stdout)
+    assert found, proc.stderr[-2000:]
+    hover = json.loads(html.unescape(found.group(1)))
+    assert "error" not in hover, hover
+    i = hover["index"]
+    assert i in hover["inspected"]
+    parser = _Images()
+    parser.feed(page)
+    roc = parser.bokeh_documents()["roc_pr"].get_model_by_name("roc repeat 0").data
+    # limit=1: one tooltip per curve under the pointer, the nearest vertex's; repeat 0's is the one moved onto
+    tooltips = [dict(line.split(":\t", 1) for line in text.strip().splitlines()) for text in hover["tooltips"]]
+    [mine] = [t for t in tooltips if t["repeat"] == "0"]
+    assert mine == {"repeat": "0", "threshold (score >=)": f"{roc['threshold'][i]:.4g}",
+                    "TPR (recall)": f"{roc['tpr'][i]:.4f}", "FPR": f"{roc['fpr'][i]:.4f}",
+                    "precision": f"{roc['precision'][i]:.4f}"}
 
 
 def test_a_fold_recorded_without_predictions_runs_again(tmp_path):

@@ -29,9 +29,10 @@ __all__ = ["MAX_POINTS", "bokehjs", "document_json", "pr_points", "roc_points", 
 
 logger = logging.getLogger(__name__)
 
-#: The most vertices a curve keeps on the page: a plot is ~450 pixels wide, so a few per pixel already draw
-#: the curve as it is, and the page grows ~30 bytes per vertex.
-MAX_POINTS = 2000
+#: The most vertices a curve keeps on the page: a plot is ~400 pixels across, so two per pixel already draw
+#: the curve as it is (a dropped vertex is within ~1/1000 of the path), and each vertex costs the page ~50 bytes
+#: (four float64 columns and the repeat, base64): ~75 kB per repeat and curve at most.
+MAX_POINTS = 1000
 
 #: Plot size in pixels, as the PNG panels (4.6 x 3.8 inches at 100 dpi).
 WIDTH, HEIGHT = 460, 380
@@ -157,11 +158,18 @@ def _curve(fig, points, *, x, y, color, label, name, step=False):
                        hover_fill_alpha=1, hover_line_color="black", hover_line_alpha=1)
 
 
+def _repeat_curve(fig, points, seed, *, name, **drawn):
+    """One repeat's curve, its points' source named ``"{name} repeat {seed}"`` with a ``repeat`` column."""
+    points = {**points, "repeat": np.full(points["tpr"].size, int(seed))}
+    return _curve(fig, points, name=f"{name} repeat {seed}", **drawn)
+
+
 def _hover(fig, renderers, tooltips):
     from bokeh.models import HoverTool
 
+    # limit: of the vertices under the pointer (markers overlap where a curve is dense), the nearest alone
     fig.add_tools(HoverTool(renderers=renderers, tooltips=tooltips, formatters={"@threshold": "printf"},
-                            mode="mouse"))
+                            mode="mouse", limit=1))
 
 
 def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_points=MAX_POINTS):
@@ -200,15 +208,13 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
     for i, seed in enumerate(np.unique(repeat)):
         here = figures.rows_by_score(score, repeat, seed)
         color = PALETTE[i % len(PALETTE)]
-        roc_data, area = roc_points(positive[here], score[here])
-        pr_data, average = pr_points(positive[here], score[here])
-        for fig, data, axes, label in ((roc, roc_data, ("fpr", "tpr"), f"repeat {seed} (AUC = {area:.2f})"),
-                                       (pr, pr_data, ("tpr", "precision"), f"repeat {seed} (AP = {average:.2f})")):
-            data = _spaced(data, *axes, max_points)
-            data["repeat"] = np.full(data["tpr"].size, int(seed))
-            name = f"{'roc' if fig is roc else 'pr'} repeat {seed}"
-            curves[fig].append(_curve(fig, data, x=axes[0], y=axes[1], color=color, label=label, name=name,
-                                      step=fig is pr))
+        data, area = roc_points(positive[here], score[here])
+        curves[roc].append(_repeat_curve(roc, _spaced(data, "fpr", "tpr", max_points), seed, x="fpr", y="tpr",
+                                         color=color, label=f"repeat {seed} (AUC = {area:.2f})", name="roc"))
+        data, average = pr_points(positive[here], score[here])
+        curves[pr].append(_repeat_curve(pr, _spaced(data, "tpr", "precision", max_points), seed, x="tpr",
+                                        y="precision", color=color, label=f"repeat {seed} (AP = {average:.2f})",
+                                        name="pr", step=True))
         if predicted is not None:  # where the predictions sit: what the threshold the folds chose gives
             tpr, fpr, precision = figures.operating_point(positive[here], predicted[here])
             cutoff = (cutoffs or {}).get(seed, np.nan)
