@@ -199,7 +199,7 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
         {seed}"``, ``"pr repeat {seed}"`` and ``"chosen repeat {seed}"``.
     """
     from bokeh.layouts import row
-    from bokeh.models import ColumnDataSource, Span
+    from bokeh.models import ColumnDataSource, LegendItem, Span
 
     positive, score, repeat = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float), np.asarray(repeat)
     roc = _figure("ROC (out-of-fold)", "false positive rate", "true positive rate (recall)")
@@ -222,10 +222,15 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
                 {"repeat": [int(seed)], "tpr": [tpr], "fpr": [fpr], "precision": [precision],
                  "threshold_text": ["each fold's own" if np.isnan(cutoff) else f"{cutoff:.4g}"]},
                 name=f"chosen repeat {seed}")))
-    for color, source in points:  # after every curve: on top of them, and last in the legends
+    for color, source in points:  # after every curve: on top of them
         for fig, axes in ((roc, ("fpr", "tpr")), (pr, ("tpr", "precision"))):
-            chosen[fig].append(fig.scatter(*axes, source=source, size=11, color=color, line_color="black",
-                                           legend_label="chosen threshold"))
+            chosen[fig].append(fig.scatter(*axes, source=source, size=11, color=color, line_color="black"))
+    if points:
+        for fig in (roc, pr):
+            # one legend entry for every repeat's marker (a click hides them all); the legend draws each of its
+            # renderers' glyphs, the last on top: a circle of no repeat's colour, itself not drawn (NaN)
+            neutral = fig.scatter([np.nan], [np.nan], size=11, fill_color="white", line_color="black")
+            fig.legend.items.append(LegendItem(label="chosen threshold", renderers=[*chosen[fig], neutral]))
     roc.line([0, 1], [0, 1], color="#b3b3b3", line_dash="dotted", line_width=1)
     pr.add_layout(Span(location=float(positive.mean()), dimension="width", line_color="#b3b3b3",
                        line_dash="dotted", line_width=1))
@@ -275,7 +280,7 @@ def threshold_plot(theta, objective, chosen, *, objective_name, max_points=MAX_P
     fig.add_layout(Span(location=0.0, dimension="height", line_color="#999999", line_dash="dotted"))
     value = (objective_name, "@objective{0.0000}")
     fig.add_tools(HoverTool(renderers=[dots], tooltips=[("shift (theta)", "@theta{%.4g}"), value],
-                            formatters={"@theta": "printf"}, mode="mouse"))
+                            formatters={"@theta": "printf"}, mode="mouse", limit=1))
     fig.add_tools(HoverTool(renderers=[mark], tooltips=[("chosen shift", "@theta{%.4g}"), value],
                             formatters={"@theta": "printf"}))
     fig.legend.label_text_font_size = "8pt"
