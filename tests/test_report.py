@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -61,19 +62,42 @@ def test_positive_class_metrics_follow_pos_label():
 
 
 class _Images(HTMLParser):
+    """The page's figures, images, scripts (with their text) and any address it would fetch."""
+
     def __init__(self):
         super().__init__()
-        self.images, self.figures, self.external = [], [], []
+        self.images, self.figures, self.interactive, self.external, self.scripts = [], [], [], [], []
+        self._script = None
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         if tag == "figure":
             self.figures.append(attrs.get("id"))
+            if "interactive" in (attrs.get("class") or ""):
+                self.interactive.append(attrs.get("id"))
         if tag == "img":
             self.images.append(attrs["src"])
+        if tag == "script":
+            self._script = [attrs, ""]
         for key in ("src", "href"):
             if attrs.get(key, "").startswith(("http:", "https:", "//")):
                 self.external.append(attrs[key])
+
+    def handle_data(self, data):
+        if self._script is not None:
+            self._script[1] += data
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self.scripts.append(tuple(self._script))
+            self._script = None
+
+    def bokeh_documents(self):
+        """``{figure id: bokeh.document.Document}`` rebuilt by Bokeh from the JSON embedded in the page."""
+        from bokeh.document import Document
+
+        items = [json.loads(text) for attrs, text in self.scripts if attrs.get("class") == "bokeh-document"]
+        return {item["target_id"].removesuffix("-plot"): Document.from_json(item["doc"]) for item in items}
 
 
 def _job(tmp_path, **changes):
@@ -155,8 +179,10 @@ def test_report_html_is_self_contained_with_its_figures(ensemble_run):
     parser = _Images()
     parser.feed(page)
     assert parser.external == []  # no network needed to read it
+    assert all("src" not in attrs for attrs, _ in parser.scripts)  # BokehJS is in the page, not fetched
     assert set(parser.figures) == {"fold_spread", "roc_pr", "confusion", "threshold", "member_thresholds"}
-    assert len(parser.images) == len(parser.figures)
+    assert parser.interactive == ["roc_pr", "threshold"] and set(parser.bokeh_documents()) == {"roc_pr", "threshold"}
+    assert len(parser.images) == len(parser.figures) - len(parser.interactive)  # interactive: no PNG on the page
     for src in parser.images:
         assert src.startswith("data:image/png;base64,")
         image = imread(io.BytesIO(base64.b64decode(src.split(",", 1)[1])), format="png")
@@ -166,8 +192,20 @@ def test_report_html_is_self_contained_with_its_figures(ensemble_run):
         assert f"<h2>{heading}</h2>" in page
     assert "imbalance ratio (largest class / smallest) 32.73" in page  # 1440 / 44
     markdown = (out / "report.md").read_text()
-    for name in parser.figures:
+    for name in parser.figures:  # the Markdown has every figure, the interactive ones too, as PNG files
         assert f"(report/{name}.png)" in markdown and (out / "report" / f"{name}.png").is_file()
+    for name in parser.interactive:
+        image = imread(out / "report" / f"{name}.png", format="png")
+        assert image.shape[0] >= 300 and image[..., :3].std() > 0.05
+
+
+def test_report_page_stays_one_file_of_reasonable_size(ensemble_run):
+    """BokehJS inline, only its core bundle (no widgets, tables, WebGL, MathJax): ~1.3 MB of the page."""
+    _, out = ensemble_run
+    page = (out / "report.html").read_text()
+    assert page.count("/* BEGIN bokeh.min.js */") == 1
+    assert "bokeh-widgets" not in page and "bokeh-tables" not in page and "bokeh-mathjax" not in page
+    assert (out / "report.html").stat().st_size < 2_000_000
 
 
 def test_resumed_run_has_every_folds_predictions(tmp_path):
@@ -192,25 +230,120 @@ def test_resumed_run_has_every_folds_predictions(tmp_path):
     assert (tmp_path / "run" / "report.html").is_file()
 
 
-def test_report_renders_in_headless_chromium(ensemble_run, tmp_path):
+def _chromium(tmp_path, page, *command):
+    """Headless Chromium on ``page`` (its scripts given 5 s of virtual time); the finished process."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Chromium is not installed (Debian package chromium)")
-    _, out = ensemble_run
-    shot = tmp_path / "report.png"
-    proc = subprocess.run(
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"  # one per run: no lock between them
+    return subprocess.run(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1100,2400",
-         "--enable-logging=stderr", "--v=0", (out / "report.html").resolve().as_uri()],
+         f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0",
+         *command, page.resolve().as_uri()],
         capture_output=True, text=True, timeout=120)
-    assert shot.is_file(), proc.stderr[-2000:]
-    assert "Uncaught" not in proc.stderr, proc.stderr[-2000:]  # no script error on the page
+
+
+def _page_console(stderr, page):
+    """The console messages the page logged (Chromium's log lines ``CONSOLE(line)] "message", source: page``)."""
+    return [m.group(1) for m in re.finditer(r'CONSOLE[^\]]*\] "(.*)", source: (\S+)', stderr)
+            if m.group(2) == page.resolve().as_uri()]
+
+
+def test_report_renders_in_headless_chromium(ensemble_run, tmp_path):
+    """The page in a real browser with no network: every Bokeh plot built, no script error, the plots on screen."""
     from matplotlib.image import imread
 
+    _, out = ensemble_run
+    page = out / "report.html"
+    proc = _chromium(tmp_path, page, "--dump-dom")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    for name, root in (("roc_pr", "bk-Row"), ("threshold", "bk-Figure")):
+        # the page's loader marks a figure once BokehJS drew it; BokehJS put its root view in the plot's element
+        assert f'<figure id="{name}" class="interactive" data-rendered="yes">' in dom
+        assert f'<div id="{name}-plot"><div class="{root}"' in dom
+    # the only console lines: BokehJS's own log-level notes (the page lowers its log level to warnings)
+    logged = _page_console(proc.stderr, page)
+    assert logged and all("setting log level to" in line for line in logged), logged
+
+    shot = tmp_path / "report.png"
+    proc = _chromium(tmp_path, page, "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1100,4000")
+    assert shot.is_file(), proc.stderr[-2000:]
+    assert [line for line in _page_console(proc.stderr, page) if "setting log level to" not in line] == []
     image = imread(shot)
-    # the page drew more than a blank background: the figures' colours are on it
-    assert image.shape[:2] == (2400, 1100) and image[..., :3].std() > 0.05
+    assert image.shape[:2] == (4000, 1100)
+    # the curves' colours (matplotlib's C0 blue and C1 orange, as the legends) are on the screen, drawn by
+    # BokehJS: the page has no PNG of these curves
+    rgb = (image[..., :3] * 255).round().astype(int)
+    for colour in ((0x1f, 0x77, 0xb4), (0xff, 0x7f, 0x0e)):
+        assert (np.abs(rgb - colour).sum(axis=-1) < 30).sum() > 500, colour
+
+
+#: Injected into a copy of the page: once the ROC plot is drawn, moves the pointer onto the middle vertex of
+#: repeat 0's curve (its screen position from BokehJS's own scales) and writes what the hover did into
+#: ``body[data-hover]`` for --dump-dom. BokehJS 3 internals (Bokeh.index, frame scales, canvas events element):
+#: a test of this page, not an API.
+_HOVER_PROBE = """<script>
+(function probe(tries) {
+  if (document.getElementById("roc_pr").dataset.rendered !== "yes") {
+    if (tries > 0) setTimeout(function () { probe(tries - 1); }, 100);
+    return;
+  }
+  var out = {};
+  try {
+    var roc = [...Bokeh.index.query(function (v) {
+      return v.model.constructor.__name__ === "Figure" && v.model.title.text.startsWith("ROC"); })][0];
+    var source = roc.model.document.get_model_by_name("roc repeat 0");
+    var i = Math.floor(source.data.fpr.length / 2);
+    var target = roc.canvas_view.events_el, box = target.getBoundingClientRect();
+    var at = {clientX: box.left + roc.frame.x_scale.compute(source.data.fpr[i]),
+              clientY: box.top + roc.frame.y_scale.compute(source.data.tpr[i]),
+              bubbles: true, composed: true, pointerType: "mouse", isPrimary: true};
+    out.index = i;
+    target.dispatchEvent(new PointerEvent("pointerenter", at));
+    target.dispatchEvent(new PointerEvent("pointermove", at));
+    setTimeout(function () {
+      out.inspected = Array.from(source.inspected.indices);
+      out.tooltips = [];
+      (function walk(node) {  // tooltips are drawn in shadow roots
+        if (node.shadowRoot) walk(node.shadowRoot);
+        node.childNodes.forEach(function (c) { if (c.nodeType === 1 || c.nodeType === 11) walk(c); });
+        if (node.classList && node.classList.contains("bk-Tooltip") && node.shadowRoot)
+          out.tooltips.push([...node.shadowRoot.children].filter(function (c) { return c.tagName !== "STYLE"; })
+                            .map(function (c) { return c.innerText; }).join("\\n"));
+      })(document.body);
+      document.body.dataset.hover = JSON.stringify(out);
+    }, 300);
+  } catch (error) { out.error = String(error); document.body.dataset.hover = JSON.stringify(out); }
+})(50);
+</script>"""
+
+
+def test_hovering_a_roc_vertex_shows_its_threshold_and_rates_in_headless_chromium(ensemble_run, tmp_path):
+    """A pointer on repeat 0's ROC vertex: BokehJS's hover finds it and its tooltip prints the embedded numbers."""
+    import html
+
+    _, out = ensemble_run
+    page = (out / "report.html").read_text()
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("</body></html>", _HOVER_PROBE + "</body></html>"))
+    proc = _chromium(tmp_path, probed, "--dump-dom")
+    found = re.search(r'data-hover="([^"]*)"', proc.stdout)
+    assert found, proc.stderr[-2000:]
+    hover = json.loads(html.unescape(found.group(1)))
+    assert "error" not in hover, hover
+    i = hover["index"]
+    assert i in hover["inspected"]
+    parser = _Images()
+    parser.feed(page)
+    roc = parser.bokeh_documents()["roc_pr"].get_model_by_name("roc repeat 0").data
+    # limit=1: one tooltip per curve under the pointer, the nearest vertex's; repeat 0's is the one moved onto
+    tooltips = [dict(line.split(":\t", 1) for line in text.strip().splitlines()) for text in hover["tooltips"]]
+    [mine] = [t for t in tooltips if t["repeat"] == "0"]
+    assert mine == {"repeat": "0", "threshold (score >=)": f"{roc['threshold'][i]:.4g}",
+                    "TPR (recall)": f"{roc['tpr'][i]:.4f}", "FPR": f"{roc['fpr'][i]:.4f}",
+                    "precision": f"{roc['precision'][i]:.4f}"}
 
 
 def test_a_fold_recorded_without_predictions_runs_again(tmp_path):
@@ -591,3 +724,92 @@ def test_a_majority_positive_class_is_named_and_not_called_the_minority(tmp_path
     chosen = next(r for r in rows[1:] if r[-1] == "chosen")
     i = int(np.argmin(np.abs(thresholds - float(chosen[0]))))
     assert [float(chosen[1]), float(chosen[2])] == pytest.approx([tpr[i], fpr[i]], abs=5e-5)
+
+
+# -- issue 35 item 3: the interactive curves ---------------------------------------------------------------------
+
+
+def test_interactive_curves_are_scikit_learns_on_the_same_out_of_fold_scores(ensemble_run):
+    """The data BokehJS draws and hovers, rebuilt from the page: scikit-learn's curves of each repeat's scores."""
+    from sklearn.metrics import precision_recall_curve, precision_score, roc_curve
+
+    from dimbsvm.report.interactive import MAX_POINTS
+
+    _, out = ensemble_run
+    oof = load_oof(out)
+    parser = _Images()
+    parser.feed((out / "report.html").read_text())
+    document = parser.bokeh_documents()["roc_pr"]
+    positive = oof["y_true"] == 1
+    for seed in np.unique(oof["seed"]):
+        here = oof["seed"] == seed
+        p, s = positive[here], oof["score"][here]
+        roc = document.get_model_by_name(f"roc repeat {seed}").data
+        fpr, tpr, thresholds = roc_curve(p, s)  # as RocCurveDisplay draws it (drop_intermediate)
+        assert len(thresholds) < MAX_POINTS  # so nothing more was thinned
+        np.testing.assert_array_equal(roc["fpr"], fpr)
+        np.testing.assert_array_equal(roc["tpr"], tpr)
+        np.testing.assert_array_equal(roc["threshold"], thresholds)
+        pr = document.get_model_by_name(f"pr repeat {seed}").data
+        precision, recall, pr_thresholds = precision_recall_curve(p, s)
+        # the same steps-post path from fewer vertices, each vertex one of scikit-learn's with its threshold
+        np.testing.assert_array_equal(_steps_post(pr["tpr"], pr["precision"]), _steps_post(recall, precision))
+        at = [int(np.flatnonzero(np.append(pr_thresholds, np.inf) == t)[0]) for t in pr["threshold"]]
+        np.testing.assert_array_equal(pr["precision"], precision[at])
+        np.testing.assert_array_equal(pr["tpr"], recall[at])
+        # every hovered point's rates are those of predicting positive from its threshold
+        for data in (roc, pr):
+            for t, rates in zip(data["threshold"], zip(data["tpr"], data["fpr"], data["precision"])):
+                predicted = s >= t
+                expected = [np.mean(predicted[p]), np.mean(predicted[~p]),
+                            precision_score(p, predicted, zero_division=1.0)]
+                assert list(rates) == pytest.approx(expected, abs=1e-12)
+            assert set(data["repeat"]) == {seed}
+        # the chosen point: the repeat's predictions, from the cutoff that reproduces them
+        chosen = document.get_model_by_name(f"chosen repeat {seed}").data
+        predicted = oof["y_pred"][here] == 1
+        assert [chosen["tpr"][0], chosen["fpr"][0]] == pytest.approx([np.mean(predicted[p]), np.mean(predicted[~p])])
+        assert chosen["precision"][0] == pytest.approx(precision_score(p, predicted))
+        cutoff = float(chosen["threshold_text"][0])
+        assert cutoff == pytest.approx(s[predicted].min(), rel=1e-3)
+
+
+def test_curves_longer_than_the_page_keeps_are_thinned_to_vertices_of_scikit_learns():
+    """10^5 scores: each curve keeps at most MAX_POINTS of scikit-learn's vertices, both ends, evenly along it."""
+    from sklearn.metrics import roc_curve
+
+    from dimbsvm.report.interactive import MAX_POINTS, roc_pr_plots, spaced_vertices
+
+    rng = np.random.RandomState(0)
+    positive = rng.rand(100_000) < 0.1
+    score = rng.normal(size=100_000) + positive
+    document_roots = roc_pr_plots(positive, score, np.zeros(100_000, dtype=int)).select({"name": "roc repeat 0"})
+    [roc] = [source.data for source in document_roots]
+    fpr, tpr, thresholds = roc_curve(positive, score)
+    assert thresholds.size > 5 * MAX_POINTS and roc["fpr"].size <= MAX_POINTS
+    at = np.searchsorted(-thresholds, -roc["threshold"])  # thresholds decrease: where each kept one is
+    np.testing.assert_array_equal(thresholds[at], roc["threshold"])
+    np.testing.assert_array_equal(fpr[at], roc["fpr"])
+    np.testing.assert_array_equal(tpr[at], roc["tpr"])
+    assert at[0] == 0 and at[-1] == thresholds.size - 1
+    # evenly along the path: no two consecutive kept vertices further apart than the spacing and one step
+    steps = np.abs(np.diff(fpr)) + np.abs(np.diff(tpr))
+    along = np.concatenate([[0.0], np.cumsum(steps)])
+    assert np.diff(along[at]).max() <= along[-1] / (MAX_POINTS - 1) + steps.max() + 1e-12
+    assert spaced_vertices(np.arange(5.0), np.arange(5.0)).tolist() == [0, 1, 2, 3, 4]  # short: all kept
+
+
+def test_interactive_threshold_search_is_the_candidates_with_the_chosen_shift():
+    from dimbsvm.report.interactive import threshold_plot
+
+    rng = np.random.RandomState(0)
+    theta = rng.uniform(-2, 2, size=300)
+    objective = 1 - (theta - 0.4) ** 2 / 4
+    plot = threshold_plot(theta, objective, 0.4, objective_name="g_mean")
+    [candidates] = plot.select({"name": "candidates"})
+    order = np.argsort(theta)
+    np.testing.assert_array_equal(candidates.data["theta"], theta[order])
+    np.testing.assert_array_equal(candidates.data["objective"], objective[order])
+    [chosen] = plot.select({"name": "chosen"})
+    nearest = int(np.argmin(np.abs(theta - 0.4)))
+    assert chosen.data["theta"] == [0.4] and chosen.data["objective"] == [objective[nearest]]

@@ -11,9 +11,9 @@ import io
 
 import numpy as np
 
-__all__ = ["confusion_figure", "confusion_repeats_figure", "fold_spread_figure", "member_thresholds_figure", "operating_point", "png",
-           "precision_recall_and_average", "reliability_figure", "roc_pr_figure", "step_vertices",
-           "threshold_figure"]
+__all__ = ["average_precision", "confusion_figure", "confusion_repeats_figure", "fold_spread_figure",
+           "member_thresholds_figure", "operating_point", "png", "precision_recall_and_average", "reliability_figure",
+           "roc_pr_figure", "rows_by_score", "step_vertices", "threshold_figure"]
 
 #: Figure size in inches for one panel; 100 dpi.
 PANEL = (4.6, 3.8)
@@ -62,12 +62,7 @@ def roc_pr_figure(positive, score, repeat, predicted=None):
             label = "chosen threshold" if i == 0 else None
             roc.plot([fpr], [tpr], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
             pr.plot([tpr], [precision], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
-        here = np.flatnonzero(repeat == seed)
-        # Both curves depend only on the (score, label) pairs, not their order (integer counts at each
-        # distinct score), so they are computed on the rows sorted once by score: scikit-learn's own
-        # stable sort of presorted scores is then a linear pass (python -m benchmarks.report_curves;
-        # the numbers in benchmarks/scaling_notes.md).
-        here = here[np.argsort(score[here], kind="stable")]
+        here = rows_by_score(score, repeat, seed)
         RocCurveDisplay.from_predictions(positive[here], score[here], ax=roc, name=f"repeat {seed}")
         precision, recall, average_precision = precision_recall_and_average(positive[here], score[here])
         drawn = step_vertices(recall)  # the same step path from ~2 vertices per recall value instead of ~one per row
@@ -116,7 +111,25 @@ def precision_recall_and_average(positive, score):
     from sklearn.metrics import precision_recall_curve
 
     precision, recall, _ = precision_recall_curve(positive, score)
-    return precision, recall, float(max(0.0, -np.sum(np.diff(recall) * precision[:-1])))
+    return precision, recall, average_precision(precision, recall)
+
+
+def average_precision(precision, recall) -> float:
+    """scikit-learn's average precision: the step integral of a ``precision_recall_curve`` (recall decreasing)."""
+    return float(max(0.0, -np.sum(np.diff(recall) * precision[:-1])))
+
+
+def rows_by_score(score, repeat, seed):
+    """The positions of one repeat's rows, sorted by score (stable).
+
+    Both curves depend only on the (score, label) pairs, not their order
+    (integer counts at each distinct score), so they are computed on the rows
+    sorted once by score: scikit-learn's own stable sort of presorted scores
+    is then a linear pass (python -m benchmarks.report_curves; the numbers in
+    benchmarks/scaling_notes.md).
+    """
+    here = np.flatnonzero(repeat == seed)
+    return here[np.argsort(score[here], kind="stable")]
 
 
 def step_vertices(recall):

@@ -7,10 +7,13 @@ out-of-fold predictions, where the decision threshold sits (the final
 model's threshold search; an ensemble's member thresholds), and what the run
 cost (time and peak memory).
 
-A report is a list of sections of blocks (text, table, figure), rendered
-twice: Markdown with the figures as PNG files beside it, and HTML with the
-same PNGs embedded as ``data:`` URIs, so the HTML file alone is the report
-(no network, no other file).
+A report is a list of sections of blocks (text, table, figure, interactive
+figure), rendered twice: Markdown with the figures as PNG files beside it,
+and HTML with the same PNGs embedded as ``data:`` URIs and the interactive
+figures (the ROC, precision-recall and threshold-search curves, whose hover
+gives the threshold and rates at each point) as Bokeh documents drawn by
+BokehJS carried inline, so the HTML file alone is the report (no network, no
+other file). The interactive figures' PNGs are in the Markdown only.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import figures
+from . import figures, interactive
 
 __all__ = ["Section", "brier_scores", "chosen_cutoff", "oof_curves_png", "run_report_sections", "render_html",
            "render_markdown", "threshold_rows", "write_run_report"]
@@ -36,8 +39,9 @@ FIGURE_DIR = "report"
 
 @dataclass
 class Section:
-    """A titled part of a report: blocks of ``("text", str)``, ``("table", headers, rows)`` or
-    ``("figure", name, png_bytes, caption)``."""
+    """A titled part of a report: blocks of ``("text", str)``, ``("table", headers, rows)``,
+    ``("figure", name, png_bytes, caption)`` or ``("interactive", name, bokeh_json, png_bytes, caption)``
+    (:func:`.interactive.document_json`; the PNG is the same figure for the Markdown)."""
 
     title: str
     blocks: list = field(default_factory=list)
@@ -53,6 +57,10 @@ class Section:
 
     def figure_png(self, name, png: bytes, caption):
         self.blocks.append(("figure", name, png, caption))
+
+    def interactive(self, name, model, png: bytes, caption):
+        """A Bokeh ``model`` for the HTML page, ``png`` (the same figure drawn by matplotlib) for the Markdown."""
+        self.blocks.append(("interactive", name, interactive.document_json(model, f"{name}-plot"), png, caption))
 
 
 def write_run_report(directory, *, job, data, metrics, resources, oof, final_estimator=None,
@@ -361,11 +369,12 @@ def _oof_section(oof, names, pos_label, *, n_repeats, curves=None):
     if curves is None:
         curves = oof_curves_png(oof, len(codes), pos_label)
     if curves is not None:
-        section.figure_png("roc_pr", curves,
-                           "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
-                           "(AUC and average precision in the legends); dotted: chance; circles: where each "
-                           "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
-                           "gives the rates around it).")
+        section.interactive("roc_pr", _roc_pr_plots(oof, pos_label), curves,
+                            "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
+                            "(AUC and average precision in the legends); dotted: chance; circles: where each "
+                            "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
+                            "gives the rates around it). On the page, hovering a curve gives the threshold and "
+                            "the rates at that point; a legend entry hides its curve.")
     repeats = [int(seed) for seed in np.unique(oof["seed"])]
     matrices = [confusion_matrix(oof["y_true"][oof["seed"] == seed], oof["y_pred"][oof["seed"] == seed],
                                  labels=codes) for seed in repeats]
@@ -385,6 +394,17 @@ def _oof_section(oof, names, pos_label, *, n_repeats, curves=None):
     return section
 
 
+def _roc_pr_plots(oof, pos_label):
+    """The interactive ROC and precision-recall plots, each repeat's operating point with its score cutoff."""
+    positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
+    cutoffs = {}
+    for seed in np.unique(oof["seed"]):
+        here = oof["seed"] == seed
+        cutoff, share = chosen_cutoff(oof["score"][here], predicted[here])
+        cutoffs[seed] = cutoff if share == 1 else np.nan  # no one cutoff gives these predictions: none is shown
+    return interactive.roc_pr_plots(positive, oof["score"], oof["seed"], predicted=predicted, cutoffs=cutoffs)
+
+
 def _threshold_section(folds, final_estimator):
     section = Section("Decision threshold")
     shifts = [r["threshold"] for r in folds if "threshold" in r]
@@ -393,12 +413,13 @@ def _threshold_section(folds, final_estimator):
                      f"max {np.max(shifts):.4g} over {len(shifts)} folds.")
     candidates = getattr(final_estimator, "candidates_", None)
     if candidates is not None and "theta" in candidates and "score" in candidates:
-        objective = getattr(final_estimator, "objective", "objective")
-        section.figure("threshold", figures.threshold_figure(
-            candidates["theta"], candidates["score"], final_estimator.threshold_,
-            objective_name=str(objective)),
-            f"The objective ({objective}) each candidate shift gives on the margins the final model searched; "
-            "dashed: the shift it chose.")
+        objective = str(getattr(final_estimator, "objective", "objective"))
+        drawn = [candidates["theta"], candidates["score"], final_estimator.threshold_]
+        section.interactive("threshold", interactive.threshold_plot(*drawn, objective_name=objective),
+                            figures.png(figures.threshold_figure(*drawn, objective_name=objective)),
+                            f"The objective ({objective}) each candidate shift gives on the margins the final model "
+                            "searched; dashed: the shift it chose; dotted: no shift. On the page, hovering a "
+                            "candidate gives its shift and objective.")
     members = {f"s{r['seed']} f{r['fold']}": r["member_thresholds"] for r in folds if "member_thresholds" in r}
     if members:
         section.figure("member_thresholds", figures.member_thresholds_figure(members),
@@ -437,8 +458,8 @@ def render_markdown(title, sections, figure_dir: Path) -> str:
                 lines.append("|" + "---|" * len(headers))
                 lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
                 lines.append("")
-            else:
-                _, name, data, caption = block
+            else:  # a figure, or an interactive one: its PNG
+                name, data, caption = block[1], block[-2], block[-1]
                 figure_dir.mkdir(parents=True, exist_ok=True)
                 (figure_dir / f"{name}.png").write_bytes(data)
                 lines += [f"![{caption}]({figure_dir.name}/{name}.png)", "", f"*{caption}*", ""]
@@ -455,27 +476,56 @@ img { max-width: 100%; }
 """
 
 
+#: Draws each interactive figure's Bokeh document into its element once BokehJS is loaded, and marks the
+#: figure ``data-rendered="yes"`` (or ``"failed"``, the error on the console): what a headless browser test reads.
+_EMBED = """<script>
+Bokeh.set_log_level("warn");  // its info lines ("document idle") would read as page errors in a browser's log
+document.querySelectorAll("script.bokeh-document").forEach(function (data) {
+  var figure = data.closest("figure");
+  Bokeh.embed.embed_item(JSON.parse(data.textContent)).then(
+    function () { figure.dataset.rendered = "yes"; },
+    function (error) { figure.dataset.rendered = "failed"; console.error("plot " + figure.id + ": " + error); });
+});
+</script>"""
+
+
 def render_html(title, sections) -> str:
-    """The report as one HTML page, figures embedded as base64 PNG ``data:`` URIs."""
+    """The report as one HTML page: figures as base64 PNG ``data:`` URIs, interactive ones drawn by inline BokehJS."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
              f"<h1>{html.escape(title)}</h1>"]
+    plots = 0
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         for block in section.blocks:
             if block[0] == "text":
                 parts.append(f"<p>{html.escape(block[1])}</p>")
             elif block[0] == "table":
-                headers, rows = block[1], block[2]
-                head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
-                body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
-                               for row in rows)
-                parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+                parts.append(_html_table(block[1], block[2]))
+            elif block[0] == "interactive":
+                plots += 1
+                parts.append(_html_interactive(block[1], block[2], block[4]))
             else:
                 _, name, data, caption = block
                 encoded = base64.b64encode(data).decode("ascii")
                 parts.append(f'<figure id="{html.escape(name)}"><img alt="{html.escape(caption)}" '
                              f'src="data:image/png;base64,{encoded}"><figcaption>{html.escape(caption)}'
                              "</figcaption></figure>")
+    if plots:  # last: the text and tables show while the browser parses the library (~1.3 MB)
+        parts += [interactive.bokehjs(), _EMBED]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _html_table(headers, rows):
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html_interactive(name, document, caption):
+    """A figure whose plot BokehJS draws from the JSON document beside it (``document`` escapes ``</``)."""
+    name = html.escape(name)
+    return (f'<figure id="{name}" class="interactive"><div id="{name}-plot"></div>'
+            f'<script type="application/json" class="bokeh-document">{document}</script>'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
