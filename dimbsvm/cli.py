@@ -601,11 +601,14 @@ def _configure_logging(verbose: int) -> None:
     if verbose or "DASK_LOGGING__DISTRIBUTED" not in os.environ:
         os.environ["DASK_LOGGING__DISTRIBUTED"] = _DASK_LEVELS[min(verbose, 2)].lower()  # for worker processes
     dask_level = os.environ["DASK_LOGGING__DISTRIBUTED"].upper()
-    # Dask read the environment when it was imported: tell its config too, which distributed reads
-    # when it is first imported (dimbsvm imports it lazily), and set loggers already configured
-    import dask
+    # Dask reads the environment when it is imported: if it was imported already, tell its config too, which
+    # distributed reads when it is first imported (dimbsvm imports it lazily), and set loggers already
+    # configured. Not imported here otherwise: jobs that run in this process on in-memory data never need it.
+    dask = sys.modules.get("dask")
+    if dask is not None:
+        import dask.config
 
-    dask.config.set({"logging.distributed": dask_level.lower()})
+        dask.config.set({"logging.distributed": dask_level.lower()})
     for name in _DASK_LOGGERS:
         logging.getLogger(name).setLevel(dask_level)
 
