@@ -207,7 +207,19 @@ def _search_lines(search: dict) -> str:
     return "\n".join(lines)
 
 
+def _read_job_file(path) -> None:
+    """Refuse a job file that cannot be read or is not YAML before the job layer (scikit-learn, ...) is imported.
+
+    :func:`~dimbsvm.jobs.checks.check_job` reads it again and checks the rest;
+    a missing or mistyped path is then one line at once.
+    """
+    from .jobs.yaml_load import parse_yaml, read_text_file
+
+    parse_yaml(read_text_file(path, "job"), f"job file {Path(path)}")
+
+
 def _cmd_run(args) -> int:
+    _read_job_file(args.job)
     from .distributed import SchedulerLostError
     from .jobs.checks import check_job
     from .jobs.runner import run_checked
@@ -332,6 +344,7 @@ def _resume_command(args, run_dir) -> str:
 
 
 def _cmd_validate(args) -> int:
+    _read_job_file(args.job)
     from .jobs.checks import check_job, describe
 
     run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
@@ -386,6 +399,7 @@ def _load_prediction_model(ref: str):
 
 
 def _cmd_retrain(args) -> int:
+    _read_job_file(args.job)
     from .jobs.checks import check_job
     from .jobs.retrain import retrain_checked
 
@@ -419,6 +433,7 @@ def _print_outcome(outcome) -> None:
 
 
 def _cmd_schedule(args) -> int:
+    _read_job_file(args.job)
     from .jobs.retrain import retrain
     from .jobs.schedule import parse_cron, run_schedule
 
