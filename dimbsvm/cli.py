@@ -219,10 +219,7 @@ def _read_job_file(path) -> None:
 
 
 def _cmd_run(args) -> int:
-    _read_job_file(args.job)
     from .distributed import SchedulerLostError
-    from .jobs.checks import check_job
-    from .jobs.runner import run_checked
 
     tls = _tls(args)
     remote = _remote_out(args.out)  # a URL: written in a local staging directory, published when complete
@@ -234,6 +231,10 @@ def _cmd_run(args) -> int:
         print(f"run directory: {publish_run_dir(remote.staging, remote.url)}")
         return 0
     # everything that can be checked is checked before a cluster starts
+    _read_job_file(args.job)
+    from .jobs.checks import check_job
+    from .jobs.runner import run_checked
+
     checked = check_job(args.job, out=args.out if remote is None else remote.staging, resume=args.resume,
                         fresh=args.fresh, scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
     checked = _tracked(checked, args.mlflow)  # issue 35: tracking (the mlflow package checked here)
@@ -344,15 +345,16 @@ def _resume_command(args, run_dir) -> str:
 
 
 def _cmd_validate(args) -> int:
+    run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
+    remote = _remote_out(args.out)
+    tls = _tls(args)
     _read_job_file(args.job)
     from .jobs.checks import check_job, describe
 
-    run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
-    remote = _remote_out(args.out)
     checked = check_job(args.job, run_dir=run_dir, out=args.out if remote is None else remote.staging,
                         resume=args.resume, fresh=False,
                         registry=args.registry, claim=False,
-                        scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=_tls(args))
+                        scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
     if args.fresh and checked.run is not None and checked.run.resuming:
         checked.run.resuming = False  # --fresh would start over (validate discards nothing)
     placement = _placement(args, checked.job, checked.data)
@@ -399,11 +401,11 @@ def _load_prediction_model(ref: str):
 
 
 def _cmd_retrain(args) -> int:
+    tls = _tls(args)
     _read_job_file(args.job)
     from .jobs.checks import check_job
     from .jobs.retrain import retrain_checked
 
-    tls = _tls(args)
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls)
     checked = _tracked(checked, args.mlflow)
@@ -433,17 +435,17 @@ def _print_outcome(outcome) -> None:
 
 
 def _cmd_schedule(args) -> int:
-    _read_job_file(args.job)
-    from .jobs.retrain import retrain
     from .jobs.schedule import parse_cron, run_schedule
-
-    from .distributed import check_workers
-    from .jobs.checks import check_job
 
     parse_cron(args.cron)  # a bad expression, or one that never matches, fails before a cluster starts
     if not args.verbose:  # "next run at" and the outcomes are the schedule's routine output (container logs)
         logging.getLogger("dimbsvm.jobs.schedule").setLevel(logging.INFO)
     tls = _tls(args)
+    _read_job_file(args.job)
+    from .distributed import check_workers
+    from .jobs.checks import check_job
+    from .jobs.retrain import retrain
+
     # the checks of `retrain` (issue 30: job file, cluster options, registry, data, holdout), once before the
     # cluster starts; each run then reads the data again, as it is by then
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
