@@ -50,6 +50,9 @@ logger = logging.getLogger("benchmarks.small_jobs")
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: The RESULTS.md section's title unless ``--title`` gives another.
+TITLE = "Small jobs, whole processes: dimbsvm run against plain scikit-learn"
+
 #: The issue's targets: dimbsvm's wall time over scikit-learn's.
 TARGETS = {"quickstart": 1.5, "ensemble": 1.3}
 
@@ -192,6 +195,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cluster", action="store_true",
                         help="also time dimbsvm on an embedded cluster of one worker per core (--workers)")
     parser.add_argument("--note", default="", help="a sentence about the machine's state, kept in the summary")
+    parser.add_argument("--title", default=TITLE,
+                        help="the RESULTS.md section's title: another one keeps the sections of earlier measurements "
+                             "(python -m benchmarks.results --update replaces the section of the same title)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     scratch = Path(tempfile.mkdtemp(prefix="small-jobs-"))
@@ -216,7 +222,7 @@ def main(argv=None) -> int:
                 logger.info("%s %d: %s", case, repeat, ", ".join(f"{m} {r['wall_s']:.2f} s" for m, r in measured))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    summary = {"kind": "small_jobs", "title": "Small jobs, whole processes: dimbsvm run against plain scikit-learn",
+    summary = {"kind": "small_jobs", "title": args.title,
                "command": "python -m benchmarks.small_jobs " + " ".join(argv if argv is not None else sys.argv[1:]),
                "date": started, "wall_seconds": time.perf_counter() - wall, "machine": machine_info(),
                "packages": package_versions(), "rows": rows, "note": args.note,

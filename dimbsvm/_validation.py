@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+
 import scipy.sparse as sp
 
-__all__ = ["refuse_sparse"]
+__all__ = ["is_dask_array", "refuse_sparse"]
+
+
+def is_dask_array(a) -> bool:
+    """Whether ``a`` is a Dask array, without importing Dask.
+
+    A Dask array can exist only once ``dask.array`` was imported, so code
+    that also takes NumPy arrays can ask without importing it (and what it
+    imports) for jobs on in-memory data.
+    """
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(a, da.Array)
 
 
 def refuse_sparse(estimator, X) -> None:

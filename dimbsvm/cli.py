@@ -207,10 +207,19 @@ def _search_lines(search: dict) -> str:
     return "\n".join(lines)
 
 
+def _read_job_file(path) -> None:
+    """Refuse a job file that cannot be read or is not YAML before the job layer (scikit-learn, ...) is imported.
+
+    :func:`~dimbsvm.jobs.checks.check_job` reads it again and checks the rest;
+    a missing or mistyped path is then one line at once.
+    """
+    from .jobs.yaml_load import parse_yaml, read_text_file
+
+    parse_yaml(read_text_file(path, "job"), f"job file {Path(path)}")
+
+
 def _cmd_run(args) -> int:
     from .distributed import SchedulerLostError
-    from .jobs.checks import check_job
-    from .jobs.runner import run_checked
 
     tls = _tls(args)
     remote = _remote_out(args.out)  # a URL: written in a local staging directory, published when complete
@@ -222,6 +231,10 @@ def _cmd_run(args) -> int:
         print(f"run directory: {publish_run_dir(remote.staging, remote.url)}")
         return 0
     # everything that can be checked is checked before a cluster starts
+    _read_job_file(args.job)
+    from .jobs.checks import check_job
+    from .jobs.runner import run_checked
+
     checked = check_job(args.job, out=args.out if remote is None else remote.staging, resume=args.resume,
                         fresh=args.fresh, scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
     checked = _tracked(checked, args.mlflow)  # issue 35: tracking (the mlflow package checked here)
@@ -332,14 +345,16 @@ def _resume_command(args, run_dir) -> str:
 
 
 def _cmd_validate(args) -> int:
-    from .jobs.checks import check_job, describe
-
     run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
     remote = _remote_out(args.out)
+    tls = _tls(args)
+    _read_job_file(args.job)
+    from .jobs.checks import check_job, describe
+
     checked = check_job(args.job, run_dir=run_dir, out=args.out if remote is None else remote.staging,
                         resume=args.resume, fresh=False,
                         registry=args.registry, claim=False,
-                        scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=_tls(args))
+                        scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
     if args.fresh and checked.run is not None and checked.run.resuming:
         checked.run.resuming = False  # --fresh would start over (validate discards nothing)
     placement = _placement(args, checked.job, checked.data)
@@ -386,10 +401,11 @@ def _load_prediction_model(ref: str):
 
 
 def _cmd_retrain(args) -> int:
+    tls = _tls(args)
+    _read_job_file(args.job)
     from .jobs.checks import check_job
     from .jobs.retrain import retrain_checked
 
-    tls = _tls(args)
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls)
     checked = _tracked(checked, args.mlflow)
@@ -419,16 +435,17 @@ def _print_outcome(outcome) -> None:
 
 
 def _cmd_schedule(args) -> int:
-    from .jobs.retrain import retrain
     from .jobs.schedule import parse_cron, run_schedule
-
-    from .distributed import check_workers
-    from .jobs.checks import check_job
 
     parse_cron(args.cron)  # a bad expression, or one that never matches, fails before a cluster starts
     if not args.verbose:  # "next run at" and the outcomes are the schedule's routine output (container logs)
         logging.getLogger("dimbsvm.jobs.schedule").setLevel(logging.INFO)
     tls = _tls(args)
+    _read_job_file(args.job)
+    from .distributed import check_workers
+    from .jobs.checks import check_job
+    from .jobs.retrain import retrain
+
     # the checks of `retrain` (issue 30: job file, cluster options, registry, data, holdout), once before the
     # cluster starts; each run then reads the data again, as it is by then
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
@@ -601,11 +618,14 @@ def _configure_logging(verbose: int) -> None:
     if verbose or "DASK_LOGGING__DISTRIBUTED" not in os.environ:
         os.environ["DASK_LOGGING__DISTRIBUTED"] = _DASK_LEVELS[min(verbose, 2)].lower()  # for worker processes
     dask_level = os.environ["DASK_LOGGING__DISTRIBUTED"].upper()
-    # Dask read the environment when it was imported: tell its config too, which distributed reads
-    # when it is first imported (dimbsvm imports it lazily), and set loggers already configured
-    import dask
+    # Dask reads the environment when it is imported: if it was imported already, tell its config too, which
+    # distributed reads when it is first imported (dimbsvm imports it lazily), and set loggers already
+    # configured. Not imported here otherwise: jobs that run in this process on in-memory data never need it.
+    dask = sys.modules.get("dask")
+    if dask is not None:
+        import dask.config
 
-    dask.config.set({"logging.distributed": dask_level.lower()})
+        dask.config.set({"logging.distributed": dask_level.lower()})
     for name in _DASK_LOGGERS:
         logging.getLogger(name).setLevel(dask_level)
 

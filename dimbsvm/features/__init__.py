@@ -12,26 +12,21 @@
   and kernel blocks chunk by chunk into the Zarr store (:mod:`~dimbsvm.store.stages`).
 """
 
-from .distances import DISTANCE_METRICS, pairwise_distances_to
-from .distance_blocks import (
-    DistanceBlocks,
-    distance_moments,
-    open_distance_blocks,
-    reference_moments,
-    similarity_features,
-    write_distance_blocks,
-)
-from .kernel_blocks import (
-    KernelBlocks,
-    nystroem_features,
-    open_kernel_blocks,
-    write_kernel_blocks,
-    write_nystroem_features,
-)
-from .kernels import KERNELS, kernel_block, nystroem_normalization
-from .similarity import SimilarityFeatures
-from .hik import HIKEncoder
-from .structural import StructuralFeatures
+import importlib
+
+#: Public name -> the submodule that defines it, imported when first used: the estimators import features.kernels,
+#: and jobs on in-memory data need neither Zarr nor Dask (which the stored blocks import).
+_LAZY = {
+    **dict.fromkeys(("DISTANCE_METRICS", "pairwise_distances_to"), ".distances"),
+    **dict.fromkeys(("DistanceBlocks", "distance_moments", "open_distance_blocks", "reference_moments",
+                     "similarity_features", "write_distance_blocks"), ".distance_blocks"),
+    **dict.fromkeys(("KernelBlocks", "nystroem_features", "open_kernel_blocks", "write_kernel_blocks",
+                     "write_nystroem_features"), ".kernel_blocks"),
+    **dict.fromkeys(("KERNELS", "kernel_block", "nystroem_normalization"), ".kernels"),
+    "SimilarityFeatures": ".similarity",
+    "HIKEncoder": ".hik",
+    "StructuralFeatures": ".structural",
+}
 
 __all__ = [
     "SimilarityFeatures",
@@ -54,3 +49,15 @@ __all__ = [
     "nystroem_features",
     "write_nystroem_features",
 ]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

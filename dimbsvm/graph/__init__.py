@@ -11,9 +11,27 @@ this package holds its plain task bodies (:mod:`~dimbsvm.graph.partitioned`,
 never a scheduler.
 """
 
-from dimbsvm.graph.knn import (EXACT_MAX_ROWS, KNN_METHODS, KNNIndex, default_build_neighbors, nearest_neighbors,
-                               pynndescent_metrics, sample_recall, warm_up)
-from dimbsvm.graph.stored import KNNGraph, open_knn_graph
+import importlib
+
+#: Public name -> the submodule that defines it, imported when first used: the threshold search imports graph.knn,
+#: and jobs on in-memory data need neither Zarr nor Dask (which the stored graphs import).
+_LAZY = {
+    **dict.fromkeys(("EXACT_MAX_ROWS", "KNN_METHODS", "KNNIndex", "default_build_neighbors", "nearest_neighbors",
+                     "pynndescent_metrics", "sample_recall", "warm_up"), ".knn"),
+    **dict.fromkeys(("KNNGraph", "open_knn_graph"), ".stored"),
+}
 
 __all__ = ["EXACT_MAX_ROWS", "KNN_METHODS", "KNNGraph", "KNNIndex", "default_build_neighbors", "nearest_neighbors",
            "open_knn_graph", "pynndescent_metrics", "sample_recall", "warm_up"]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

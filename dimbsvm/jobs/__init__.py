@@ -1,11 +1,29 @@
 """Job specs, the job runner, run artifacts (models, out-of-fold predictions) and the model registry."""
 
-from ..artifacts import load_artifact, save_model, verify_model
-from .data import JobData, check_job_data, load_job_data
-from .job_spec import JobSpec
-from .oof import load_oof
-from .runner import RunResult, run_checked, run_job
-from .spec import JOB_SCHEMA, load_job, validate_job
+import importlib
+
+#: Public name -> the module that defines it, imported when first used: the CLI reads a job file
+#: (:mod:`dimbsvm.jobs.yaml_load`) before it imports scikit-learn, the runner and the report.
+_LAZY = {
+    **dict.fromkeys(("load_artifact", "save_model", "verify_model"), "..artifacts"),
+    **dict.fromkeys(("JobData", "check_job_data", "load_job_data"), ".data"),
+    "JobSpec": ".job_spec",
+    "load_oof": ".oof",
+    **dict.fromkeys(("RunResult", "run_checked", "run_job"), ".runner"),
+    **dict.fromkeys(("JOB_SCHEMA", "load_job", "validate_job"), ".spec"),
+}
 
 __all__ = ["JOB_SCHEMA", "JobData", "JobSpec", "RunResult", "check_job_data", "load_job", "load_job_data", "load_artifact",
            "load_oof", "run_checked", "run_job", "save_model", "validate_job", "verify_model"]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

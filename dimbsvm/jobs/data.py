@@ -15,11 +15,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import dask.array as da
 import numpy as np
 from sklearn.utils import get_tags
 
+from .._validation import is_dask_array
 from ..datasets import load
 from ..datasets._labels import label_key, positive_class_map, recode_labels
 from ..estimators import fold_rows_needed, make_estimator, make_feature
@@ -27,11 +28,15 @@ from ..exceptions import DataError, StoreError
 from ..model_selection.scoring import BINARY_METRICS
 from ..model_selection.search import stage_params
 from ..model_selection.splits import minority_class
-from ..store import StoreRows, dataset_fingerprint, find_damage, open_store
+from ..store.fingerprints import dataset_fingerprint
+from ..store.rows import StoreRows
 from ..store.location import is_url
 from ..artifacts import positive_class
 from .job_spec import JobSpec
 from .spec import job_search
+
+if TYPE_CHECKING:
+    import dask.array as da
 
 __all__ = ["JobData", "check_job_data", "class_names", "code_labels", "coded_as", "load_job_data"]
 
@@ -84,6 +89,8 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
 
 def _store_data(path) -> JobData:
     """A store's data: its labels read, its rows left in the store (tasks read them through a handle)."""
+    from ..store.layout import open_store  # Zarr and Dask: imported for stores only
+
     stored = open_store(path)
     try:
         y = np.asarray(stored.y.compute(scheduler="threads"))
@@ -343,6 +350,8 @@ def _check_rows(needed, train_rows: int, what: str, key: str, where: str) -> Non
 
 def _damaged(path, exc: BaseException) -> StoreError:
     """A ``StoreError`` naming the damaged chunk (found by re-reading the store) for a failed read."""
+    from ..store.layout import find_damage
+
     try:
         damage = find_damage(path, checksums=True)
     except Exception:  # noqa: BLE001 - the original error is still reported
@@ -353,13 +362,16 @@ def _damaged(path, exc: BaseException) -> StoreError:
 
 def _check_finite(data: JobData, *, impute: bool, name: str) -> None:
     X = data.lazy_X if data.lazy_X is not None else np.asarray(data.X)
-    xp = da if isinstance(X, da.Array) else np
+    lazy = is_dask_array(X)  # a store's rows; in-memory data does not import Dask
+    if lazy:
+        import dask.array as da
+    xp = da if lazy else np
     per_row = tuple(range(1, X.ndim))
     bad_inf = xp.isinf(X).any(axis=per_row)
     bad_nan = xp.isnan(X).any(axis=per_row)
     if X.ndim == 3:
         impute = True  # NaN right-pads series of unequal length; the feature stage handles it
-    if isinstance(X, da.Array):
+    if lazy:
         try:
             bad_inf, bad_nan = da.compute(bad_inf, bad_nan)
         except StoreError:

@@ -6,10 +6,28 @@
 - :func:`knn_graph` - a dataset's kNN graph, in memory or built as tasks into a store;
 """
 
-from .folds import FoldSetup, FoldSpec, PartStore, run_folds
-from .graph_build import knn_graph
-from .scoring import METRICS, summarize
-from .splits import fold_indices, minority_class, repeat_seeds, repeat_splits
+import importlib
+
+#: Public name -> the submodule that defines it, imported when first used: a job imports the scoring and the fold
+#: engine, not the kNN graph builds (Dask).
+_LAZY = {
+    **dict.fromkeys(("FoldSetup", "FoldSpec", "PartStore", "run_folds"), ".folds"),
+    "knn_graph": ".graph_build",
+    **dict.fromkeys(("METRICS", "summarize"), ".scoring"),
+    **dict.fromkeys(("fold_indices", "minority_class", "repeat_seeds", "repeat_splits"), ".splits"),
+}
 
 __all__ = ["METRICS", "FoldSetup", "FoldSpec", "PartStore", "fold_indices", "knn_graph", "minority_class",
            "repeat_seeds", "repeat_splits", "run_folds", "summarize"]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

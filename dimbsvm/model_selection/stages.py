@@ -35,7 +35,6 @@ import numpy as np
 
 from ..exceptions import JobSpecError
 from ..rows import block_rows_of, take_rows
-from ..store.stages import stage_fingerprint
 
 __all__ = ["FoldStageRows", "StoredSimilarity", "StoredStructural", "build_stored_stage", "stored_stage_of"]
 
@@ -290,6 +289,8 @@ def build_stored_stage(stage, data, *, client):
              "random_state": params.get("random_state", 0)}
     if stage.max_partition_rows is not None:  # the rows one build task holds: below a worker's memory
         graph["max_partition_rows"] = int(stage.max_partition_rows)
+    from ..store.stages import stage_fingerprint  # Zarr and Dask: for jobs on a store only
+
     store = Path(data.X.path)
     fingerprint = stage_fingerprint("stored-structural-graph", data.meta.get("fingerprint"), np.empty(0),
                                     dict(graph, scaling="minmax-all-rows"))
@@ -325,6 +326,8 @@ def _build_similarity(stage, data, *, low, high, span, client) -> StoredSimilari
     modalities = parse_modalities(params.get("distances", "euclidean"), tuple(X.shape[1:]))
     params_key = {"references": m, "rows_seed": seed, "distances": params.get("distances", "euclidean"),
                   "scaling": "minmax-all-rows"}
+    from ..store.stages import stage_fingerprint
+
     fingerprint = stage_fingerprint("stored-similarity", data.meta.get("fingerprint"), np.empty(0), params_key)
     name = f"stored-{fingerprint[:16]}"
     scaled = (X - low) / span

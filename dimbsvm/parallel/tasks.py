@@ -24,8 +24,6 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 
-import dask
-
 from .clients import current_client
 from .policy import raise_failure, run_task
 from .progress import Progress
@@ -292,4 +290,6 @@ def compute(*collections, client=None):
     client = current_client(client)
     if client is not None:
         return tuple(client.compute(list(collections), sync=True))
+    import dask  # here, not at the top: a plan of plain tasks run in this process needs no Dask
+
     return dask.compute(*collections)

@@ -13,37 +13,33 @@
     partition on the cluster, written as Parquet, CSV or a store.
 """
 
-from .arrays import (
-    align_features,
-    feature_order,
-    has_probability,
-    is_store,
-    predict_chunks,
-    prediction_columns,
-    prediction_features,
-    write_prediction_csv,
-    write_predictions,
-)
-from .encoding import (
-    UNKNOWN_CATEGORIES,
-    InputEncoding,
-    RowError,
-    class_names,
-    prediction_meta,
-)
-from .model import DimbsvmModel, load_model
-from .tables import (
-    COMPLETE_MARKER,
-    Prediction,
-    Written,
-    check_output,
-    output_kind,
-    plan_prediction,
-    predict_to,
-)
+import importlib
+
+#: Public name -> the submodule that defines it, imported when first used: a run writes its model's meta with
+#: predict.encoding; scoring tables (Dask DataFrames) is dimbsvm predict's.
+_LAZY = {
+    **dict.fromkeys(("align_features", "feature_order", "has_probability", "is_store", "predict_chunks",
+                     "prediction_columns", "prediction_features", "write_prediction_csv", "write_predictions"), ".arrays"),
+    **dict.fromkeys(("UNKNOWN_CATEGORIES", "InputEncoding", "RowError", "class_names", "prediction_meta"), ".encoding"),
+    **dict.fromkeys(("DimbsvmModel", "load_model"), ".model"),
+    **dict.fromkeys(("COMPLETE_MARKER", "Prediction", "Written", "check_output", "output_kind", "plan_prediction",
+                     "predict_to"), ".tables"),
+}
 
 __all__ = ["COMPLETE_MARKER", "UNKNOWN_CATEGORIES", "DimbsvmModel", "InputEncoding", "Prediction", "RowError",
            "Written", "align_features", "check_output", "class_names", "feature_order", "has_probability",
            "is_store", "load_model", "output_kind", "plan_prediction", "predict_chunks", "predict_to",
            "prediction_columns", "prediction_features", "prediction_meta", "write_prediction_csv",
            "write_predictions"]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -6,15 +6,28 @@ tasks read rows through, and ``_zarr`` opens arrays so that a missing chunk
 is an error rather than zeros.
 """
 
-from ._zarr import COMPRESSIONS, create_checksummed_array, open_array, open_group, writable
-from .fingerprints import content_fingerprint, dataset_fingerprint, fingerprint_file
-from .layout import StoredData, find_damage, ingest, open_store, verify_store
-from .rows import StoreLabels, StoreRows
-from .stages import finish_stage, open_finished_stage, open_stage, stage_is_complete
+import importlib
 
-__all__ = [
-    "COMPRESSIONS", "StoreLabels", "StoreRows", "StoredData", "content_fingerprint", "create_checksummed_array",
-    "dataset_fingerprint", "find_damage", "fingerprint_file", "finish_stage", "ingest", "open_array",
-    "open_finished_stage", "open_group", "open_stage", "open_store", "stage_is_complete", "verify_store",
-    "writable",
-]
+#: Public name -> the submodule that defines it. Imported when first used: ``dimbsvm.store.location``
+#: (URL checks the CLI makes on every command) and jobs on in-memory data need neither Zarr nor Dask.
+_LAZY = {
+    **dict.fromkeys(("COMPRESSIONS", "create_checksummed_array", "open_array", "open_group", "writable"), "._zarr"),
+    **dict.fromkeys(("content_fingerprint", "dataset_fingerprint", "fingerprint_file"), ".fingerprints"),
+    **dict.fromkeys(("StoredData", "find_damage", "ingest", "open_store", "verify_store"), ".layout"),
+    **dict.fromkeys(("StoreLabels", "StoreRows"), ".rows"),
+    **dict.fromkeys(("finish_stage", "open_finished_stage", "open_stage", "stage_is_complete"), ".stages"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -11,10 +11,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import dask
-import dask.array as da
 import numpy as np
 
+from .._validation import is_dask_array
 from ..datasets import Dataset
 
 __all__ = ["array_fingerprint", "content_fingerprint", "dataset_fingerprint", "fingerprint_file"]
@@ -59,7 +58,9 @@ def dataset_fingerprint(dataset: Dataset) -> str:
 
 def array_fingerprint(X, y) -> str:
     """Content hash for in-memory arrays; Dask's deterministic token for lazy ones."""
-    if isinstance(X, da.Array) or isinstance(y, da.Array):
+    if is_dask_array(X) or is_dask_array(y):
+        import dask.base
+
         return "dask-" + dask.base.tokenize(X, y)
     digest = hashlib.sha256()
     for arr in (np.ascontiguousarray(X), np.ascontiguousarray(y)):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import StoreError
-from ._zarr import open_group
 
 __all__ = ["StoreLabels", "StoreRows"]
 
@@ -38,6 +37,8 @@ class StoreRows:
 
     def _open(self):
         if self._array is None:
+            from ._zarr import open_group  # Zarr imported where a store is read, not by its importers
+
             self._array = open_group(self.path, mode="r")["X"]
         return self._array
 
@@ -117,6 +118,8 @@ class StoreLabels:
         key = (self.path, self.fingerprint)
         if key not in _LABELS:
             try:
+                from ._zarr import open_group
+
                 _LABELS[key] = np.asarray(open_group(self.path, mode="r")["y"][:])
             except StoreError:
                 raise

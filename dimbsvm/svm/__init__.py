@@ -14,11 +14,18 @@ classifiers share in :mod:`dimbsvm.svm._base`; HPC-SVM's numeric kernels in
 :mod:`dimbsvm.svm._hpc_chunked`.
 """
 
-from dimbsvm.svm.act import ACTClassifier
-from dimbsvm.svm.hpc import HPCClassifier
-from dimbsvm.svm.ensemble import EnsembleOTHRClassifier, OTHRMember, fit_member
-from dimbsvm.svm.members import MemberPlan, MemberSpec
-from dimbsvm.svm.othr import OTHRClassifier, THRClassifier
+import importlib
+
+#: Public name -> the submodule that defines it, imported when first used: the fold engine imports svm.members for
+#: every job, and a job of scikit-learn's SVC needs none of the classifiers (nor the Dask and Zarr some of them
+#: import).
+_LAZY = {
+    "ACTClassifier": ".act",
+    "HPCClassifier": ".hpc",
+    **dict.fromkeys(("EnsembleOTHRClassifier", "OTHRMember", "fit_member"), ".ensemble"),
+    **dict.fromkeys(("MemberPlan", "MemberSpec"), ".members"),
+    **dict.fromkeys(("OTHRClassifier", "THRClassifier"), ".othr"),
+}
 
 __all__ = [
     "ACTClassifier",
@@ -31,3 +38,15 @@ __all__ = [
     "THRClassifier",
     "fit_member",
 ]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -21,9 +21,28 @@ store's meta. Rooms, in the order a source passes through them:
     the ``ids`` array a store keeps beside its rows.
 """
 
-from ._decide import class_map_from_counts
-from .ids import IDS, create_ids_array, open_ids
-from .resolve import DEFAULT_MAX_CATEGORIES, TabularSource, is_tabular_source, resolve_tabular_source, with_columns
+import importlib
+
+#: Public name -> the submodule that defines it, imported when first used: the pieces predicting reuses (the cells'
+#: parsing) without the Dask DataFrame readers.
+_LAZY = {
+    "class_map_from_counts": "._decide",
+    **dict.fromkeys(("IDS", "create_ids_array", "open_ids"), ".ids"),
+    **dict.fromkeys(("DEFAULT_MAX_CATEGORIES", "TabularSource", "is_tabular_source", "resolve_tabular_source",
+                     "with_columns"), ".resolve"),
+}
 
 __all__ = ["DEFAULT_MAX_CATEGORIES", "IDS", "TabularSource", "class_map_from_counts", "create_ids_array",
            "is_tabular_source", "open_ids", "resolve_tabular_source", "with_columns"]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
