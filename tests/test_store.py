@@ -299,3 +299,24 @@ def test_an_lz4_store_reads_the_same_values_and_is_kept_as_asked(tmp_path, caplo
     assert ingest((X, y), tmp_path / "l.zarr", compression="zstd", overwrite=True).meta["compression"] == "zstd"
     with pytest.raises(StoreError, match="compression must be one of zstd, lz4"):
         ingest((X, y), tmp_path / "x.zarr", compression="gzip")
+
+
+def test_write_blocks_cover_whole_chunks_and_cross_source_blocks_only_a_chunk_at_a_time():
+    """Brute force over random source cuts: the properties that make lock-free writes safe and local."""
+    from dimbsvm.store.layout import MAX_CHUNK_BYTES, _write_blocks
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        source = tuple(int(v) for v in rng.integers(0, 60, rng.integers(1, 8)))
+        n = sum(source)
+        chunk, row_bytes = int(rng.integers(1, 25)), int(rng.choice([8, 2**20, 3 * 2**20]))
+        blocks = _write_blocks(source, chunk, row_bytes)
+        assert sum(blocks) == n
+        edges = np.concatenate([[0], np.cumsum(blocks)])
+        assert all(e % chunk == 0 for e in edges[:-1]) and (n == 0 or edges[-1] == n)  # whole chunks only
+        per_block = chunk * max(1, MAX_CHUNK_BYTES // (chunk * row_bytes))
+        assert max(blocks) <= per_block
+        cuts = np.cumsum(source)
+        for low, high in zip(edges, edges[1:]):
+            crossed = [c for c in cuts if low < c < high]
+            assert not crossed or high - low <= chunk, (source, chunk, blocks)  # only a straddling chunk spans two

@@ -302,13 +302,17 @@ def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode
     y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,),
                                      compression=compression)
 
-    X_dask = da.asarray(X).astype(store_dtype).rechunk((chunk_rows, *X.shape[1:]))
-    y_dask = da.asarray(y).astype(np.int32).rechunk((chunk_rows,))
+    X_dask = da.asarray(X).astype(store_dtype)
+    write_rows = _write_blocks(X_dask.chunks[0], chunk_rows,
+                               store_dtype.itemsize * int(np.prod(X.shape[1:], dtype=np.int64)))
+    X_dask = X_dask.rechunk((write_rows, *X.shape[1:]))
+    y_dask = da.asarray(y).astype(np.int32).rechunk((write_rows,))
     sources, targets = [X_dask, y_dask], [x_arr, y_arr]
     if ids is not None:
         from .sources.ids import create_ids_array
 
-        ids_dask, ids_arr = create_ids_array(group, ids, chunk_rows=chunk_rows, compression=compression)
+        ids_dask, ids_arr = create_ids_array(group, ids, chunk_rows=chunk_rows, compression=compression,
+                                             write_rows=write_rows)
         sources.append(ids_dask)
         targets.append(ids_arr)
     writes = da.store(sources, targets, lock=False, compute=False)  # one pass over the source
@@ -320,6 +324,37 @@ def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode
         dask.compute(writes)
     meta["complete"] = True
     group.attrs[_ATTR] = meta  # the completion marker, written last
+
+
+def _write_blocks(source_rows, chunk_rows: int, row_bytes: int) -> tuple[int, ...]:
+    """Rows of each write task: whole chunks, cut where the source's blocks are.
+
+    Every block starts and ends on a chunk boundary (or the end), so no chunk
+    is written by two tasks. A block lies inside one source block wherever it
+    can: only the chunks that straddle two source blocks gather rows from
+    both (from two workers, perhaps). Blocks hold up to
+    :data:`MAX_CHUNK_BYTES` of chunks: several small chunks per task, since a
+    task per chunk costs more in Dask's rechunking than writing it does.
+
+    Examples
+    --------
+    >>> _write_blocks((10, 10), 4, 8)  # chunks 0-4, 4-8 inside the first block; 8-12 straddles
+    (8, 4, 8)
+    >>> _write_blocks((100,), 10, 2**20)  # 10 MiB chunks: 3 per block
+    (30, 30, 30, 10)
+    """
+    n_rows = int(sum(source_rows))
+    per_block = chunk_rows * max(1, MAX_CHUNK_BYTES // max(1, chunk_rows * row_bytes))
+    edges, start = {0, n_rows}, 0
+    for length in source_rows:
+        edges.add(min(n_rows, -(-start // chunk_rows) * chunk_rows))  # the first chunk boundary in the block
+        edges.add((start + int(length)) // chunk_rows * chunk_rows)  # the last
+        start += int(length)
+    edges = sorted(edges)
+    sizes = []
+    for low, high in zip(edges, edges[1:]):
+        sizes.extend(min(per_block, high - at) for at in range(low, high, per_block))
+    return tuple(sizes) or (0,)
 
 
 def _reusable(path: Path, existing: dict, chunk_rows, overwrite: bool, *, checksums: bool, dtype=None,

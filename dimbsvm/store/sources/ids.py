@@ -19,7 +19,7 @@ __all__ = ["IDS", "create_ids_array", "open_ids"]
 IDS = "ids"
 
 
-def create_ids_array(group, ids: da.Array, *, chunk_rows: int, compression: str = "zstd"):
+def create_ids_array(group, ids: da.Array, *, chunk_rows: int, compression: str = "zstd", write_rows=None):
     """Create the store's ``ids`` array and the Dask array to write into it.
 
     Parameters
@@ -31,11 +31,14 @@ def create_ids_array(group, ids: da.Array, *, chunk_rows: int, compression: str 
     chunk_rows : int
         Rows per chunk (as ``X`` and ``y``).
     compression : str, default="zstd"
+    write_rows : tuple of int, default=None
+        Rows of each write task, whole chunks (as ``X`` and ``y`` are
+        written); ``None``: one chunk per task.
 
     Returns
     -------
     source : dask.array.Array
-        ``ids`` rechunked like the store's rows, for :func:`dask.array.store`
+        ``ids`` rechunked like the rows written beside them, for :func:`dask.array.store`
         together with ``X`` and ``y`` (so the source is read once).
     target : zarr.Array
     """
@@ -43,7 +46,7 @@ def create_ids_array(group, ids: da.Array, *, chunk_rows: int, compression: str 
     dtype = "int64" if integer else str
     target = create_checksummed_array(group, IDS, shape=ids.shape, dtype=dtype, chunks=(int(chunk_rows),),
                                       compression=compression)
-    source = (ids.astype(np.int64) if integer else ids).rechunk((int(chunk_rows),))
+    source = (ids.astype(np.int64) if integer else ids).rechunk((write_rows or int(chunk_rows),))
     return source, target
 
 
