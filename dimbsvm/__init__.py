@@ -9,8 +9,7 @@ submodule (a worker unpickling a task body, ``dimbsvm.parallel``) does not
 import every estimator.
 """
 
-import importlib
-
+from ._lazy import lazy_names
 from ._version import __version__
 from .recommended import recommended  # imports its estimator when called
 
@@ -58,13 +57,4 @@ def load_model(path):
     return _load_model(path)
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'dimbsvm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -12,7 +12,7 @@
   and kernel blocks chunk by chunk into the Zarr store (:mod:`~dimbsvm.store.stages`).
 """
 
-import importlib
+from .._lazy import lazy_names
 
 #: Public name -> the submodule that defines it, imported when first used: the estimators import features.kernels,
 #: and jobs on in-memory data need neither Zarr nor Dask (which the stored blocks import).
@@ -51,13 +51,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

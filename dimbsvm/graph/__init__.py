@@ -11,7 +11,7 @@ this package holds its plain task bodies (:mod:`~dimbsvm.graph.partitioned`,
 never a scheduler.
 """
 
-import importlib
+from .._lazy import lazy_names
 
 #: Public name -> the submodule that defines it, imported when first used: the threshold search imports graph.knn,
 #: and jobs on in-memory data need neither Zarr nor Dask (which the stored graphs import).
@@ -25,13 +25,4 @@ __all__ = ["EXACT_MAX_ROWS", "KNN_METHODS", "KNNGraph", "KNNIndex", "default_bui
            "open_knn_graph", "pynndescent_metrics", "sample_recall", "warm_up"]
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

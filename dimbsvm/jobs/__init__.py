@@ -1,6 +1,6 @@
 """Job specs, the job runner, run artifacts (models, out-of-fold predictions) and the model registry."""
 
-import importlib
+from .._lazy import lazy_names
 
 #: Public name -> the module that defines it, imported when first used: the CLI reads a job file
 #: (:mod:`dimbsvm.jobs.yaml_load`) before it imports scikit-learn, the runner and the report.
@@ -17,13 +17,4 @@ __all__ = ["JOB_SCHEMA", "JobData", "JobSpec", "RunResult", "check_job_data", "l
            "load_oof", "run_checked", "run_job", "save_model", "validate_job", "verify_model"]
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -6,7 +6,7 @@
 - :func:`knn_graph` - a dataset's kNN graph, in memory or built as tasks into a store;
 """
 
-import importlib
+from .._lazy import lazy_names
 
 #: Public name -> the submodule that defines it, imported when first used: a job imports the scoring and the fold
 #: engine, not the kNN graph builds (Dask).
@@ -21,13 +21,4 @@ __all__ = ["METRICS", "FoldSetup", "FoldSpec", "PartStore", "fold_indices", "knn
            "repeat_seeds", "repeat_splits", "run_folds", "summarize"]
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -13,7 +13,7 @@
     partition on the cluster, written as Parquet, CSV or a store.
 """
 
-import importlib
+from .._lazy import lazy_names
 
 #: Public name -> the submodule that defines it, imported when first used: a run writes its model's meta with
 #: predict.encoding; scoring tables (Dask DataFrames) is dimbsvm predict's.
@@ -33,13 +33,4 @@ __all__ = ["COMPLETE_MARKER", "UNKNOWN_CATEGORIES", "DimbsvmModel", "InputEncodi
            "write_predictions"]
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

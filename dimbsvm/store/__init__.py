@@ -6,7 +6,7 @@ tasks read rows through, and ``_zarr`` opens arrays so that a missing chunk
 is an error rather than zeros.
 """
 
-import importlib
+from .._lazy import lazy_names
 
 #: Public name -> the submodule that defines it. Imported when first used: ``dimbsvm.store.location``
 #: (URL checks the CLI makes on every command) and jobs on in-memory data need neither Zarr nor Dask.
@@ -21,13 +21,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

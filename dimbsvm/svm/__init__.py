@@ -14,7 +14,7 @@ classifiers share in :mod:`dimbsvm.svm._base`; HPC-SVM's numeric kernels in
 :mod:`dimbsvm.svm._hpc_chunked`.
 """
 
-import importlib
+from .._lazy import lazy_names
 
 #: Public name -> the submodule that defines it, imported when first used: the fold engine imports svm.members for
 #: every job, and a job of scikit-learn's SVC needs none of the classifiers (nor the Dask and Zarr some of them
@@ -40,13 +40,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

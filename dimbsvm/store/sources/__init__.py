@@ -21,7 +21,7 @@ store's meta. Rooms, in the order a source passes through them:
     the ``ids`` array a store keeps beside its rows.
 """
 
-import importlib
+from ..._lazy import lazy_names
 
 #: Public name -> the submodule that defines it, imported when first used: the pieces predicting reuses (the cells'
 #: parsing) without the Dask DataFrame readers.
@@ -36,13 +36,4 @@ __all__ = ["DEFAULT_MAX_CATEGORIES", "IDS", "TabularSource", "class_map_from_cou
            "is_tabular_source", "open_ids", "resolve_tabular_source", "with_columns"]
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
