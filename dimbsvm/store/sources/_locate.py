@@ -84,21 +84,21 @@ class Location:
             name = name.removesuffix(suffix)
         return name or "data"
 
-    def fingerprint(self, file_digests=None) -> str:
+    def fingerprint(self, file_digests=()) -> str:
         """The files' identity (see the module docstring).
 
-        ``file_digests``: the local files' SHA-256, in the order of
-        ``paths``, where they were computed elsewhere (on the workers, beside
-        the scan); by default they are computed here.
+        ``file_digests``: for local files, each one's
+        :func:`~dimbsvm.store.fingerprints.fingerprint_file` in the order of
+        ``paths`` (the reader computes them on the workers, beside its scan);
+        URLs need none.
         """
-        if self.local:
-            digests = [_file_digest(p) for p in self.paths] if file_digests is None else list(file_digests)
-            if len(self.paths) == 1:
-                return digests[0]
+        if self.local and len(self.paths) == 1:
+            (only,) = file_digests
+            return only
         digest = hashlib.sha256()
         if self.local:
             root = _common_root(self.paths)
-            for path, file_digest in zip(self.paths, digests):
+            for path, file_digest in zip(self.paths, file_digests, strict=True):
                 digest.update(json.dumps([str(Path(path).relative_to(root)), file_digest]).encode())
         else:
             for path in self.paths:
@@ -213,12 +213,6 @@ def _common_root(paths) -> Path:
     while any(root not in (p, *p.parents) for p in parents):
         root = root.parent
     return root
-
-
-def _file_digest(path) -> str:
-    from ..fingerprints import fingerprint_file  # the one file hash stores are recognised by
-
-    return fingerprint_file(path)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -219,7 +219,7 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
                     skip_blank_rows=skip_blank)
     # A local file's SHA-256 reads all of it: on the workers, one task per file, beside the scan.
     digests = ([dask.delayed(fingerprint_file, pure=False)(p) for p in opened.location.paths]
-               if opened.location is not None and opened.location.local else None)
+               if opened.location is not None and opened.location.local else [])
     scan, digests = _scan(_scan_parts(opened, parts, roles, kinds, skip_blank), plan, opened.description, digests)
     decision = decide(scan, roles, kinds, source=opened.description, max_categories=max_categories,
                       id_dtype=id_dtype, skip_blank_rows=skip_blank, float32_source=_float32_source(frame, kinds))
@@ -325,7 +325,7 @@ def _meta(opened: Opened, roles, decision: Decision, fingerprint: str) -> dict:
     return meta
 
 
-def _fingerprint(opened: Opened, roles, id_dtype, file_digests=None) -> str:
+def _fingerprint(opened: Opened, roles, id_dtype, file_digests) -> str:
     """The source's identity and every choice that changes what is stored.
 
     A local file read with the defaults keeps the bare fingerprint of its
