@@ -169,16 +169,21 @@ CSV_CASES = {
     "a column empty in the guessed rows, words after": "a,b,class\n" + "".join(
         f"{i},,{'pn'[i % 5 == 0]}\n" for i in range(CSV_GUESS_ROWS + 200)) + "".join(
         f"{i},{'xyz'[i % 3]},{'pn'[i % 2]}\n" for i in range(300)),
+    # A blank row is blank in every column, also in those a scan presuming numbers leaves unread.
+    "blank rows after the guessed rows": "a,b,class\n" + "".join(
+        f"{i * 0.5},{i % 3},{'pn'[i % 5 == 0]}\n" + (",,\n" if i > CSV_GUESS_ROWS and i % 97 == 0 else "")
+        for i in range(CSV_GUESS_ROWS + 600)),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CSV_CASES))
 @pytest.mark.parametrize("blocksize", [None, 4_000])
-def test_streamed_csv_matches_the_in_memory_reader(tmp_path, case, blocksize):
+@pytest.mark.parametrize("presume_numbers", [False, True])
+def test_streamed_csv_matches_the_in_memory_reader(tmp_path, case, blocksize, presume_numbers):
     path = tmp_path / "case.csv"
     path.write_text(CSV_CASES[case], encoding="utf-8")
     old = load_csv(path)
-    X, y, _, meta = resolve_tabular_source(path, blocksize=blocksize)
+    X, y, _, meta = resolve_tabular_source(path, blocksize=blocksize, presume_numbers=presume_numbers)
     X, y = dask.compute(X, y)
     assert X.tobytes() == old.X.tobytes()  # the same floats, bit for bit (NaN included)
     np.testing.assert_array_equal(y, old.y)
@@ -350,6 +355,44 @@ def test_the_scan_of_parquet_reads_only_the_columns_it_looks_at(tmp_path, monkey
         narrow = resolve_tabular_source(tmp_path / "one.parquet", id="uid", drop=["note"], blocksize=1)
     assert len(read) == narrow[0].numblocks[0] == 6 and all("size" not in columns for columns in read)
     _check(narrow, _by_hand(df, drop=["note"], id="uid"))
+
+
+def _guessed_rows_then(row_after: str, *, rows_after=3000) -> str:
+    """A CSV whose columns hold numbers in the rows the number columns are guessed from, ``row_after`` well after."""
+    rows = [f"{i * 0.5},{i % 7},{'pn'[i % 5 == 0]}" for i in range(CSV_GUESS_ROWS + rows_after)]
+    rows.insert(CSV_GUESS_ROWS + 2000, row_after)
+    return "a,b,class\n" + "\n".join(rows) + "\n"
+
+
+@pytest.mark.parametrize("row_after, match", [
+    ("1.5,abc,p", r"column 'b' holds numbers except in 1 cell\(s\) \(row 3001: 'abc'\)"),
+    ('1.5,"2,5",p', r"column 'b' holds numbers written with a decimal comma.*\(row 3001: '2,5', 1 such cell"),
+    ("1.5,,", r"missing label in column 'class' \(row 3001\)"),
+])
+def test_ingest_refuses_cells_past_the_guessed_rows_as_a_whole_scan_does(tmp_path, row_after, match):
+    """ingest's scan leaves the columns of numbers unread (presume_numbers); its refusals are the whole scan's."""
+    path = tmp_path / "late.csv"
+    path.write_text(_guessed_rows_then(row_after))
+    with pytest.raises(DataError, match=match) as whole:
+        resolve_tabular_source(path, blocksize=20_000)
+    store = tmp_path / "s.zarr"
+    ingest(pd.DataFrame({"x": [1.0, 2.0, 3.0], "class": ["a", "b", "b"]}), store)
+    before = np.asarray(open_store(store).X).tolist()
+    with pytest.raises(DataError) as late:
+        ingest(TabularSource(path, blocksize=20_000), store, overwrite=True)
+    assert str(late.value) == str(whole.value)
+    assert np.asarray(open_store(store).X).tolist() == before  # the store there is untouched
+
+
+def test_a_word_in_a_presumed_column_is_found_as_the_rows_are_encoded(tmp_path):
+    from dimbsvm.store.sources import UnscannedCellError
+
+    path = tmp_path / "late.csv"
+    path.write_text(_guessed_rows_then("1.5,abc,p"))
+    X, _, _, meta = resolve_tabular_source(path, blocksize=20_000, presume_numbers=True)  # the scan did not read b
+    assert "b" in meta["feature_names"]
+    with pytest.raises(UnscannedCellError, match=r"late\.csv: column 'b', row 3001: 'abc' is not a number"):
+        X.compute()
 
 
 def test_numbers_written_for_a_locale_are_refused_as_in_memory(tmp_path):

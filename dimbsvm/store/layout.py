@@ -42,7 +42,7 @@ import dask.array as da
 import numpy as np
 
 from ..datasets import Dataset, load
-from ..exceptions import StoreError
+from ..exceptions import DataError, StoreError
 from . import placement
 from .location import filesystem, is_url, join, location, name_of, read_json
 from .fingerprints import array_fingerprint, dataset_fingerprint
@@ -211,13 +211,36 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     from .sources import with_columns
 
     source = with_columns(source, target=target, id=id, drop=drop, nominal=nominal, max_categories=max_categories)
-    X, y, ids, meta = _resolve_source(source)
+    # A late refusal (see resolve_tabular_source's presume_numbers) leaves a local store as it was, but would leave a
+    # claimed URL incomplete: a store at a URL is only written from a source scanned whole.
+    X, y, ids, meta = _resolve_source(source, presume_numbers=not is_url(path))
     if name is not None:
         meta["name"] = name
+    try:
+        written = _place_store(path, X, y, ids, meta, asked, target_state, overwrite=overwrite, verify=verify)
+    except DataError as exc:
+        from .sources import UnscannedCellError
 
+        if isinstance(exc, UnscannedCellError):
+            # A word in a column whose first rows hold numbers: the source is refused either way; the pass over
+            # every column refuses it naming and counting every such cell, as a source resolved here always was.
+            _resolve_source(source, presume_numbers=False)
+        raise
+    if not written:
+        return open_store(path)
+    logger.info("ingested %d rows into %s (%d-row chunks, %s, %s)", int(X.shape[0]), path, meta["chunk_rows"],
+                meta["dtype"], meta["compression"])
+    return verify_store(path) if verify else open_store(path)
+
+
+def _place_store(path, X, y, ids, meta: dict, asked: dict, target_state, *, overwrite: bool, verify: bool) -> bool:
+    """Write the store at ``path`` (in place on object storage, else staged and swapped in), or reuse the one there.
+
+    Returns whether it was written (False: the store there already holds this source).
+    """
     if is_url(path):
         if target_state == "store" and _reuse_or_rebuild(path, meta, asked, overwrite=False, verify=verify):
-            return open_store(path)
+            return False
         placement.claim_url(path)  # one writer: the first to create the store's zarr.json
         _write_store(path, X, y, meta, mode="r+", ids=ids, **asked)
     else:
@@ -226,7 +249,7 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
             target_state = placement.check_target(path)  # again: another writer may have finished meanwhile
             if target_state == "store":
                 if _reuse_or_rebuild(path, meta, asked, overwrite=overwrite, verify=verify):
-                    return open_store(path)
+                    return False
                 placement.check_replaceable(path)
             staged = placement.stage_beside(path)
             try:
@@ -238,9 +261,7 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
                     raise StoreError(f"no space left on device while writing store {path} (staged in "
                                      f"{staged.parent}); the store at that path is unchanged") from None
                 raise
-    logger.info("ingested %d rows into %s (%d-row chunks, %s, %s)", int(X.shape[0]), path, meta["chunk_rows"],
-                meta["dtype"], meta["compression"])
-    return verify_store(path) if verify else open_store(path)
+    return True
 
 
 def _reuse_or_rebuild(path, meta: dict, asked: dict, *, overwrite: bool, verify: bool) -> bool:
@@ -508,12 +529,17 @@ def _array_dtype(path: Path) -> str | None:
         return None
 
 
-def _resolve_source(source):
-    """``(X, y, ids, meta)`` (meta with a fingerprint) for any accepted source; ``ids`` is None but for tables."""
-    from .sources import is_tabular_source, resolve_tabular_source  # (dask.dataframe only when ingesting)
+def _resolve_source(source, *, presume_numbers=False):
+    """``(X, y, ids, meta)`` (meta with a fingerprint) for any accepted source; ``ids`` is None but for tables.
 
+    ``presume_numbers``: see :func:`dimbsvm.store.sources.resolve_tabular_source`.
+    """
+    from .sources import TabularSource, is_tabular_source, resolve_tabular_source  # (dask.dataframe when ingesting)
+
+    if isinstance(source, TabularSource):
+        return source.resolve(presume_numbers=presume_numbers)
     if is_tabular_source(source):  # Parquet, CSV, URLs, DataFrames: read by the workers, partition by partition
-        return resolve_tabular_source(source)
+        return resolve_tabular_source(source, presume_numbers=presume_numbers)
     if isinstance(source, (str, Path)):
         dataset = load(source)
         _check_arrays(dataset.X, dataset.y, dataset.source)

@@ -27,12 +27,13 @@ from ..._lazy import lazy_names
 #: parsing) without the Dask DataFrame readers.
 _LAZY = {
     "class_map_from_counts": "._decide",
+    "UnscannedCellError": "._encode",
     **dict.fromkeys(("IDS", "create_ids_array", "open_ids"), ".ids"),
     **dict.fromkeys(("DEFAULT_MAX_CATEGORIES", "TabularSource", "is_tabular_source", "resolve_tabular_source",
                      "with_columns"), ".resolve"),
 }
 
-__all__ = ["DEFAULT_MAX_CATEGORIES", "IDS", "TabularSource", "class_map_from_counts", "create_ids_array",
+__all__ = ["DEFAULT_MAX_CATEGORIES", "IDS", "TabularSource", "UnscannedCellError", "class_map_from_counts", "create_ids_array",
            "is_tabular_source", "open_ids", "resolve_tabular_source", "with_columns"]
 
 

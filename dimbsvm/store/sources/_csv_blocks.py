@@ -15,13 +15,19 @@ different value.
 Text mode is what ``dask.dataframe.read_csv(dtype=str,
 keep_default_na=False, engine="pyarrow")`` gives: no cell is NA, an empty
 cell is ``""``.
+
+The scan of a block (:func:`scan_block`) may leave those columns unread: a
+column with numbers in its first rows can only be numeric, or mixed, which
+is an error, never nominal, so there is nothing in it for the scan to
+decide, and the encoding, which parses it as numbers anyway, finds a cell
+that is not one.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dask
 import pandas as pd
@@ -32,8 +38,9 @@ from dask.bytes import read_bytes
 
 from ...datasets.tabular import CSV_MISSING
 from ._cells import parse_numbers
+from ._scan import Scan, ScanPlan, keep_rows, scan_partition
 
-__all__ = ["CsvBlocks", "csv_blocks", "numbers_in_rows", "parse_block"]
+__all__ = ["CsvBlocks", "csv_blocks", "numbers_in_rows", "parse_block", "scan_block"]
 
 _STRING = pd.StringDtype("pyarrow")
 
@@ -50,7 +57,8 @@ class CsvBlocks:
         Each block's bytes (whole lines) and whether it starts its file (and
         so with the header row).
     numbers_guess : frozenset of str
-        The columns whose cells in the first rows are all numbers or missing.
+        The columns whose cells in the first rows are numbers (at least one)
+        or missing.
     """
 
     header: tuple
@@ -68,6 +76,13 @@ class CsvBlocks:
         numbers = tuple(c for c in columns if c in numbers)
         parse = dask.delayed(parse_block, pure=True)
         return [parse(block, self.header, first, columns, numbers) for block, first in self.blocks]
+
+    def scans(self, columns, plan: ScanPlan, unread=()) -> list:
+        """Delayed :class:`~._scan.Scan` summaries of ``columns``, one per block (:func:`scan_block`)."""
+        columns, unread = tuple(columns), tuple(c for c in columns if c in set(unread))
+        scan = dask.delayed(scan_block, pure=True)
+        return [scan(block, self.header, first, columns, unread, plan, part)
+                for part, (block, first) in enumerate(self.blocks)]
 
 
 def csv_blocks(urls, *, header, numbers_guess, blocksize, compression, storage_options) -> CsvBlocks:
@@ -99,6 +114,27 @@ def parse_block(block: bytes, header, first_of_file: bool, columns, numbers) -> 
         if table is not None and not any(pc.any(pc.is_nan(table.column(c))).as_py() for c in numbers):
             return _frame(table, columns, numbers)
     return _frame(_read(block, header, columns, ()), columns, ())
+
+
+def scan_block(block: bytes, header, first_of_file: bool, columns, unread, plan: ScanPlan, part: int) -> Scan:
+    """Summarise one block (runs on a worker), parsing only the columns the scan needs.
+
+    ``unread`` columns (presumed numbers: :attr:`CsvBlocks.numbers_guess`)
+    are not parsed, and the summary has no entry for them. Except where a
+    row is blank in every column read: whether such a row is blank (and
+    skipped) or a row with a missing label (refused) depends on the columns
+    left out, so the whole block is parsed and summarised as before, the
+    ``unread`` columns as text columns parsed as numbers where they hold only
+    numbers.
+    """
+    read = [c for c in columns if c not in set(unread)]
+    frame = parse_block(block, header, first_of_file, read, ())
+    if not unread:
+        return scan_partition(frame, plan, part)
+    if len(keep_rows(frame, plan.skip_blank_rows)) == len(frame):
+        kinds = {c: kind for c, kind in plan.kinds.items() if c not in set(unread)}
+        return scan_partition(frame, replace(plan, kinds=kinds), part)
+    return scan_partition(parse_block(block, header, first_of_file, columns, unread), plan, part)
 
 
 def _read(block: bytes, header: list, columns: list, numbers) -> pa.Table | None:
@@ -138,9 +174,16 @@ def _after_header(block: bytes) -> bytes:
 
 
 def numbers_in_rows(rows, header) -> set[str]:
-    """The columns whose cells in ``rows`` (lists of text) are all numbers or missing."""
+    """The columns whose cells in ``rows`` (lists of text) are numbers (at least one) or missing.
+
+    Examples
+    --------
+    >>> sorted(numbers_in_rows([["1", "a", "", "?"], ["2.5", "3", "", "4"]], ["x", "y", "z", "w"]))
+    ['w', 'x']
+    """
     cells = {name: set() for name in header}
     for row in rows:
         for name, cell in zip(header, row):
             cells[name].add(cell.strip())
-    return {name for name, texts in cells.items() if parse_numbers(sorted(texts - CSV_MISSING))[1].all()}
+    present = {name: sorted(texts - CSV_MISSING) for name, texts in cells.items()}
+    return {name for name, texts in present.items() if texts and parse_numbers(texts)[1].all()}

@@ -18,7 +18,7 @@ from ...datasets import _labels
 from ...exceptions import DataError
 from ._columns import Roles
 from ._encode import EncodePlan
-from ._scan import MAX_LABELS, Scan
+from ._scan import MAX_LABELS, ColumnScan, Scan
 
 __all__ = ["Decision", "class_map_from_counts", "decide"]
 
@@ -62,13 +62,17 @@ def class_map_from_counts(counts, *, source: str) -> dict:
 
 
 def decide(scan: Scan, roles: Roles, kinds: dict, *, source: str, max_categories: int, id_dtype,
-           skip_blank_rows: bool, float32_source: bool = False) -> Decision:
+           skip_blank_rows: bool, float32_source: bool = False, unread=()) -> Decision:
     """Settle kinds, categories and classes, or refuse the source with a one-line reason.
 
     ``float32_source``: the source's number columns are float32 (or narrower)
     values; the features are then float32 too unless a text column holds
     numbers (parsed as float64), so that float32 data is stored as float32,
     as a float32 array is.
+
+    ``unread``: text columns the scan presumed to hold numbers without
+    reading them all; they are text holding numbers, checked as they are
+    encoded (:class:`~._encode.UnscannedCellError`).
 
     Raises
     ------
@@ -93,8 +97,8 @@ def decide(scan: Scan, roles: Roles, kinds: dict, *, source: str, max_categories
             columns.append((column, "number", ()))
             names.append(column)
             continue
-        seen = scan.columns[column]
-        if kind == "text" and seen.words == 0 and seen.numbers:
+        seen = scan.columns.get(column, ColumnScan())
+        if kind == "text" and (column in unread and not seen.words or seen.words == 0 and seen.numbers):
             columns.append((column, "text-number", ()))
             names.append(column)
             continue
@@ -122,7 +126,8 @@ def decide(scan: Scan, roles: Roles, kinds: dict, *, source: str, max_categories
     counts = {class_map[k]: c for k, c in scan.labels.items()}
     float32 = float32_source and not any(how == "text-number" for _, how, _ in columns)
     plan = EncodePlan(source=source, columns=tuple(columns), target=roles.target, class_map=class_map, id=roles.id,
-                      id_dtype=id_dtype, skip_blank_rows=skip_blank_rows, dtype="float32" if float32 else "float64")
+                      id_dtype=id_dtype, skip_blank_rows=skip_blank_rows, dtype="float32" if float32 else "float64",
+                      unread=tuple(c for c in unread if c in roles.features))
     return Decision(plan=plan, lengths=lengths, feature_names=names, nominal_columns=nominal_columns,
                     categories=categories, class_map=class_map,
                     class_counts={str(k): int(counts[k]) for k in sorted(counts)})

@@ -19,7 +19,16 @@ from ...exceptions import DataError
 from ._cells import factorize_text, missing_mask, numbers_or_none, parse_numbers, stripped_text
 from ._scan import keep_rows
 
-__all__ = ["EncodePlan", "encode_partition"]
+__all__ = ["EncodePlan", "UnscannedCellError", "encode_partition"]
+
+
+class UnscannedCellError(DataError):
+    """A cell that is not a number, in a column the scan presumed to hold numbers without reading it all.
+
+    Such a column held numbers in its first rows, so the source is refused
+    either way; :func:`dimbsvm.store.ingest` resolves the source again with
+    every column scanned, for the refusal that counts every such cell.
+    """
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,10 @@ class EncodePlan:
     skip_blank_rows : bool
     dtype : {"float64", "float32"}
         Of the features.
+    unread : tuple of str
+        Text-number columns the scan did not read (presumed from their first
+        rows): a cell in them that is not a number raises
+        :class:`UnscannedCellError`.
     """
 
     source: str
@@ -51,6 +64,7 @@ class EncodePlan:
     id_dtype: str | None
     skip_blank_rows: bool = False
     dtype: str = "float64"
+    unread: tuple = ()
 
     @property
     def text_numbers(self) -> tuple:
@@ -86,7 +100,7 @@ def encode_partition(frame: pd.DataFrame, plan: EncodePlan, first_row: int, n_ro
             X[:, at:at + len(categories)] = _one_hot(frame[column], categories, plan.source, column, first_row)
             at += len(categories)
         else:
-            X[:, at] = _numbers(frame[column], how, plan.source, column, first_row)
+            X[:, at] = _numbers(frame[column], how, plan.source, column, first_row, column in plan.unread)
             at += 1
     y = _labels(frame[plan.target], plan, first_row)
     ids = None if plan.id is None else _ids(frame[plan.id], plan.id_dtype)
@@ -98,7 +112,7 @@ def _changed(source: str, column: str, row: int, what: str) -> DataError:
                      "the source changed while it was read: ingest again")
 
 
-def _numbers(series: pd.Series, how: str, source: str, column: str, first_row: int) -> np.ndarray:
+def _numbers(series: pd.Series, how: str, source: str, column: str, first_row: int, unread: bool) -> np.ndarray:
     if how == "number" or pd.api.types.is_float_dtype(series.dtype):  # numbers as the CSV block parsed them
         return series.to_numpy(dtype=np.float64, na_value=np.nan)
     text = stripped_text(series)
@@ -108,6 +122,9 @@ def _numbers(series: pd.Series, how: str, source: str, column: str, first_row: i
     codes, texts = factorize_text(text)
     k = int(np.flatnonzero(~parse_numbers(texts)[1])[0])
     row = int(np.flatnonzero(codes == k)[0])
+    if unread:
+        raise UnscannedCellError(f"{source}: column {column!r}, row {first_row + row}: {texts[k]!r} is not a number "
+                                 "(the column holds numbers in its first rows)")
     raise _changed(source, column, first_row + row, f"{texts[k]!r} is not a number")
 
 

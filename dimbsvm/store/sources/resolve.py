@@ -21,7 +21,7 @@ from ._decide import Decision, decide
 from ._encode import encode_partition
 from ._frames import Opened, open_frame
 from ._locate import looks_tabular
-from ._scan import ScanPlan, merge_scans, scan_partition
+from ._scan import ColumnScan, ScanPlan, merge_scans, scan_partition
 
 __all__ = ["DEFAULT_MAX_CATEGORIES", "TabularSource", "is_tabular_source", "resolve_tabular_source", "with_columns"]
 
@@ -61,11 +61,12 @@ class TabularSource:
             value = getattr(self, name)
             object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value or ()))
 
-    def resolve(self):
+    def resolve(self, *, presume_numbers=False):
         """``(X, y, ids, meta)``: see :func:`resolve_tabular_source`."""
         return resolve_tabular_source(self.source, target=self.target, id=self.id, drop=self.drop,
                                       nominal=self.nominal, max_categories=self.max_categories,
-                                      blocksize=self.blocksize, storage_options=self.storage_options)
+                                      blocksize=self.blocksize, storage_options=self.storage_options,
+                                      presume_numbers=presume_numbers)
 
 
 def with_columns(source, *, target=None, id=None, drop=None, nominal=None, max_categories=None):
@@ -118,7 +119,8 @@ def is_tabular_source(source) -> bool:
 
 
 def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=None,
-                           max_categories=DEFAULT_MAX_CATEGORIES, blocksize=None, storage_options=None):
+                           max_categories=DEFAULT_MAX_CATEGORIES, blocksize=None, storage_options=None,
+                           presume_numbers=False):
     """Read a tabular source lazily: one pass for what the encoding needs, then lazy arrays.
 
     The pass runs on the workers (or Dask's local threads), partition by
@@ -166,6 +168,14 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
     storage_options : dict, default=None
         For a URL's fsspec filesystem (credentials, ``endpoint_url``); by
         default the filesystem's own configuration (e.g. ``AWS_*`` variables).
+    presume_numbers : bool, default=False
+        A CSV's columns whose first rows hold numbers can only be numeric, or
+        an error: with True the pass does not read them (it is about three
+        times cheaper), and a cell in them that is not a number is found when
+        the arrays are computed, raising :class:`UnscannedCellError` (a
+        ``DataError`` naming that cell). ``ingest`` does this, and on that
+        error resolves again with False, for the refusal that counts every
+        such cell.
 
     Returns
     -------
@@ -205,7 +215,7 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
     ([[1.5, 0.0, 1.0], [2.0, 1.0, 0.0], [0.5, 0.0, 1.0]], [1, 0, 0], [7, 8, 9])
     """
     if isinstance(source, TabularSource):
-        return source.resolve()
+        return source.resolve(presume_numbers=presume_numbers)
     max_categories = _check_max_categories(max_categories)
     opened = open_frame(source, blocksize=blocksize, storage_options=storage_options)
     frame = opened.frame
@@ -213,16 +223,24 @@ def resolve_tabular_source(source, *, target=None, id=None, drop=None, nominal=N
                          source=opened.description)
     kinds = column_kinds(frame.dtypes, roles, source=opened.description)
     id_dtype = id_kind(frame.dtypes[roles.id]) if roles.id is not None else None
-    parts = opened.partitions(roles.read, numbers=_likely_numbers(opened, kinds))
     skip_blank = opened.format == "csv"
     plan = ScanPlan(kinds=kinds, target=roles.target, id=roles.id, max_categories=max_categories,
                     skip_blank_rows=skip_blank)
     # A local file's SHA-256 reads all of it: on the workers, one task per file, beside the scan.
     digests = ([dask.delayed(fingerprint_file, pure=False)(p) for p in opened.location.paths]
                if opened.location is not None and opened.location.local else [])
-    scan, digests = _scan(_scan_parts(opened, parts, roles, kinds, skip_blank), plan, opened.description, digests)
+    likely = _likely_numbers(opened, kinds)
+    unread = likely if presume_numbers else []
+    parts = opened.partitions(roles.read) if opened.csv is None else None
+    scan, digests = _scan(_scan_parts(opened, parts, roles, kinds, likely, unread, plan), plan,
+                          opened.description, digests)
+    if any(scan.columns.get(column, ColumnScan()).words for column in unread):
+        # A block scanned whole held a word in a presumed column: an error, whose message counts every such cell
+        unread = []
+        scan, _ = _scan(_scan_parts(opened, parts, roles, kinds, likely, unread, plan), plan, opened.description)
     decision = decide(scan, roles, kinds, source=opened.description, max_categories=max_categories,
-                      id_dtype=id_dtype, skip_blank_rows=skip_blank, float32_source=_float32_source(frame, kinds))
+                      id_dtype=id_dtype, skip_blank_rows=skip_blank, float32_source=_float32_source(frame, kinds),
+                      unread=unread)
     if opened.csv is not None:  # the columns found to hold numbers are parsed as numbers where they are read
         parts = opened.partitions(roles.read, numbers=decision.plan.text_numbers)
     X, y, ids = _lazy_arrays(parts, decision)
@@ -257,12 +275,11 @@ def _likely_numbers(opened: Opened, kinds: dict) -> list[str]:
     return [column for column, kind in kinds.items() if kind == "text" and column in guess]
 
 
-def _scan(parts, plan: ScanPlan, description: str, also=None):
-    """Summarise every partition and merge the summaries in a tree; one small object reaches the client.
+def _scan(level, plan: ScanPlan, description: str, also=None):
+    """Merge the partitions' summaries in a tree; one small object reaches the client.
 
     ``also``: delayed values computed in the same pass, returned beside the scan.
     """
-    level = [dask.delayed(scan_partition, pure=True)(part, plan, k) for k, part in enumerate(parts)]
     while len(level) > 1:
         level = [dask.delayed(merge_scans, pure=True)(*level[i:i + _MERGE_EVERY],
                                                       max_categories=plan.max_categories)
@@ -276,18 +293,27 @@ def _scan(parts, plan: ScanPlan, description: str, also=None):
     return scan, also
 
 
-def _scan_parts(opened: Opened, parts, roles, kinds: dict, skip_blank_rows: bool) -> list:
-    """The partitions the scan reads: only the columns it looks at, where that is cheaper.
+def _scan_parts(opened: Opened, parts, roles, kinds: dict, likely, unread, plan: ScanPlan) -> list:
+    """Delayed :class:`~._scan.Scan` summaries, one per partition, each reading only the columns it looks at
+    where that is cheaper.
 
     Numeric columns need no scan, and Parquet reads a column without the
-    others. A blank CSV row is blank in every column, so CSV is read whole.
-    The encoding checks every partition's length against the scan's count.
+    others. A CSV block (``parts`` is None) is parsed by
+    :func:`~._csv_blocks.scan_block`: ``likely`` columns as numbers where
+    they hold only numbers, ``unread`` ones not at all (unless a row is blank
+    in the others: a blank row is blank in every column). The encoding checks
+    every partition's length against the scan's count.
     """
+    scan = dask.delayed(scan_partition, pure=True)
+    if opened.csv is not None:
+        if not unread:
+            return [scan(part, plan, k) for k, part in enumerate(opened.partitions(roles.read, numbers=likely))]
+        return opened.csv.scans(roles.read, plan, unread=unread)
     looked_at = [c for c in roles.read if kinds.get(c, "number") != "number" or c in (roles.target, roles.id)]
-    if opened.format != "parquet" or skip_blank_rows or len(looked_at) == len(roles.read):
-        return parts
-    narrow = opened.partitions(looked_at)
-    return narrow if len(narrow) == len(parts) else parts
+    if opened.format == "parquet" and len(looked_at) < len(roles.read):
+        narrow = opened.partitions(looked_at)
+        parts = narrow if len(narrow) == len(parts) else parts
+    return [scan(part, plan, k) for k, part in enumerate(parts)]
 
 
 def _lazy_arrays(parts, decision: Decision):
