@@ -230,6 +230,8 @@ def _cmd_run(args) -> int:
         print(f"dimbsvm: the run finished in {remote.staging}; publishing it to {remote.url}", file=sys.stderr)
         print(f"run directory: {publish_run_dir(remote.staging, remote.url)}")
         return 0
+    if remote is not None and not args.fresh:
+        _restore_checkpoints(remote)  # an interrupted run of this URL resumes here, whichever machine it ran on
     # everything that can be checked is checked before a cluster starts
     _read_job_file(args.job)
     from .jobs.checks import check_job
@@ -247,7 +249,7 @@ def _cmd_run(args) -> int:
     placement = _placement(args, job, checked.data)
     try:
         with _client(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
-                     placement=placement) as client:
+                     placement=placement) as client, _checkpoints(remote, plan.partial):
             result = run_checked(checked, client, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
         raise RunInterrupted(_interrupted(args, plan, total, exc, remote=remote)) from None
@@ -288,6 +290,25 @@ def _remote_out(out):
     return remote
 
 
+def _restore_checkpoints(remote) -> None:
+    from .jobs.remote_run_dir import restore_checkpoints
+
+    if restore_checkpoints(remote):
+        print(f"dimbsvm: the interrupted run mirrored at {remote.url} was restored into {remote.staging.parent}",
+              file=sys.stderr)
+
+
+def _checkpoints(remote, partial):
+    """While a URL's run is written, its partial directory mirrored there (a context manager; none for a path)."""
+    if remote is None:
+        import contextlib
+
+        return contextlib.nullcontext()
+    from .jobs.remote_run_dir import Checkpoints
+
+    return Checkpoints(remote.url, partial)
+
+
 def _tracked(checked, uri):
     """``checked`` with ``--mlflow`` applied; a job that asks for tracking without mlflow installed fails here."""
     import dataclasses
@@ -322,7 +343,7 @@ def _interrupted(args, plan, total: int, exc: BaseException, how: str | None = N
     if members:
         saved += f" and {members} ensemble member(s)"
     where = f"saved in {plan.partial}" if plan.partial.exists() else "saved (nothing was written yet)"
-    out = plan.run_dir if remote is None else remote.url  # a URL's run resumes from its staging directory
+    out = plan.run_dir if remote is None else remote.url  # a URL's run resumes from its mirror there
     return f"{how}: {saved} {where}; resume with: {_resume_command(args, out)}"
 
 

@@ -198,3 +198,55 @@ def test_a_staged_run_of_another_job_is_never_published_for_this_one(job, local_
     assert staging.is_dir() and not s3fs.S3FileSystem().exists(f"{s3_bucket}/other")
     assert main(["run", str(job), "--out", url, "--no-progress"]) == 0  # the job that made it publishes it
     assert s3fs.S3FileSystem().exists(f"{s3_bucket}/other/{COMPLETE_MARKER}")
+
+
+def test_a_run_killed_on_one_machine_resumes_on_another_from_its_mirror_at_the_url(s3_bucket, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """The staging directory is lost with its machine; the folds mirrored under the URL are reused elsewhere."""
+    import s3fs
+
+    rng = np.random.default_rng(0)
+    y = (rng.random(3000) < 0.1).astype(int)
+    X = rng.normal(size=(3000, 8)) + 0.8 * y[:, None]
+    rows = "\n".join(",".join(f"{v:.6f}" for v in x) + f",{'pn'[label]}" for x, label in zip(X, y))
+    (tmp_path / "rows.csv").write_text(",".join(f"x{j}" for j in range(8)) + ",class\n" + rows + "\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB.replace("ecoli1", str(tmp_path / "rows.csv")).replace("n_splits: 3, n_repeats: 1",
+                                                                              "n_splits: 5, n_repeats: 2"))
+    url = f"s3://{s3_bucket}/moved"
+    fs = s3fs.S3FileSystem()
+    folds = f"{url}/.partial/folds"
+
+    def mirrored_folds():
+        fs.invalidate_cache()
+        return fs.find(folds) if fs.exists(folds) else []
+
+    first = dict(os.environ, PYTHONPATH=str(ROOT), DIMBSVM_STAGING_DIR=str(tmp_path / "machine-1"))
+    proc = subprocess.Popen([sys.executable, "-m", "dimbsvm.cli", "run", str(job), "--out", url, "--no-progress"],
+                            env=first, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not mirrored_folds() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)  # the machine is lost, its staging directory with it
+    proc.wait()
+    mirrored = len(mirrored_folds())
+    assert 1 <= mirrored < 10, (mirrored, proc.stderr.read().decode()[-2000:])
+    assert not fs.exists(f"{url}/{COMPLETE_MARKER}")
+
+    monkeypatch.setenv("DIMBSVM_STAGING_DIR", str(tmp_path / "machine-2"))
+    assert main(["run", str(job), "--out", url, "--no-progress"]) == 0
+    out = capsys.readouterr()
+    assert "restored into" in out.err
+    assert f"resumed: reused {mirrored} of 10 folds" in out.out
+    fs.invalidate_cache()
+    assert not fs.exists(f"{url}/.partial")  # the finished run's mirror is removed
+    published = {name for name in _listing(fs, url)}
+    assert not any(name.startswith(".partial") for name in published)
+
+    whole = tmp_path / "whole"  # the truth: the same job, never interrupted, to a local directory
+    assert main(["run", str(job), "--out", str(whole), "--no-progress"]) == 0
+    capsys.readouterr()
+    remote_metrics = json.loads(fs.cat_file(f"{url}/metrics.json"))
+    local_metrics = json.loads((whole / "metrics.json").read_text())
+    assert remote_metrics["folds"] == local_metrics["folds"]
+    assert published == {p.relative_to(whole).as_posix() for p in whole.rglob("*") if p.is_file()}
