@@ -27,9 +27,12 @@ __all__ = ["Opened", "open_frame"]
 #: Bytes of CSV text per partition when none is asked for: a few times a store chunk's size once parsed,
 #: and many partitions for a cluster's workers to share.
 CSV_BLOCKSIZE = 32 * 2**20
-#: Bytes of a Parquet file's row groups (uncompressed) per partition when none is asked for: Dask's own
+#: Bytes of a local Parquet file's row groups (uncompressed) per partition when none is asked for: Dask's own
 #: default reads a file of up to 256 MiB as one partition, which one worker would read and encode alone.
 PARQUET_BLOCKSIZE = 64 * 2**20
+#: The same on object storage, Dask's default: every partition read there opens the file again (a few requests'
+#: latency each: its size, its footer, the column chunks), which a quarter of the partitions pay a quarter as often.
+PARQUET_URL_BLOCKSIZE = 256 * 2**20
 #: Bytes of a pandas DataFrame per partition when none is asked for.
 DATAFRAME_PART_BYTES = 64 * 2**20
 #: Rows of a CSV's first file from which its columns of numbers are guessed (a wrong guess costs time only).
@@ -87,7 +90,7 @@ class Opened:
         if self.format != "parquet":
             return self.frame[columns].to_delayed()
         frame = dd.read_parquet(list(self.location.urls), columns=columns, storage_options=self.storage_options,
-                                blocksize=PARQUET_BLOCKSIZE if self.blocksize is None else self.blocksize)
+                                blocksize=_parquet_blocksize(self.location, self.blocksize))
         return _string_columns(frame, self.description).to_delayed(optimize_graph=False)
 
 
@@ -101,7 +104,8 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
         Bytes per partition: of an uncompressed CSV's text (default
         :data:`CSV_BLOCKSIZE`; a compressed CSV is always one partition per
         file), of a Parquet file's row groups (default
-        :data:`PARQUET_BLOCKSIZE`; a row group is never split), of a
+        :data:`PARQUET_BLOCKSIZE`, :data:`PARQUET_URL_BLOCKSIZE` at a URL;
+        a row group is never split), of a
         pandas DataFrame in memory (default :data:`DATAFRAME_PART_BYTES`).
     storage_options : dict, default=None
         For the fsspec filesystem of a URL.
@@ -117,7 +121,7 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
     options = dict(storage_options or {})
     if location.format == "parquet":
         frame = dd.read_parquet(list(location.urls), storage_options=options or None,
-                                blocksize=PARQUET_BLOCKSIZE if blocksize is None else blocksize)
+                                blocksize=_parquet_blocksize(location, blocksize))
         frame = _string_columns(frame, location.text)
         blocks = None
     else:
@@ -128,6 +132,12 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
                             compression=location.compression, storage_options=options)
     return Opened(frame=frame, format=location.format, description=location.text, name=location.name,
                   location=location, blocksize=blocksize, storage_options=options or None, csv=blocks)
+
+
+def _parquet_blocksize(location: Location, blocksize):
+    if blocksize is not None:
+        return blocksize
+    return PARQUET_BLOCKSIZE if location.local else PARQUET_URL_BLOCKSIZE
 
 
 def _from_pandas(df: pd.DataFrame, blocksize) -> dd.DataFrame:
