@@ -157,7 +157,7 @@ def _with(**changes):
     (_with(methods=[{"name": "a", "kind": "sklearn", "estimator": "svc"}]),
      r"'methods.0.kind' is 'sklearn'; accepted: registry, peer"),
     (_with(methods=[{"name": "a", "kind": "peer", "estimator": "forest"}]),
-     r"unknown peer 'forest'; accepted: auc_tuned_threshold, balanced_bagging, ensemble_grid_cv, smote_svc"),
+     r"unknown peer 'forest'; accepted: auc_tuned_threshold, balanced_bagging, ensemble_grid_cv, lightgbm, "),
     (_with(methods=[{"name": "a", "kind": "registry", "estimator": "othr_typo"}]),
      r"'othr_typo', not a registered dimbsvm estimator; accepted: .*svc_balanced"),
     (_with(methods=[{"name": "a", "kind": "peer", "estimator": "smote_svc", "params": {"smote__k": 3}}]),
@@ -190,6 +190,24 @@ def test_peers_share_the_base_svm_and_are_seeded_per_fold():
     fixed = build_method({"kind": "peer", "estimator": "smote_svc", "params": {"smote__random_state": 5}},
                          random_state=0)
     assert fixed.named_steps["smote"].random_state == 5
+
+
+def test_the_lightgbm_peers_are_lightgbm_as_configured_and_tuned_for_g_mean():
+    """The peer is LightGBM with the documented parameters (its predictions are a plain LGBMClassifier's), and the
+    tuned one applies the threshold it chose to that model's probabilities."""
+    lightgbm = pytest.importorskip("lightgbm")
+    from dimbsvm.bench.peers import LIGHTGBM_PARAMS
+
+    X, y = _small_imbalanced()
+    peer = build_method({"kind": "peer", "estimator": "lightgbm", "params": {}}, random_state=4)
+    assert {k: v for k, v in peer.get_params().items() if k in LIGHTGBM_PARAMS} == LIGHTGBM_PARAMS
+    plain = lightgbm.LGBMClassifier(n_estimators=200, num_leaves=15, learning_rate=0.05, subsample=0.8,
+                                    subsample_freq=1, class_weight="balanced", n_jobs=1, verbose=-1, random_state=4)
+    np.testing.assert_array_equal(peer.fit(X, y).predict_proba(X), plain.fit(X, y).predict_proba(X))
+    tuned = make_peer("lightgbm_tuned_threshold", random_state=4).fit(X, y)
+    assert tuned.response_method == "predict_proba" and tuned.estimator.random_state == 4
+    proba = tuned.estimator_.predict_proba(X)[:, 1]
+    np.testing.assert_array_equal(tuned.predict(X), np.where(proba >= tuned.best_threshold_, 1, 0))
 
 
 def _small_imbalanced():
