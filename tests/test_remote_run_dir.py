@@ -250,3 +250,35 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_its_mirror_at_the_u
     local_metrics = json.loads((whole / "metrics.json").read_text())
     assert remote_metrics["folds"] == local_metrics["folds"]
     assert published == {p.relative_to(whole).as_posix() for p in whole.rglob("*") if p.is_file()}
+
+
+def test_the_mirror_sends_new_and_changed_files_skips_temporaries_and_follows_removals(s3_bucket, tmp_path, caplog):
+    import s3fs
+
+    from dimbsvm.jobs.remote_run_dir import CHECKPOINT_PREFIX, Checkpoints
+
+    fs = s3fs.S3FileSystem()
+    url = f"s3://{s3_bucket}/mirror"
+    partial = tmp_path / ".run.partial"
+    (partial / "folds").mkdir(parents=True)
+    (partial / "job.yaml").write_text("name: x\n")
+    (partial / "folds" / "seed0-fold0.json").write_text("{}\n")
+    (partial / "folds" / ".seed0-fold1.json.99-ab12.tmp").write_text("{half")  # a file being written
+
+    def mirrored():
+        fs.invalidate_cache()
+        return {p.split(f"{CHECKPOINT_PREFIX}/", 1)[1]: fs.cat_file(p).decode()
+                for p in fs.find(f"{url}/{CHECKPOINT_PREFIX}")}
+
+    with caplog.at_level("WARNING"), Checkpoints(url, partial) as checkpoints:
+        checkpoints.sync()
+        assert fs.exists(f"{url}/{CLAIM_MARKER}")
+        assert mirrored() == {"job.yaml": "name: x\n", "folds/seed0-fold0.json": "{}\n"}
+        (partial / "folds" / "seed0-fold0.json").write_text('{"record": 1}\n')
+        (partial / "job.yaml").unlink()
+        checkpoints.sync()
+        assert mirrored() == {"folds/seed0-fold0.json": '{"record": 1}\n'}
+        partial.rename(tmp_path / "run")  # the finished run: its partial directory is gone, the mirror kept
+        assert checkpoints.sync() == 0
+        assert mirrored() == {"folds/seed0-fold0.json": '{"record": 1}\n'}
+    assert not caplog.records

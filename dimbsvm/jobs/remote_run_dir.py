@@ -211,6 +211,8 @@ class Checkpoints:
             try:
                 return self._sync()
             except Exception as exc:  # noqa: BLE001 - a run is not stopped by its mirror; the next pass retries
+                if isinstance(exc, FileNotFoundError) and not self.partial.is_dir():
+                    return 0  # renamed into the finished run during the pass: nothing is lost
                 logger.warning("could not mirror %s to %s/%s (the run goes on; tried again in %.0f s): %s",
                                self.partial, self.url, CHECKPOINT_PREFIX, CHECKPOINT_EVERY, exc)
                 return 0
