@@ -83,9 +83,10 @@ def _skops_dump():
     with _SKOPS_IMPORT:
         if _dump is not None:
             return _dump
-        real = sys.modules.get("skops.io")
-        if real is not None:  # imported already (e.g. to load a model): its dump costs nothing more
-            _dump = real.dump
+        if "skops.io" in sys.modules:  # imported already (e.g. to load a model): its dump costs nothing more
+            import skops.io  # (waits for an import under way elsewhere to finish)
+
+            _dump = skops.io.dump
             return _dump
         stand_in = types.ModuleType("skops.io._trusted_types", "empty trusted-type lists: skops' writers need none")
         stand_in.__getattr__ = _no_trusted_types
