@@ -144,3 +144,19 @@ def test_worker_peak_memory_is_its_own_not_its_parents():
         [worker_peak] = client.run(_peak_rss).values()
     assert _peak_rss() > 400e6 > worker_peak > 0
     del held
+
+
+def _blas_threads(*, x):
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_a_plan_run_here_uses_one_blas_thread_and_restores_the_pools():
+    # as on a one-thread worker: an in-process plan's small products do not wake a second BLAS thread
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+        assert map_tasks(_blas_threads, [{"x": 0}], client=None) == [[1] * len(before)]
+        assert [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"] == before
