@@ -146,17 +146,20 @@ def test_worker_peak_memory_is_its_own_not_its_parents():
     del held
 
 
-def _blas_threads(*, x):
+def _blas_pools():
     from threadpoolctl import threadpool_info
 
     return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
 
-def test_a_plan_run_here_uses_one_blas_thread_and_restores_the_pools():
-    # as on a one-thread worker: an in-process plan's small products do not wake a second BLAS thread
-    from threadpoolctl import threadpool_info, threadpool_limits
+def test_in_order_threads_limit_blas_to_one_thread_and_restore_the_pools():
+    # a job run in this process (runner.execute_run without a client) runs as on a one-thread worker
+    from threadpoolctl import threadpool_limits
+
+    from dimbsvm.parallel.policy import in_order_threads
 
     with threadpool_limits(limits=2, user_api="blas"):
-        before = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
-        assert map_tasks(_blas_threads, [{"x": 0}], client=None) == [[1] * len(before)]
-        assert [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"] == before
+        before = _blas_pools()
+        with in_order_threads():
+            assert _blas_pools() == [1] * len(before)
+        assert _blas_pools() == before

@@ -20,6 +20,7 @@ run directory: it is claimed (a lock beside it) until the final rename.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import os
@@ -43,6 +44,7 @@ from ..model_selection.scoring import TIME_METRICS, summarize
 from ..model_selection.search import Search
 from ..model_selection.splits import repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage
+from ..parallel.policy import in_order_threads
 from ..predict.encoding import prediction_meta
 from ..report import write_run_report
 from ..report.run_report import import_drawing_libraries
@@ -341,8 +343,10 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
                        part_store=PartDirectory(partial / "members"))
     phase = time.perf_counter()
     try:
-        results, reused_members = execute_folds(job, setup, data, plan.todo, client=client, label="tasks",
-                                                on_result=save, progress=progress, store_labels=True)
+        # a job run in this process runs its tasks in order, as a one-thread worker would: one BLAS thread
+        with in_order_threads() if client is None else contextlib.nullcontext():
+            results, reused_members = execute_folds(job, setup, data, plan.todo, client=client, label="tasks",
+                                                    on_result=save, progress=progress, store_labels=True)
     finally:
         report_ahead.shutdown(wait=False)  # an import or a figure under way finishes; the report waits for it
     phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase

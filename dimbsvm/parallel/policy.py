@@ -152,18 +152,19 @@ def task_threads(n_threads: int):
 
 @contextlib.contextmanager
 def in_order_threads():
-    """BLAS limited to one thread while this thread runs a plan's tasks in order, outside any worker.
+    """BLAS limited to one thread inside the block, unless this code runs in a worker's task.
 
-    A plan run in this process (no client) runs its tasks one after another,
-    as a one-thread worker would (what ``--workers`` starts): its products are
-    small (an ensemble member's margins, a block of test rows), and a second
-    BLAS thread only adds wake-ups and spinning to each of them, which cost
-    several times the product when the machine's other cores are busy
+    For a job run in this process (no client): its tasks run one after
+    another, as on a one-thread worker (what ``--workers`` starts, whose BLAS
+    is limited to one thread by :func:`task_threads`). Its products are small
+    (an ensemble member's margins, a block of test rows), and a second BLAS
+    thread only adds wake-ups and spinning to each of them, which cost several
+    times the product when the machine's other cores are busy
     (``benchmarks/RESULTS.md``, small jobs). The results are the same: a
-    one-thread worker computes them with one BLAS thread too. Inside a worker's
-    task (nested work run in that task) nothing changes here: the worker's
-    policy applies (:func:`task_threads`), and its process's pools may be
-    shared with other tasks.
+    one-thread worker computes them with one BLAS thread too. The limit is
+    process-wide and restored at the end of the block. Inside a worker's task
+    nothing changes here: the worker's policy applies, and its process's pools
+    may be shared with other tasks.
     """
     # a process that never imported distributed runs no worker (and is not made to import it here)
     if "distributed" in sys.modules and worker_threads() is not None:

@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from .clients import current_client
-from .policy import in_order_threads, raise_failure, run_task
+from .policy import raise_failure, run_task
 from .progress import Progress
 
 __all__ = ["TaskPlan", "TaskRef", "compute", "map_tasks", "run_plan", "share"]
@@ -156,8 +156,7 @@ def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="t
     if errors not in ("raise", "return"):
         raise ValueError(f"errors must be 'raise' or 'return'; got {errors!r}")
     if client is None:
-        with in_order_threads():
-            return _run_here(plan, progress=progress, label=label, on_result=on_result, errors=errors)
+        return _run_here(plan, progress=progress, label=label, on_result=on_result, errors=errors)
     return _run_on_cluster(plan, client, retries=retries, progress=progress, label=label, on_result=on_result,
                            errors=errors)
 
