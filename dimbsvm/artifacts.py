@@ -99,7 +99,8 @@ def _skops_dump():
         finally:
             import skops
 
-            for name in [name for name in sys.modules if name == "skops.io" or name.startswith("skops.io.")]:
+            # a copy: another thread may be importing (the report's libraries) while this one saves
+            for name in [name for name in sys.modules.copy() if name == "skops.io" or name.startswith("skops.io.")]:
                 del sys.modules[name]
             skops.__dict__.pop("io", None)
         if dump is None:
