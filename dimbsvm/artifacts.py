@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
+import sys
 import tempfile
+import threading
+import types
 from pathlib import Path
 
 from ._version import __version__
@@ -32,20 +36,86 @@ from .estimators import trusted_types
 from .exceptions import StoreError
 from .store.location import filesystem, is_url, location
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["save_model", "load_artifact", "verify_model", "save_object", "load_object",
            "positive_class"]
 
 
+#: Held while ``skops.io`` is imported, by a loader or by the writer (:func:`_skops_dump`).
+_SKOPS_IMPORT = threading.Lock()
+#: skops' ``dump`` as :func:`_skops_dump` found it, once found.
+_dump = None
+
+
 def _skops():
-    """``skops.io``, imported when a model is first saved or loaded.
+    """``skops.io``, imported when a model is first loaded.
 
     Importing it imports every scikit-learn module (its list of trusted types
     walks them all): about a second that the checks, ``validate`` and runs
-    without a model need not pay.
+    without a model need not pay. Saving does not import it
+    (:func:`_skops_dump`).
     """
-    import skops.io
+    with _SKOPS_IMPORT:
+        import skops.io
 
     return skops.io
+
+
+def _skops_dump():
+    """skops' ``dump``, without building the default trusted types of skops' loaders.
+
+    ``skops.io`` computes, when imported, the default trusted types its
+    *loaders* accept (``skops.io._trusted_types``: every scikit-learn estimator,
+    found by importing every scikit-learn module, pytest included). Writing a
+    file uses none of them: the writers (``get_state``) are plain functions
+    that turn attributes into a schema and arrays. Where nothing in this process
+    has imported ``skops.io`` yet, its modules are imported here with an empty
+    stand-in for ``_trusted_types``, this ``dump`` is kept, and the modules are
+    then taken out of ``sys.modules`` again, so that a later load imports the
+    real ``skops.io`` and checks with its whole trusted list. The files are the
+    same (``tests/test_saved_models.py`` compares them with ``skops.io.dump``'s).
+    A loader left from the stand-in could only trust fewer types, never more,
+    and none is left: the modules are dropped and imports of ``skops.io`` in
+    this module wait for the lock.
+    """
+    global _dump
+    with _SKOPS_IMPORT:
+        if _dump is not None:
+            return _dump
+        if "skops.io" in sys.modules:  # imported already (e.g. to load a model): its dump costs nothing more
+            import skops.io  # (waits for an import under way elsewhere to finish)
+
+            _dump = skops.io.dump
+            return _dump
+        stand_in = types.ModuleType("skops.io._trusted_types", "empty trusted-type lists: skops' writers need none")
+        stand_in.__getattr__ = _no_trusted_types
+        sys.modules["skops.io._trusted_types"] = stand_in
+        try:
+            from skops.io._persist import dump
+        except ImportError as exc:  # a skops whose writers want more of _trusted_types than its lists
+            logger.debug("skops' writer needs its trusted types (%s); importing skops.io whole", exc)
+            dump = None
+        finally:
+            import skops
+
+            # a copy: another thread may be importing (the report's libraries) while this one saves
+            for name in [name for name in sys.modules.copy() if name == "skops.io" or name.startswith("skops.io.")]:
+                del sys.modules[name]
+            skops.__dict__.pop("io", None)
+        if dump is None:
+            import skops.io
+
+            dump = skops.io.dump
+        _dump = dump
+        return _dump
+
+
+def _no_trusted_types(name):
+    """Every trusted-type list of the stand-in ``skops.io._trusted_types``: empty."""
+    if name.isupper():
+        return []
+    raise AttributeError(name)
 
 
 _MODEL = "model.skops"
@@ -68,7 +138,7 @@ def save_model(model, directory, *, meta: dict) -> Path:
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    _skops().dump(model, tmp / _MODEL)
+    _skops_dump()(model, tmp / _MODEL)
     (tmp / _META).write_text(json.dumps(dict(meta, dimbsvm_version=__version__), indent=2, default=str) + "\n")
     manifest = {
         "format": "dimbsvm-model-1",
@@ -184,7 +254,7 @@ def save_object(obj, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    _skops().dump(obj, tmp)
+    _skops_dump()(obj, tmp)
     os.replace(tmp, path)
     return path
 

@@ -16,8 +16,11 @@ ENV.pop("DASK_SCHEDULER_ADDRESS", None)
 
 #: Packages a job on in-memory data run in this process has no use for.
 STORE_AND_CLUSTER = ("zarr", "dask.dataframe", "distributed")
+#: Imported only by scikit-learn's ``all_estimators`` (with pytest): what skops' list of the types its loaders trust
+#: costs, which saving a model does not need.
+EVERY_SKLEARN_MODULE = "sklearn.utils._testing"
 #: What dimbsvm imports only for a store's rows, a model file or a report (and the CLI not for a refusal).
-HEAVY = (*STORE_AND_CLUSTER, "dask", "dask.array", "sklearn", "skops", "matplotlib")
+HEAVY = (*STORE_AND_CLUSTER, "dask", "dask.array", "sklearn", "skops", "matplotlib", EVERY_SKLEARN_MODULE)
 
 _PROBE = """
 import sys
@@ -68,3 +71,10 @@ def test_a_small_run_in_this_process_imports_no_store_or_cluster_package(tmp_pat
     assert (tmp_path / "run" / "metrics.json").is_file() and (tmp_path / "run" / "report.html").is_file()
     # model file (skops) and report (matplotlib) are written; the store's and the cluster's stacks are not used
     assert not loaded & set(STORE_AND_CLUSTER), loaded
+    # the model is written without skops' trusted-type list (every scikit-learn module imported to build it) ...
+    assert EVERY_SKLEARN_MODULE not in loaded, loaded
+    # ... and loads with it, through the trust check
+    from dimbsvm.artifacts import load_artifact
+
+    model, _ = load_artifact(tmp_path / "run" / "model")
+    assert type(model).__name__ == "Pipeline"

@@ -6,6 +6,9 @@ The files in ``tests/data/models-0.1.0/`` were written by dimbsvm 0.1.0
 and ``HPCClassifier`` and ``SimilarityFeatures`` had no ``client`` parameter.
 """
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -60,3 +63,55 @@ def test_a_model_saved_now_names_the_members_module_and_loads(tmp_path):
     loaded, _ = load_artifact(tmp_path / "m")
     np.testing.assert_array_equal(loaded.decision_function(X_test), model.decision_function(X_test))
     assert type(loaded.members_[0]) is type(old.members_[0])  # one class under both names
+
+
+#: In a fresh interpreter: models written by dimbsvm's writer before ``skops.io`` is imported (without skops' list of
+#: trusted types), then by ``skops.io.dump``; prints what was imported when, and whether the files are the same.
+_WRITER_PROBE = """
+import re, sys, zipfile
+import numpy as np
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler
+from sklearn.svm import SVC, LinearSVC
+from dimbsvm.artifacts import load_object, save_object
+from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(120, 4))
+y = (X[:, 0] > 0.8).astype(int)
+models = [make_pipeline(MinMaxScaler(), SVC(class_weight="balanced")).fit(X, y),
+          make_pipeline(MinMaxScaler(), EnsembleOTHRClassifier(LinearSVC(), n_estimators=3, random_state=0)).fit(X, y)]
+out = sys.argv[1]
+for i, model in enumerate(models):
+    save_object(model, f"{out}/ours{i}.skops")
+print("AFTER_SAVE", sorted(m for m in ("skops.io", "skops.io._trusted_types", "sklearn.utils._testing")
+                           if m in sys.modules))
+import skops.io
+
+def canonical(data):  # __id__ is an object's id() in the writing process (for shared references): numbered in order
+    seen = {}
+    return re.sub(rb'"__id__": ([0-9]+)', lambda m: b'"__id__": %d' % seen.setdefault(m.group(1), len(seen)), data)
+
+for i, model in enumerate(models):
+    skops.io.dump(model, f"{out}/skops{i}.skops")
+    ours, theirs = zipfile.ZipFile(f"{out}/ours{i}.skops"), zipfile.ZipFile(f"{out}/skops{i}.skops")
+    same = ours.namelist() == theirs.namelist() and all(
+        canonical(ours.read(name)) == canonical(theirs.read(name)) for name in ours.namelist())
+    loaded = load_object(f"{out}/ours{i}.skops")
+    print("MODEL", i, same, bool(np.array_equal(loaded.decision_function(X), model.decision_function(X))))
+print("TRUSTED", len(skops.io._trusted_types.SKLEARN_ESTIMATOR_TYPE_NAMES))
+"""
+
+
+def test_the_writer_skips_skops_trusted_types_and_writes_skops_own_files(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), PYTHONWARNINGS="ignore")
+    result = subprocess.run([sys.executable, "-c", _WRITER_PROBE, str(tmp_path)], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    # nothing of skops.io stays imported after a save, and its trusted-type list was never built
+    assert lines[0] == "AFTER_SAVE []", lines
+    # the files are skops.dump's (object ids aside), and load through the trust check to the same model
+    assert lines[1:3] == ["MODEL 0 True True", "MODEL 1 True True"], lines
+    # a load after a save imports the real skops.io: its loaders trust scikit-learn's estimators by default
+    assert int(lines[3].split()[1]) > 100, lines

@@ -144,3 +144,22 @@ def test_worker_peak_memory_is_its_own_not_its_parents():
         [worker_peak] = client.run(_peak_rss).values()
     assert _peak_rss() > 400e6 > worker_peak > 0
     del held
+
+
+def _blas_pools():
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_in_order_threads_limit_blas_to_one_thread_and_restore_the_pools():
+    # a job run in this process (runner.execute_run without a client) runs as on a one-thread worker
+    from threadpoolctl import threadpool_limits
+
+    from dimbsvm.parallel.policy import in_order_threads
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_pools()
+        with in_order_threads():
+            assert _blas_pools() == [1] * len(before)
+        assert _blas_pools() == before

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TaskFailure", "concurrent_fits", "fits_may_overlap", "is_transient", "raise_failure", "run_task",
-           "task_threads", "task_working_memory", "worker_threads"]
+__all__ = ["TaskFailure", "concurrent_fits", "fits_may_overlap", "in_order_threads", "is_transient", "raise_failure",
+           "run_task", "task_threads", "task_working_memory", "worker_threads"]
 
 #: OSErrors that a rerun would meet again: they are the caller's to fix, not the cluster's.
 _PERMANENT_OS_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
@@ -148,6 +148,32 @@ def task_threads(n_threads: int):
         yield
     finally:
         numba.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def in_order_threads():
+    """BLAS limited to one thread inside the block, unless this code runs in a worker's task.
+
+    For a job run in this process (no client): its tasks run one after
+    another, as on a one-thread worker (what ``--workers`` starts, whose BLAS
+    is limited to one thread by :func:`task_threads`). Its products are small
+    (an ensemble member's margins, a block of test rows), and a second BLAS
+    thread only adds wake-ups and spinning to each of them, which cost several
+    times the product when the machine's other cores are busy
+    (``benchmarks/RESULTS.md``, small jobs). The results are the same: a
+    one-thread worker computes them with one BLAS thread too. The limit is
+    process-wide and restored at the end of the block. Inside a worker's task
+    nothing changes here: the worker's policy applies, and its process's pools
+    may be shared with other tasks.
+    """
+    # a process that never imported distributed runs no worker (and is not made to import it here)
+    if "distributed" in sys.modules and worker_threads() is not None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def _dedicated_worker_process() -> bool:
