@@ -47,7 +47,6 @@ from ..model_selection.stages import build_stored_stage
 from ..parallel.policy import in_order_threads
 from ..predict.encoding import prediction_meta
 from ..report import write_run_report
-from ..report.run_report import import_drawing_libraries
 from ..store import StoreRows, content_fingerprint
 from ..artifacts import save_model
 from .checks import CheckedJob
@@ -300,15 +299,10 @@ class ExecutedRun:
 def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     """Run the plan's folds and final model as one plan of tasks, saving each fold as it arrives."""
     job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
-    # The report's drawing libraries are imported in a thread of its own from the start: the imports
-    # overlap the fits and predictions (which release the GIL) instead of following them. An import
-    # that fails there fails again, and is reported, where the report is written.
-    report_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report")
-    report_ahead.submit(import_drawing_libraries)
-    # The report's ROC and precision-recall curves need only the folds: drawn in that thread once every
-    # fold is saved, they overlap the final model's fit instead of following it (at millions of
-    # out-of-fold scores they are seconds of client work).
-    curves_ahead = report_ahead if plan.want_model else None
+    # The report's ROC and precision-recall curves need only the folds: drawn in a thread of their own
+    # once every fold is saved, they overlap the final model's fit instead of following it (at millions
+    # of out-of-fold scores they are seconds of client work).
+    curves_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if plan.want_model else None
     unsaved = {spec.key for spec in plan.todo} - {FINAL_MODEL}
     oof_curves = None
 
@@ -348,7 +342,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             results, reused_members = execute_folds(job, setup, data, plan.todo, client=client, label="tasks",
                                                     on_result=save, progress=progress, store_labels=True)
     finally:
-        report_ahead.shutdown(wait=False)  # an import or a figure under way finishes; the report waits for it
+        if curves_ahead is not None:
+            curves_ahead.shutdown(wait=False)  # a figure being drawn finishes; the report waits for it
     phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase
     by_key = dict(plan.finished)
     final_model = None

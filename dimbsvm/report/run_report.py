@@ -28,8 +28,8 @@ import numpy as np
 
 from . import figures, interactive
 
-__all__ = ["Section", "brier_scores", "chosen_cutoff", "import_drawing_libraries", "oof_curves_png",
-           "run_report_sections", "render_html", "render_markdown", "threshold_rows", "write_run_report"]
+__all__ = ["Section", "brier_scores", "chosen_cutoff", "oof_curves_png", "run_report_sections", "render_html",
+           "render_markdown", "threshold_rows", "write_run_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,21 +96,6 @@ def write_run_report(directory, *, job, data, metrics, resources, oof, final_est
     path.write_text(render_html(title, sections))
     logger.info("report written to %s", path)
     return path
-
-
-def import_drawing_libraries() -> None:
-    """Import what drawing a report needs: matplotlib's figure and Agg canvas (and pyplot, which
-    scikit-learn's curve displays import), Bokeh's plotting, layouts and embedding.
-
-    For a thread started before the report is due (:func:`dimbsvm.jobs.runner.execute_run`): imports
-    hold the GIL, but they overlap the run's fits and predictions, which release it (LIBSVM,
-    LIBLINEAR, BLAS), and a cluster's waits, instead of following them. What the report draws is
-    the same either way.
-    """
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-    import matplotlib.pyplot  # noqa: F401
-    from bokeh import embed, layouts, models, plotting, resources  # noqa: F401
 
 
 def _class_names(data) -> dict:
