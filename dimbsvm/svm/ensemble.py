@@ -105,6 +105,12 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
     the measurements against the paper's algorithm and the peers, is in
     ``benchmarks/othr_study.md``.
 
+    **At scale.** Bags are as large as the training set up to ``LARGE_N``
+    (20,000) training rows; above, ``max_samples="auto"`` draws bags of
+    20,000 rows, so each member's fit and out-of-bag scoring stop growing
+    faster than the rows (:mod:`dimbsvm.svm.scaled_defaults`; the bag size
+    used is ``max_samples_``, the replacement ``scaled_defaults_``).
+
     **The paper's exact algorithm** is ``EnsembleOTHRClassifier(**PAPER_PARAMS)``:
     ``bootstrap="plain"``, ``threshold="member"``, ``member_margins="train"``,
     ``perturbation=0.1``, ``objective="g_mean"``, ``candidates="othr"``,

@@ -189,6 +189,11 @@ class OTHRClassifier(_ShiftedMarginClassifier):
     negligible training gain. The measurements behind these defaults are in
     ``benchmarks/othr_study.md``.
 
+    **At scale.** Above ``LARGE_N`` (20,000) training rows ``estimator=None``
+    is ``LinearSVC()``, whose fit grows linearly with the rows where the RBF
+    ``SVC``'s grows about quadratically (:mod:`dimbsvm.svm.scaled_defaults`;
+    recorded in ``scaled_defaults_``).
+
     **The paper's exact algorithm** is ``OTHRClassifier(**PAPER_PARAMS)``:
     ``margins="train"``, ``objective="g_mean"``, ``candidates="othr"``,
     ``smoothing=None``, ``tolerance=0.0``, ``min_precision=0.0`` (ties go to
