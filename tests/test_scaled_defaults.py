@@ -146,3 +146,22 @@ def test_the_job_estimate_prices_the_configuration_fit_will_use():
     assert work("ensemble_othr", {}, big) == work("ensemble_othr", {"max_samples": LARGE_N}, big)
     assert work("othr", {}, big) == work("othr", {"estimator": "linear_svc"}, big)
     assert set(work("othr", {}, big)) == {"linear"}
+
+
+def test_a_job_above_the_threshold_caps_its_members_bags_as_the_explicit_setting_does(tmp_path):
+    # the fold engine fits members from plan_members / fit_from_members: the same bags as max_samples=20000
+    from dimbsvm.jobs import JobData, run_job, validate_job
+
+    X, y = make_classification(n_samples=2 * LARGE_N + 4_000, n_features=6, weights=[0.9], random_state=3)
+    records = {}
+    for name, extra in (("default", {}), ("explicit", {"max_samples": LARGE_N}), ("uncapped", {"max_samples": None})):
+        params = {"estimator": "linear_svc", "n_estimators": 2, "random_state": 0, **extra}
+        job = validate_job({"name": name, "data": {"source": "unused"},
+                            "estimator": {"name": "ensemble_othr", "params": params},
+                            "cv": {"n_splits": 2, "n_repeats": 1, "random_state": 0}, "metrics": ["g_mean", "auc"]})
+        result = run_job(job, None, out=tmp_path / name, progress=False,
+                         data=JobData(X=X, y=y, meta={"name": "s"}))
+        records[name] = result.folds
+    assert all(fold["n_train"] > LARGE_N for fold in records["default"])
+    assert records["default"] == records["explicit"]
+    assert records["default"] != records["uncapped"]  # the bags' size shows in the records
