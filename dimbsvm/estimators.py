@@ -279,7 +279,8 @@ register_estimator("thr", _thr, "SVM-THR: SVC shifted by Lin & Chen's closed for
                    "LinearSVC above 20,000 training rows",
                    trusted_types=_THR)
 register_estimator("ensemble_othr", _ensemble_othr, "EnSVM-OTHR: bagged OTHR members (RBF SVC) with one "
-                   "shared shift; bags capped at 20,000 rows; members fan out as Dask tasks", trusted_types=_ENSEMBLE, fold_rows=_neighbors)
+                   "shared shift; bags capped at 20,000 rows; members fan out as Dask tasks",
+                   trusted_types=_ENSEMBLE, fold_rows=_neighbors)
 
 
 def _recommended():

@@ -16,7 +16,9 @@ the rows each estimator fit trains on, summed over every fit the job makes
 fits). A kernel method's fit of ``n`` rows counts ``n * n / KERNEL_ROWS``
 row-fits once ``n`` exceeds :data:`KERNEL_ROWS` (LIBSVM's time grows about
 as the square of the rows), and rows wider than :data:`FEATURE_UNIT`
-features count in proportion to their width. It reads only
+features count in proportion to their width. Each fit is priced as the
+estimator will configure itself for its rows (:mod:`dimbsvm.svm.scaled_defaults`:
+above 20,000 rows a linear base or capped bags). It reads only
 the typed job and the data's shape, and returns a :class:`WorkEstimate`, so
 a fitted cost model can replace it without touching its callers.
 """
