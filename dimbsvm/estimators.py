@@ -247,34 +247,40 @@ register_feature("similarity", _similarity,
 
 
 def _svm(**params):
-    """The base SVM every method wraps unless a job says otherwise (``estimator__C`` etc.)."""
+    """The base SVM of ``recommended``, whose grid sets its ``C`` and ``gamma``."""
     return SVC(kernel="rbf", C=1.0, gamma="scale", **params)
 
 
+# The threshold methods are built with their own defaults (estimator=None: the RBF SVC up to LARGE_N training
+# rows, then what dimbsvm.svm.scaled_defaults says), so a job gets the defaults that scale; a job that sets
+# estimator__C (or any base parameter) gets an explicit RBF SVC at every size.
 def _othr():
     from .svm import OTHRClassifier
 
-    return OTHRClassifier(estimator=_svm())
+    return OTHRClassifier()
 
 
 def _thr():
     from .svm import THRClassifier
 
-    return THRClassifier(estimator=_svm())
+    return THRClassifier()
 
 
 def _ensemble_othr():
     from .svm import EnsembleOTHRClassifier
 
-    return EnsembleOTHRClassifier(estimator=_svm())
+    return EnsembleOTHRClassifier()
 
 
-register_estimator("othr", _othr, "SVM-OTHR: SVC with the threshold shift of best training G-mean (Yu et al.)",
+register_estimator("othr", _othr, "SVM-OTHR: SVC with the threshold shift of best training G-mean (Yu et al.); "
+                   "LinearSVC above 20,000 training rows",
                    trusted_types=_OTHR, fold_rows=_neighbors)
-register_estimator("thr", _thr, "SVM-THR: SVC shifted by Lin & Chen's closed form (OTHR paper eq. 16)",
+register_estimator("thr", _thr, "SVM-THR: SVC shifted by Lin & Chen's closed form (OTHR paper eq. 16); "
+                   "LinearSVC above 20,000 training rows",
                    trusted_types=_THR)
-register_estimator("ensemble_othr", _ensemble_othr, "EnSVM-OTHR: bagged OTHR members with perturbed shifts, "
-                   "majority vote; members fan out as Dask tasks", trusted_types=_ENSEMBLE, fold_rows=_neighbors)
+register_estimator("ensemble_othr", _ensemble_othr, "EnSVM-OTHR: bagged OTHR members (RBF SVC) with one "
+                   "shared shift; bags capped at 20,000 rows; members fan out as Dask tasks",
+                   trusted_types=_ENSEMBLE, fold_rows=_neighbors)
 
 
 def _recommended():

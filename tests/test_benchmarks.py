@@ -568,3 +568,24 @@ def test_ingest_scale_table_is_the_median_of_its_repeats():
     line = render_markdown({"rows": rows}).splitlines()[-1]
     # medians: 3.0 s against 1.0 s; 333 against 1,000 rows/s (ratio 0.33); client 310 MB, +60 MB; workers 200 MB
     assert line == ("| 1,000 | parquet | local | 3.0 | 1.0 | 333 | 1,000 | 0.33 | 310 (+60) | 260 (+20) | 200 | 500 |")
+
+
+def test_default_scale_table_is_the_median_of_its_repeats_and_says_what_was_replaced():
+    from benchmarks.default_scale import render_markdown
+
+    def row(method, n, fit, g=0.8, **extra):
+        return {"method": method, "rows": n, "repeat": 0, "fit_s": fit, "predict_s": 0.5, "g_mean": g,
+                "scaled": {}, **extra}
+
+    rows = [row("othr", 10_000, 1.0), row("othr", 10_000, 3.0), row("othr", 10_000, 2.0, g=0.7),
+            row("othr", 10**6, 9.0, scaled={"estimator": "LinearSVC()"}),
+            {"method": "act", "rows": 10**6, "repeat": 0, "fit_s": 0.0, "error": "DataError: too many rows"},
+            {"method": "svc_balanced", "rows": 10**6, "repeat": 0, "skipped": "above 100000 rows"}]
+    text = render_markdown({"rows": rows, "test_rows": 50_000, "warmup_s": 30.0, "workers": 2,
+                            "load_average": {"start": [1.0, 1.0, 1.0], "end": [2.0, 2.0, 2.0]}})
+    lines = text.splitlines()
+    assert "| 10,000 | othr | 3 | 2.00 (1.00-3.00) | 0.7000 / 0.8000 | 0.50 | none |" in lines
+    assert "| 1,000,000 | othr | 1 | 9.00 | 0.8000 | 0.50 | estimator=LinearSVC() |" in lines
+    assert "| 1,000,000 | act | 1 | refused: DataError: too many rows | - | - | - |" in lines
+    assert lines[-1] == "| 1,000,000 | svc_balanced | 0 | skipped: above 100000 rows | - | - | - |"
+    assert "local cluster of 2 single-threaded workers" in text

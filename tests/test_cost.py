@@ -84,23 +84,30 @@ def test_the_shipped_cost_model_loads_and_quotes_a_range():
     assert placement.cost_line().startswith("estimated ") and "in this process (6 fits" in placement.cost_line()
 
 
-def test_validate_quotes_the_cost_and_warns_of_a_job_past_an_hour(tmp_path, capsys):
-    # the case: EnsembleOTHRClassifier's defaults (RBF members on bags as large as the training set)
+@pytest.mark.parametrize("params, over_an_hour", [
+    # the case: EnsembleOTHRClassifier's old defaults (RBF members on bags as large as the training set),
+    # now set explicitly
+    ({"max_samples": None}, True),
+    # the defaults that scale: bags of LARGE_N rows above LARGE_N training rows (dimbsvm.svm.scaled_defaults)
+    ({}, False),
+])
+def test_validate_quotes_the_cost_and_warns_of_a_job_past_an_hour(tmp_path, capsys, params, over_an_hour):
     from dimbsvm.datasets import make_imbalanced
 
     X, y = make_imbalanced(200_000, n_features=8, minority_fraction=0.05, random_state=0)
     np.savez(tmp_path / "rows.npz", X=np.asarray(X), y=np.asarray(y))
-    spec = {"data": {"source": str(tmp_path / "rows.npz")}, "estimator": {"name": "ensemble_othr"},
+    spec = {"data": {"source": str(tmp_path / "rows.npz")}, "estimator": {"name": "ensemble_othr", "params": params},
             "cv": {"n_splits": 3, "n_repeats": 1}}
     job = tmp_path / "big.yaml"
     job.write_text(json.dumps(spec))  # YAML reads JSON
     assert main(["validate", str(job), "--out", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
     cost = [line.strip() for line in out.splitlines() if line.strip().startswith("cost: ")]
-    assert len(cost) == 1 and "this job may run for over an hour" in cost[0], out
+    assert len(cost) == 1 and ("this job may run for over an hour" in cost[0]) == over_an_hour, out
     expected = load_cost_model().estimate(estimate_work(validate_job(spec), np.asarray(y), n_features=8),
                                           cores=os.cpu_count())
-    assert expected.over_an_hour and f"estimated {expected.describe()} on {os.cpu_count()} cores" in cost[0]
+    assert expected.over_an_hour == over_an_hour
+    assert f"estimated {expected.describe()} on {os.cpu_count()} cores" in cost[0]
 
 
 def test_time_ranges_read_as_people_say_them():

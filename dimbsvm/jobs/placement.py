@@ -16,7 +16,9 @@ the rows each estimator fit trains on, summed over every fit the job makes
 fits). A kernel method's fit of ``n`` rows counts ``n * n / KERNEL_ROWS``
 row-fits once ``n`` exceeds :data:`KERNEL_ROWS` (LIBSVM's time grows about
 as the square of the rows), and rows wider than :data:`FEATURE_UNIT`
-features count in proportion to their width. It reads only
+features count in proportion to their width. Each fit is priced as the
+estimator will configure itself for its rows (:mod:`dimbsvm.svm.scaled_defaults`:
+above 20,000 rows a linear base or capped bags). It reads only
 the typed job and the data's shape, and returns a :class:`WorkEstimate`, so
 a fitted cost model can replace it without touching its callers.
 """
@@ -32,6 +34,7 @@ import numpy as np
 
 from ..estimators import make_estimator
 from ..svm._native_rng import uses_liblinear
+from ..svm.scaled_defaults import with_scaled_defaults
 from .cost import TimeRange, load_cost_model
 from .job_spec import JobSpec
 from .spec import job_search
@@ -194,17 +197,20 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
     estimator = make_estimator(job.estimator.name, job.estimator.plain_params())
     search = job_search(job)
     n_fits, by_kind = 0, {"linear": 0.0, "kernel": 0.0, "features": 0.0, "scoring": 0.0}
-    member_kind = "linear" if _is_linear(estimator) else "kernel"
     for rows in training_rows:
         fits = [(rows, 1)]
         if search is not None:  # each candidate on each inner fold, then the chosen one's refit
             s = search.n_splits
             fits.append((rows * (s - 1) / s, len(search.candidates) * s))
         for fit_rows, times in fits:
-            members, member_rows = _members(estimator, fit_rows, fit_rows * n_minority / max(n_rows, 1))
-            for inner, inner_rows in _margin_fits(estimator, member_rows):
+            fit_minority = fit_rows * n_minority / max(n_rows, 1)
+            # the configuration fit will use on this many rows (dimbsvm.svm.scaled_defaults)
+            fitted = with_scaled_defaults(estimator, fit_rows, fit_minority)
+            member_kind = "linear" if _is_linear(fitted) else "kernel"
+            members, member_rows = _members(fitted, fit_rows, fit_minority)
+            for inner, inner_rows in _margin_fits(fitted, member_rows):
                 n_fits += members * times * inner
-                by_kind[member_kind] += members * times * inner * _weighted(inner_rows, estimator)
+                by_kind[member_kind] += members * times * inner * _weighted(inner_rows, fitted)
             if members > 1 or member_rows < fit_rows:  # an ensemble's members score the rows out of their bags
                 by_kind["scoring"] += members * times * fit_rows
             # a feature stage fitted per fold (kNN graphs, distances to references): a kernel-like pass
@@ -225,6 +231,8 @@ def _members(estimator, n_rows: float, n_minority: float) -> tuple[int, float]:
     grid = getattr(estimator, "param_grid", None)
     members = n_estimators * max(1, len(_grid_settings(grid)))
     size, bootstrap = getattr(estimator, "max_samples", None), getattr(estimator, "bootstrap", "plain")
+    if size == "auto":  # left by with_scaled_defaults: bags within LARGE_N rows, the size None gives
+        size = None
     if bootstrap == "balanced":
         bag = 2 * (size // 2 if isinstance(size, Integral) else _scaled(size, n_minority))
     else:

@@ -11,7 +11,8 @@ Where the rest lives: threshold shifts as plain functions on arrays in
 (scoring and choice); one ensemble member in :mod:`dimbsvm.svm.members`; what the
 classifiers share in :mod:`dimbsvm.svm._base`; HPC-SVM's numeric kernels in
 :mod:`dimbsvm.svm._hpc_kernels` and its path over Dask chunks in
-:mod:`dimbsvm.svm._hpc_chunked`.
+:mod:`dimbsvm.svm._hpc_chunked`; what the defaults become above ``LARGE_N``
+training rows in :mod:`dimbsvm.svm.scaled_defaults`.
 """
 
 from .._lazy import lazy_names

@@ -27,6 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
 from dimbsvm.svm.calibration import platt_probability
+from dimbsvm.svm.scaled_defaults import LARGE_N, large_n_estimator, log_scaled
 
 __all__ = [
     "binary_classes",
@@ -78,6 +79,18 @@ class _ShiftedMarginClassifier(ClassifierMixin, BaseEstimator):
                 and any(key.startswith("estimator__") for key in params):
             self.estimator = default_estimator()
         return super().set_params(**params)
+
+    def _scaled_defaults(self, n_samples, n_minority):
+        """``estimator=None`` is :func:`~dimbsvm.svm.scaled_defaults.large_n_estimator` above ``LARGE_N`` rows."""
+        if self.estimator is None and n_samples > LARGE_N:
+            return {"estimator": large_n_estimator()}
+        return {}
+
+    def _resolve_defaults(self, n_samples, n_minority):
+        """Set and log ``scaled_defaults_``, the defaults replaced for this many rows, and return it."""
+        self.scaled_defaults_ = self._scaled_defaults(int(n_samples), int(n_minority))
+        log_scaled(self, int(n_samples), self.scaled_defaults_)
+        return self.scaled_defaults_
 
     def _validate_training_data(self, X, y):
         X, y = validate_data(self, X, y, accept_sparse="csr")

@@ -38,6 +38,7 @@ from dimbsvm.svm.grid_members import candidate_settings, keep_best_settings
 # (skops stores the module path), and code imported fit_member from here.
 from dimbsvm.svm.members import MEMBER_MARGINS, MemberPlan, MemberSpec, OTHRMember, fit_member, pooled_oob_margins
 from dimbsvm.svm.othr import SEARCH_CONSTRAINTS
+from dimbsvm.svm.scaled_defaults import LARGE_N
 from dimbsvm.svm.shared_threshold import search_shared_shift, with_shared_shift
 
 __all__ = [
@@ -104,6 +105,12 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
     the measurements against the paper's algorithm and the peers, is in
     ``benchmarks/othr_study.md``.
 
+    **At scale.** Bags are as large as the training set up to ``LARGE_N``
+    (20,000) training rows; above, ``max_samples="auto"`` draws bags of
+    20,000 rows, so each member's fit and out-of-bag scoring stop growing
+    faster than the rows (:mod:`dimbsvm.svm.scaled_defaults`; the bag size
+    used is ``max_samples_``, the replacement ``scaled_defaults_``).
+
     **The paper's exact algorithm** is ``EnsembleOTHRClassifier(**PAPER_PARAMS)``:
     ``bootstrap="plain"``, ``threshold="member"``, ``member_margins="train"``,
     ``perturbation=0.1``, ``objective="g_mean"``, ``candidates="othr"``,
@@ -134,8 +141,15 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         with replacement (the paper; a bag missing a class is redrawn), per
         class with replacement keeping the class counts, or balanced
         (minority bootstrapped, as many majority rows drawn without replacement).
-    max_samples : int, float or None, default=None
-        Bag size (see :func:`~dimbsvm.svm.bagging.draw_bag`).
+    max_samples : "auto", int, float or None, default="auto"
+        Bag size (see :func:`~dimbsvm.svm.bagging.draw_bag`). ``None``: the
+        training set's size (``bootstrap="balanced"``: twice the minority).
+        ``"auto"``: ``None`` while that bag has at most ``LARGE_N`` (20,000)
+        rows, else ``LARGE_N`` (bags of 20,000 rows, split across the classes
+        as an int ``max_samples`` is), so the members' fits and out-of-bag
+        scoring stop growing with the rows
+        (:mod:`dimbsvm.svm.scaled_defaults`). The value used is
+        ``max_samples_``.
     threshold : {"pooled_oob", "member"}, default="pooled_oob"
         One shift shared by the members, searched on their pooled out-of-bag
         margins, or one perturbed shift per member and a majority vote (the paper).
@@ -225,6 +239,12 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         rows were searched instead.
     seeds_ : ndarray of shape (n_estimators,)
         The members' seeds; ``fit_member(X, y, seed, ...)`` rebuilds a member.
+    max_samples_ : int, float or None
+        The bag size the members were drawn with: ``max_samples`` resolved.
+    scaled_defaults_ : dict
+        The defaults replaced for the size of the training data,
+        ``{"max_samples": LARGE_N}`` when ``max_samples="auto"`` capped the
+        bags; empty otherwise.
     classes_ : ndarray of shape (2,)
         The class labels.
     pos_label_ : object
@@ -272,6 +292,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         "perturbation": [Interval(Real, 0, 1, closed="both")],
         "bootstrap": [StrOptions(set(BOOTSTRAPS))],
         "max_samples": [
+            StrOptions({"auto"}),
             None,
             Interval(Integral, 1, None, closed="left"),
             Interval(RealNotInt, 0, 1, closed="right"),
@@ -300,7 +321,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         *,
         perturbation=0.1,
         bootstrap="stratified",
-        max_samples=None,
+        max_samples="auto",
         threshold="pooled_oob",
         member_margins="train",
         cv=5,
@@ -367,6 +388,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             The fitted ensemble.
         """
         X, y, positive = self._validate_training_data(X, y)
+        self._resolve_bags(positive)
         seeds, specs = self._member_tasks()
         # Members run on the given or current client, one task each (X and y sent once),
         # else here, one after the other.
@@ -404,7 +426,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             setting), and each member's :class:`~dimbsvm.svm.members.MemberSpec`.
         """
         self._validate_params()
-        self._set_classes(y)
+        self._resolve_bags(self._set_classes(y))
         seeds, specs = self._member_tasks()
         return MemberPlan(np.asarray(seeds), tuple(specs))
 
@@ -441,9 +463,22 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self : EnsembleOTHRClassifier
         """
         positive = self._set_classes(y)
+        self._resolve_bags(positive)
         self.n_features_in_ = int(X.shape[1])
         self.seeds_ = np.asarray(seeds)
         return self._set_members(X, positive, list(members), pooled_margins)
+
+    def _scaled_defaults(self, n_samples, n_minority):
+        """``max_samples="auto"``: bags of ``LARGE_N`` rows once ``None``'s bag would be larger."""
+        if self.max_samples != "auto":
+            return {}
+        default_bag = 2 * n_minority if self.bootstrap == "balanced" else n_samples
+        return {"max_samples": LARGE_N} if default_bag > LARGE_N else {}
+
+    def _resolve_bags(self, positive):
+        """Set ``max_samples_`` (and ``scaled_defaults_``) for these training labels."""
+        scaled = self._resolve_defaults(positive.size, int(np.count_nonzero(positive)))
+        self.max_samples_ = scaled.get("max_samples", None if self.max_samples == "auto" else self.max_samples)
 
     def _set_classes(self, y):
         y = np.asarray(y)
@@ -489,7 +524,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             pos_label=self.pos_label_,
             estimator=estimator,
             bootstrap=self.bootstrap,
-            max_samples=self.max_samples,
+            max_samples=self.max_samples_,
             margins="none" if pooled else self.member_margins,
             cv=self.cv,
             perturbation=0.0 if pooled else self.perturbation,

@@ -84,7 +84,11 @@ class THRClassifier(_ShiftedMarginClassifier):
     ----------
     estimator : estimator object, default=None
         A binary classifier with ``fit`` and ``decision_function``; cloned
-        before fitting. ``None`` means ``SVC(kernel="rbf", C=1.0, gamma="scale")``.
+        before fitting. ``None`` means ``SVC(kernel="rbf", C=1.0, gamma="scale")``
+        on up to ``LARGE_N`` (20,000) training rows and ``LinearSVC()`` above
+        (:mod:`dimbsvm.svm.scaled_defaults`; recorded in ``scaled_defaults_``).
+        Setting a parameter of the default (``estimator__C``) makes it an
+        explicit ``SVC``, used at every size.
     pos_label : int, float, bool or str, default=None
         The minority (positive) class; ``None`` takes the least frequent
         training class (``classes_[1]`` on a tie).
@@ -93,6 +97,10 @@ class THRClassifier(_ShiftedMarginClassifier):
     ----------
     estimator_ : estimator object
         The fitted base classifier.
+    scaled_defaults_ : dict
+        The defaults replaced for the size of the training data,
+        ``{"estimator": LinearSVC()}`` above ``LARGE_N`` rows with
+        ``estimator=None``; empty otherwise.
     classes_ : ndarray of shape (2,)
         The class labels.
     pos_label_ : object
@@ -148,7 +156,8 @@ class THRClassifier(_ShiftedMarginClassifier):
         X, y, positive = self._validate_training_data(X, y)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
-        self.estimator_ = fit_base_estimator(self.estimator, X, y, sample_weight, owner="THRClassifier")
+        estimator = self._resolve_defaults(X.shape[0], positive.sum()).get("estimator", self.estimator)
+        self.estimator_ = fit_base_estimator(estimator, X, y, sample_weight, owner="THRClassifier")
         self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
         weights = np.ones(positive.size) if sample_weight is None else sample_weight
         n_pos, n_neg = weights[positive].sum(), weights[~positive].sum()
@@ -180,6 +189,11 @@ class OTHRClassifier(_ShiftedMarginClassifier):
     negligible training gain. The measurements behind these defaults are in
     ``benchmarks/othr_study.md``.
 
+    **At scale.** Above ``LARGE_N`` (20,000) training rows ``estimator=None``
+    is ``LinearSVC()``, whose fit grows linearly with the rows where the RBF
+    ``SVC``'s grows about quadratically (:mod:`dimbsvm.svm.scaled_defaults`;
+    recorded in ``scaled_defaults_``).
+
     **The paper's exact algorithm** is ``OTHRClassifier(**PAPER_PARAMS)``:
     ``margins="train"``, ``objective="g_mean"``, ``candidates="othr"``,
     ``smoothing=None``, ``tolerance=0.0``, ``min_precision=0.0`` (ties go to
@@ -189,7 +203,11 @@ class OTHRClassifier(_ShiftedMarginClassifier):
     ----------
     estimator : estimator object, default=None
         A binary classifier with ``fit`` and ``decision_function``; cloned
-        before fitting. ``None`` means ``SVC(kernel="rbf", C=1.0, gamma="scale")``.
+        before fitting. ``None`` means ``SVC(kernel="rbf", C=1.0, gamma="scale")``
+        on up to ``LARGE_N`` (20,000) training rows and ``LinearSVC()`` above
+        (:mod:`dimbsvm.svm.scaled_defaults`; recorded in ``scaled_defaults_``).
+        Setting a parameter of the default (``estimator__C``) makes it an
+        explicit ``SVC``, used at every size.
         A class-weighted base such as ``SVC(class_weight="balanced")`` is a
         useful variant.
     pos_label : int, float, bool or str, default=None
@@ -248,6 +266,10 @@ class OTHRClassifier(_ShiftedMarginClassifier):
     ----------
     estimator_ : estimator object
         The fitted base classifier.
+    scaled_defaults_ : dict
+        The defaults replaced for the size of the training data,
+        ``{"estimator": LinearSVC()}`` above ``LARGE_N`` rows with
+        ``estimator=None``; empty otherwise.
     classes_ : ndarray of shape (2,)
         The class labels.
     pos_label_ : object
@@ -366,7 +388,8 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
         random_state = check_random_state(self.random_state)
-        self.estimator_ = fit_base_estimator(self.estimator, X, y, sample_weight, owner="OTHRClassifier")
+        estimator = self._resolve_defaults(X.shape[0], positive.sum()).get("estimator", self.estimator)
+        self.estimator_ = fit_base_estimator(estimator, X, y, sample_weight, owner="OTHRClassifier")
         self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
         if self.margins == "train":
             margins = signed_margins(self.estimator_, X, self._margin_sign)
