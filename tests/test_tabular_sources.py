@@ -535,6 +535,24 @@ def test_s3_sources_equal_the_local_ones(s3_bucket, tmp_path):
         resolve_tabular_source(f"s3://{s3_bucket}/nothing.parquet")
 
 
+def test_parquet_at_a_url_is_read_in_larger_partitions_than_a_local_file(s3_bucket, tmp_path, monkeypatch):
+    """Each partition read on object storage reopens the file (a few requests): there it takes more row groups."""
+    import s3fs
+
+    from dimbsvm.store.sources import _frames
+
+    df = _frame(n=600).drop(columns="note")
+    df.to_parquet(tmp_path / "rows.parquet", row_group_size=100)  # 6 row groups of a few kB
+    s3fs.S3FileSystem().put(str(tmp_path / "rows.parquet"), f"{s3_bucket}/rows.parquet")
+    monkeypatch.setattr(_frames, "PARQUET_BLOCKSIZE", 1)  # a row group per partition
+    monkeypatch.setattr(_frames, "PARQUET_URL_BLOCKSIZE", 2**30)  # the whole file
+    local = resolve_tabular_source(tmp_path / "rows.parquet", id="uid")
+    remote = resolve_tabular_source(f"s3://{s3_bucket}/rows.parquet", id="uid")
+    assert (local[3]["partitions"], remote[3]["partitions"]) == (6, 1)
+    np.testing.assert_array_equal(local[0].compute(), remote[0].compute())
+    assert resolve_tabular_source(f"s3://{s3_bucket}/rows.parquet", id="uid", blocksize=1)[3]["partitions"] == 6
+
+
 # --- the client does not hold the data ----------------------------------------------------------------------
 
 
