@@ -71,6 +71,24 @@ def test_small_jobs_run_here_large_ones_start_a_cluster():
     assert large.reason.startswith("starting an embedded cluster: ~")
 
 
+def test_few_row_fits_with_millions_of_rows_to_score_start_a_cluster():
+    """An ensemble on capped bags trains on few rows but scores every out-of-bag one: its cost model estimate decides."""
+    from dimbsvm.jobs.cost import load_cost_model
+    from dimbsvm.jobs.placement import CLUSTER_SECONDS
+
+    job = _job(estimator={"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 10,
+                                                               "max_samples": 20_000, "random_state": 0}},
+               cv={"n_splits": 3})
+    model = load_cost_model()
+    for n, here in ((200_000, True), (10_000_000, False)):
+        y = np.r_[np.zeros(n - n // 20), np.ones(n // 20)]
+        placed = place_job(job, y, n_features=20)
+        assert placed.work.row_fits < CLUSTER_THRESHOLD  # the same members' training rows at both sizes
+        assert placed.in_process is here
+        assert (model.seconds(placed.work) < CLUSTER_SECONDS) is here
+    assert placed.reason.startswith("starting an embedded cluster: ~") and "of one core's work" in placed.reason
+
+
 @pytest.mark.parametrize("how, expected", [
     ({"workers": 2}, "--workers"), ({"scheduler": "tcp://127.0.0.1:8786"}, "--scheduler"),
     ({"scheduler_file": "s.json"}, "--scheduler-file"),

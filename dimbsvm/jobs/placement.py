@@ -16,7 +16,11 @@ the rows each estimator fit trains on, summed over every fit the job makes
 fits). A kernel method's fit of ``n`` rows counts ``n * n / KERNEL_ROWS``
 row-fits once ``n`` exceeds :data:`KERNEL_ROWS` (LIBSVM's time grows about
 as the square of the rows), and rows wider than :data:`FEATURE_UNIT`
-features count in proportion to their width. Each fit is priced as the
+features count in proportion to their width. Row-fits leave out scoring:
+a job of few row-fits that the fitted cost model (:mod:`dimbsvm.jobs.cost`)
+prices at :data:`CLUSTER_SECONDS` or more of one core's work, scoring
+included (an ensemble on capped bags scoring millions of out-of-bag rows),
+starts the cluster too. Each fit is priced as the
 estimator will configure itself for its rows (:mod:`dimbsvm.svm.scaled_defaults`:
 above 20,000 rows a linear base or capped bags). It reads only
 the typed job and the data's shape, and returns a :class:`WorkEstimate`, so
@@ -41,7 +45,7 @@ from .spec import job_search
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
+__all__ = ["CLUSTER_SECONDS", "CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
            "place_job"]
 
 #: Row-fits (see the module docstring) above which a job starts the embedded cluster: several times the
@@ -49,6 +53,13 @@ __all__ = ["CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "Wor
 #: the job runs in this process (the measurements: benchmarks/scaling_notes.md, "Measurements behind
 #: constants").
 CLUSTER_THRESHOLD = 1e7
+
+#: Seconds of one core's work, as the fitted cost model (:mod:`dimbsvm.jobs.cost`) estimates a job, above which
+#: it starts the embedded cluster even when its row-fits are few: about what CLUSTER_THRESHOLD row-fits take.
+#: Row-fits count only training rows; an ensemble on capped bags scores every out-of-bag row, which at millions
+#: of rows is most of its work (benchmarks/RESULTS.md, "A 10^7-row ensemble job, in this process and on two
+#: workers, ...").
+CLUSTER_SECONDS = 15.0
 
 #: Features a row-fit stands for: wider rows count ``n_features / FEATURE_UNIT`` row-fits each (a fit's time
 #: grows about linearly with the columns); narrower ones count one.
@@ -313,13 +324,18 @@ def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler
         cores = int(workers) if demanded == "--workers" else job.execution.n_workers
         return Placement(False, f"running on a cluster ({demanded})", None, _quote(model, work, cores or 1), cores,
                          estimated=work)
-    if work.row_fits < CLUSTER_THRESHOLD:
-        return Placement(True, f"running in this process: {work.describe()} is below the {_sci(CLUSTER_THRESHOLD)} "
-                               "cluster threshold; pass --workers N to use a cluster", work, _quote(model, work, 1), 1)
     cores = os.cpu_count() or 1
-    return Placement(False, f"starting an embedded cluster: {work.describe()} is above the "
-                            f"{_sci(CLUSTER_THRESHOLD)} threshold for running in this process", work,
-                     _quote(model, work, cores), cores)
+    if work.row_fits >= CLUSTER_THRESHOLD:
+        return Placement(False, f"starting an embedded cluster: {work.describe()} is above the "
+                                f"{_sci(CLUSTER_THRESHOLD)} threshold for running in this process", work,
+                         _quote(model, work, cores), cores)
+    seconds = None if model is None else model.seconds(work)
+    if seconds is not None and seconds >= CLUSTER_SECONDS:
+        return Placement(False, f"starting an embedded cluster: {work.describe()}, but about {seconds:.0f} s of one "
+                                f"core's work with its scoring, above the {CLUSTER_SECONDS:.0f} s threshold for "
+                                "running in this process", work, _quote(model, work, cores), cores)
+    return Placement(True, f"running in this process: {work.describe()} is below the {_sci(CLUSTER_THRESHOLD)} "
+                           "cluster threshold; pass --workers N to use a cluster", work, _quote(model, work, 1), 1)
 
 
 def _cost_model():
