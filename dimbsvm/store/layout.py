@@ -42,7 +42,7 @@ import dask.array as da
 import numpy as np
 
 from ..datasets import Dataset, load
-from ..exceptions import DataError, StoreError
+from ..exceptions import StoreError
 from . import placement
 from .location import filesystem, is_url, join, location, name_of, read_json
 from .fingerprints import array_fingerprint, dataset_fingerprint
@@ -208,7 +208,7 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         raise StoreError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
     # before the source is read: a foreign directory is refused at once
     target_state = placement.check_url_target(path) if is_url(path) else placement.check_target(path)
-    from .sources import with_columns
+    from .sources import UnscannedCellError, with_columns
 
     source = with_columns(source, target=target, id=id, drop=drop, nominal=nominal, max_categories=max_categories)
     # A late refusal (see resolve_tabular_source's presume_numbers) leaves a local store as it was, but would leave a
@@ -218,13 +218,10 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         meta["name"] = name
     try:
         written = _place_store(path, X, y, ids, meta, asked, target_state, overwrite=overwrite, verify=verify)
-    except DataError as exc:
-        from .sources import UnscannedCellError
-
-        if isinstance(exc, UnscannedCellError):
-            # A word in a column whose first rows hold numbers: the source is refused either way; the pass over
-            # every column refuses it naming and counting every such cell, as a source resolved here always was.
-            _resolve_source(source, presume_numbers=False)
+    except UnscannedCellError:
+        # A word in a column whose first rows hold numbers: the source is refused either way; the pass over
+        # every column refuses it naming and counting every such cell, as a source resolved here always was.
+        _resolve_source(source, presume_numbers=False)
         raise
     if not written:
         return open_store(path)
@@ -534,10 +531,8 @@ def _resolve_source(source, *, presume_numbers=False):
 
     ``presume_numbers``: see :func:`dimbsvm.store.sources.resolve_tabular_source`.
     """
-    from .sources import TabularSource, is_tabular_source, resolve_tabular_source  # (dask.dataframe when ingesting)
+    from .sources import is_tabular_source, resolve_tabular_source  # (dask.dataframe only when ingesting)
 
-    if isinstance(source, TabularSource):
-        return source.resolve(presume_numbers=presume_numbers)
     if is_tabular_source(source):  # Parquet, CSV, URLs, DataFrames: read by the workers, partition by partition
         return resolve_tabular_source(source, presume_numbers=presume_numbers)
     if isinstance(source, (str, Path)):

@@ -127,12 +127,12 @@ def scan_block(block: bytes, header, first_of_file: bool, columns, unread, plan:
     ``unread`` columns as text columns parsed as numbers where they hold only
     numbers.
     """
-    read = [c for c in columns if c not in set(unread)]
-    frame = parse_block(block, header, first_of_file, read, ())
-    if not unread:
+    skipped = set(unread)
+    frame = parse_block(block, header, first_of_file, [c for c in columns if c not in skipped], ())
+    if not skipped:
         return scan_partition(frame, plan, part)
     if len(keep_rows(frame, plan.skip_blank_rows)) == len(frame):
-        kinds = {c: kind for c, kind in plan.kinds.items() if c not in set(unread)}
+        kinds = {c: kind for c, kind in plan.kinds.items() if c not in skipped}
         return scan_partition(frame, replace(plan, kinds=kinds), part)
     return scan_partition(parse_block(block, header, first_of_file, columns, unread), plan, part)
 
