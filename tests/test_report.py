@@ -116,26 +116,37 @@ def ensemble_run(tmp_path_factory):
     return result, out
 
 
-def test_report_curves_drawn_beside_the_final_model_are_the_ones_drawn_after(tmp_path, monkeypatch):
-    # With a final model to fit, the ROC/PR figure is drawn in a thread of its own once every fold is
-    # saved; the truth is the same figure drawn from the finished run's out-of-fold files.
+def test_out_of_fold_sections_drawn_beside_the_final_model_are_the_ones_drawn_after(tmp_path, monkeypatch):
+    # With a final model to fit, the out-of-fold sections (curves, confusion, thresholds) are drawn in a
+    # thread of their own once every fold is saved; the truth is the same sections drawn from the
+    # finished run's out-of-fold files.
     import threading
 
     from dimbsvm.report import run_report
 
-    real, threads = run_report.oof_curves_png, []
+    real, drawn = run_report.out_of_fold_sections, []
 
     def recording(*args, **kwargs):  # the real drawing, with the thread it ran in noted
-        threads.append(threading.current_thread().name)
-        return real(*args, **kwargs)
+        sections = real(*args, **kwargs)
+        drawn.append((threading.current_thread().name, sections))
+        return sections
 
-    monkeypatch.setattr(run_report, "oof_curves_png", recording)
+    monkeypatch.setattr(run_report, "out_of_fold_sections", recording)
     out = tmp_path / "run"
     run_job(_job(tmp_path, cv={"n_splits": 3, "n_repeats": 1, "random_state": 0}), None, out=out, progress=False)
-    assert len(threads) == 1 and threads[0].startswith("dimbsvm-report")
+    [(thread, ahead)] = drawn
+    assert thread.startswith("dimbsvm-report")
+    assert [section.title for section in ahead] == ["Out-of-fold predictions", "Thresholds"]
     metrics = json.loads((out / "metrics.json").read_text())
-    drawn = next((out / run_report.FIGURE_DIR).glob("*roc_pr*.png")).read_bytes()
-    assert drawn == real(load_oof(out), 2, metrics["positive_label"])
+    names = run_report.class_names_by_code(load_keel("yeast5"))
+    after = real(load_oof(out), names, metrics["positive_label"], n_repeats=1)
+    ahead_md = run_report.render_markdown("t", ahead, tmp_path / "ahead" / "report")
+    assert ahead_md == run_report.render_markdown("t", after, tmp_path / "after" / "report")
+    for png in (tmp_path / "ahead" / "report").glob("*.png"):
+        assert png.read_bytes() == (tmp_path / "after" / "report" / png.name).read_bytes()
+        # and the report's own figure files are these
+        assert png.read_bytes() == (out / run_report.FIGURE_DIR / png.name).read_bytes()
+    assert ahead_md.split("## Out-of-fold predictions")[1] in (out / "report.md").read_text()
 
 
 def test_out_of_fold_predictions_cover_every_row_once_per_repeat(ensemble_run):

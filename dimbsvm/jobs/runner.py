@@ -293,25 +293,25 @@ class ExecutedRun:
     final_model: object
     reused_members: int
     phases: Mapping
-    oof_curves: object
+    oof_sections: object
 
 
 def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     """Run the plan's folds and final model as one plan of tasks, saving each fold as it arrives."""
     job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
-    # The report's ROC and precision-recall curves need only the folds: drawn in a thread of their own
-    # once every fold is saved, they overlap the final model's fit instead of following it (at millions
-    # of out-of-fold scores they are seconds of client work).
-    curves_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if plan.want_model else None
+    # The report's out-of-fold sections (curves, thresholds, calibration) need only the folds: drawn in a
+    # thread of their own once every fold is saved, they overlap the final model's fit instead of following
+    # it (at millions of out-of-fold scores they are seconds of client work).
+    sections_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if plan.want_model else None
     unsaved = {spec.key for spec in plan.todo} - {FINAL_MODEL}
-    oof_curves = None
+    oof_sections = None
 
-    def draw_curves_once_folds_are_saved():
-        nonlocal oof_curves
-        if curves_ahead is not None and not unsaved and oof_curves is None:
-            oof_curves = curves_ahead.submit(_oof_curves, partial, len(np.unique(data.y)), plan.pos_label)
+    def draw_sections_once_folds_are_saved():
+        nonlocal oof_sections
+        if sections_ahead is not None and not unsaved and oof_sections is None:
+            oof_sections = sections_ahead.submit(_oof_sections, partial, data, plan.pos_label, job.cv.n_repeats)
 
-    draw_curves_once_folds_are_saved()  # a resumed run whose folds were all saved before
+    draw_sections_once_folds_are_saved()  # a resumed run whose folds were all saved before
 
     def save(spec, result):
         if search is not None:  # before the fold's record: a fold recorded as finished has its search saved
@@ -325,7 +325,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
                                   predictions["y_pred"], predictions["score"], predictions.get("proba"))
             save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
             unsaved.discard(spec.key)
-            draw_curves_once_folds_are_saved()
+            draw_sections_once_folds_are_saved()
 
     phases = {}
     [stage] = job.stored_features or [None]
@@ -342,8 +342,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             results, reused_members = execute_folds(job, setup, data, plan.todo, client=client, label="tasks",
                                                     on_result=save, progress=progress, store_labels=True)
     finally:
-        if curves_ahead is not None:
-            curves_ahead.shutdown(wait=False)  # a figure being drawn finishes; the report waits for it
+        if sections_ahead is not None:
+            sections_ahead.shutdown(wait=False)  # sections being drawn finish; the report waits for them
     phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase
     by_key = dict(plan.finished)
     final_model = None
@@ -354,7 +354,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
         else:
             by_key[spec.key] = result["record"]
     return ExecutedRun(records=tuple(by_key[key] for key in plan.keys), final_model=final_model,
-                       reused_members=reused_members, phases=MappingProxyType(phases), oof_curves=oof_curves)
+                       reused_members=reused_members, phases=MappingProxyType(phases), oof_sections=oof_sections)
 
 
 def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> RunResult:
@@ -400,18 +400,20 @@ def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> 
         payload["search"] = search_overview(selections, search=job.search.with_defaults(), scoring=search.scoring)
     write_json(partial / "metrics.json", payload)
     (partial / "summary.md").write_text(summary_markdown(job, data, summary, all_records))
-    write_run_report(partial, job=job, data=data, metrics=payload, resources=resources, oof=load_oof(partial),
-                     final_estimator=_last_step(executed.final_model), oof_curves=executed.oof_curves)
+    ahead = executed.oof_sections
+    write_run_report(partial, job=job, data=data, metrics=payload, resources=resources,
+                     oof=load_oof(partial) if ahead is None else None,
+                     final_estimator=_last_step(executed.final_model), oof_sections=ahead)
     os.replace(partial, plan.run_dir)  # the run directory appears only once complete
     return RunResult(run_dir=plan.run_dir, summary=summary, folds=all_records, reused=len(plan.finished),
                      reused_members=executed.reused_members, search=payload.get("search"))
 
 
-def _oof_curves(partial, n_classes, pos_label):
-    """:func:`~dimbsvm.report.run_report.oof_curves_png` of the out-of-fold predictions saved in ``partial``."""
-    from ..report.run_report import oof_curves_png
+def _oof_sections(partial, data, pos_label, n_repeats):
+    """:func:`~dimbsvm.report.run_report.out_of_fold_sections` of the out-of-fold predictions saved in ``partial``."""
+    from ..report.run_report import class_names_by_code, out_of_fold_sections
 
-    return oof_curves_png(load_oof(partial), n_classes, pos_label)
+    return out_of_fold_sections(load_oof(partial), class_names_by_code(data), pos_label, n_repeats=n_repeats)
 
 
 def _worker_memory(client) -> dict:

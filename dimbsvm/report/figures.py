@@ -13,7 +13,7 @@ import numpy as np
 
 __all__ = ["average_precision", "confusion_figure", "confusion_repeats_figure", "fold_spread_figure",
            "member_thresholds_figure", "operating_point", "png", "precision_recall_and_average", "reliability_figure",
-           "roc_pr_figure", "rows_by_score", "step_vertices", "threshold_figure"]
+           "roc_pr_figure", "rows_by_score", "score_orders", "step_vertices", "threshold_figure"]
 
 #: Figure size in inches for one panel; 100 dpi.
 PANEL = (4.6, 3.8)
@@ -37,7 +37,7 @@ def png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def roc_pr_figure(positive, score, repeat, predicted=None):
+def roc_pr_figure(positive, score, repeat, predicted=None, orders=None):
     """ROC and precision-recall curves of out-of-fold scores, one curve per CV repeat.
 
     Parameters
@@ -51,8 +51,13 @@ def roc_pr_figure(positive, score, repeat, predicted=None):
     predicted : ndarray of bool, default=None
         Whether each row was predicted positive (at the threshold each fold
         chose): that operating point is marked on both curves of its repeat.
+    orders : dict, default=None
+        ``{repeat: rows_by_score(score, repeat, repeat)}`` where the caller
+        has sorted the rows already; computed here where it has not.
     """
     from sklearn.metrics import PrecisionRecallDisplay, RocCurveDisplay
+
+    orders = orders if orders is not None else score_orders(score, repeat)
 
     fig, (roc, pr) = _figure(2)
     for i, seed in enumerate(np.unique(repeat)):
@@ -62,7 +67,7 @@ def roc_pr_figure(positive, score, repeat, predicted=None):
             label = "chosen threshold" if i == 0 else None
             roc.plot([fpr], [tpr], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
             pr.plot([tpr], [precision], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
-        here = rows_by_score(score, repeat, seed)
+        here = orders[seed]
         RocCurveDisplay.from_predictions(positive[here], score[here], ax=roc, name=f"repeat {seed}")
         precision, recall, average_precision = precision_recall_and_average(positive[here], score[here])
         drawn = step_vertices(recall)  # the same step path from ~2 vertices per recall value instead of ~one per row
@@ -130,6 +135,11 @@ def rows_by_score(score, repeat, seed):
     """
     here = np.flatnonzero(repeat == seed)
     return here[np.argsort(score[here], kind="stable")]
+
+
+def score_orders(score, repeat) -> dict:
+    """``{repeat: rows_by_score(score, repeat, repeat)}`` for every repeat: the one sort each repeat's curves need."""
+    return {seed: rows_by_score(score, repeat, seed) for seed in np.unique(repeat)}
 
 
 def step_vertices(recall):

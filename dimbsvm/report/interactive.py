@@ -172,7 +172,7 @@ def _hover(fig, renderers, tooltips):
                             mode="mouse", limit=1))
 
 
-def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_points=MAX_POINTS):
+def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_points=MAX_POINTS, orders=None):
     """ROC and precision-recall plots of out-of-fold scores side by side, one curve per CV repeat.
 
     Parameters
@@ -191,6 +191,10 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
         for the operating point's hover (``nan`` where none does).
     max_points : int, default=MAX_POINTS
         The most vertices a curve keeps.
+    orders : dict, default=None
+        ``{repeat: rows_by_score(score, repeat, repeat)}``
+        (:func:`.figures.score_orders`) where the caller has sorted the rows
+        already; computed here where it has not.
 
     Returns
     -------
@@ -205,8 +209,9 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
     roc = _figure("ROC (out-of-fold)", "false positive rate", "true positive rate (recall)")
     pr = _figure("Precision-recall (out-of-fold)", "recall (true positive rate)", "precision")
     curves, chosen, points = {roc: [], pr: []}, {roc: [], pr: []}, []
+    orders = orders if orders is not None else figures.score_orders(score, repeat)
     for i, seed in enumerate(np.unique(repeat)):
-        here = figures.rows_by_score(score, repeat, seed)
+        here = orders[seed]
         color = PALETTE[i % len(PALETTE)]
         data, area = roc_points(positive[here], score[here])
         curves[roc].append(_repeat_curve(roc, _spaced(data, "fpr", "tpr", max_points), seed, x="fpr", y="tpr",

@@ -28,8 +28,8 @@ import numpy as np
 
 from . import figures, interactive
 
-__all__ = ["Section", "brier_scores", "chosen_cutoff", "oof_curves_png", "run_report_sections", "render_html",
-           "render_markdown", "threshold_rows", "write_run_report"]
+__all__ = ["Section", "brier_scores", "chosen_cutoff", "class_names_by_code", "oof_curves_png", "out_of_fold_sections",
+           "run_report_sections", "render_html", "render_markdown", "threshold_rows", "write_run_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ class Section:
         self.blocks.append(("interactive", name, interactive.document_json(model, f"{name}-plot"), png, caption))
 
 
-def write_run_report(directory, *, job, data, metrics, resources, oof, final_estimator=None,
-                     oof_curves=None) -> Path:
+def write_run_report(directory, *, job, data, metrics, resources, oof=None, final_estimator=None,
+                     oof_sections=None) -> Path:
     """Write ``report.md``, its figures and ``report.html`` into a run directory; return the HTML's path.
 
     Parameters
@@ -78,19 +78,20 @@ def write_run_report(directory, *, job, data, metrics, resources, oof, final_est
         The job's data (labels, class names, shape).
     metrics, resources : dict
         What the run writes to ``metrics.json`` and ``resources.json``.
-    oof : dict of ndarray
-        The out-of-fold predictions (:func:`dimbsvm.jobs.oof.load_oof`).
+    oof : dict of ndarray, default=None
+        The out-of-fold predictions (:func:`dimbsvm.jobs.oof.load_oof`);
+        needed only where ``oof_sections`` is not given.
     final_estimator : estimator, default=None
         The final model's estimator, for its threshold search; ``None`` when
         the job saves no final model.
-    oof_curves : bytes or concurrent.futures.Future, default=None
-        :func:`oof_curves_png` of these out-of-fold predictions, drawn
-        beforehand (e.g. while the final model was fitting), or a future of
-        it; ``None`` draws it here.
+    oof_sections : list of Section or concurrent.futures.Future, default=None
+        :func:`out_of_fold_sections` of the run's out-of-fold predictions,
+        drawn beforehand (e.g. while the final model was fitting), or a
+        future of them; ``None`` draws them here from ``oof``.
     """
     directory = Path(directory)
     title, sections = run_report_sections(job=job, data=data, metrics=metrics, resources=resources,
-                                          oof=oof, final_estimator=final_estimator, oof_curves=oof_curves)
+                                          oof=oof, final_estimator=final_estimator, oof_sections=oof_sections)
     (directory / "report.md").write_text(render_markdown(title, sections, directory / FIGURE_DIR))
     path = directory / "report.html"
     path.write_text(render_html(title, sections))
@@ -98,7 +99,7 @@ def write_run_report(directory, *, job, data, metrics, resources, oof, final_est
     return path
 
 
-def _class_names(data) -> dict:
+def class_names_by_code(data) -> dict:
     """``{label code: class name}`` (the code itself where the data names no classes)."""
     names = {int(code): str(name) for name, code in (data.meta.get("class_map") or {}).items()}
     return {int(code): names.get(int(code), str(code)) for code in np.unique(data.y)}
@@ -112,14 +113,14 @@ def _fmt(value, digits=4):
     return str(value)
 
 
-def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=None, oof_curves=None):
+def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=None, oof_sections=None):
     """The report's title and sections (see :class:`Section`) from a run's outputs.
 
-    ``oof_curves`` as :func:`write_run_report` takes it.
+    ``oof`` and ``oof_sections`` as :func:`write_run_report` takes them.
     """
-    if hasattr(oof_curves, "result"):  # a future: drawn in another thread; no figure is drawn before it is done
-        oof_curves = oof_curves.result()
-    names = _class_names(data)
+    if hasattr(oof_sections, "result"):  # a future: drawn in another thread; no figure is drawn before it is done
+        oof_sections = oof_sections.result()
+    names = class_names_by_code(data)
     pos_label = metrics["positive_label"]
     sections = []
 
@@ -162,11 +163,9 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
         sections.append(_folds_section(folds, list(summary), list(metrics.get("timings") or {})))
     if metrics.get("search"):
         sections.append(_search_section(metrics["search"]))
-    sections.append(_oof_section(oof, names, pos_label, n_repeats=cv.n_repeats, curves=oof_curves))
-    if len(names) == 2 and np.isfinite(oof["score"]).all():
-        sections.append(_thresholds_section(oof, names, pos_label))
-    if len(names) == 2 and "proba" in oof:
-        sections.append(_calibration_section(oof, names, pos_label))
+    if oof_sections is None:
+        oof_sections = out_of_fold_sections(oof, names, pos_label, n_repeats=cv.n_repeats)
+    sections += oof_sections
     threshold = _threshold_section(folds, final_estimator)
     if threshold.blocks:
         sections.append(threshold)
@@ -228,23 +227,60 @@ def _folds_section(folds, metric_names, timing_names):
     return section
 
 
-def oof_curves_png(oof, n_classes, pos_label):
+def out_of_fold_sections(oof, names, pos_label, *, n_repeats):
+    """The report's sections drawn from the out-of-fold predictions alone (curves, confusion, thresholds, calibration).
+
+    They need neither the final model nor the run's records, so a run draws
+    them in a thread of its own once every fold is saved, while the final
+    model fits. Each repeat's rows are sorted by score once, for every curve
+    and table. Safe in a thread of its own while nothing else draws
+    (matplotlib's object API; Bokeh models of their own document).
+
+    Parameters
+    ----------
+    oof : dict of ndarray
+        The out-of-fold predictions (:func:`dimbsvm.jobs.oof.load_oof`).
+    names : dict
+        ``{label code: class name}`` of every class.
+    pos_label : int
+        The positive class's code.
+    n_repeats : int
+        The CV repeats (every row is a test row once per repeat).
+
+    Returns
+    -------
+    list of Section
+    """
+    ranked = len(names) == 2 and bool(np.isfinite(oof["score"]).all())
+    orders = figures.score_orders(oof["score"], oof["seed"]) if ranked else None
+    sections = [_oof_section(oof, names, pos_label, n_repeats=n_repeats, orders=orders)]
+    if ranked:
+        # every repeat pooled: one repeat's order is the pooled one (rows_by_score of every row)
+        pooled = next(iter(orders.values())) if len(orders) == 1 else np.argsort(oof["score"], kind="stable")
+        sections.append(_thresholds_section(oof, names, pos_label, order=pooled))
+    if len(names) == 2 and "proba" in oof:
+        sections.append(_calibration_section(oof, names, pos_label))
+    return sections
+
+
+def oof_curves_png(oof, n_classes, pos_label, orders=None):
     """The ROC and precision-recall figure of out-of-fold predictions as PNG bytes.
 
     Each repeat's operating point (what its predictions, at the threshold
     each fold chose, give) is marked on its curves. ``None`` where it has
-    none: more than two classes, or scores that are not all finite. Safe in a
-    thread of its own while nothing else draws (matplotlib's object API, one
-    figure).
+    none: more than two classes, or scores that are not all finite.
+    ``orders``: :func:`.figures.score_orders` of the scores where the caller
+    has them. Safe in a thread of its own while nothing else draws
+    (matplotlib's object API, one figure).
     """
     if n_classes != 2 or not np.isfinite(oof["score"]).all():
         return None
     positive = oof["y_true"] == pos_label
     return figures.png(figures.roc_pr_figure(positive, oof["score"], oof["seed"],
-                                             predicted=oof["y_pred"] == pos_label))
+                                             predicted=oof["y_pred"] == pos_label, orders=orders))
 
 
-def chosen_cutoff(score, predicted):
+def chosen_cutoff(score, predicted, order=None):
     """The score cutoff that reproduces the predictions best, and the share of rows it reproduces.
 
     A row is predicted positive at cutoff ``t`` when ``score >= t`` (scikit-learn's
@@ -252,6 +288,8 @@ def chosen_cutoff(score, predicted):
     threshold on the score (a decision value shifted by the chosen threshold
     is positive from 0), the share is 1; where folds chose thresholds of their
     own on an unshifted score, it is the cutoff closest to all of them.
+    ``order``: the rows' stable sort by score (``np.argsort(score,
+    kind="stable")``) where the caller has it; computed here where not.
 
     Examples
     --------
@@ -259,7 +297,7 @@ def chosen_cutoff(score, predicted):
     (0.1, 1.0)
     """
     score, predicted = np.asarray(score, dtype=float), np.asarray(predicted, dtype=bool)
-    order = np.argsort(score, kind="stable")
+    order = np.argsort(score, kind="stable") if order is None else order
     s, p = score[order], predicted[order]
     cutoffs, first = np.unique(s, return_index=True)
     negatives_below = np.concatenate([[0], np.cumsum(~p)])[first]  # predicted negative, and below the cutoff
@@ -271,13 +309,15 @@ def chosen_cutoff(score, predicted):
     return float(cutoffs[best]), float(agree[best] / len(p))
 
 
-def threshold_rows(positive, score, cutoff, *, around=2, steps=50):
+def threshold_rows(positive, score, cutoff, *, around=2, steps=50, order=None):
     """TPR, FPR, precision, G-mean and F-measure at thresholds around ``cutoff``, every repeat pooled.
 
     The thresholds are the distinct scores (a row is positive when its score is
     at least the threshold); ``around`` of them on each side of ``cutoff``,
     about ``1/steps`` of the distinct scores apart, so that the rows show a
     visible change.
+
+    ``order``: the rows' stable sort by score, as :func:`chosen_cutoff` takes it.
 
     Returns
     -------
@@ -286,16 +326,20 @@ def threshold_rows(positive, score, cutoff, *, around=2, steps=50):
         ``f_measure``, ``chosen``, by decreasing threshold.
     """
     positive, score = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float)
-    thresholds = np.unique(score)[::-1]  # decreasing, as roc_curve lists them
+    order = np.argsort(score, kind="stable") if order is None else order
+    s, positive_sorted = score[order], positive[order]
+    thresholds = np.unique(s)[::-1]  # decreasing, as roc_curve lists them
     at = int(np.searchsorted(-thresholds, -cutoff, side="left")) if np.isfinite(cutoff) else 0
     at = min(at, len(thresholds) - 1)
     step = max(1, len(thresholds) // steps)
     picks = sorted({min(max(at + k * step, 0), len(thresholds) - 1) for k in range(-around, around + 1)})
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    positives_below = np.concatenate([[0], np.cumsum(positive_sorted)])
     rows = []
     for i in picks:
-        predicted = score >= thresholds[i]
-        tp, fp = int(np.sum(predicted & positive)), int(np.sum(predicted & ~positive))
+        below = int(np.searchsorted(s, thresholds[i], side="left"))  # the rows predicted negative
+        tp = n_pos - int(positives_below[below])
+        fp = (len(s) - below) - tp
         tpr, fpr = tp / max(n_pos, 1), fp / max(n_neg, 1)
         precision = tp / (tp + fp)  # a threshold is a score: at least one row is predicted positive
         f_measure = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
@@ -313,10 +357,11 @@ def brier_scores(positive, proba, repeat) -> dict:
     return out
 
 
-def _thresholds_section(oof, names, pos_label):
+def _thresholds_section(oof, names, pos_label, order=None):
     section = Section("Thresholds")
     positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
-    cutoff, share = chosen_cutoff(oof["score"], predicted)
+    order = np.argsort(oof["score"], kind="stable") if order is None else order
+    cutoff, share = chosen_cutoff(oof["score"], predicted, order=order)
     below = oof["score"][~predicted]
     if share == 1 and (below.size == 0 or below.max() < 0) and cutoff >= 0:
         where = ("Every fold predicted positive from score 0: the scores are decision values already shifted by "
@@ -330,7 +375,7 @@ def _thresholds_section(oof, names, pos_label):
     section.text(f"Positive class: {names[pos_label]}. TPR (recall), FPR, precision, G-mean and F-measure of the "
                  "out-of-fold scores at thresholds around the chosen one (a row is predicted "
                  f"{names[pos_label]} when its score is at least the threshold), every repeat pooled. {where}.")
-    rows = threshold_rows(positive, oof["score"], cutoff)
+    rows = threshold_rows(positive, oof["score"], cutoff, order=order)
     table = [[_fmt(r["threshold"]), _fmt(r["tpr"]), _fmt(r["fpr"]), _fmt(r["precision"]), _fmt(r["g_mean"]),
               _fmt(r["f_measure"]), "chosen" if r["chosen"] else ""] for r in rows]
     if share < 1:
@@ -359,17 +404,16 @@ def _calibration_section(oof, names, pos_label):
     return section
 
 
-def _oof_section(oof, names, pos_label, *, n_repeats, curves=None):
+def _oof_section(oof, names, pos_label, *, n_repeats, orders=None):
     from sklearn.metrics import confusion_matrix
 
     section = Section("Out-of-fold predictions")
     section.text(f"Every row is a test row once per repeat ({n_repeats} repeat(s)); the predictions are in the "
                  "run directory's `oof/` files (one `.npz` per fold: row, y_true, y_pred, score).")
     codes = sorted(names)
-    if curves is None:
-        curves = oof_curves_png(oof, len(codes), pos_label)
+    curves = oof_curves_png(oof, len(codes), pos_label, orders=orders)
     if curves is not None:
-        section.interactive("roc_pr", _roc_pr_plots(oof, pos_label), curves,
+        section.interactive("roc_pr", _roc_pr_plots(oof, pos_label, orders=orders), curves,
                             "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
                             "(AUC and average precision in the legends); dotted: chance; circles: where each "
                             "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
@@ -394,15 +438,16 @@ def _oof_section(oof, names, pos_label, *, n_repeats, curves=None):
     return section
 
 
-def _roc_pr_plots(oof, pos_label):
+def _roc_pr_plots(oof, pos_label, orders=None):
     """The interactive ROC and precision-recall plots, each repeat's operating point with its score cutoff."""
     positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
+    orders = orders if orders is not None else figures.score_orders(oof["score"], oof["seed"])
     cutoffs = {}
-    for seed in np.unique(oof["seed"]):
-        here = oof["seed"] == seed
-        cutoff, share = chosen_cutoff(oof["score"][here], predicted[here])
+    for seed, rows in orders.items():  # a repeat's rows sorted by score: their stable order by score
+        cutoff, share = chosen_cutoff(oof["score"][rows], predicted[rows], order=np.arange(rows.size))
         cutoffs[seed] = cutoff if share == 1 else np.nan  # no one cutoff gives these predictions: none is shown
-    return interactive.roc_pr_plots(positive, oof["score"], oof["seed"], predicted=predicted, cutoffs=cutoffs)
+    return interactive.roc_pr_plots(positive, oof["score"], oof["seed"], predicted=predicted, cutoffs=cutoffs,
+                                    orders=orders)
 
 
 def _threshold_section(folds, final_estimator):
