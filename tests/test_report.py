@@ -22,6 +22,7 @@ import pytest
 from sklearn.metrics import f1_score, recall_score, roc_auc_score
 
 from dimbsvm.datasets import load_keel
+from dimbsvm.jobs.data import load_job_data
 from dimbsvm.jobs import load_oof, run_job, validate_job
 from dimbsvm.model_selection.scoring import metrics_from_predictions
 
@@ -138,7 +139,7 @@ def test_out_of_fold_sections_drawn_beside_the_final_model_are_the_ones_drawn_af
     assert thread.startswith("dimbsvm-report")
     assert [section.title for section in ahead] == ["Out-of-fold predictions", "Thresholds"]
     metrics = json.loads((out / "metrics.json").read_text())
-    names = run_report.class_names_by_code(load_keel("yeast5"))
+    names = run_report.class_names_by_code(load_job_data("yeast5"))
     after = real(load_oof(out), names, metrics["positive_label"], n_repeats=1)
     ahead_md = run_report.render_markdown("t", ahead, tmp_path / "ahead" / "report")
     assert ahead_md == run_report.render_markdown("t", after, tmp_path / "after" / "report")
