@@ -825,3 +825,34 @@ def test_interactive_threshold_search_is_the_candidates_with_the_chosen_shift():
     [chosen] = plot.select({"name": "chosen"})
     nearest = int(np.argmin(np.abs(theta - 0.4)))
     assert chosen.data["theta"] == [0.4] and chosen.data["objective"] == [objective[nearest]]
+
+
+@pytest.mark.parametrize("kind", ["distinct", "few ties", "many ties", "signed zeros", "nan", "empty"])
+def test_stable_argsort_is_numpys_stable_argsort(kind):
+    from dimbsvm.report.figures import stable_argsort
+
+    rng = np.random.default_rng(3)
+    values = {"distinct": rng.normal(size=50_000),
+              "few ties": np.concatenate([rng.normal(size=50_000), np.repeat(rng.normal(size=50), 20)]),
+              "many ties": np.round(rng.normal(size=50_000), 1),
+              "signed zeros": rng.permutation(np.concatenate([np.zeros(300), -np.zeros(300), rng.normal(size=5_000)])),
+              "nan": np.where(rng.random(5_000) < 0.1, np.nan, rng.normal(size=5_000)),
+              "empty": np.empty(0)}[kind]
+    values = rng.permutation(values) if kind == "few ties" else values
+    np.testing.assert_array_equal(stable_argsort(values), np.argsort(values, kind="stable"))
+
+
+def test_class_counts_are_scikit_learns_confusion_matrix():
+    from sklearn.metrics import confusion_matrix
+
+    from dimbsvm.report.run_report import class_counts
+
+    rng = np.random.default_rng(4)
+    for n_classes in (2, 3, 6):
+        codes = sorted(rng.choice(20, n_classes, replace=False).tolist())
+        for n in (1, 7, 5_000):
+            y_true, y_pred = rng.choice(codes, n), rng.choice(codes[:-1], n)  # a class never predicted
+            np.testing.assert_array_equal(class_counts(y_true, y_pred, codes),
+                                          confusion_matrix(y_true, y_pred, labels=codes))
+    with pytest.raises(ValueError, match="not one of the class codes"):
+        class_counts(np.array([0, 2]), np.array([0, 1]), [0, 1])

@@ -13,7 +13,8 @@ import numpy as np
 
 __all__ = ["average_precision", "confusion_figure", "confusion_repeats_figure", "fold_spread_figure",
            "member_thresholds_figure", "operating_point", "png", "precision_recall_and_average", "reliability_figure",
-           "roc_pr_figure", "rows_by_score", "score_orders", "step_vertices", "threshold_figure"]
+           "repeat_curves", "roc_pr_figure", "rows_by_score", "score_orders",
+           "stable_argsort", "step_vertices", "threshold_figure"]
 
 #: Figure size in inches for one panel; 100 dpi.
 PANEL = (4.6, 3.8)
@@ -37,7 +38,7 @@ def png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def roc_pr_figure(positive, score, repeat, predicted=None, orders=None):
+def roc_pr_figure(positive, score, repeat, predicted=None, curves=None):
     """ROC and precision-recall curves of out-of-fold scores, one curve per CV repeat.
 
     Parameters
@@ -51,14 +52,13 @@ def roc_pr_figure(positive, score, repeat, predicted=None, orders=None):
     predicted : ndarray of bool, default=None
         Whether each row was predicted positive (at the threshold each fold
         chose): that operating point is marked on both curves of its repeat.
-    orders : dict, default=None
-        ``{repeat: rows_by_score(score, repeat, repeat)}`` where the caller
-        has sorted the rows already; computed here where it has not.
+    curves : dict, default=None
+        :func:`repeat_curves` of these scores where the caller has them;
+        computed here where it has not.
     """
     from sklearn.metrics import PrecisionRecallDisplay, RocCurveDisplay
 
-    orders = orders if orders is not None else score_orders(score, repeat)
-
+    curves = curves if curves is not None else repeat_curves(positive, score, repeat)
     fig, (roc, pr) = _figure(2)
     for i, seed in enumerate(np.unique(repeat)):
         if predicted is not None:  # the point the predictions sit at: what the chosen threshold gives
@@ -67,12 +67,13 @@ def roc_pr_figure(positive, score, repeat, predicted=None, orders=None):
             label = "chosen threshold" if i == 0 else None
             roc.plot([fpr], [tpr], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
             pr.plot([tpr], [precision], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
-        here = orders[seed]
-        RocCurveDisplay.from_predictions(positive[here], score[here], ax=roc, name=f"repeat {seed}")
-        precision, recall, average_precision = precision_recall_and_average(positive[here], score[here])
-        drawn = step_vertices(recall)  # the same step path from ~2 vertices per recall value instead of ~one per row
-        PrecisionRecallDisplay(precision=precision[drawn], recall=recall[drawn],
-                               average_precision=average_precision).plot(ax=pr, name=f"repeat {seed}")
+        curve = curves[seed]
+        # what RocCurveDisplay.from_predictions draws (its positive label of boolean classes is 1)
+        RocCurveDisplay(fpr=curve["fpr"], tpr=curve["tpr"], roc_auc=curve["roc_auc"], name=f"repeat {seed}",
+                        pos_label=1).plot(ax=roc)
+        drawn = step_vertices(curve["recall"])  # the same step path from ~2 vertices per recall value, not ~1 per row
+        PrecisionRecallDisplay(precision=curve["precision"][drawn], recall=curve["recall"][drawn],
+                               average_precision=curve["average_precision"]).plot(ax=pr, name=f"repeat {seed}")
     roc.plot([0, 1], [0, 1], color="0.7", linestyle=":", linewidth=1)
     pr.axhline(positive.mean(), color="0.7", linestyle=":", linewidth=1, label="chance")
     roc.set_title("ROC (out-of-fold)")
@@ -134,12 +135,74 @@ def rows_by_score(score, repeat, seed):
     benchmarks/scaling_notes.md).
     """
     here = np.flatnonzero(repeat == seed)
-    return here[np.argsort(score[here], kind="stable")]
+    return here[stable_argsort(score[here])]
+
+
+def stable_argsort(values):
+    """``np.argsort(values, kind="stable")`` of a 1-d array, from numpy's faster unstable sort.
+
+    The unstable sort orders all but the rows of equal values the same way;
+    those alone are sorted again by position. Where more than a tenth of the
+    rows are tied, or a value is NaN, the stable sort runs as it is.
+
+    Examples
+    --------
+    >>> stable_argsort(np.array([2.0, 1.0, 2.0, 1.0, 0.5])).tolist()
+    [4, 1, 3, 0, 2]
+    """
+    values = np.asarray(values)
+    order = np.argsort(values)
+    ordered = values[order]
+    tied_after = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if tied_after.size > values.size // 10 or (values.size and np.isnan(ordered[-1])):  # NaN sorts last
+        return np.argsort(values, kind="stable")
+    if tied_after.size:
+        tied = np.zeros(values.size, dtype=bool)
+        tied[tied_after] = tied[tied_after + 1] = True
+        positions = np.flatnonzero(tied)
+        # within each run of equal values, by row: lexsort's last key (the value) is the primary one
+        order[positions] = order[positions][np.lexsort((order[positions], ordered[positions]))]
+    return order
 
 
 def score_orders(score, repeat) -> dict:
     """``{repeat: rows_by_score(score, repeat, repeat)}`` for every repeat: the one sort each repeat's curves need."""
     return {seed: rows_by_score(score, repeat, seed) for seed in np.unique(repeat)}
+
+
+def repeat_curves(positive, score, repeat, orders=None) -> dict:
+    """scikit-learn's ROC and precision-recall curves of each repeat's scores, computed once for every drawing.
+
+    Parameters
+    ----------
+    positive, score, repeat : ndarray
+        As :func:`roc_pr_figure` takes them.
+    orders : dict, default=None
+        :func:`score_orders` of these scores where the caller has them.
+
+    Returns
+    -------
+    dict
+        ``{repeat: curve}``, each ``curve`` a dict of ``roc_curve``'s
+        ``fpr``, ``tpr``, ``roc_thresholds`` (``drop_intermediate=True``) and
+        their ``roc_auc``; ``precision_recall_curve``'s ``precision``,
+        ``recall``, ``pr_thresholds`` and their ``average_precision``; and
+        the repeat's ``n_pos`` and ``n_neg``.
+    """
+    from sklearn.metrics import auc, precision_recall_curve, roc_curve
+
+    orders = orders if orders is not None else score_orders(score, repeat)
+    curves = {}
+    for seed, rows in orders.items():
+        here_positive, here_score = positive[rows], score[rows]  # presorted: scikit-learn's sorts are linear passes
+        fpr, tpr, roc_thresholds = roc_curve(here_positive, here_score)
+        precision, recall, pr_thresholds = precision_recall_curve(here_positive, here_score)
+        n_pos = int(here_positive.sum())
+        curves[seed] = {"fpr": fpr, "tpr": tpr, "roc_thresholds": roc_thresholds, "roc_auc": auc(fpr, tpr),
+                        "precision": precision, "recall": recall, "pr_thresholds": pr_thresholds,
+                        "average_precision": average_precision(precision, recall), "n_pos": n_pos,
+                        "n_neg": int(rows.size) - n_pos}
+    return curves
 
 
 def step_vertices(recall):

@@ -79,8 +79,10 @@ def _rates(tp, fp, n_pos, n_neg):
     return tp / max(n_pos, 1), fp / max(n_neg, 1), precision
 
 
-def roc_points(positive, score):
+def roc_points(curve):
     """The ROC curve's vertices as ``RocCurveDisplay`` draws them, each with its threshold and rates.
+
+    ``curve``: one repeat's entry of :func:`.figures.repeat_curves`.
 
     Returns
     -------
@@ -91,19 +93,17 @@ def roc_points(positive, score):
     area : float
         The area under the curve.
     """
-    from sklearn.metrics import auc, roc_curve
-
-    positive = np.asarray(positive, dtype=bool)
-    fpr, tpr, thresholds = roc_curve(positive, score)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    fpr, tpr, n_pos, n_neg = curve["fpr"], curve["tpr"], curve["n_pos"], curve["n_neg"]
     # the counts behind the rates: integers, so the precision is exact and not a ratio of rounded rates
     tp, fp = np.rint(tpr * n_pos), np.rint(fpr * n_neg)
-    return {"threshold": thresholds, "tpr": tpr, "fpr": fpr, "precision": _rates(tp, fp, n_pos, n_neg)[2]}, \
-        float(auc(fpr, tpr))
+    return {"threshold": curve["roc_thresholds"], "tpr": tpr, "fpr": fpr,
+            "precision": _rates(tp, fp, n_pos, n_neg)[2]}, float(curve["roc_auc"])
 
 
-def pr_points(positive, score):
+def pr_points(curve):
     """The precision-recall curve's vertices its drawn (steps-post) path needs, each with its threshold and rates.
+
+    ``curve``: one repeat's entry of :func:`.figures.repeat_curves`.
 
     Returns
     -------
@@ -114,18 +114,14 @@ def pr_points(positive, score):
         vertices :func:`.figures.step_vertices` keeps.
     average_precision : float
     """
-    from sklearn.metrics import precision_recall_curve
-
-    positive = np.asarray(positive, dtype=bool)
-    precision, recall, thresholds = precision_recall_curve(positive, score)
+    precision, recall, n_pos, n_neg = curve["precision"], curve["recall"], curve["n_pos"], curve["n_neg"]
     kept = figures.step_vertices(recall)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     tp = np.rint(recall * n_pos)
     # precision = tp / (tp + fp), so fp = tp / precision - tp (precision is 1 at tp = 0: fp 0 there)
     fp = np.rint(np.divide(tp, precision, out=np.zeros_like(tp), where=tp > 0) - tp)
-    points = {"threshold": np.append(thresholds, np.inf), "tpr": recall, "fpr": fp / max(n_neg, 1),
+    points = {"threshold": np.append(curve["pr_thresholds"], np.inf), "tpr": recall, "fpr": fp / max(n_neg, 1),
               "precision": precision}
-    return {name: values[kept] for name, values in points.items()}, figures.average_precision(precision, recall)
+    return {name: values[kept] for name, values in points.items()}, curve["average_precision"]
 
 
 def _spaced(points, x, y, max_points):
@@ -172,7 +168,7 @@ def _hover(fig, renderers, tooltips):
                             mode="mouse", limit=1))
 
 
-def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_points=MAX_POINTS, orders=None):
+def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_points=MAX_POINTS, curves=None):
     """ROC and precision-recall plots of out-of-fold scores side by side, one curve per CV repeat.
 
     Parameters
@@ -191,10 +187,9 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
         for the operating point's hover (``nan`` where none does).
     max_points : int, default=MAX_POINTS
         The most vertices a curve keeps.
-    orders : dict, default=None
-        ``{repeat: rows_by_score(score, repeat, repeat)}``
-        (:func:`.figures.score_orders`) where the caller has sorted the rows
-        already; computed here where it has not.
+    curves : dict, default=None
+        :func:`.figures.repeat_curves` of these scores where the caller has
+        them; computed here where it has not.
 
     Returns
     -------
@@ -208,16 +203,16 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
     positive, score, repeat = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float), np.asarray(repeat)
     roc = _figure("ROC (out-of-fold)", "false positive rate", "true positive rate (recall)")
     pr = _figure("Precision-recall (out-of-fold)", "recall (true positive rate)", "precision")
-    curves, chosen, points = {roc: [], pr: []}, {roc: [], pr: []}, []
-    orders = orders if orders is not None else figures.score_orders(score, repeat)
+    renderers, chosen, points = {roc: [], pr: []}, {roc: [], pr: []}, []
+    curves = curves if curves is not None else figures.repeat_curves(positive, score, repeat)
     for i, seed in enumerate(np.unique(repeat)):
-        here = orders[seed]
+        here = repeat == seed
         color = PALETTE[i % len(PALETTE)]
-        data, area = roc_points(positive[here], score[here])
-        curves[roc].append(_repeat_curve(roc, _spaced(data, "fpr", "tpr", max_points), seed, x="fpr", y="tpr",
+        data, area = roc_points(curves[seed])
+        renderers[roc].append(_repeat_curve(roc, _spaced(data, "fpr", "tpr", max_points), seed, x="fpr", y="tpr",
                                          color=color, label=f"repeat {seed} (AUC = {area:.2f})", name="roc"))
-        data, average = pr_points(positive[here], score[here])
-        curves[pr].append(_repeat_curve(pr, _spaced(data, "tpr", "precision", max_points), seed, x="tpr",
+        data, average = pr_points(curves[seed])
+        renderers[pr].append(_repeat_curve(pr, _spaced(data, "tpr", "precision", max_points), seed, x="tpr",
                                         y="precision", color=color, label=f"repeat {seed} (AP = {average:.2f})",
                                         name="pr", step=True))
         if predicted is not None:  # where the predictions sit: what the threshold the folds chose gives
@@ -240,7 +235,7 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
     pr.add_layout(Span(location=float(positive.mean()), dimension="width", line_color="#b3b3b3",
                        line_dash="dotted", line_width=1))
     for fig, place in ((roc, "bottom_right"), (pr, "top_right")):
-        _hover(fig, curves[fig], CURVE_TOOLTIPS)
+        _hover(fig, renderers[fig], CURVE_TOOLTIPS)
         if chosen[fig]:
             _hover(fig, chosen[fig], CHOSEN_TOOLTIPS)
         fig.legend.location = place

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import figures, interactive
 
-__all__ = ["Section", "brier_scores", "chosen_cutoff", "class_names_by_code", "oof_curves_png", "out_of_fold_sections",
+__all__ = ["Section", "brier_scores", "chosen_cutoff", "class_counts", "class_names_by_code", "oof_curves_png", "out_of_fold_sections",
            "run_report_sections", "render_html", "render_markdown", "threshold_rows", "write_run_report"]
 
 logger = logging.getLogger(__name__)
@@ -256,20 +256,20 @@ def out_of_fold_sections(oof, names, pos_label, *, n_repeats):
     sections = [_oof_section(oof, names, pos_label, n_repeats=n_repeats, orders=orders)]
     if ranked:
         # every repeat pooled: one repeat's order is the pooled one (rows_by_score of every row)
-        pooled = next(iter(orders.values())) if len(orders) == 1 else np.argsort(oof["score"], kind="stable")
+        pooled = next(iter(orders.values())) if len(orders) == 1 else figures.stable_argsort(oof["score"])
         sections.append(_thresholds_section(oof, names, pos_label, order=pooled))
     if len(names) == 2 and "proba" in oof:
         sections.append(_calibration_section(oof, names, pos_label))
     return sections
 
 
-def oof_curves_png(oof, n_classes, pos_label, orders=None):
+def oof_curves_png(oof, n_classes, pos_label, curves=None):
     """The ROC and precision-recall figure of out-of-fold predictions as PNG bytes.
 
     Each repeat's operating point (what its predictions, at the threshold
     each fold chose, give) is marked on its curves. ``None`` where it has
     none: more than two classes, or scores that are not all finite.
-    ``orders``: :func:`.figures.score_orders` of the scores where the caller
+    ``curves``: :func:`.figures.repeat_curves` of the scores where the caller
     has them. Safe in a thread of its own while nothing else draws
     (matplotlib's object API, one figure).
     """
@@ -277,7 +277,7 @@ def oof_curves_png(oof, n_classes, pos_label, orders=None):
         return None
     positive = oof["y_true"] == pos_label
     return figures.png(figures.roc_pr_figure(positive, oof["score"], oof["seed"],
-                                             predicted=oof["y_pred"] == pos_label, orders=orders))
+                                             predicted=oof["y_pred"] == pos_label, curves=curves))
 
 
 def chosen_cutoff(score, predicted, order=None):
@@ -360,7 +360,7 @@ def brier_scores(positive, proba, repeat) -> dict:
 def _thresholds_section(oof, names, pos_label, order=None):
     section = Section("Thresholds")
     positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
-    order = np.argsort(oof["score"], kind="stable") if order is None else order
+    order = figures.stable_argsort(oof["score"]) if order is None else order
     cutoff, share = chosen_cutoff(oof["score"], predicted, order=order)
     below = oof["score"][~predicted]
     if share == 1 and (below.size == 0 or below.max() < 0) and cutoff >= 0:
@@ -405,23 +405,24 @@ def _calibration_section(oof, names, pos_label):
 
 
 def _oof_section(oof, names, pos_label, *, n_repeats, orders=None):
-    from sklearn.metrics import confusion_matrix
-
     section = Section("Out-of-fold predictions")
     section.text(f"Every row is a test row once per repeat ({n_repeats} repeat(s)); the predictions are in the "
                  "run directory's `oof/` files (one `.npz` per fold: row, y_true, y_pred, score).")
     codes = sorted(names)
-    curves = oof_curves_png(oof, len(codes), pos_label, orders=orders)
-    if curves is not None:
-        section.interactive("roc_pr", _roc_pr_plots(oof, pos_label, orders=orders), curves,
+    drawable = len(codes) == 2 and bool(np.isfinite(oof["score"]).all())
+    positive = oof["y_true"] == pos_label
+    curves = figures.repeat_curves(positive, oof["score"], oof["seed"], orders) if drawable else None
+    png = oof_curves_png(oof, len(codes), pos_label, curves=curves)
+    if png is not None:
+        section.interactive("roc_pr", _roc_pr_plots(oof, pos_label, orders=orders, curves=curves), png,
                             "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
                             "(AUC and average precision in the legends); dotted: chance; circles: where each "
                             "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
                             "gives the rates around it). On the page, hovering a curve gives the threshold and "
                             "the rates at that point; a legend entry hides its curve.")
     repeats = [int(seed) for seed in np.unique(oof["seed"])]
-    matrices = [confusion_matrix(oof["y_true"][oof["seed"] == seed], oof["y_pred"][oof["seed"] == seed],
-                                 labels=codes) for seed in repeats]
+    matrices = [class_counts(oof["y_true"][oof["seed"] == seed], oof["y_pred"][oof["seed"] == seed], codes)
+                for seed in repeats]
     class_names = [names[c] for c in codes]
     rows = []
     for seed, matrix in zip(repeats, matrices):  # each repeat on its own: every row once, not once per repeat
@@ -438,7 +439,23 @@ def _oof_section(oof, names, pos_label, *, n_repeats, orders=None):
     return section
 
 
-def _roc_pr_plots(oof, pos_label, orders=None):
+def class_counts(y_true, y_pred, codes):
+    """scikit-learn's ``confusion_matrix(y_true, y_pred, labels=codes)`` of integer class codes, by one ``bincount``.
+
+    Examples
+    --------
+    >>> class_counts(np.array([0, 0, 1, 1]), np.array([0, 1, 1, 1]), [0, 1]).tolist()
+    [[1, 1], [0, 2]]
+    """
+    codes = np.asarray(codes)
+    true_at, pred_at = np.searchsorted(codes, y_true), np.searchsorted(codes, y_pred)
+    if not (np.array_equal(codes[np.minimum(true_at, codes.size - 1)], y_true)
+            and np.array_equal(codes[np.minimum(pred_at, codes.size - 1)], y_pred)):
+        raise ValueError("a label is not one of the class codes")
+    return np.bincount(true_at * codes.size + pred_at, minlength=codes.size ** 2).reshape(codes.size, codes.size)
+
+
+def _roc_pr_plots(oof, pos_label, orders=None, curves=None):
     """The interactive ROC and precision-recall plots, each repeat's operating point with its score cutoff."""
     positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
     orders = orders if orders is not None else figures.score_orders(oof["score"], oof["seed"])
@@ -446,8 +463,10 @@ def _roc_pr_plots(oof, pos_label, orders=None):
     for seed, rows in orders.items():  # a repeat's rows sorted by score: their stable order by score
         cutoff, share = chosen_cutoff(oof["score"][rows], predicted[rows], order=np.arange(rows.size))
         cutoffs[seed] = cutoff if share == 1 else np.nan  # no one cutoff gives these predictions: none is shown
+    if curves is None:
+        curves = figures.repeat_curves(positive, oof["score"], oof["seed"], orders)
     return interactive.roc_pr_plots(positive, oof["score"], oof["seed"], predicted=predicted, cutoffs=cutoffs,
-                                    orders=orders)
+                                    curves=curves)
 
 
 def _threshold_section(folds, final_estimator):
