@@ -303,6 +303,10 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     # thread of their own once every fold is saved, they overlap the final model's fit instead of following
     # it (at millions of out-of-fold scores they are seconds of client work).
     sections_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if plan.want_model else None
+    if sections_ahead is not None and client is not None:
+        # while the cluster works this process waits: the report's libraries are imported meanwhile (in a job
+        # run in this process the imports would hold the interpreter against the folds)
+        sections_ahead.submit(_import_report_libraries)
     unsaved = {spec.key for spec in plan.todo} - {FINAL_MODEL}
     oof_sections = None
 
@@ -407,6 +411,19 @@ def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> 
     os.replace(partial, plan.run_dir)  # the run directory appears only once complete
     return RunResult(run_dir=plan.run_dir, summary=summary, folds=all_records, reused=len(plan.finished),
                      reused_members=executed.reused_members, search=payload.get("search"))
+
+
+def _import_report_libraries():
+    """Import what the report draws with (matplotlib's object API, Bokeh, scikit-learn's displays)."""
+    import bokeh.embed  # noqa: F401
+    import bokeh.layouts  # noqa: F401
+    import bokeh.models  # noqa: F401
+    import bokeh.plotting  # noqa: F401
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    import sklearn.metrics  # noqa: F401
+
+    from ..report import run_report  # noqa: F401
 
 
 def _oof_sections(partial, data, pos_label, n_repeats):
