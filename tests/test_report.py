@@ -242,6 +242,28 @@ def test_resumed_run_has_every_folds_predictions(tmp_path):
     assert (tmp_path / "run" / "report.html").is_file()
 
 
+def test_a_resumed_run_that_reuses_its_final_model_reports_its_threshold_search(tmp_path):
+    """The final model saved by the interrupted run is read back for the report's threshold sections."""
+    job = _job(tmp_path, cv={"n_splits": 3, "n_repeats": 1, "random_state": 0})
+    run_job(job, None, out=tmp_path / "run", progress=False)
+    first = (tmp_path / "run" / "report.md").read_text()
+    threshold_png = (tmp_path / "run" / "report" / "threshold.png").read_bytes()
+    partial = tmp_path / ".run.partial"
+    (tmp_path / "run").rename(partial)
+    for name in ("metrics.json", "summary.md", "resources.json", "report.html", "report.md"):
+        (partial / name).unlink()
+    shutil.rmtree(partial / "report")
+    for path in sorted((partial / "folds").glob("*.json"))[1:]:  # two folds to run again; the model stays
+        path.unlink()
+        (partial / "oof" / path.name.replace(".json", ".npz")).unlink()
+    resumed = run_job(job, None, out=tmp_path / "run", progress=False)
+    assert resumed.reused == 1
+    again = (tmp_path / "run" / "report.md").read_text()
+    assert re.findall(r"^## .*", again, re.M) == re.findall(r"^## .*", first, re.M)
+    assert "report/threshold.png" in again
+    assert (tmp_path / "run" / "report" / "threshold.png").read_bytes() == threshold_png
+
+
 def _chromium(tmp_path, page, *command):
     """Headless Chromium on ``page`` (its scripts given 5 s of virtual time); the finished process."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -48,7 +48,7 @@ from ..parallel.policy import in_order_threads
 from ..predict.encoding import prediction_meta
 from ..report import write_run_report
 from ..store import StoreRows, content_fingerprint
-from ..artifacts import save_model
+from ..artifacts import load_artifact, save_model
 from .checks import CheckedJob
 from .data import JobData, check_job_data, code_labels, load_job_data
 from .job_spec import JobSpec
@@ -357,6 +357,9 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             _save_final_model(final_model, job, data, plan.pos_label, partial)
         else:
             by_key[spec.key] = result["record"]
+    if final_model is None and job.output.model:
+        # saved by the interrupted run this one resumes: the report's threshold sections read it
+        final_model, _ = load_artifact(partial / "model")
     return ExecutedRun(records=tuple(by_key[key] for key in plan.keys), final_model=final_model,
                        reused_members=reused_members, phases=MappingProxyType(phases), oof_sections=oof_sections)
 
