@@ -280,3 +280,17 @@ def test_default_out_resumes_the_newest_partial_run_of_the_same_job_and_data(tmp
     fresh = plan_run_dir(job, "a" * 64, runs_root=runs, fresh=True, now=day + dt.timedelta(hours=1))
     assert not fresh.resuming and fresh.run_dir == runs / "job-20250102-040405"
     assert plan_run_dir(job, "c" * 64, runs_root=runs, now=day).resuming is False  # other data: a new run
+
+
+def test_a_job_whose_estimator_names_no_seed_is_seeded_by_its_cv(tmp_path):
+    # a bagged ensemble without random_state: the same job twice gives the same records, as the
+    # estimator seeded with the CV's random_state does
+    spec = {"name": "seeded", "data": {"source": "yeast5"},
+            "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 3, "max_samples": 200}},
+            "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 5}, "metrics": ["g_mean", "f_measure", "auc"]}
+    runs = [run_job(validate_job(spec), None, out=tmp_path / f"run{i}", progress=False) for i in range(2)]
+    seeded = dict(spec, estimator={"name": "ensemble_othr",
+                                   "params": {"n_estimators": 3, "max_samples": 200, "random_state": 5}})
+    runs.append(run_job(validate_job(seeded), None, out=tmp_path / "named", progress=False))
+    untimed = [[{k: v for k, v in r.items() if not k.endswith("_time")} for r in run.folds] for run in runs]
+    assert untimed[0] == untimed[1] == untimed[2]

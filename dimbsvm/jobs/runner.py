@@ -98,11 +98,33 @@ def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Sea
         As :class:`~dimbsvm.model_selection.folds.FoldSetup` takes them.
     """
     return FoldSetup(
-        estimator=make_estimator(job.estimator.name, job.estimator.plain_params()), pos_label=pos_label,
+        estimator=job_estimator(job), pos_label=pos_label,
         scaler=job.preprocessing.scaler, impute=job.preprocessing.impute,
         features=tuple(make_feature(stage.name, stage.plain_params()) for stage in job.fitted_features),
         metrics=job.metrics if metrics is None else tuple(metrics), stage=stage, search=search,
         keep_predictions=keep_predictions, part_store=part_store)
+
+
+def job_estimator(job: JobSpec):
+    """The job's estimator, seeded: a ``random_state`` the job leaves unset is the CV's ``random_state``.
+
+    A job is reproducible: the same job on the same data gives the same
+    records, also with a randomised estimator (bagging, sampling) whose
+    seed the job does not name.
+
+    Examples
+    --------
+    >>> from dimbsvm.jobs import validate_job
+    >>> job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "ensemble_othr"},
+    ...                     "cv": {"random_state": 7}})
+    >>> job_estimator(job).random_state
+    7
+    """
+    params = job.estimator.plain_params()
+    estimator = make_estimator(job.estimator.name, params)
+    if "random_state" not in params and getattr(estimator, "random_state", 0) is None:
+        estimator.set_params(random_state=job.cv.random_state)
+    return estimator
 
 
 def execute_folds(job: JobSpec, setup: FoldSetup, data: JobData, specs, *, client, label: str, on_result=None,

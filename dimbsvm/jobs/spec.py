@@ -25,7 +25,7 @@ Example job::
     # (max_partition_rows: N caps the rows one graph-build task holds, for workers of little memory)
     estimator:
       name: svc_balanced
-      params: {C: 1.0}
+      params: {C: 1.0}          # a random_state left unset is cv.random_state: the same job, the same records
     search:                     # optional: nested CV, the parameters chosen per training fold
       params: {C: [0.1, 1, 10], gamma: [0.3, scale]}   # or features.0.references; random: {log_uniform: [lo, hi]}
       method: grid              # grid | random (with n_candidates)
