@@ -293,7 +293,7 @@ def _runs_on(checked: CheckedJob, placement) -> str:
         return checked.where
     if placement.in_process:
         return f"this process ({placement.work.describe()}, below the cluster threshold; --workers N starts a cluster)"
-    return f"{checked.where} ({placement.reason.split(': ', 1)[-1]})"
+    return f"{checked.where} ({placement.why or placement.action})"
 
 
 def _features(shape) -> str:

@@ -112,10 +112,12 @@ class Placement:
     in_process : bool
         Run in this process (no cluster); ``False``: the cluster the command
         line, the environment or the job names, or an embedded one.
-    reason : str
-        One line for the user, e.g. ``"running in this process: ~1.3e5
-        row-fits over 11 fits is below the 1e7 cluster threshold; pass
-        --workers N to use a cluster"``.
+    action : str
+        What runs the job, e.g. ``"running in this process"``.
+    why : str
+        Why, e.g. ``"~1.3e5 row-fits over 11 fits is below the 1e7 cluster
+        threshold; pass --workers N to use a cluster"`` (empty where the
+        action says it). :attr:`reason` joins the two into one line.
     work : WorkEstimate or None
         The estimate, when it decided.
     time : TimeRange or None
@@ -127,11 +129,17 @@ class Placement:
     """
 
     in_process: bool
-    reason: str
+    action: str
+    why: str
     work: WorkEstimate | None = None
     time: TimeRange | None = None
     cores: int | None = None
     estimated: WorkEstimate | None = None
+
+    @property
+    def reason(self) -> str:
+        """The action and why, as one line: ``"running in this process: ... "``."""
+        return f"{self.action}: {self.why}" if self.why else self.action
 
     def cost_line(self) -> str | None:
         """``"estimated about 3 s to 9 s in this process (11 fits, 9e3 row-fits)"``, warning past an hour.
@@ -322,19 +330,19 @@ def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler
     model = _cost_model()
     if demanded is not None:
         cores = int(workers) if demanded == "--workers" else job.execution.n_workers
-        return Placement(False, f"running on a cluster ({demanded})", None, _quote(model, work, cores or 1), cores,
-                         estimated=work)
+        return Placement(False, f"running on a cluster ({demanded})", "", None, _quote(model, work, cores or 1),
+                         cores, estimated=work)
     cores = os.cpu_count() or 1
     if work.row_fits >= CLUSTER_THRESHOLD:
-        return Placement(False, f"starting an embedded cluster: {work.describe()} is above the "
+        return Placement(False, "starting an embedded cluster", f"{work.describe()} is above the "
                                 f"{_sci(CLUSTER_THRESHOLD)} threshold for running in this process", work,
                          _quote(model, work, cores), cores)
     seconds = None if model is None else model.seconds(work)
     if seconds is not None and seconds >= CLUSTER_SECONDS:
-        return Placement(False, f"starting an embedded cluster: {work.describe()}, but about {seconds:.0f} s of one "
+        return Placement(False, "starting an embedded cluster", f"{work.describe()}, but about {seconds:.0f} s of one "
                                 f"core's work with its scoring, above the {CLUSTER_SECONDS:.0f} s threshold for "
                                 "running in this process", work, _quote(model, work, cores), cores)
-    return Placement(True, f"running in this process: {work.describe()} is below the {_sci(CLUSTER_THRESHOLD)} "
+    return Placement(True, "running in this process", f"{work.describe()} is below the {_sci(CLUSTER_THRESHOLD)} "
                            "cluster threshold; pass --workers N to use a cluster", work, _quote(model, work, 1), 1)
 
 

@@ -28,8 +28,9 @@ import numpy as np
 
 from . import figures, interactive
 
-__all__ = ["Section", "brier_scores", "chosen_cutoff", "class_counts", "class_names_by_code", "oof_curves_png", "out_of_fold_sections",
-           "run_report_sections", "render_html", "render_markdown", "threshold_rows", "write_run_report"]
+__all__ = ["Section", "brier_scores", "chosen_cutoff", "class_counts", "class_names_by_code", "oof_curves_png",
+           "out_of_fold_sections", "run_report_sections", "render_html", "render_markdown", "threshold_rows",
+           "write_run_report"]
 
 logger = logging.getLogger(__name__)
 
