@@ -230,7 +230,8 @@ def check_job_data(data: JobData, job: JobSpec) -> None:
     """Reject data the job cannot use, before any task starts.
 
     Checks the shape, NaN/inf (for a store, a chunked Dask reduction that
-    also finds damaged chunks), the labels (at least two classes, a class
+    also finds damaged chunks; a large store whose meta records no bad rows
+    is trusted instead, see :mod:`dimbsvm.store.finite`), the labels (at least two classes, a class
     label rather than a continuous or identifier column, two classes where
     the estimator or a metric needs two, ``data.positive`` one of the two
     classes), and that every fold is feasible:

@@ -21,7 +21,10 @@ damaged chunk fails to decode instead of yielding wrong numbers;
 :func:`verify_store` checks every chunk's presence and checksum up front.
 
 The meta records the source fingerprint, so ingesting the same source into the
-same path twice reuses the finished store, once it is found undamaged.
+same path twice reuses the finished store, once it is found undamaged. It also
+records, with the completion marker, how many rows hold NaN or infinite values
+(:mod:`dimbsvm.store.finite`), counted on each block as it is written, so a
+job's data check need not read the chunks again.
 
 Precision: files are read as float64 and stored as float64 unless float32 is
 asked for (``dtype="float32"``, CLI ``--dtype float32``: half the disk and
