@@ -48,6 +48,7 @@ from ..parallel.policy import in_order_threads
 from ..predict.encoding import prediction_meta
 from ..report import write_run_report
 from ..store import StoreRows, content_fingerprint
+from ..store.finite import META_KEY as NONFINITE_KEY
 from ..artifacts import load_artifact, save_model
 from .checks import CheckedJob
 from .data import JobData, check_job_data, code_labels, load_job_data
@@ -405,7 +406,8 @@ def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> 
     payload = {
         "job": job.name,
         "estimator": job.estimator.to_dict(),
-        "dataset": {k: v for k, v in data.meta.items() if k != "feature_names"},
+        # (a store's record of its NaN/inf rows is bookkeeping for the data check, not a fact of the run)
+        "dataset": {k: v for k, v in data.meta.items() if k not in ("feature_names", NONFINITE_KEY)},
         "data_source": job.data.source,  # as the job gives it (the dataset's path is resolved)
         "positive_label": plan.pos_label,
         "cv": job.cv.to_dict(),

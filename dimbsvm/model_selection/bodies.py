@@ -54,13 +54,14 @@ def fold_rows(y, *, n_splits=None, seed=None, fold=None, test_from=None) -> Fold
     reads them there), so a fold's index arrays never travel in the task
     graph; the split is deterministic, the same as the client's.
     """
-    from .splits import repeat_splits
+    from .splits import fold_indices
 
     if test_from is not None:
         return FoldRows(np.arange(int(test_from)), np.arange(int(test_from), len(y)))
     if fold is None:
         return FoldRows(np.arange(len(y)), np.empty(0, dtype=np.int64))
-    return FoldRows(*repeat_splits(np.asarray(y), n_splits=n_splits, seed=seed)[fold])
+    # this fold's rows only (the split is one pass; the other folds' index arrays are not built)
+    return FoldRows(*fold_indices(np.asarray(y), n_splits=n_splits, seed=seed, fold=fold))
 
 
 @dataclass

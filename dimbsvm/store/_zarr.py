@@ -29,7 +29,7 @@ from ..exceptions import StoreError
 from .location import filesystem, join, location, read_json, zarr_store
 
 __all__ = ["COMPRESSIONS", "CheckedStore", "create_checksummed_array", "expected_chunk_keys", "missing_chunks",
-           "open_array", "open_group", "writable"]
+           "missing_message", "open_array", "open_group", "writable"]
 
 #: Array config of everything dimbsvm writes: every chunk is on disk, even all-zero ones.
 WRITE_CONFIG = {"write_empty_chunks": True}
@@ -69,7 +69,7 @@ class CheckedStore(WrapperStore):
     def _refuse_missing(self, key: str) -> None:
         match = _CHUNK_KEY.match(key)
         if match is not None:
-            raise StoreError(_missing_message(self.where, match["array"] or "",
+            raise StoreError(missing_message(self.where, match["array"] or "",
                                               [int(c) for c in match["coords"].split("/")]))
 
 
@@ -155,7 +155,8 @@ def _array_grid(array_dir):
     return meta["shape"], meta["chunk_grid"]["configuration"]["chunk_shape"]
 
 
-def _missing_message(root: str, array: str, coords: list[int]) -> str:
+def missing_message(root: str, array: str, coords: list[int]) -> str:
+    """The error naming a missing chunk: the store ``root``, the array, the chunk and its rows."""
     row_chunked = not any(coords[1:])  # dimbsvm's arrays are cut along rows only
     where = f"chunk {coords[0] if row_chunked else tuple(coords)} of {array or 'the array'}"
     try:

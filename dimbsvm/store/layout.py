@@ -21,7 +21,10 @@ damaged chunk fails to decode instead of yielding wrong numbers;
 :func:`verify_store` checks every chunk's presence and checksum up front.
 
 The meta records the source fingerprint, so ingesting the same source into the
-same path twice reuses the finished store, once it is found undamaged.
+same path twice reuses the finished store, once it is found undamaged. It also
+records, with the completion marker, how many rows hold NaN or infinite values
+(:mod:`dimbsvm.store.finite`), counted on each block as it is written, so a
+job's data check need not read the chunks again.
 
 Precision: files are read as float64 and stored as float64 unless float32 is
 asked for (``dtype="float32"``, CLI ``--dtype float32``: half the disk and
@@ -45,6 +48,7 @@ from ..datasets import Dataset, load
 from ..exceptions import StoreError
 from . import placement
 from .location import filesystem, is_url, join, location, name_of, read_json
+from .finite import META_KEY as NONFINITE_KEY, nonfinite_rows
 from .fingerprints import array_fingerprint, dataset_fingerprint
 from ._zarr import COMPRESSIONS, create_checksummed_array, missing_chunks, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
@@ -334,14 +338,25 @@ def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode
         sources.append(ids_dask)
         targets.append(ids_arr)
     writes = da.store(sources, targets, lock=False, compute=False)  # one pass over the source
+    # Rows holding NaN or +-inf, counted on each written block as it is in memory (the same keys as the writes,
+    # unoptimised, so no block is computed twice) and recorded with the completion marker, so that a job's check
+    # reads the record instead of every chunk (dimbsvm.store.finite).
+    nonfinite = X_dask.map_blocks(_block_nonfinite, dtype=np.int64, chunks=((1,) * X_dask.numblocks[0], (2,)),
+                                  drop_axis=list(range(2, X_dask.ndim))).sum(axis=0)
     if count_classes:
         # Computed together with the writes, so a lazy source is read only once.
-        _, counts = dask.compute(writes, da.bincount(y_dask.astype(np.int64)))
+        _, nonfinite, counts = dask.compute(writes, nonfinite, da.bincount(y_dask.astype(np.int64)))
         meta["class_counts"] = {str(k): int(c) for k, c in enumerate(counts) if c}
     else:
-        dask.compute(writes)
+        _, nonfinite = dask.compute(writes, nonfinite)
+    meta[NONFINITE_KEY] = {"rows": n_rows, "nan": int(nonfinite[0]), "inf": int(nonfinite[1])}
     meta["complete"] = True
-    group.attrs[_ATTR] = meta  # the completion marker, written last
+    group.attrs[_ATTR] = meta  # the completion marker, written last (with the record of the chunks it describes)
+
+
+def _block_nonfinite(block) -> np.ndarray:
+    """:func:`~dimbsvm.store.finite.nonfinite_rows` of one block, as a ``(1, 2)`` block of a Dask array."""
+    return nonfinite_rows(block)[None, :]
 
 
 def _write_blocks(source_rows, chunk_rows: int, row_bytes: int) -> tuple[int, ...]:

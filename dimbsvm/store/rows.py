@@ -65,10 +65,29 @@ class StoreRows:
         except StoreError:
             raise
         except ValueError as exc:  # a failed checksum
-            raise StoreError(f"store {self.path} has a damaged chunk: {exc}") from exc
+            raise StoreError(self._damage(rows, exc)) from exc
         out = np.empty_like(block, dtype=dtype or block.dtype)
         out[order] = block
         return out
+
+    def _damage(self, rows, exc: BaseException) -> str:
+        """The error for a failed read of ``rows``: the first of their chunks that fails its checksum, named.
+
+        A job's check no longer reads every chunk of a large store that
+        records its values finite, so a damaged chunk may be met here first;
+        the message names it as :func:`~dimbsvm.store.find_damage` does. Only
+        the chunks these rows touch are read again.
+        """
+        step, n_rows = int(self._array.chunks[0]), int(self._array.shape[0])
+        for chunk in np.unique(np.asarray(rows, dtype=np.int64) // step).tolist():
+            start = chunk * step
+            try:
+                self._array[start:start + step]
+            except ValueError as chunk_exc:
+                return (f"store {self.path} has a damaged chunk: chunk {chunk} of X (rows {start}.."
+                        f"{min(start + step, n_rows) - 1}) failed its checksum: {chunk_exc}; rebuild it with "
+                        f"`dimbsvm ingest SOURCE {self.path} --overwrite`")
+        return f"store {self.path} has a damaged chunk: {exc}"
 
     def labels(self) -> "StoreLabels":
         """A handle on the same store's labels."""
