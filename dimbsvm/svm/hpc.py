@@ -110,6 +110,11 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         factors an ``(n+1) x (n+1)`` matrix).
     class_weight : dict, "balanced" or None, default=None
         Per-class multipliers of ``C`` (not in the paper; ``None`` is the paper).
+        The paper's plain hinge loss has no imbalance handling: on a rare,
+        overlapping minority (1 % of the rows) ``None`` predicts the majority
+        everywhere, as an unweighted ``LinearSVC`` does. ``"balanced"``
+        (``n / (2 n_c)``, summing to ``n``, so ``C`` and ``c1`` keep their
+        scale) is what the registry's ``hpc`` (:mod:`dimbsvm.estimators`) uses.
     knn_method : {"auto", "exact", "pynndescent"}, default="auto"
         Neighbour search of :func:`dimbsvm.graph.knn.nearest_neighbors`.
     solver : {"liblinear", "sgd"}, default="liblinear"
