@@ -31,6 +31,7 @@ def stored(tmp_path_factory):
 
 def _fit(rows, y, params, client, monkeypatch, *, ranged):
     monkeypatch.setattr(folds, "RANGED_THRESHOLD", ranged)
+    monkeypatch.setattr(threshold_tasks, "ROWS_PER_RANGE", 300)  # several ranges of these few rows
     train, test = repeat_splits(y, n_splits=3, seed=1)[0]
     specs = [FoldSpec((1, 0), train, test, keep_model=True), FoldSpec(("final",), np.arange(y.size), test[:0])]
     setup = FoldSetup(make_estimator("ensemble_othr", params), minority_class(y), scaler="minmax", impute="none",
@@ -113,9 +114,10 @@ def test_a_gathered_search_gives_the_serial_model(client, stored, monkeypatch):
     _assert_same_models(ranged, _fit(rows, y, PARAMS[0], client, monkeypatch, ranged=False))
 
 
-def test_the_plan_has_range_tasks_and_no_gathering_assemble(stored):
+def test_the_plan_has_range_tasks_and_no_gathering_assemble(stored, monkeypatch):
     from dimbsvm.parallel import TaskPlan
 
+    monkeypatch.setattr(threshold_tasks, "ROWS_PER_RANGE", 100)  # one range per chunk
     rows, y = stored
     train, test = repeat_splits(y, n_splits=3, seed=1)[0]
     n_chunks = -(-y.size // 256)

@@ -20,13 +20,16 @@ from ..svm import range_threshold as ranges
 from .chunk_bodies import pooled_oob_block
 from .spans import rows_within
 
-__all__ = ["MAX_THRESHOLD_RANGES", "add_ranged_search", "digest_block", "oob_run_block",
+__all__ = ["MAX_THRESHOLD_RANGES", "ROWS_PER_RANGE", "add_ranged_search", "digest_block", "oob_run_block",
            "pick_block", "plan_block", "range_merge_block", "range_search_params", "ranged_shift", "summary_block"]
 
 logger = logging.getLogger(__name__)
 
-#: Value ranges per fold at most: one per training chunk up to this many (enough for 64 workers).
+#: Value ranges per fold at most (enough for 64 workers).
 MAX_THRESHOLD_RANGES = 64
+#: Training rows per value range: fewer, larger ranges where there are few rows (each range is
+#: three short tasks on the fold's critical path; their merges cost ~0.1 us a row).
+ROWS_PER_RANGE = 250_000
 
 # critical-path tasks of the fold: ahead of queued chunk work of other folds
 _PRIORITY = 5
@@ -78,7 +81,7 @@ def pick_block(block, summaries, plan, *, index, max_candidates):
     return ranges.pick_ranks(block, summaries, plan, index, max_candidates=max_candidates)
 
 
-def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, pos_label, search):
+def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_train, pos_label, search):
     """Add the range tasks of one fold's shared threshold.
 
     Parameters
@@ -89,6 +92,9 @@ def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, pos_la
         The fitted members.
     train_chunks : list of (int, int)
         The stored chunks of the training rows.
+    n_train : int
+        How many training rows: one value range per :data:`ROWS_PER_RANGE`, at
+        most one per chunk and :data:`MAX_THRESHOLD_RANGES`.
     pos_label : object
         The fold's positive class (as the members were planned with it).
     search : dict
@@ -104,7 +110,7 @@ def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, pos_la
     runs = [plan.add(oob_run_block, dict(X=X, y=y, prepared=prepared, rows=rows, parts=parts, span=span,
                                          pos_label=pos_label), name="oob") for span in train_chunks]
     digests = [plan.add(digest_block, dict(run=run), name="thr_digest", priority=_PRIORITY) for run in runs]
-    n_ranges = max(1, min(len(train_chunks), MAX_THRESHOLD_RANGES))
+    n_ranges = max(1, min(len(train_chunks), MAX_THRESHOLD_RANGES, -(-int(n_train) // ROWS_PER_RANGE)))
     planned = plan.add(plan_block, dict(digests=digests, smoothing=search["smoothing"], n_ranges=n_ranges),
                        name="thr_plan", priority=_PRIORITY)
     blocks = [plan.add(range_merge_block, dict(runs=runs, plan=planned, index=i), name="thr_range", priority=_PRIORITY)

@@ -365,9 +365,12 @@ def _kept_ranks(summaries, plan: RangePlan, max_candidates) -> _Kept:
         positions = np.arange(n_candidates)
     else:
         n_spaced = max(int(max_candidates) - 1, 1)  # theta = 0 (position 0) is kept besides them
-        ranks = np.unique(np.linspace(0, n_candidates - 1, n_spaced).round().astype(np.int64))
+        ranks = np.linspace(0, n_candidates - 1, n_spaced).round().astype(np.int64)
+        if not np.all(ranks[1:] > ranks[:-1]):  # (spaced by more than 1 they are already np.unique's)
+            ranks = np.unique(ranks)
         order = np.where(ranks < z, ranks + 1, np.where(ranks == z, 0, ranks))  # the stable order at those ranks
-        positions = np.unique(np.concatenate([[0], order]))
+        # order without its 0 increases (1..z below rank z, z+1.. above): [0, rest] is np.unique([0, *order])
+        positions = np.concatenate([[0], order[order != 0]])
     lower = n_distinct - 1 - positions[1:]
     # thinned to at most MAX_SMOOTHED_CANDIDATES - 1 (or all of fewer): the margin-by-margin path needs
     # every negative margin, the binned one only the grid
@@ -403,9 +406,11 @@ def pick_ranks(block: RangeBlock, summaries, plan: RangePlan, index, *, max_cand
     kept = _kept_ranks(summaries, plan, max_candidates)
     if index >= len(summaries) or block.starts.size == 0:
         return RangePicks(empty, np.empty(0), empty, empty, block.values[:0] if kept.needs_negatives else None)
-    start = kept.offsets[index]
-    ranks = np.union1d(kept.lower, kept.lower + 1)
-    ranks = ranks[(ranks >= start) & (ranks < start + block.starts.size)]
+    start, stop = kept.offsets[index], kept.offsets[index] + block.starts.size
+    lower = kept.lower[::-1]  # increasing; a candidate needs its lower rank and the one above it
+    lower = lower[np.searchsorted(lower, start - 1):np.searchsorted(lower, stop)]
+    ranks = np.union1d(lower, lower + 1)
+    ranks = ranks[(ranks >= start) & (ranks < stop)]
     local = ranks - start
     starts = block.starts[local]
     ends = np.append(block.starts[1:], block.values.size)[local]
