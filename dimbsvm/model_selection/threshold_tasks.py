@@ -43,9 +43,10 @@ def range_search_params(estimator):
     pooled margin).
     """
     params = estimator.get_params(deep=False)
-    if params.get("candidates") != "midpoints" or params.get("probability"):
+    keys = ("objective", "smoothing", "tolerance", "min_precision", "max_candidates")
+    if params.get("candidates") != "midpoints" or params.get("probability") or not all(k in params for k in keys):
         return None
-    return {key: params[key] for key in ("objective", "smoothing", "tolerance", "min_precision", "max_candidates")}
+    return {key: params[key] for key in keys}
 
 
 def oob_run_block(X, y, prepared, rows, parts, *, span, pos_label) -> ranges.SortedRun:
