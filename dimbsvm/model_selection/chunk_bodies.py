@@ -134,11 +134,14 @@ def _outside(sorted_positions, first, stop):
     return outside
 
 
-def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, pooled=None):
+def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, pooled=None,
+                  range_plan=None, range_summaries=None, range_picks=None, range_search=None):
     """Task body: the fold's fitted model from its parts (:func:`finish_fold` without the scoring).
 
     ``pooled`` are the :func:`pooled_oob_block` results of every chunk of the
-    training rows, for an ensemble whose members kept only their bags.
+    training rows, for an ensemble whose members kept only their bags. The
+    ``range_*`` arguments instead carry the shared threshold searched by
+    range tasks (:func:`~dimbsvm.model_selection.threshold_tasks.add_ranged_search`).
 
     Returns
     -------
@@ -151,10 +154,16 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
         X_train, y_train, train = training_data(X, y, prepared, rows)
         if train is not None:
             X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
-        pooled_margins = None
+        pooled_margins = shared_shift = None
         if pooled is not None:
             pooled_margins = _pooled_margins(pooled, len(rows.train))
-        final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds, pooled_margins=pooled_margins)
+        elif range_plan is not None:
+            from .threshold_tasks import ranged_shift
+
+            pooled_margins, shared_shift = ranged_shift(range_plan, range_summaries, range_picks, range_search,
+                                                        len(rows.train))
+        final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds, pooled_margins=pooled_margins,
+                                                  shared_shift=shared_shift)
     else:
         [final] = fitted
     fit_time = prepared.fit_time + sum(seconds for _, seconds in parts) + time.perf_counter() - start

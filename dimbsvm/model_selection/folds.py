@@ -36,10 +36,16 @@ from .scoring import needs_scores
 from .spans import chunk_spans
 from .search import Search
 from .searched_folds import add_searched_fold
+from .threshold_tasks import add_ranged_search, range_search_params
 
-__all__ = ["FoldSetup", "FoldSpec", "PartStore", "add_fold", "run_folds"]
+__all__ = ["RANGED_THRESHOLD", "FoldSetup", "FoldSpec", "PartStore", "add_fold", "run_folds"]
 
 logger = logging.getLogger(__name__)
+
+#: Search an ensemble's shared threshold over a store with value-range tasks
+#: (:mod:`dimbsvm.model_selection.threshold_tasks`; the same result, bit for bit),
+#: instead of in the one assemble task per fold.
+RANGED_THRESHOLD = True
 
 
 @dataclass(frozen=True)
@@ -223,8 +229,15 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
             saved_parts[ref.id] = (spec.key, part.index)
         fitted.append(ref)
     test_chunks = chunk_spans(spec.test, block_rows) if block_rows and in_order else []
-    pooled = None
-    if pool_by_chunk:
+    pooled, ranged = None, {}
+    search = range_search_params(estimator) if pool_by_chunk and RANGED_THRESHOLD else None
+    if search is not None:
+        # the shared threshold searched by value-range tasks, not inside the one assemble task
+        ranged = add_ranged_search(plan, X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
+                                   train_chunks=train_chunks, n_train=len(spec.train),
+                                   pos_label=parts[0].member.pos_label, search=search)
+        pooled = []
+    elif pool_by_chunk:
         pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, rows=rows, parts=fitted, span=span),
                            name="oob") for span in train_chunks]
     if len(test_chunks) <= 1 and pooled is None:
@@ -236,7 +249,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         return finish, saved_parts, reused
     # the test rows of a store scored as one task per stored chunk, after the model is assembled
     assembled = plan.add(assemble_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
-                                             estimator=estimator, seeds=seeds, pooled=pooled), name="assemble")
+                                             estimator=estimator, seeds=seeds, pooled=pooled or None, **ranged),
+                         name="assemble")
     if not len(spec.test):
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,

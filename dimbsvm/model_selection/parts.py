@@ -31,7 +31,7 @@ class FitsInMembers(Protocol):
     def plan_members(self, y) -> MemberPlan:
         """Every member's seed and :class:`~dimbsvm.svm.members.MemberSpec`, from the training labels."""
 
-    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None):
+    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None, shared_shift=None):
         """The fitted estimator from its fitted members (in plan order)."""
 
     def pools_out_of_bag(self) -> bool:

@@ -434,7 +434,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         """Whether the out-of-bag margins can be pooled over all members at once (a shared shift, no grid)."""
         return self.threshold == "pooled_oob" and self.param_grid is None
 
-    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None):
+    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None, shared_shift=None):
         """Finish fitting from members fitted by :func:`fit_member` (see :meth:`plan_members`).
 
         Parameters
@@ -457,6 +457,11 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             A third entry may give ``np.argsort(margins, kind="stable")``
             (NaN last), which the shared search then checks and uses instead
             of sorting the margins itself.
+        shared_shift : SharedShift, default=None
+            The shared shift already searched by the caller on the pooled
+            out-of-bag margins, exactly as the search here would find it
+            (:mod:`dimbsvm.svm.range_threshold`, without ``probability``, which
+            needs the margins); it is set instead of searching.
 
         Returns
         -------
@@ -466,7 +471,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self._resolve_bags(positive)
         self.n_features_in_ = int(X.shape[1])
         self.seeds_ = np.asarray(seeds)
-        return self._set_members(X, positive, list(members), pooled_margins)
+        return self._set_members(X, positive, list(members), pooled_margins, shared_shift)
 
     def _scaled_defaults(self, n_samples, n_minority):
         """``max_samples="auto"``: bags of ``LARGE_N`` rows once ``None``'s bag would be larger."""
@@ -535,7 +540,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             **self._threshold_search(),
         )
 
-    def _set_members(self, X, positive, members, pooled_margins=None):
+    def _set_members(self, X, positive, members, pooled_margins=None, shared_shift=None):
         """Finish fitting from fitted members: the shared shift (if pooled) and the attributes."""
         if self.probability and self.threshold != "pooled_oob":
             raise ValueError("probability=True calibrates the pooled out-of-bag margins: it needs "
@@ -551,7 +556,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self._pooled = self.threshold == "pooled_oob"
         if self._pooled:
             members = self._fit_shared_threshold(X, positive, members, self._threshold_search(),
-                                                 pooled_margins)
+                                                 pooled_margins, shared_shift)
         self.members_ = members
         self.estimators_ = [member.estimator for member in self.members_]
         self.thresholds_ = np.array([member.threshold for member in self.members_])
@@ -569,11 +574,14 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self.seeds_ = np.concatenate([self.seeds_[i * per_setting:(i + 1) * per_setting] for i in kept])
         return members
 
-    def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None):
-        """Search one shift on the pooled out-of-bag margins; set it in every member."""
-        shift = search_shared_shift(X, positive, members, search, pooled_margins=pooled_margins,
-                                    n_neighbors=self.n_neighbors, knn_method=self.knn_method,
-                                    random_state=int(self.seeds_[0]), max_candidates=self.max_candidates)
+    def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None, shift=None):
+        """Search one shift on the pooled out-of-bag margins (unless given); set it in every member."""
+        if shift is None:
+            shift = search_shared_shift(X, positive, members, search, pooled_margins=pooled_margins,
+                                        n_neighbors=self.n_neighbors, knn_method=self.knn_method,
+                                        random_state=int(self.seeds_[0]), max_candidates=self.max_candidates)
+        elif self.probability:
+            raise ValueError("probability=True calibrates on the pooled margins: the shift is searched here")
         self.threshold_margins_, self.threshold_, self.candidates_ = shift.margins_used, shift.theta, shift.table
         if self.probability:
             if self.threshold_margins_ != "oob":  # the training rows' own margins would make it overconfident

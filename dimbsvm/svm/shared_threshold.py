@@ -40,10 +40,11 @@ class SharedShift:
     margins_used : {"oob", "train"}
         Pooled out-of-bag margins, or (when those miss a class) the mean
         margins of all training rows.
-    rows : ndarray of int
-        The training rows searched.
-    margins : ndarray of float
-        Their margins, in the order of ``rows``.
+    rows : ndarray of int or None
+        The training rows searched (``None`` when searched from value
+        ranges, :mod:`dimbsvm.svm.range_threshold`: no task holds them all).
+    margins : ndarray of float or None
+        Their margins, in the order of ``rows`` (``None`` likewise).
     """
 
     theta: float

@@ -36,6 +36,7 @@ __all__ = [
     "OBJECTIVES",
     "SMOOTHINGS",
     "best_threshold",
+    "chosen_threshold",
     "farther_majority_neighbours",
     "midpoint_candidates",
     "othr_candidates",
@@ -147,17 +148,51 @@ def _binned_smoothed_count(sorted_margins, theta, bandwidth, sample_weight=None)
     sum), so the work per candidate is ~1,150 kernel evaluations, whatever the
     number of margins.
     """
-    from scipy.special import ndtr
-
     delta = bandwidth / _BINS_PER_BANDWIDTH
     low = sorted_margins[0]
+    n_grid = int(np.floor((sorted_margins[-1:] - low) / delta).astype(np.int64)[0]) + 2
+    weights = _grid_weights(sorted_margins, low, delta, n_grid, sample_weight)
+    return _count_from_grid(weights, low, delta, theta, bandwidth)
+
+
+def _grid_bins(sorted_margins, low, delta, sample_weight=None):
+    """The linear binning's two sums per grid point: ``(left, at_left, at_right)``.
+
+    ``at_left[k - left[0]]`` sums ``mass * (1 - frac)`` of the margins whose left grid
+    point is ``k``, ``at_right[k - left[0]]`` sums ``mass * frac`` of the same margins
+    (the weight of point ``k + 1``), each in the margins' order. Margins cut into value ranges
+    whose bounds are grid points give every point's sums from one range, in the same
+    order: the same bits as binning them all at once (:mod:`dimbsvm.svm.range_threshold`).
+    """
     position = (sorted_margins - low) / delta
     left = np.floor(position).astype(np.int64)
     frac = position - left
-    n_grid = int(left[-1]) + 2
     mass = np.ones(sorted_margins.size) if sample_weight is None else sample_weight
-    weights = (np.bincount(left, weights=mass * (1.0 - frac), minlength=n_grid)
-               + np.bincount(left + 1, weights=mass * frac, minlength=n_grid))
+    first = int(left[0]) if left.size else 0
+    return (first, np.bincount(left - first, weights=mass * (1.0 - frac)),
+            np.bincount(left - first, weights=mass * frac))
+
+
+def _grid_weights(sorted_margins, low, delta, n_grid, sample_weight=None):
+    """Every grid point's weight: its two binning sums (:func:`_grid_bins`), added."""
+    first, at_left, at_right = _grid_bins(sorted_margins, low, delta, sample_weight)
+    return _added_bins([(first, at_left, at_right)], n_grid)
+
+
+def _added_bins(bins, n_grid):
+    """The grid weights from :func:`_grid_bins` of disjoint runs of grid points (a point's sums from one run)."""
+    at_left, at_right = np.zeros(n_grid), np.zeros(n_grid)
+    for first, left_sums, right_sums in bins:
+        at_left[first:first + left_sums.size] = left_sums
+        at_right[first + 1:first + 1 + right_sums.size] = right_sums
+    return at_left + at_right
+
+
+def _count_from_grid(weights, low, delta, theta, bandwidth):
+    """The binned smoothed counts per theta from the grid weights (``low + k * delta``)."""
+    from scipy.special import ndtr
+
+    n_grid = weights.size
     grid = low + delta * np.arange(n_grid)
     at_or_above = np.append(np.cumsum(weights[::-1])[::-1], 0.0)  # at_or_above[k] = sum of weights[k:]
     reach = _KERNEL_REACH * bandwidth
@@ -285,6 +320,40 @@ def best_threshold(
     tn = _at_or_below(neg_sorted, neg_weights, -theta)
     if weights is not None:  # a cumulative sum and a total of the same weights can differ in the last bits
         tp, tn = np.clip(tp, 0.0, n_pos), np.clip(tn, 0.0, n_neg)
+    bandwidth = _bandwidth(smoothing, pos_sorted, margins)
+    smoothed = None
+    if bandwidth > 0:
+        scored = _thinned(theta, MAX_SMOOTHED_CANDIDATES)
+        smoothed = (scored, _smoothed_count(pos_sorted, theta[scored], bandwidth, pos_weights),
+                    _smoothed_count(neg_sorted, theta[scored], bandwidth, neg_weights))
+    return chosen_threshold(theta, tp, tn, n_pos, n_neg, smoothed, objective=objective, tolerance=tolerance,
+                            min_precision=min_precision)
+
+
+def chosen_threshold(theta, tp, tn, n_pos, n_neg, smoothed=None, *, objective="g_mean", tolerance=0.0,
+                     min_precision=0.0):
+    """The candidate table and the best shift from the counts of every candidate (:func:`best_threshold`'s end).
+
+    Parameters
+    ----------
+    theta : ndarray of shape (n_candidates,)
+    tp, tn : ndarray of shape (n_candidates,)
+        True positives and true negatives per candidate: integers (exact
+        G-mean ties) or weight sums.
+    n_pos, n_neg : int or float
+        The class totals.
+    smoothed : tuple or None, default=None
+        ``(scored, s_tp, s_fp)``: the positions of the scored candidates and
+        their smoothed true and false positives; ``None``: exact counts.
+    objective, tolerance, min_precision
+        As :func:`best_threshold` takes them (checked there).
+
+    Returns
+    -------
+    theta : float
+    table : dict of ndarray
+        As :func:`best_threshold` returns them.
+    """
     fp = n_neg - tn
     tpr, tnr = tp / n_pos, tn / n_neg
     predicted = tp + fp
@@ -293,11 +362,8 @@ def best_threshold(
     # 2 TP / (2 TP + FP + FN), eq. 18; n_pos + predicted > 0 always
     f_measure = (2 * tp) / (n_pos + predicted)
 
-    bandwidth = _bandwidth(smoothing, pos_sorted, margins)
-    if bandwidth > 0:
-        scored = _thinned(theta, MAX_SMOOTHED_CANDIDATES)
-        s_tp = _smoothed_count(pos_sorted, theta[scored], bandwidth, pos_weights)
-        s_fp = _smoothed_count(neg_sorted, theta[scored], bandwidth, neg_weights)
+    if smoothed is not None:
+        scored, s_tp, s_fp = smoothed
         s_g = np.sqrt(np.clip((s_tp / n_pos) * (1.0 - s_fp / n_neg), 0.0, None))
         s_f = (2 * s_tp) / (n_pos + s_tp + s_fp)
         score = np.full(theta.size, -np.inf)

@@ -1,0 +1,143 @@
+"""The ensemble's shared threshold searched by range tasks instead of inside the one assemble task.
+
+Task bodies around :mod:`dimbsvm.svm.range_threshold` (which holds the
+arithmetic and why its result is the serial search's, bit for bit), and
+:func:`add_ranged_search`, which adds them to a fold's plan: per stored chunk
+its pooled out-of-bag margins as a sorted run (:func:`oob_run_block`) and a
+small digest of it; one plan task (the positives, the bandwidth, the range
+bounds); per value range a merge of every run's slice, its summary and the
+candidates it holds; :func:`~dimbsvm.model_selection.chunk_bodies.assemble_fold`
+then scores the at most ``max_candidates`` candidates. No Dask here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..svm import range_threshold as ranges
+from .chunk_bodies import pooled_oob_block
+from .spans import rows_within
+
+__all__ = ["MAX_THRESHOLD_RANGES", "ROWS_PER_RANGE", "add_ranged_search", "digest_block", "oob_run_block",
+           "pick_block", "plan_block", "range_merge_block", "range_search_params", "ranged_shift", "summary_block"]
+
+logger = logging.getLogger(__name__)
+
+#: Value ranges per fold at most (enough for 64 workers).
+MAX_THRESHOLD_RANGES = 64
+#: Training rows per value range: fewer, larger ranges where there are few rows (each range is
+#: three short tasks on the fold's critical path; their merges cost ~0.1 us a row).
+ROWS_PER_RANGE = 250_000
+
+# critical-path tasks of the fold: ahead of queued chunk work of other folds
+_PRIORITY = 5
+
+
+def range_search_params(estimator):
+    """The threshold search's parameters when range tasks can run it exactly, else ``None``.
+
+    Only midpoint candidates (eq. 23's need each minority row's neighbours in
+    input space) and no ``probability`` (Platt's sigmoid is fitted on every
+    pooled margin).
+    """
+    params = estimator.get_params(deep=False)
+    keys = ("objective", "smoothing", "tolerance", "min_precision", "max_candidates")
+    if params.get("candidates") != "midpoints" or params.get("probability") or not all(k in params for k in keys):
+        return None
+    return {key: params[key] for key in keys}
+
+
+def oob_run_block(X, y, prepared, rows, parts, *, span, pos_label) -> ranges.SortedRun:
+    """Task body: one chunk's pooled out-of-bag margins (:func:`pooled_oob_block`) as a sorted run with classes."""
+    chunk = pooled_oob_block(X, prepared, rows, parts, span=span)
+    first, stop = rows_within(rows.train, span)
+    positive = np.asarray(y)[rows.train[first:stop]] == pos_label
+    return ranges.sorted_run(chunk.first, chunk.margins, chunk.counts, chunk.order, positive)
+
+
+def digest_block(run):
+    """Task body: :func:`~dimbsvm.svm.range_threshold.run_digest`."""
+    return ranges.run_digest(run)
+
+
+def plan_block(digests, *, smoothing, n_ranges):
+    """Task body: :func:`~dimbsvm.svm.range_threshold.plan_ranges`."""
+    return ranges.plan_ranges(digests, smoothing=smoothing, n_ranges=n_ranges)
+
+
+def range_merge_block(runs, plan, *, index):
+    """Task body: :func:`~dimbsvm.svm.range_threshold.range_block` (reads a slice of every run)."""
+    return ranges.range_block(runs, plan, index)
+
+
+def summary_block(block, plan):
+    """Task body: :func:`~dimbsvm.svm.range_threshold.range_summary`."""
+    return ranges.range_summary(block, plan)
+
+
+def pick_block(block, summaries, plan, *, index, max_candidates):
+    """Task body: :func:`~dimbsvm.svm.range_threshold.pick_ranks`."""
+    return ranges.pick_ranks(block, summaries, plan, index, max_candidates=max_candidates)
+
+
+def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_train, pos_label, search):
+    """Add the range tasks of one fold's shared threshold.
+
+    Parameters
+    ----------
+    plan : TaskPlan
+    X, y, prepared, rows : TaskRef
+    parts : list of TaskRef
+        The fitted members.
+    train_chunks : list of (int, int)
+        The stored chunks of the training rows.
+    n_train : int
+        How many training rows: one value range per :data:`ROWS_PER_RANGE`, at
+        most one per chunk and :data:`MAX_THRESHOLD_RANGES`.
+    pos_label : object
+        The fold's positive class (as the members were planned with it).
+    search : dict
+        :func:`range_search_params`.
+
+    Returns
+    -------
+    dict
+        The keyword arguments of ``assemble_fold`` that carry the search:
+        ``range_plan``, ``range_summaries``, ``range_picks`` (task
+        references) and ``range_search``.
+    """
+    runs = [plan.add(oob_run_block, dict(X=X, y=y, prepared=prepared, rows=rows, parts=parts, span=span,
+                                         pos_label=pos_label), name="oob") for span in train_chunks]
+    digests = [plan.add(digest_block, dict(run=run), name="thr_digest", priority=_PRIORITY) for run in runs]
+    n_ranges = max(1, min(len(train_chunks), MAX_THRESHOLD_RANGES, -(-int(n_train) // ROWS_PER_RANGE)))
+    planned = plan.add(plan_block, dict(digests=digests, smoothing=search["smoothing"], n_ranges=n_ranges),
+                       name="thr_plan", priority=_PRIORITY)
+    blocks = [plan.add(range_merge_block, dict(runs=runs, plan=planned, index=i), name="thr_range", priority=_PRIORITY)
+              for i in range(n_ranges)]
+    summaries = [plan.add(summary_block, dict(block=block, plan=planned), name="thr_summary", priority=_PRIORITY)
+                 for block in blocks]
+    picks = [plan.add(pick_block, dict(block=block, summaries=summaries, plan=planned, index=i,
+                                       max_candidates=search["max_candidates"]), name="thr_pick", priority=_PRIORITY)
+             for i, block in enumerate(blocks)]
+    return dict(range_plan=planned, range_summaries=summaries, range_picks=picks, range_search=search)
+
+
+def ranged_shift(planned, summaries, picks, search, n_rows):
+    """``(pooled_margins, shared_shift)`` for ``fit_from_members`` from the range tasks' results.
+
+    A gathered plan (an input the ranges do not cover) gives the pooled
+    margins whole, for the serial search; otherwise the searched shift.
+    """
+    from ..svm.shared_threshold import SharedShift
+
+    if planned.gather:
+        logger.debug("shared threshold: gathered %d ranges for the serial search", len(picks))
+        return ranges.whole_margins(picks, n_rows), None
+    theta, table = ranges.searched_shift(summaries, picks, planned, objective=search["objective"],
+                                         tolerance=search["tolerance"], min_precision=search["min_precision"],
+                                         max_candidates=search["max_candidates"])
+    logger.debug("shared threshold %.6g chosen among %d candidates from %d value ranges", theta,
+                 table["theta"].size, len(picks))
+    return None, SharedShift(float(theta), table, "oob", None, None)
