@@ -189,14 +189,16 @@ def repeat_curves(positive, score, repeat, orders=None) -> dict:
         ``recall``, ``pr_thresholds`` and their ``average_precision``; and
         the repeat's ``n_pos`` and ``n_neg``.
     """
-    from sklearn.metrics import auc, precision_recall_curve, roc_curve
+    from sklearn.metrics import auc
+
+    from .curves import precision_recall_from_sorted, roc_from_sorted
 
     orders = orders if orders is not None else score_orders(score, repeat)
     curves = {}
     for seed, rows in orders.items():
-        here_positive, here_score = positive[rows], score[rows]  # presorted: scikit-learn's sorts are linear passes
-        fpr, tpr, roc_thresholds = roc_curve(here_positive, here_score)
-        precision, recall, pr_thresholds = precision_recall_curve(here_positive, here_score)
+        here_positive, here_score = positive[rows], score[rows]  # sorted by score: the curves are counts
+        fpr, tpr, roc_thresholds = roc_from_sorted(here_score, here_positive)
+        precision, recall, pr_thresholds = precision_recall_from_sorted(here_score, here_positive)
         n_pos = int(here_positive.sum())
         curves[seed] = {"fpr": fpr, "tpr": tpr, "roc_thresholds": roc_thresholds, "roc_auc": auc(fpr, tpr),
                         "precision": precision, "recall": recall, "pr_thresholds": pr_thresholds,

@@ -300,7 +300,7 @@ def chosen_cutoff(score, predicted, order=None):
     score, predicted = np.asarray(score, dtype=float), np.asarray(predicted, dtype=bool)
     order = np.argsort(score, kind="stable") if order is None else order
     s, p = score[order], predicted[order]
-    cutoffs, first = np.unique(s, return_index=True)
+    cutoffs, first = _distinct_sorted(s)
     negatives_below = np.concatenate([[0], np.cumsum(~p)])[first]  # predicted negative, and below the cutoff
     positives_below = np.concatenate([[0], np.cumsum(p)])[first]
     agree = negatives_below + (p.sum() - positives_below)
@@ -308,6 +308,14 @@ def chosen_cutoff(score, predicted, order=None):
     if (~p).sum() > agree[best]:  # predicting nothing positive agrees more: a cutoff above every score
         return float("inf"), float((~p).sum() / len(p))
     return float(cutoffs[best]), float(agree[best] / len(p))
+
+
+def _distinct_sorted(s):
+    """``np.unique(s, return_index=True)`` of increasing ``s``: one pass instead of a sort (NaN: the sort)."""
+    if s.size and np.isnan(s[-1]):
+        return np.unique(s, return_index=True)
+    first = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))
+    return s[first], first
 
 
 def threshold_rows(positive, score, cutoff, *, around=2, steps=50, order=None):
@@ -329,7 +337,7 @@ def threshold_rows(positive, score, cutoff, *, around=2, steps=50, order=None):
     positive, score = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float)
     order = np.argsort(score, kind="stable") if order is None else order
     s, positive_sorted = score[order], positive[order]
-    thresholds = np.unique(s)[::-1]  # decreasing, as roc_curve lists them
+    thresholds = _distinct_sorted(s)[0][::-1]  # decreasing, as roc_curve lists them
     at = int(np.searchsorted(-thresholds, -cutoff, side="left")) if np.isfinite(cutoff) else 0
     at = min(at, len(thresholds) - 1)
     step = max(1, len(thresholds) // steps)

@@ -1,0 +1,89 @@
+"""scikit-learn's ROC and precision-recall curves, from scores already sorted once.
+
+``roc_curve`` and ``precision_recall_curve`` validate their labels (two
+``np.unique`` passes), sort the scores and count positives above each
+distinct score. A report that has sorted each repeat's rows by score already
+(:func:`.figures.rows_by_score`) needs only the counts: integers, so the
+curves below are scikit-learn's bit for bit (``tests/test_report_curves.py``
+compares them on ties, signed zeros and random scores). Inputs with a single
+class go to scikit-learn itself, for its warnings and conventions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["precision_recall_from_sorted", "roc_from_sorted", "threshold_counts"]
+
+
+def threshold_counts(score, positive):
+    """False and true positives at each distinct score, as scikit-learn's ``confusion_matrix_at_thresholds``.
+
+    Parameters
+    ----------
+    score : ndarray of float
+        Scores in increasing order (a stable sort: equal scores keep their
+        rows' order).
+    positive : ndarray of bool
+        Whether each of those rows is of the positive class.
+
+    Returns
+    -------
+    fps, tps : ndarray of float64
+        Rows predicted positive at each threshold (score at least it), by
+        decreasing threshold.
+    thresholds : ndarray
+        The distinct scores, decreasing; of equal scores (``-0.0`` and
+        ``0.0``) the one of the last row, as scikit-learn's stable
+        descending sort leaves it.
+
+    Examples
+    --------
+    >>> fps, tps, thresholds = threshold_counts(np.array([0.1, 0.35, 0.4, 0.8]), np.array([0, 1, 0, 1], bool))
+    >>> fps.tolist(), tps.tolist(), thresholds.tolist()
+    ([0.0, 1.0, 1.0, 2.0], [1.0, 1.0, 2.0, 2.0], [0.8, 0.4, 0.35, 0.1])
+    """
+    score, positive = np.asarray(score), np.asarray(positive, dtype=bool)
+    n = score.size
+    starts = np.flatnonzero(np.concatenate([[True], score[1:] != score[:-1]]))  # each run of equal scores
+    ends = np.append(starts[1:], n)
+    positives_below = np.concatenate([[0], np.cumsum(positive, dtype=np.int64)])
+    at_least = (n - starts)[::-1]
+    tps = (positives_below[n] - positives_below[starts])[::-1]
+    return (at_least - tps).astype(np.float64), tps.astype(np.float64), score[ends - 1][::-1]
+
+
+def roc_from_sorted(score, positive):
+    """``sklearn.metrics.roc_curve(positive, score)`` (``drop_intermediate=True``) of increasing scores.
+
+    Returns ``(fpr, tpr, thresholds)``, as scikit-learn does.
+    """
+    positive = np.asarray(positive, dtype=bool)
+    if positive.all() or not positive.any():
+        from sklearn.metrics import roc_curve
+
+        return roc_curve(positive, score)
+    fps, tps, thresholds = threshold_counts(score, positive)
+    if fps.size > 2:  # the collinear points between corners, as scikit-learn drops them
+        kept = np.flatnonzero(np.concatenate([[True], np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), [True]]))
+        fps, tps, thresholds = fps[kept], tps[kept], thresholds[kept]
+    tps, fps = np.concatenate([[0.0], tps]), np.concatenate([[0.0], fps])
+    thresholds = np.concatenate([[np.inf], thresholds.astype(np.float64)])
+    return fps / fps[-1], tps / tps[-1], thresholds
+
+
+def precision_recall_from_sorted(score, positive):
+    """``sklearn.metrics.precision_recall_curve(positive, score)`` of increasing scores.
+
+    Returns ``(precision, recall, thresholds)``, as scikit-learn does.
+    """
+    positive = np.asarray(positive, dtype=bool)
+    if not positive.any():
+        from sklearn.metrics import precision_recall_curve
+
+        return precision_recall_curve(positive, score)
+    fps, tps, thresholds = threshold_counts(score, positive)
+    predicted = tps + fps  # at least one row: every threshold is a score
+    precision = tps / predicted
+    recall = tps / tps[-1]
+    return np.concatenate([precision[::-1], [1.0]]), np.concatenate([recall[::-1], [0.0]]), thresholds[::-1]
