@@ -32,8 +32,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
+from .._counts import unique_counts
 from ..distributed.client import TLSSettings, check_cluster_options
 from ..exceptions import DataError, DimbsvmError
 from ..model_selection.scoring import BINARY_METRICS
@@ -158,7 +158,7 @@ def check_class_count(data: JobData, name: str) -> None:
     dimbsvm.exceptions.DataError: ids.csv: 2000 classes (rows per class: 0: 2, 1: 2, 2: 2, 3: 2, 4: 2, 5: 2, \
 6: 2, 7: 2, 8: 2, 9: 2 and 1990 more); a job may have at most 1000: is the target column a class label?
     """
-    labels, counts = np.unique(data.y, return_counts=True)
+    labels, counts = unique_counts(data.y)
     if len(labels) > MAX_CLASSES:
         raise DataError(f"{name}: {len(labels)} classes (rows per class: {format_class_counts(labels, counts)}); "
                         f"a job may have at most {MAX_CLASSES}: is the target column a class label?")
@@ -199,7 +199,7 @@ def check_retrain(job: JobSpec, data: JobData, *, split: bool = False) -> None:
     """
     name = job.data.source
     settings = job.retrain
-    n_classes = len(np.unique(data.y))
+    n_classes = len(unique_counts(data.y)[0])
     binary = sorted(set(settings.gates) & set(BINARY_METRICS))
     if binary and n_classes > 2:
         raise DataError(f"{name}: {n_classes} classes, but retrain.gates {', '.join(binary)} need two; gate on "
@@ -258,7 +258,7 @@ def describe(checked: CheckedJob, *, placement=None) -> list[str]:
     without it, :attr:`CheckedJob.where`.
     """
     job, data = checked.job, checked.data
-    labels, counts = np.unique(data.y, return_counts=True)
+    labels, counts = unique_counts(data.y)
     names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
     cv = job.cv
     lines = [

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sklearn.utils import get_tags
 
+from .._counts import unique_counts
 from .._validation import is_dask_array
 from ..datasets import load
 from ..datasets._labels import label_key, positive_class_map, recode_labels
@@ -114,7 +115,7 @@ def class_names(data: JobData) -> dict[str, int]:
     >>> class_names(data)
     {'b': 0, 'a': 1}
     """
-    present = set(np.unique(data.y).tolist())
+    present = set(unique_counts(data.y)[0].tolist())
     class_map = data.meta.get("class_map") or {label_key(code): code for code in present}
     return {str(name): int(code) for name, code in class_map.items() if int(code) in present}
 
@@ -142,7 +143,7 @@ def coded_as(data: JobData, class_map: dict[str, int], *, reference: str) -> Job
         return data
     logger.info("%s: labels coded as %s codes them (%s), not as the class balance would", data.name, reference,
                 ", ".join(f"{name!r} -> {code}" for name, code in sorted(class_map.items(), key=lambda kv: kv[1])))
-    labels, counts = np.unique(y, return_counts=True)
+    labels, counts = unique_counts(y)
     meta = dict(data.meta, class_map=dict(class_map),
                 class_counts={str(int(k)): int(c) for k, c in zip(labels, counts)})
     return dataclasses.replace(data, y=y, meta=meta)
@@ -266,7 +267,7 @@ def check_job_data(data: JobData, job: JobSpec) -> None:
         raise DataError(f"{name}: a stored feature stage is kept in a dimbsvm Zarr store, and the data is not "
                         f"one; ingest it first (dimbsvm ingest {name} STORE.zarr) and name the store in data.source")
     _check_finite(data, impute=job.preprocessing.impute != "none", name=name)
-    labels, counts = np.unique(y, return_counts=True)
+    labels, counts = unique_counts(y)
     if len(labels) < 2:
         raise DataError(f"{name}: only one class ({labels[0] if len(labels) else 'none'}) in the labels; "
                         "classification needs at least two")

@@ -22,6 +22,8 @@ import numpy as np
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import check_random_state
 
+from .._counts import unique_counts
+
 __all__ = ["fold_indices", "minority_class", "repeat_seeds", "repeat_splits", "stratified_test_folds"]
 
 #: The fast path counts labels with ``np.bincount`` over ``max - min + 1`` bins: wider label ranges (sparse,
@@ -78,7 +80,7 @@ def minority_class(y):
     >>> minority_class([0, 1, 1]), minority_class(["b", "a", "b"]), minority_class(["a", "b"])
     (0, 'a', 'b')
     """
-    labels, counts = np.unique(np.asarray(y), return_counts=True)
+    labels, counts = unique_counts(np.asarray(y))
     order = np.lexsort((-np.arange(labels.size), counts))  # labels are sorted: ties go to the larger
     return labels[order[0]].item()
 

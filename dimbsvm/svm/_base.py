@@ -26,6 +26,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
+from dimbsvm._counts import unique_counts
 from dimbsvm.svm.calibration import platt_probability
 from dimbsvm.svm.scaled_defaults import LARGE_N, large_n_estimator, log_scaled
 
@@ -214,8 +215,10 @@ def binary_classes(y, name):
     ValueError
         If ``y`` is continuous, has one class, or more than two.
     """
-    check_classification_targets(y)
-    classes, counts = np.unique(y, return_counts=True)
+    y = np.asarray(y)
+    if y.ndim != 1 or y.dtype.kind not in "iu":  # 1-d integers are class labels; the rest is checked
+        check_classification_targets(y)
+    classes, counts = unique_counts(y)
     if classes.size > 2:
         raise ValueError(
             f"Only binary classification is supported. {name} got {classes.size} classes "
