@@ -201,12 +201,12 @@ def _run(d, data=None, *extra, **spec):
     return ["run", _job(d, data, **spec), "--out", d / "out", *extra]
 
 
-def _store(d: Path, damage=None) -> Path:
+def _store(d: Path, damage=None, n=120, d_features=3) -> Path:
     from dimbsvm.store import ingest
 
-    X, y = _binary_data(120, 30)
+    X, y = _binary_data(n, n // 4, d=d_features)
     path = d / "data.zarr"
-    ingest((X, (y == "pos").astype(np.int32)), path, chunk_rows=40)
+    ingest((X, (y == "pos").astype(np.int32)), path, chunk_rows=40 if n == 120 else 40_000)
     if damage == "flip":
         chunk = path / "X" / "c" / "1" / "0"
         blob = bytearray(chunk.read_bytes())
@@ -447,6 +447,13 @@ def _rows() -> list:
         # stores
         Row("store-flipped-byte", "17.6", lambda d: _run(d, _store(d, "flip")),
             r"store .*data\.zarr: chunk 1 of X \(rows 40\.\.79\) failed its checksum"),
+        # a store large enough that the job trusts ingest's NaN/inf record instead of reading it whole: the
+        # first task that reads the damaged chunk names it, in one line
+        Row("store-flipped-byte-large", "17.6",
+            lambda d: _run(d, _store(d, "flip", n=140_000, d_features=64), estimator={"name": "linear_svc"},
+                           cv={"n_splits": 2}),
+            r"store .*data\.zarr has a damaged chunk: chunk 1 of X \(rows 40000\.\.79999\) failed its checksum",
+            cluster=True),
         Row("store-truncated-label-chunk", "17.6", lambda d: _run(d, _store(d, "truncate-labels")),
             r"store .*data\.zarr: chunk 1 of y \(rows 40\.\.79\) failed its checksum"),
         Row("store-missing-chunk", "17.2", lambda d: _run(d, _store(d, "missing")),
