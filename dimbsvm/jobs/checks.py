@@ -151,6 +151,7 @@ def check_class_count(data: JobData, name: str) -> None:
 
     Examples
     --------
+    >>> import numpy as np
     >>> data = JobData(X=np.zeros((4000, 1)), y=np.repeat(np.arange(2000), 2), meta={})
     >>> check_class_count(data, "ids.csv")
     Traceback (most recent call last):
