@@ -878,3 +878,22 @@ def test_class_counts_are_scikit_learns_confusion_matrix():
                                           confusion_matrix(y_true, y_pred, labels=codes))
     with pytest.raises(ValueError, match="not one of the class codes"):
         class_counts(np.array([0, 2]), np.array([0, 1]), [0, 1])
+
+
+def test_threshold_rows_count_the_rows_at_or_above_each_threshold_by_definition():
+    # against a pass over the rows per threshold, on ties, rounded scores and unscored (NaN) rows
+    from dimbsvm.report.run_report import threshold_rows
+
+    rng = np.random.default_rng(5)
+    for trial in range(100):
+        n = int(rng.integers(2, 2_000))
+        score = np.round(rng.normal(size=n), int(rng.integers(0, 4)))
+        positive = rng.random(n) < 0.2
+        if trial % 3 == 0:
+            score[rng.random(n) < 0.1] = np.nan
+        for row in threshold_rows(positive, score, float(rng.normal())):
+            predicted = score >= row["threshold"]
+            tp, fp = int(np.sum(predicted & positive)), int(np.sum(predicted & ~positive))
+            assert row["tpr"] == tp / max(int(positive.sum()), 1)
+            assert row["fpr"] == fp / max(int((~positive).sum()), 1)
+            assert row["precision"] == tp / (tp + fp)

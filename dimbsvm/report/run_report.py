@@ -337,7 +337,8 @@ def threshold_rows(positive, score, cutoff, *, around=2, steps=50, order=None):
     positive, score = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float)
     order = np.argsort(score, kind="stable") if order is None else order
     s, positive_sorted = score[order], positive[order]
-    thresholds = _distinct_sorted(s)[0][::-1]  # decreasing, as roc_curve lists them
+    scored = len(s) - int(np.isnan(s).sum())  # NaN sorts last: below every threshold, and none itself
+    thresholds = _distinct_sorted(s[:scored])[0][::-1]  # decreasing, as roc_curve lists them
     at = int(np.searchsorted(-thresholds, -cutoff, side="left")) if np.isfinite(cutoff) else 0
     at = min(at, len(thresholds) - 1)
     step = max(1, len(thresholds) // steps)
@@ -346,9 +347,9 @@ def threshold_rows(positive, score, cutoff, *, around=2, steps=50, order=None):
     positives_below = np.concatenate([[0], np.cumsum(positive_sorted)])
     rows = []
     for i in picks:
-        below = int(np.searchsorted(s, thresholds[i], side="left"))  # the rows predicted negative
-        tp = n_pos - int(positives_below[below])
-        fp = (len(s) - below) - tp
+        below = int(np.searchsorted(s[:scored], thresholds[i], side="left"))  # the rows predicted negative
+        tp = int(positives_below[scored] - positives_below[below])
+        fp = (scored - below) - tp
         tpr, fpr = tp / max(n_pos, 1), fp / max(n_neg, 1)
         precision = tp / (tp + fp)  # a threshold is a score: at least one row is predicted positive
         f_measure = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
