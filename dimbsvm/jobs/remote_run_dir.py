@@ -292,10 +292,14 @@ def publish_run_dir(run_dir: Path, url: str) -> str:
     fs, path = filesystem(url)
     plan_remote_out(url)  # checked again: another writer may have finished there since the run started
     checkpoints = f"{path}/{CHECKPOINT_PREFIX}"
+    fs.invalidate_cache(path)  # a listing cached before an interrupted publication ended would be stale
     if fs.exists(path):
         for entry in fs.ls(path, detail=False):  # an interrupted publication of ours (the check above saw our claim)
             if entry.rstrip("/") != checkpoints:  # the mirror goes last: until then the run resumes from it
-                fs.rm(entry, recursive=True)
+                try:
+                    fs.rm(entry, recursive=True)
+                except FileNotFoundError:  # listed, but no object is left under it: nothing to remove
+                    pass
     _claim(fs, path)
     files = sorted(p for p in run_dir.rglob("*") if p.is_file())
     for i, file in enumerate(files, 1):
