@@ -13,7 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["precision_recall_from_sorted", "roc_from_sorted", "threshold_counts"]
+__all__ = ["precision_recall_from_sorted", "roc_from_sorted", "run_starts", "threshold_counts"]
+
+
+def run_starts(values):
+    """Positions where each run of equal values of an increasing array starts (its distinct values' first rows).
+
+    Examples
+    --------
+    >>> run_starts(np.array([0.1, 0.1, 0.4, 0.8, 0.8])).tolist()
+    [0, 2, 3]
+    """
+    return np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
 
 
 def threshold_counts(score, positive):
@@ -45,7 +56,7 @@ def threshold_counts(score, positive):
     """
     score, positive = np.asarray(score), np.asarray(positive, dtype=bool)
     n = score.size
-    starts = np.flatnonzero(np.concatenate([[True], score[1:] != score[:-1]]))  # each run of equal scores
+    starts = run_starts(score)
     ends = np.append(starts[1:], n)
     positives_below = np.concatenate([[0], np.cumsum(positive, dtype=np.int64)])
     at_least = (n - starts)[::-1]

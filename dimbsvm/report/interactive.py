@@ -210,11 +210,11 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
         color = PALETTE[i % len(PALETTE)]
         data, area = roc_points(curves[seed])
         renderers[roc].append(_repeat_curve(roc, _spaced(data, "fpr", "tpr", max_points), seed, x="fpr", y="tpr",
-                                         color=color, label=f"repeat {seed} (AUC = {area:.2f})", name="roc"))
+                                            color=color, label=f"repeat {seed} (AUC = {area:.2f})", name="roc"))
         data, average = pr_points(curves[seed])
         renderers[pr].append(_repeat_curve(pr, _spaced(data, "tpr", "precision", max_points), seed, x="tpr",
-                                        y="precision", color=color, label=f"repeat {seed} (AP = {average:.2f})",
-                                        name="pr", step=True))
+                                           y="precision", color=color, label=f"repeat {seed} (AP = {average:.2f})",
+                                           name="pr", step=True))
         if predicted is not None:  # where the predictions sit: what the threshold the folds chose gives
             tpr, fpr, precision = figures.operating_point(positive[here], predicted[here])
             cutoff = (cutoffs or {}).get(seed, np.nan)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from . import figures, interactive
+from .curves import run_starts
 
 __all__ = ["Section", "brier_scores", "chosen_cutoff", "class_counts", "class_names_by_code", "oof_curves_png",
            "out_of_fold_sections", "run_report_sections", "render_html", "render_markdown", "threshold_rows",
@@ -254,7 +255,9 @@ def out_of_fold_sections(oof, names, pos_label, *, n_repeats):
     """
     ranked = len(names) == 2 and bool(np.isfinite(oof["score"]).all())
     orders = figures.score_orders(oof["score"], oof["seed"]) if ranked else None
-    sections = [_oof_section(oof, names, pos_label, n_repeats=n_repeats, orders=orders)]
+    repeat_curves = (figures.repeat_curves(oof["y_true"] == pos_label, oof["score"], oof["seed"], orders)
+                     if ranked else None)
+    sections = [_oof_section(oof, names, pos_label, n_repeats=n_repeats, orders=orders, curves=repeat_curves)]
     if ranked:
         # every repeat pooled: one repeat's order is the pooled one (rows_by_score of every row)
         pooled = next(iter(orders.values())) if len(orders) == 1 else figures.stable_argsort(oof["score"])
@@ -314,7 +317,7 @@ def _distinct_sorted(s):
     """``np.unique(s, return_index=True)`` of increasing ``s``: one pass instead of a sort (NaN: the sort)."""
     if s.size and np.isnan(s[-1]):
         return np.unique(s, return_index=True)
-    first = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))
+    first = run_starts(s)
     return s[first], first
 
 
@@ -414,14 +417,11 @@ def _calibration_section(oof, names, pos_label):
     return section
 
 
-def _oof_section(oof, names, pos_label, *, n_repeats, orders=None):
+def _oof_section(oof, names, pos_label, *, n_repeats, orders=None, curves=None):
     section = Section("Out-of-fold predictions")
     section.text(f"Every row is a test row once per repeat ({n_repeats} repeat(s)); the predictions are in the "
                  "run directory's `oof/` files (one `.npz` per fold: row, y_true, y_pred, score).")
     codes = sorted(names)
-    drawable = len(codes) == 2 and bool(np.isfinite(oof["score"]).all())
-    positive = oof["y_true"] == pos_label
-    curves = figures.repeat_curves(positive, oof["score"], oof["seed"], orders) if drawable else None
     png = oof_curves_png(oof, len(codes), pos_label, curves=curves)
     if png is not None:
         section.interactive("roc_pr", _roc_pr_plots(oof, pos_label, orders=orders, curves=curves), png,
