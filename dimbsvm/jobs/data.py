@@ -363,7 +363,7 @@ def _damaged(path, exc: BaseException) -> StoreError:
 
 
 #: A store holding fewer feature bytes than this is scanned for NaN/inf (and damage) even when it records its
-#: counts: the scan costs about 2 ms per MiB here, and finds a damaged chunk before any cluster starts.
+#: counts: the scan is cheap at this size, and finds a damaged chunk before any cluster starts.
 SCAN_BYTES = 32 * 2**20
 
 
@@ -405,12 +405,12 @@ def _recorded_finite(data: JobData, *, impute: bool) -> bool:
 
     A store written by dimbsvm records how many of its rows hold NaN and
     infinite values (:mod:`dimbsvm.store.finite`); reading every chunk to
-    find none costs about a second per 4x10^6 x 32 rows. Where the record
+    find none is client work proportional to the rows. Where the record
     shows bad values, or there is none, the rows are scanned as before, so
     the refusal names the first bad row and column.
 
     The scan also finds damaged chunks before anything starts. Stores under
-    :data:`SCAN_BYTES` are still scanned (milliseconds): a damaged chunk
+    :data:`SCAN_BYTES` are still scanned: a damaged chunk
     fails the check, not a task on a cluster. Above it, missing chunk files
     are still looked for (a listing, no read), and a chunk whose bytes fail
     their checksum fails the first task that reads it, naming it the same way.

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 #: Value ranges per fold at most (enough for 64 workers).
 MAX_THRESHOLD_RANGES = 64
 #: Training rows per value range: fewer, larger ranges where there are few rows (each range is
-#: three short tasks on the fold's critical path; their merges cost ~0.1 us a row).
+#: three short tasks on the fold's critical path, each cheap per row).
 ROWS_PER_RANGE = 250_000
 
 # critical-path tasks of the fold: ahead of queued chunk work of other folds
