@@ -39,6 +39,54 @@ def test_plan_with_dependencies(scheduler):
     assert results == {total.id: 0 + 1 + 4 + 9, length.id: 5}
 
 
+class _CountingClient:
+    """A real client whose submissions are counted: how many were unfinished at each submit."""
+
+    def __init__(self, client):
+        self._client, self.submitted, self.most_unfinished = client, [], 0
+
+    def submit(self, *args, **kwargs):
+        self.most_unfinished = max(self.most_unfinished, sum(not f.done() for f in self.submitted))
+        future = self._client.submit(*args, **kwargs)
+        self.submitted.append(future)
+        return future
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def _slow_square(*, x, offset=0):
+    time.sleep(0.01)
+    return x * x + offset
+
+
+def _windowed_plan():
+    """Shared data read first and last, chains across the window, a watched result read later."""
+    plan = TaskPlan()
+    data = plan.share(np.arange(6.0))
+    first = plan.add(_length, {"values": data}, watch=True)
+    chain = [plan.add(_slow_square, {"x": i}) for i in range(30)]
+    totals = [plan.add(_total, {"parts": chain[i:i + 5]}, watch=True) for i in range(0, 30, 5)]
+    last = plan.add(_total, {"parts": [*totals, first]}, watch=True)
+    tail = plan.add(_length, {"values": data}, watch=True)
+    return plan, [first, *totals, last, tail]
+
+
+def test_plan_submitted_in_a_window_gives_the_same_results(client):
+    # a plan larger than the window: submitted in order, the client waiting for the oldest
+    # tasks; results equal the in-process run, and no more than the window is ever unfinished
+    plan, watched = _windowed_plan()
+    expected = run_plan(plan)
+    counting = _CountingClient(client)
+    seen = []
+    results = run_plan(plan, client=counting, max_in_flight=6, on_result=lambda ref, r: seen.append(ref.id))
+    assert results == expected and len(results) == len(watched)
+    assert sorted(seen) == sorted(ref.id for ref in watched)
+    assert 1 <= counting.most_unfinished <= 6 + 1  # the shared value's task is not counted in the window
+    with pytest.raises(ValueError, match="max_in_flight"):
+        run_plan(plan, client=client, max_in_flight=1)
+
+
 def _count_then_fail(*, log, error):
     with open(log, "a") as handle:
         handle.write("x")

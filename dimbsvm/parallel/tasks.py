@@ -22,15 +22,21 @@ from __future__ import annotations
 import logging
 import uuid
 import warnings
+from collections import deque
 from dataclasses import dataclass, field
 
 from .clients import current_client
 from .policy import raise_failure, run_task
 from .progress import Progress
 
-__all__ = ["TaskPlan", "TaskRef", "compute", "map_tasks", "run_plan", "share"]
+__all__ = ["MAX_IN_FLIGHT", "TaskPlan", "TaskRef", "compute", "map_tasks", "run_plan", "share"]
 
 logger = logging.getLogger(__name__)
+
+#: Tasks of a plan submitted and not yet finished, at most (:func:`run_plan`). A benchmark suite
+#: is a plan of 10^5 tasks or more; sent at once they flood the scheduler, and an embedded one
+#: (in this process) stops reading until the client's connection to it times out.
+MAX_IN_FLIGHT = 10_000
 
 
 def map_tasks(func, calls, *, client=None, shared=None, retries=2, progress=False, label="tasks",
@@ -134,7 +140,7 @@ class TaskPlan:
 
 
 def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="tasks", on_result=None,
-             errors="raise") -> dict:
+             errors="raise", max_in_flight=MAX_IN_FLIGHT) -> dict:
     """Run every task of ``plan``; return ``{task id: result}`` of the watched ones.
 
     Parameters
@@ -152,13 +158,19 @@ def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="t
         :class:`~dimbsvm.parallel.policy.TaskFailure` as its result and the
         rest of the plan goes on (a benchmark records the failure of one fold
         and keeps the others).
+    max_in_flight : int, default=MAX_IN_FLIGHT
+        On a cluster, tasks submitted and not yet finished at most: the plan
+        is submitted in its order, and past this many the client waits for
+        the oldest before it submits more.
     """
     if errors not in ("raise", "return"):
         raise ValueError(f"errors must be 'raise' or 'return'; got {errors!r}")
     if client is None:
         return _run_here(plan, progress=progress, label=label, on_result=on_result, errors=errors)
+    if max_in_flight < 2:
+        raise ValueError(f"max_in_flight must be at least 2; got {max_in_flight!r}")
     return _run_on_cluster(plan, client, retries=retries, progress=progress, label=label, on_result=on_result,
-                           errors=errors)
+                           errors=errors, max_in_flight=max_in_flight)
 
 
 def _resolve(value, results):
@@ -211,34 +223,51 @@ def _last_use(plan):
     return by_reader
 
 
-def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors):
+def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors, max_in_flight):
     from distributed import as_completed
 
-    futures = {}
-    tag = uuid.uuid4().hex[:8]
-    for i, task in enumerate(plan.tasks):
-        if task.shared:
-            futures[i] = share(client, task.kwargs["value"])
-            continue
-        kwargs = {key: _resolve(value, futures) for key, value in task.kwargs.items()}
-        futures[i] = client.submit(run_task, task.func, kwargs, pure=False, retries=retries, priority=task.priority,
-                                   key=f"{task.name}-{tag}-{i}")
-    watched = {futures[i].key: i for i, task in enumerate(plan.tasks) if task.watch}
-    # Keep only the watched futures: an intermediate result stays on the cluster while a task
-    # that reads it is pending, and is released after.
-    futures = {i: future for i, future in futures.items() if plan.tasks[i].watch}
+    futures, in_flight, watched = {}, deque(), {}
+    last_use = _last_use(plan)
+    completed = as_completed()
     results = {}
-    bar = Progress(len(watched), label, enabled=progress)
-    try:
-        for future in as_completed([futures[i] for i in watched.values()]):
+    bar = Progress(plan.n_watched, label, enabled=progress)
+
+    def collect(batch):
+        for future in batch:
             i = watched[future.key]
             result = future.result()
             results[i] = raise_failure(result) if errors == "raise" else result  # a task's own error, as itself
             if on_result is not None:
                 on_result(TaskRef(i, plan.tasks[i].name), results[i])
             bar.advance()
+
+    tag = uuid.uuid4().hex[:8]
+    try:
+        for i, task in enumerate(plan.tasks):
+            if task.shared:
+                futures[i] = share(client, task.kwargs["value"])
+                continue
+            kwargs = {key: _resolve(value, futures) for key, value in task.kwargs.items()}
+            future = client.submit(run_task, task.func, kwargs, pure=False, retries=retries,
+                                   priority=task.priority, key=f"{task.name}-{tag}-{i}")
+            futures[i] = future
+            in_flight.append(future)
+            if task.watch:
+                watched[future.key] = i
+                completed.add(future)
+            # An intermediate result stays on the cluster while a submitted task reads it; the
+            # client lets go once its last reader is submitted. Watched futures are kept.
+            for j in last_use.get(i, ()):
+                if not plan.tasks[j].watch:
+                    futures.pop(j, None)
+            if len(in_flight) >= max_in_flight:
+                in_flight = _wait_for_room(in_flight, max_in_flight)
+                if completed.has_ready():
+                    collect(completed.next_batch(block=False))
+        for batch in completed.batches():
+            collect(batch)
     except BaseException:
-        _cancel(client, list(futures.values()))  # stop what is left of the plan
+        _cancel(client, [*in_flight, *futures.values()])  # stop what is left of the plan
         raise
     finally:
         bar.close()
@@ -246,8 +275,26 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
     # other tasks read (a search's inner scores) makes the scheduler cancel its dependents too, and
     # it trips an assertion on those no client holds ("Exception while handling op register-client").
     futures.clear()
+    in_flight.clear()
     logger.info("%d %s finished on the cluster", len(watched), label)
     return results
+
+
+def _wait_for_room(in_flight: deque, max_in_flight: int) -> deque:
+    """The unfinished futures of ``in_flight`` once at most half of ``max_in_flight`` are left.
+
+    Waits for the oldest: the plan's order is the order its tasks can run, so
+    they are the first to finish, and the newer half keeps the workers busy
+    meanwhile. Every dependency of a submitted task is submitted, so the
+    wait ends.
+    """
+    from distributed import wait
+
+    in_flight = deque(future for future in in_flight if not future.done())
+    if len(in_flight) >= max_in_flight:
+        oldest = [in_flight.popleft() for _ in range(len(in_flight) - max_in_flight // 2)]
+        wait(oldest)
+    return in_flight
 
 
 def _cancel(client, futures) -> None:
