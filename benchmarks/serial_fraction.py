@@ -484,8 +484,11 @@ def run_size(store: Path, workdir: Path, *, n_members: int, bag: int, memory_lim
 
 # --- report ------------------------------------------------------------------------------------------------------
 
-def render_markdown(summary: dict) -> list[str]:
-    """The decomposition table, then per size (first repeat) the task kinds, the longest gaps and the ready tasks."""
+def render_markdown(summary: dict, *, started: str = "`dimbsvm run`") -> list[str]:
+    """The decomposition table, then per size (first repeat) the task kinds, the longest gaps and the ready tasks.
+
+    ``started``: what the gaps' times count from.
+    """
     lines = ["| n | repeat | chunks | tasks | T s | o s | s s | p s | first task at s | after last task s "
              "| T1 s | T16 s | speed-up 16 | T64 s | speed-up 64 |", "|---" * 15 + "|"]
     for r in summary["runs"]:
@@ -502,7 +505,7 @@ def render_markdown(summary: dict) -> list[str]:
                   "| kind | tasks | busy s | alone s |", "|---|---|---|---|"]
         lines += [f"| {k} | {v['tasks']} | {v['seconds']:.2f} | {v['alone']:.2f} |" for k, v in kinds]
         lines += ["", f"{run}: longest intervals with no task running (at: seconds after the start of "
-                  "`dimbsvm run`):", "", "| at s | seconds | last task before | first task after |", "|---|---|---|---|"]
+                  f"{started}):", "", "| at s | seconds | last task before | first task after |", "|---|---|---|---|"]
         lines += [f"| {g['at']:.1f} | {g['seconds']:.2f} | {g['before']} | {g['after']} |" for g in r["gaps"][:6]]
         hist = r["ready_histogram"]
         ready = r["ready_while_running"]

@@ -98,3 +98,18 @@ def test_analyse_reads_a_task_stream_and_renders():
     assert result["s_with_2_ready"] == 0.0
     lines = render_markdown({"runs": [dict(result, n=1000, chunks=4)]})
     assert lines[2].startswith("| 1,000 | 0 | 4 | 5 | 20.0 | 8.0 | 7.0 | 5.0 |")
+
+
+def test_knn_build_report_adds_the_warm_up_to_the_projection():
+    # the kNN build's report: the job's tables, gaps timed from the knn_graph call, and the
+    # projection with the numba warm-up every worker pays at once: (T1 + w) / (T16 + w)
+    from benchmarks.knn_serial_fraction import render_markdown as knn_markdown
+
+    result = analyse([{"key": f"{kind}-{i:032x}", "worker": worker,
+                       "startstops": [{"action": "compute", "start": begin, "stop": end}]}
+                      for i, (kind, worker, begin, end) in enumerate(STREAM)], [], 0.0, 20.0)
+    run = dict(result, n=1000, chunks=4, warm_up_s=5.0, n_partitions=3, rounds=0, stage_recall=0.97, recall=0.96)
+    lines = knn_markdown({"runs": [run]})
+    assert any("seconds after the start of the `knn_graph` call" in line for line in lines)
+    # T1 = 25, T16 = 15.625; with 5 s of warm-up: 30 / 20.625
+    assert lines[-1] == "| 1,000 | 0 | 5.0 | 3 | 0 | 0.9700 | 0.9600 | 20.6 | 1.45 |"
