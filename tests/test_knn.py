@@ -541,6 +541,8 @@ def test_partitioned_same_bytes_in_process_and_on_a_cluster(tmp_path, scheduler)
     assert here.indices.compute().tobytes() == there.indices.compute().tobytes()
     assert here.distances.compute().tobytes() == there.distances.compute().tobytes()
     assert here.meta["fingerprint"] == there.meta["fingerprint"]
+    # the recall sample's exact search, run beside the partitions on a cluster, finds the same
+    assert here.meta["recalls"] == there.meta["recalls"] and len(here.meta["recalls"]) >= 1
 
 
 def test_partitioned_stage_is_reused_and_other_parameters_rebuild(tmp_path, caplog):

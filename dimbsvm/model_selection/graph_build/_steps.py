@@ -62,11 +62,20 @@ def warm_up(client, metric, timings):
     return warm
 
 
+def exact_sample_calls(rows_path, sample, n, k, chunk, metric):
+    """``(func, shared, calls)`` of the exact search for the sampled rows, one task per chunk.
+
+    Their results, in order, give :func:`~dimbsvm.graph.stored.merge_exact_parts` the exact k
+    nearest other rows of the sample.
+    """
+    return (exact_chunk_task, dict(rows_path=rows_path, sample=sample, k=k, metric=metric),
+            [dict(start=c0, stop=c1) for _, c0, c1 in chunk_bounds(n, chunk)])
+
+
 def exact_sample(rows_path, rows, sample, n, k, chunk, metric, client):
     """The exact k nearest other rows of the sampled rows, one task per chunk."""
-    calls = [dict(start=c0, stop=c1) for _, c0, c1 in chunk_bounds(n, chunk)]
-    parts = map_tasks(exact_chunk_task, calls, client=client, label="exact sample searches",
-                      shared=dict(rows_path=rows_path, sample=sample, k=k, metric=metric))
+    func, shared, calls = exact_sample_calls(rows_path, sample, n, k, chunk, metric)
+    parts = map_tasks(func, calls, client=client, label="exact sample searches", shared=shared)
     return merge_exact_parts(parts, rows, k)
 
 

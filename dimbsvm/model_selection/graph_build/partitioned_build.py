@@ -18,11 +18,13 @@ from ...graph import partitioned as part_tasks
 from ...graph.knn import EXACT_MAX_ROWS, _check_metric, recall_of
 from ...graph.partition import (PAIRED_METRICS, boundary_radius, fit_centroids, group_partitions,
                                 nearest_centroids, principal_direction, rank_buckets)
-from ...graph.stored import KNNGraph, check_n_neighbors, float_dtype, jsonable, open_knn_graph, peaks
+from ...graph.stored import (KNNGraph, check_n_neighbors, float_dtype, jsonable, merge_exact_parts, open_knn_graph,
+                             peaks)
 from ...store import finish_stage
 from ...store.stages import stage_fingerprint
 from ...parallel import TaskPlan, map_tasks, run_plan, worker_memory_limits
-from ._steps import chunk_bounds, copy_rows, exact_sample, finished_graph, prepare_input, start_build, warm_up
+from ._steps import (chunk_bounds, copy_rows, exact_sample_calls, finished_graph, prepare_input, start_build,
+                     warm_up)
 
 __all__ = ["GROUP_MAX_ROWS", "GROUP_MIN_TASKS", "MIN_PARTITION_FACTOR", "REFINE_MEMORY_SHARE",
            "build_partitioned_graph", "check_refinement_memory", "drop_starved_centroids", "group_whole_partitions"]
@@ -191,12 +193,15 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
     context = dict(client=client, scratch=str(scratch), stage_path=str(stage_path), chunks=chunks, k=k,
                    method=method, metric=metric, max_candidates=opts["max_candidates"], seed=int(seeds[2]),
                    timings=timings)
-    stats = _build_round(0, plan, width, cap, **context)
+    # The recall sample's exact search runs beside round 0, after its partition tasks have started:
+    # it fills the workers the last partitions leave idle instead of waiting for the merges.
+    beside = exact_sample_calls(rows_path, recall_x, n, k, chunk, metric) if recall_sample else None
+    stats, exact_parts = _build_round(0, plan, width, cap, beside=beside, **context)
 
     recalls, widths, round_ = [], [width], 0
     if recall_sample:
         tic = time.perf_counter()
-        exact = exact_sample(rows_path, recall_rows, recall_x, n, k, chunk, metric, client)
+        exact = merge_exact_parts(exact_parts, recall_rows, k)
         recalls.append(recall_of(part_tasks.graph_rows(scratch, 0, recall_rows, chunk), exact))
         timings["recall"] = time.perf_counter() - tic
         logger.info("kNN graph recall %.4f against exact neighbours of %d sampled rows", recalls[-1],
@@ -206,7 +211,7 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
             tic = time.perf_counter()
             if refine == "rebuild":  # every partition again, wider, newly seeded; merged with the graph so far
                 widths.append(int(np.ceil(width * widen ** round_)))
-                stats += _build_round(round_, plan, widths[-1], cap, **context)
+                stats += _build_round(round_, plan, widths[-1], cap, **context)[0]
             else:
                 calls = [dict(chunk_id=c, start=c0, stop=c1) for c, c0, c1 in chunks]
                 stats += map_tasks(part_tasks.refine_task, calls, client=client, label="kNN refinement",
@@ -316,12 +321,21 @@ def group_whole_partitions(sizes, cut):
 
 
 def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunks, k, method, metric, max_candidates,
-                 seed, timings):
+                 seed, timings, beside=None):
     """One graph per partition (or piece), then one merge per chunk: the graph of build round ``round_``.
 
     Runs of small whole partitions are built by one task each
     (:func:`group_whole_partitions`); partitions cut into pieces and large
-    ones by one task per piece.
+    ones by one task per piece. ``beside``: ``(func, shared, calls)`` of
+    other tasks to run with the partitions' at a lower priority (after all
+    of them have started).
+
+    Returns
+    -------
+    stats : list of dict
+        The partition and merge tasks' statistics.
+    beside_results : list or None
+        The results of ``beside``'s calls, in their order.
     """
     seeds = [seed + p + 7919 * round_ for p in range(len(plan))]
     sizes = [sum(hi - lo for lo, hi in ranges) for _, ranges, _ in plan]
@@ -348,6 +362,12 @@ def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunk
         scratch=scratch, n_chunks=len(chunks), k=k, method=method, metric=metric, build_neighbors=width,
         max_candidates=max_candidates, round_=round_).items()}
     refs = [tasks.add(func, dict(shared, **call), watch=True, name="kNN partitions") for _, func, call in work]
+    beside_refs = []
+    if beside is not None:
+        func, beside_shared, beside_calls = beside
+        beside_shared = {key: tasks.share(value) for key, value in beside_shared.items()}
+        beside_refs = [tasks.add(func, dict(beside_shared, **call), watch=True, name=func.__name__, priority=-1)
+                       for call in beside_calls]
     results = run_plan(tasks, client=client, retries=2, label="kNN partitions")
     part_stats = [results[ref.id] for ref in refs]
     timings[f"partitions_{round_}"] = time.perf_counter() - tic
@@ -362,4 +382,4 @@ def _build_round(round_, plan, width, cap, *, client, scratch, stage_path, chunk
                             client=client, label="kNN merges",
                             shared=dict(stage_path=stage_path, scratch=scratch, k=k, pieces=pieces, round_=round_))
     timings[f"merge_{round_}"] = time.perf_counter() - tic
-    return [*part_stats, *merge_stats]
+    return [*part_stats, *merge_stats], [results[ref.id] for ref in beside_refs] if beside is not None else None
