@@ -7,8 +7,9 @@ Two entries:
 * :class:`TaskPlan` + :func:`run_plan` - calls that depend on each other's
   results (a fold's preprocessing, then its ensemble members, then the
   scoring of its test rows), built by the fold engine
-  (:mod:`dimbsvm.model_selection`) and submitted here in one go, so members of
-  different folds and the final model run side by side.
+  (:mod:`dimbsvm.model_selection`) and submitted here as one plan, so members
+  of different folds and the final model run side by side (in order, at most
+  :data:`MAX_IN_FLIGHT` unfinished tasks at a time).
 
 Without a client every call runs here, in order, in this process. With one,
 every call is a task run through :func:`dimbsvm.parallel.policy.run_task`
