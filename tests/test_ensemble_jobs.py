@@ -252,18 +252,25 @@ def test_saved_parts_are_reused_not_refitted(client, small, sequential_fold, tmp
     assert not list((tmp_path / "members").glob("*.skops"))
 
 
-def test_retrain_fans_ensemble_members_out(client, small, tmp_path):
+@pytest.mark.parametrize("member_task_rows, member_tasks, batch_tasks", [(1, 4, 0), (1200, 0, 2)])
+def test_retrain_fans_ensemble_members_out(client, small, tmp_path, monkeypatch, member_task_rows, member_tasks,
+                                           batch_tasks):
+    # one task per member once a member's rows are worth a task; below, members batched per task
+    # (MEMBER_TASK_ROWS of 1200 on 401-600 training rows: two members per task, so two tasks)
     from distributed import get_task_stream
 
+    import dimbsvm.model_selection.folds as folds
     from dimbsvm.jobs.retrain import retrain
 
+    monkeypatch.setattr(folds, "MEMBER_TASK_ROWS", member_task_rows)
     X, y = small
     job = validate_job({"name": "ens", "data": {"source": "unused"},
                         "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 4, "random_state": 0}}})
     with get_task_stream(client) as stream:
         outcome = retrain(job, client, tmp_path / "registry", job_text="", data=JobData(X=X, y=y, meta={}))
-    keys = [task["key"] for task in stream.data]
-    assert sum(str(key).startswith("member-") for key in keys) == 4  # one task per member, on the cluster
+    keys = [str(task["key"]) for task in stream.data]
+    assert sum(key.startswith("member-") for key in keys) == member_tasks
+    assert sum(key.startswith("members-") for key in keys) == batch_tasks
     assert outcome.promoted
 
 
@@ -492,3 +499,22 @@ def test_out_of_fold_probabilities_equal_the_fold_pipelines_predict_proba(small,
     setup = FoldSetup(make_estimator("svc_balanced", {}), minority_class(y), metrics=METRICS, keep_predictions=True)
     [result], _ = run_folds(setup, data, y, [spec], client=None, retries=0)
     assert result["predictions"]["proba"] is None
+
+
+def test_small_folds_batch_their_members_and_give_the_same_records(small, sequential_fold):
+    # a fold of 400 training rows: members_per_task(400) = 50, so 120 members are 3 tasks, not 120;
+    # the record equals the sequential reference, as without batches
+    from dimbsvm.model_selection.folds import MEMBER_TASK_ROWS, add_fold, members_per_task
+    from dimbsvm.parallel import TaskPlan, run_plan
+
+    X, y = small
+    estimator = make_estimator("ensemble_othr", {"n_estimators": 120, "random_state": 4})
+    [spec] = _specs(y, [(0, 0)], 3)
+    plan = TaskPlan()
+    setup = FoldSetup(estimator, minority_class(y), scaler="minmax", impute="none", metrics=METRICS)
+    finish, _, _ = add_fold(plan, spec, setup, X=plan.share(X), y=plan.share(y), labels=y)
+    names = [task.name for task in plan.tasks]
+    assert len(spec.train) == 400 and members_per_task(400) == MEMBER_TASK_ROWS // 400 == 50
+    assert names.count("members") == 3 and "member" not in names
+    _same_records([run_plan(plan)[finish.id]["record"]],
+                  [sequential_fold(X, y, estimator, n_splits=3, seed=0, fold=0)])

@@ -28,7 +28,7 @@ import numpy as np
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bag_bodies import gather_block, member_bag, range_and_gather_block
-from .bodies import FoldRows, finish_fold, fit_part, fold_rows, prepare_fold
+from .bodies import FoldRows, finish_fold, fit_part, fit_parts, fold_rows, prepare_fold
 from .chunk_bodies import (assemble_fold, minmax_block_range, model_of, pooled_oob_block, prepare_from_ranges,
                            record_fold, score_block)
 from .parts import FitsInMembers, parts_of
@@ -38,7 +38,8 @@ from .search import Search
 from .searched_folds import add_searched_fold
 from .threshold_tasks import add_ranged_search, range_search_params
 
-__all__ = ["RANGED_THRESHOLD", "FoldSetup", "FoldSpec", "PartStore", "add_fold", "run_folds"]
+__all__ = ["MEMBER_TASK_ROWS", "RANGED_THRESHOLD", "FoldSetup", "FoldSpec", "PartStore", "add_fold",
+           "members_per_task", "run_folds"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,21 @@ logger = logging.getLogger(__name__)
 #: (:mod:`dimbsvm.model_selection.threshold_tasks`; the same result, bit for bit),
 #: instead of in the one assemble task per fold.
 RANGED_THRESHOLD = True
+
+#: An in-memory fold's ensemble members are fitted in batches of about this many training rows
+#: (one task per batch): on small folds a member takes less time than a task's scheduling.
+MEMBER_TASK_ROWS = 20_000
+
+
+def members_per_task(n_train: int) -> int:
+    """Members one task fits on a fold of ``n_train`` in-memory training rows (at least one).
+
+    Examples
+    --------
+    >>> members_per_task(300), members_per_task(5_000), members_per_task(20_001)
+    (66, 4, 1)
+    """
+    return max(1, MEMBER_TASK_ROWS // max(int(n_train), 1))
 
 
 @dataclass(frozen=True)
@@ -217,17 +233,24 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                                                 features=features, stage=stage), name="prepare")
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
-    for part, bag in zip(parts, bags):
-        found = part_store.load(spec.key, part.index) if saving else None
-        if found is not None:
-            fitted.append(found)
-            reused += 1
-            continue
-        ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part,
-                                      gathered=gathered, bag=bag), watch=saving, name="member" if seeds is not None else "fit")
-        if saving:
-            saved_parts[ref.id] = (spec.key, part.index)
-        fitted.append(ref)
+    batch = members_per_task(len(spec.train)) if seeds is not None and not saving and not block_rows else 1
+    if batch > 1:  # members of a small in-memory fold: a few tasks of many members each
+        fitted = [plan.add(fit_parts, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
+                                           parts=parts[i:i + batch]), name="members")
+                  for i in range(0, len(parts), batch)]
+    else:
+        for part, bag in zip(parts, bags):
+            found = part_store.load(spec.key, part.index) if saving else None
+            if found is not None:
+                fitted.append(found)
+                reused += 1
+                continue
+            ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part,
+                                          gathered=gathered, bag=bag), watch=saving,
+                           name="member" if seeds is not None else "fit")
+            if saving:
+                saved_parts[ref.id] = (spec.key, part.index)
+            fitted.append(ref)
     test_chunks = chunk_spans(spec.test, block_rows) if block_rows and in_order else []
     pooled, ranged = None, {}
     search = range_search_params(estimator) if pool_by_chunk and RANGED_THRESHOLD else None
