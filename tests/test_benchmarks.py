@@ -64,6 +64,22 @@ def test_folds_table_has_every_dataset_method_fold(smoke):
     assert folds[["g_mean", "f_measure", "auc"]].notna().all().all()
 
 
+def test_held_out_analysis_is_the_full_runs_records_without_the_chosen_datasets(smoke, tmp_path):
+    # benchmarks/heldout.py: the same fold records less one dataset, re-analysed; its means over datasets
+    # are the plain means of the remaining dataset's fold scores (computed here from folds.csv)
+    from benchmarks.heldout import held_out
+
+    _, out, _ = smoke
+    kept = held_out(out, tmp_path / "held", ["yeast5"], name="smoke without yeast5", note="test")
+    summary = json.loads((tmp_path / "held" / "summary.json").read_text())
+    assert kept == 1 and list(summary["run"]["datasets"]) == ["ecoli1"]
+    folds = pd.read_csv(out / "folds.csv")
+    truth = folds[folds["dataset"] == "ecoli1"].groupby("method")["g_mean"].mean()
+    for method, value in truth.items():
+        assert summary["over_datasets"]["g_mean"][method]["mean"] == pytest.approx(value)
+    assert set(pd.read_csv(tmp_path / "held" / "folds.csv")["dataset"]) == {"ecoli1"}
+
+
 def test_all_methods_see_identical_folds(smoke):
     _, out, _ = smoke
     folds = pd.read_csv(out / "folds.csv")
