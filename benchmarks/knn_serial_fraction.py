@@ -106,7 +106,7 @@ def render_markdown(summary: dict) -> list[str]:
 
 def main(argv=None) -> int:
     """Entry point of ``python -m benchmarks.knn_serial_fraction``."""
-    from benchmarks.knn_scale import D, data_store
+    from benchmarks.knn_scale import D, PACKAGES, data_store
     from benchmarks.results import write_summary
     from benchmarks.serial_fraction import command_line
 
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     Path(args.cache).mkdir(parents=True, exist_ok=True)
     summary = {"kind": "knn_serial_fraction", "command": "python -m benchmarks.knn_serial_fraction " + command_line(
         sys.argv[1:] if argv is None else argv), "date": utc_now(), "machine": machine_info(),
-        "packages": package_versions(), "title": TITLE,
+        "packages": package_versions(PACKAGES), "title": TITLE,
         "description": DESCRIPTION + (" " + args.note if args.note else ""), "runs": []}
     tic = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="dimbsvm-knn-serial-"))

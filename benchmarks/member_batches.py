@@ -22,6 +22,7 @@ import argparse
 import csv
 import logging
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,17 @@ _CHILD = ("import sys\n"
           "    folds.MEMBER_TASK_ROWS = int(rows)\n"
           "from dimbsvm.cli import main\n"
           "sys.exit(main())\n")
+
+
+def _markdown(text: str) -> str:
+    """A docstring paragraph as one line of markdown (reST literals and roles made plain code).
+
+    Examples
+    --------
+    >>> _markdown("with ``x = 1``,\\n :data:`a.B` set")
+    'with `x = 1`, `a.B` set'
+    """
+    return re.sub(r":\w+:`", "`", " ".join(text.split()).replace("``", "`"))
 
 
 def run_bench(suite: str, out: Path, member_task_rows: int | None, workers: int) -> float:
@@ -130,7 +142,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     summary = {"kind": "member_batches", "title": "Ensemble members batched per task on small folds, against one "
                "task per member: dimbsvm bench on four small KEEL sets (2 workers, 2 cores)",
-               "description": __doc__.split("\n\n")[2].replace("\n", " ") + (" " + args.note if args.note else ""),
+               "description": _markdown(__doc__.split("\n\n")[3]) + (" " + args.note if args.note else ""),
                "command": "python -m benchmarks.member_batches " + command_line(sys.argv[1:] if argv is None else argv),
                "date": utc_now(), "machine": machine_info(), "packages": package_versions(),
                "baseline": "one task per member", "modes": {mode: {"seconds": []} for mode in MODES},
