@@ -55,8 +55,9 @@ def main(argv=None) -> int:
     parser.add_argument("--what", default="dimbsvm.recommended()", help="what was chosen on them (for the title)")
     args = parser.parse_args(argv)
     chosen_on = list(load_suite(args.chosen_on)["datasets"])
-    source_name = json.loads((args.source / "summary.json").read_text())["suite"]["name"]
-    kept = len(set(pd.read_csv(args.source / "folds.csv")["dataset"]) - set(chosen_on))
+    source = json.loads((args.source / "summary.json").read_text())
+    source_name = source["suite"]["name"]
+    kept = len(set(source["run"]["datasets"]) - set(chosen_on))
     note = (f"The {source_name} run re-analysed without the {len(chosen_on)} datasets of {args.chosen_on}, on which "
             f"{args.what} was chosen: the same folds and records, {kept} datasets (`python -m benchmarks.heldout "
             f"{args.source} {args.destination} --chosen-on {args.chosen_on}`). Fit and predict times as recorded "

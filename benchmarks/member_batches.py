@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
-import os
 import re
 import statistics
 import subprocess
@@ -60,11 +59,12 @@ def _markdown(text: str) -> str:
 
 def run_bench(suite: str, out: Path, member_task_rows: int | None, workers: int) -> float:
     """Seconds of one ``dimbsvm bench`` process with the given ``MEMBER_TASK_ROWS`` (None: the default)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    from benchmarks.serial_fraction import _env  # this checkout's dimbsvm, as serial_fraction's CLI runs
+
     argv = [sys.executable, "-c", _CHILD, "default" if member_task_rows is None else str(member_task_rows),
             "bench", suite, "--out", str(out), "--no-progress", "--workers", str(workers)]
     tic = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(argv, cwd=ROOT, env=_env(), capture_output=True, text=True)
     seconds = time.perf_counter() - tic
     if proc.returncode:
         raise RuntimeError(f"dimbsvm bench failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
