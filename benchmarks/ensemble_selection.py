@@ -74,10 +74,13 @@ def fit_dataset(name: str, protocol: dict, cache: Path, ensemble_params: dict) -
             scaler = MinMaxScaler().fit(X[train])
             X_train, X_test = scaler.transform(X[train]), scaler.transform(X[test])
             ens = EnsembleOTHRClassifier(SVC(**params), random_state=0, **ensemble_params)
-            t0 = time.perf_counter()
             plan = ens.plan_members(y[train])
-            members = [spec.fit(X_train, y[train], seed) for seed, spec in zip(plan.seeds, plan.members)]
-            record["fit_seconds"].append(time.perf_counter() - t0)
+            members, seconds = [], []
+            for seed, spec in zip(plan.seeds, plan.members):
+                t0 = time.perf_counter()
+                members.append(spec.fit(X_train, y[train], seed))  # the fit and its out-of-bag scoring
+                seconds.append(time.perf_counter() - t0)
+            record["fit_seconds"].append(np.array(seconds))
             # per member: its out-of-bag margins (NaN in its bag) and its test margins (theta = 0 here)
             oob = np.full((len(members), len(train)), np.nan)
             for i, member in enumerate(members):

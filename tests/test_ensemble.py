@@ -182,8 +182,10 @@ def _assert_identical(a, b, X):
 @pytest.mark.filterwarnings("ignore:Port 8787 is already in use")
 @pytest.mark.parametrize(
     "params",
-    [dict(bootstrap="stratified", threshold="member", member_margins="oob"), dict()],
-    ids=["member-oob", "defaults-pooled-oob"],
+    [dict(bootstrap="stratified", threshold="member", member_margins="oob"), dict(),
+     dict(param_grid={"C": [0.5, 4.0], "gamma": [0.5, "scale"]}, screen_members=2, screen_survivors=2,
+          top_candidates=1)],
+    ids=["member-oob", "defaults-pooled-oob", "screened-grid"],
 )
 @pytest.mark.parametrize("n_workers,processes", [(1, False), (2, False), (2, True)])
 def test_ensemble_identical_on_any_number_of_workers(n_workers, processes, params):
@@ -291,6 +293,68 @@ def test_grid_is_refused_where_it_cannot_work():
         EnsembleOTHRClassifier(n_estimators=2, param_grid={"degree_of_freedom": [1]}).fit(X, y)
     with pytest.raises(ValueError, match="needs threshold='pooled_oob'"):
         EnsembleOTHRClassifier(n_estimators=2, param_grid={"C": [1.0]}, threshold="member").fit(X, y)
+
+
+def _by_hand_oob_auc(X, y, seeds, setting):
+    """ROC-AUC of the pooled out-of-bag margins of members fitted one by one with ``fit_member``."""
+    from sklearn.metrics import roc_auc_score
+
+    total, count = np.zeros(len(y)), np.zeros(len(y))
+    for seed in seeds:
+        member = fit_member(X, y, int(seed), pos_label=1, estimator=SVC(**setting), bootstrap="stratified",
+                            margins="none", perturbation=0.0, keep_oob=True)
+        total[member.oob_rows] += member.oob_margins
+        count[member.oob_rows] += 1
+    seen = count > 0
+    return roc_auc_score(y[seen], total[seen] / count[seen])
+
+
+def test_screening_gives_the_best_screened_settings_all_their_members():
+    """Successive halving against brute force: every setting's members fitted by hand, ranked on the first two."""
+    X, y = make_classification(n_samples=400, n_features=6, weights=[0.88], flip_y=0.03, random_state=5)
+    settings = [{"C": c, "gamma": g} for c in GRID["C"] for g in GRID["gamma"]]
+    seeds = np.random.RandomState(1).randint(np.iinfo(np.int32).max, size=4)
+    screen = np.array([_by_hand_oob_auc(X, y, seeds[:2], s) for s in settings])
+    survivors = np.argsort(-screen, kind="stable")[:3]
+    full = {i: _by_hand_oob_auc(X, y, seeds, settings[i]) for i in survivors}
+    kept = sorted(full, key=lambda i: -full[i])[:2]
+
+    model = EnsembleOTHRClassifier(n_estimators=4, param_grid=GRID, top_candidates=2, screen_members=2,
+                                   screen_survivors=3, random_state=1).fit(X, y)
+    results = model.search_results_
+    np.testing.assert_allclose(results["screen_oob_auc"], screen, rtol=1e-12)
+    np.testing.assert_array_equal(np.flatnonzero(results["survived"]), np.sort(survivors))
+    np.testing.assert_allclose(results["oob_auc"][survivors], [full[i] for i in survivors], rtol=1e-12)
+    assert np.isnan(results["oob_auc"][~results["survived"]]).all()
+    assert model.best_params_ == [settings[i] for i in kept]
+    # the same model as the unscreened ensemble over the survivors alone: same bags, same members
+    unscreened = EnsembleOTHRClassifier(n_estimators=4, param_grid=[{k: [v] for k, v in settings[i].items()}
+                                                                    for i in survivors],
+                                        top_candidates=2, random_state=1).fit(X, y)
+    np.testing.assert_array_equal(model.decision_function(X), unscreened.decision_function(X))
+    assert model.threshold_ == unscreened.threshold_
+
+
+def test_screening_fits_fewer_members_and_is_fitted_whole(monkeypatch):
+    import dimbsvm.svm.ensemble as ensemble_module
+
+    X, y = make_classification(n_samples=300, n_features=5, weights=[0.9], flip_y=0.03, random_state=7)
+    fits = []
+    real = ensemble_module.fit_member
+    monkeypatch.setattr(ensemble_module, "fit_member", lambda *a, **k: fits.append(1) or real(*a, **k))
+    model = EnsembleOTHRClassifier(n_estimators=5, param_grid=GRID, screen_members=2, screen_survivors=2,
+                                   random_state=0)
+    model.fit(X, y)
+    assert len(fits) == model.n_member_fits() == 6 * 2 + 2 * 3
+    assert not model.plans_members_up_front()
+    with pytest.raises(ValueError, match="cannot be planned before fit"):
+        clone(model).plan_members(y)
+    # screening that screens nothing is the plain grid, planned up front
+    for params in (dict(screen_members=5), dict(screen_survivors=6)):
+        plain = clone(model).set_params(**params)
+        assert plain.plans_members_up_front() and plain.n_member_fits() == 30
+        np.testing.assert_array_equal(plain.fit(X, y).decision_function(X),
+                                      clone(model).set_params(screen_members=None).fit(X, y).decision_function(X))
 
 
 def test_recommended_is_an_unfitted_grid_ensemble_that_fits_with_and_without_a_client():

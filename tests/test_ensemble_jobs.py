@@ -69,9 +69,15 @@ SMALL_GRID = {"n_estimators": 2, "param_grid": {"C": [0.5, 5.0], "gamma": ["scal
               "random_state": 3}
 
 
+#: The same with screening: 4 settings x 2 members first, the best 2 settings get a third.
+SCREENED_GRID = {"n_estimators": 3, "param_grid": {"C": [0.5, 5.0], "gamma": [0.5, "scale"]}, "top_candidates": 1,
+                 "screen_members": 2, "screen_survivors": 2, "random_state": 3}
+
+
 @pytest.mark.parametrize("name, params", [
     ("ensemble_othr", {"n_estimators": 3, "random_state": 5}),
     ("recommended", SMALL_GRID),
+    ("recommended", SCREENED_GRID),
     ("svc_balanced", {}),
     ("othr", {"estimator": "linear_svc"}),
 ])

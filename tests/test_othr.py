@@ -213,6 +213,8 @@ def _expected_failed_checks(estimator):
         EnsembleOTHRClassifier(n_estimators=3, **ENSEMBLE_PAPER),
         EnsembleOTHRClassifier(n_estimators=3, probability=True),
         EnsembleOTHRClassifier(n_estimators=2, param_grid={"C": [0.5, 4.0]}, top_candidates=1),
+        EnsembleOTHRClassifier(n_estimators=3, param_grid={"C": [0.5, 4.0, 8.0]}, top_candidates=1,
+                               screen_members=2, screen_survivors=2),
     ],
     expected_failed_checks=_expected_failed_checks,
 )

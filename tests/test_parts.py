@@ -42,6 +42,17 @@ def test_members_fitted_from_the_plan_assemble_into_what_fit_gives(data, ensembl
     np.testing.assert_array_equal(assembled.predict(X), fitted.predict(X))
 
 
+def test_a_screening_ensemble_is_one_part(data):
+    """Its second round depends on its first: the fold engine fits it whole, as any one-part estimator."""
+    _, y = data
+    screened = EnsembleOTHRClassifier(n_estimators=3, param_grid={"C": [0.5, 4.0, 8.0]}, screen_members=1,
+                                      screen_survivors=2)
+    assert isinstance(screened, FitsInMembers)
+    assert parts_of(screened, y) == ([Part(0)], None)
+    parts, seeds = parts_of(screened.set_params(screen_members=None), y)
+    assert len(parts) == 9 and len(seeds) == 9
+
+
 def test_a_bag_drawn_ahead_is_the_bag_the_member_draws(data):
     X, y = data
     plan = EnsembleOTHRClassifier(n_estimators=2, bootstrap="balanced", random_state=4).plan_members(y)

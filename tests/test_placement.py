@@ -53,6 +53,17 @@ def test_ensemble_members_count_their_bags():
     assert estimate_work(balanced, Y).row_fits == 2 * 3 * (2 * 50)
 
 
+def test_a_screening_grid_counts_the_members_it_fits():
+    grid = {"C": [1.0, 10.0], "gamma": [0.3, 1.0, 3.0]}  # 6 settings
+    screened = _job(estimator={"name": "recommended", "params": {"n_estimators": 4, "param_grid": grid,
+                                                                  "screen_members": 1, "screen_survivors": 2}},
+                    cv={"n_splits": 2}, output={"model": False})
+    assert estimate_work(screened, Y).n_fits == 2 * (6 * 1 + 2 * 3)
+    full = _job(estimator={"name": "recommended", "params": {"n_estimators": 4, "param_grid": grid}},
+                cv={"n_splits": 2}, output={"model": False})
+    assert estimate_work(full, Y).n_fits == 2 * 6 * 4
+
+
 def test_a_search_adds_its_inner_fits():
     job = _job(estimator={"name": "linear_svc"}, cv={"n_splits": 2}, output={"model": False},
                search={"params": {"C": [0.1, 1.0, 10.0]}, "cv": 3})

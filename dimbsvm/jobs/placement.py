@@ -249,7 +249,7 @@ def _members(estimator, n_rows: float, n_minority: float) -> tuple[int, float]:
     if not hasattr(estimator, "plan_members") or not isinstance(n_estimators, Integral):
         return 1, n_rows
     grid = getattr(estimator, "param_grid", None)
-    members = n_estimators * max(1, len(_grid_settings(grid)))
+    members = estimator.n_member_fits(max(1, len(_grid_settings(grid))))
     size, bootstrap = getattr(estimator, "max_samples", None), getattr(estimator, "bootstrap", "plain")
     if size == "auto":  # left by with_scaled_defaults: bags within LARGE_N rows, the size None gives
         size = None

@@ -2,7 +2,8 @@
 
 An estimator that satisfies :class:`FitsInMembers` (the ensemble,
 :class:`~dimbsvm.svm.EnsembleOTHRClassifier`) is fitted member by member, one
-task per member, then assembled; any other estimator is one part, itself.
+task per member, then assembled, when its members are known before it is
+fitted; any other estimator is one part, itself.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class FitsInMembers(Protocol):
 
     def pools_out_of_bag(self) -> bool:
         """Whether the members' out-of-bag margins may be computed outside them, pooled over all members."""
+
+    def plans_members_up_front(self) -> bool:
+        """Whether every member is known from the labels alone; if not, the estimator is fitted as one part."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ def parts_of(estimator, y_train):
     parts : list of Part
     seeds : ndarray of int or None
     """
-    if not isinstance(estimator, FitsInMembers):
+    if not isinstance(estimator, FitsInMembers) or not estimator.plans_members_up_front():
         return [Part(0)], None
     plan = clone(estimator).plan_members(y_train)
     parts = [Part(i, int(seed), member) for i, (seed, member) in enumerate(zip(plan.seeds, plan.members))]

@@ -33,7 +33,12 @@ from dimbsvm.svm._base import (
 )
 from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag
 from dimbsvm.svm.calibration import platt_fit
-from dimbsvm.svm.grid_members import candidate_settings, keep_best_settings
+from dimbsvm.svm.grid_members import (
+    candidate_settings,
+    keep_best_settings,
+    screen_survivors,
+    screened_search_results,
+)
 # Re-exported: models saved by dimbsvm 0.1.0 name ``dimbsvm.svm.ensemble.OTHRMember``
 # (skops stores the module path), and code imported fit_member from here.
 from dimbsvm.svm.members import MEMBER_MARGINS, MemberPlan, MemberSpec, OTHRMember, fit_member, pooled_oob_margins
@@ -205,6 +210,17 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         fit is a member. Needs ``threshold="pooled_oob"``.
     top_candidates : int, default=3
         With ``param_grid``: how many settings the ensemble keeps (at most all).
+    screen_members : int or None, default=None
+        With ``param_grid``: successive halving in two rounds. Every setting
+        first gets ``screen_members`` members (on the first seeds); only the
+        ``screen_survivors`` settings whose pooled out-of-bag margins rank
+        the training rows best get all ``n_estimators`` members (the same
+        bags as without screening), and ``top_candidates`` are kept among
+        them. ``None`` (or at least ``n_estimators``) fits every member of
+        every setting. The members of the second round depend on the first,
+        so a screening ensemble is fitted whole (:meth:`plans_members_up_front`).
+    screen_survivors : int, default=6
+        With ``screen_members``: how many settings get all their members.
     client : distributed.Client or None, default=None
         Client to fit members on; ``None`` uses the active client if any. It
         is kept only as this parameter (the members hold no reference to it)
@@ -232,7 +248,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         With ``param_grid``: the kept settings, best out-of-bag ROC-AUC first.
     search_results_ : dict of ndarray
         With ``param_grid``: ``params``, ``oob_auc``, ``oob_spread`` and
-        ``kept`` for every setting, in grid order.
+        ``kept`` for every setting, in grid order; with ``screen_members``
+        also ``screen_oob_auc`` (of the first round's members) and
+        ``survived``, and ``oob_auc`` and ``oob_spread`` are NaN for the
+        settings that did not survive the screening.
     threshold_margins_ : str
         With ``threshold="pooled_oob"``: ``"oob"``, or ``"train"`` when the
         out-of-bag rows missed a class and the mean margins of all training
@@ -311,6 +330,8 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         "probability": ["boolean"],
         "param_grid": [dict, list, None],
         "top_candidates": [Interval(Integral, 1, None, closed="left")],
+        "screen_members": [Interval(Integral, 1, None, closed="left"), None],
+        "screen_survivors": [Interval(Integral, 1, None, closed="left")],
         "client": "no_validation",
     }
 
@@ -340,6 +361,8 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         probability=False,
         param_grid=None,
         top_candidates=3,
+        screen_members=None,
+        screen_survivors=6,
         client=None,
     ):
         self.estimator = estimator
@@ -365,11 +388,14 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self.probability = probability
         self.param_grid = param_grid
         self.top_candidates = top_candidates
+        self.screen_members = screen_members
+        self.screen_survivors = screen_survivors
         self.client = client
 
     def __setstate__(self, state):
         # models saved before these parameters existed
-        super().__setstate__({"probability": False, "param_grid": None, "top_candidates": 3, **state})
+        super().__setstate__({"probability": False, "param_grid": None, "top_candidates": 3, "screen_members": None,
+                              "screen_survivors": 6, **state})
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
@@ -389,21 +415,49 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         """
         X, y, positive = self._validate_training_data(X, y)
         self._resolve_bags(positive)
-        seeds, specs = self._member_tasks()
         # Members run on the given or current client, one task each (X and y sent once),
         # else here, one after the other.
         client = current_client(self.client)
-        if client is not None:
-            logger.info("fitting %d members on %s", len(seeds), client)
-        members = map_tasks(
-            fit_member,
-            [dict(seed=int(seed), **spec.options()) for seed, spec in zip(seeds, specs)],
-            client=client,
-            shared={"X": X, "y": y},
-            label="ensemble members",
-        )
+        if self._screens():
+            return self._fit_screened(X, y, positive, client)
+        seeds, specs = self._member_tasks()
+        members = _fit_members(X, y, seeds, specs, client)
         self.seeds_ = seeds
-        return self._set_members(X, positive, list(members))
+        return self._set_members(X, positive, members)
+
+    def _fit_screened(self, X, y, positive, client):
+        """Successive halving in two rounds: a few members for every setting, all of them for the best."""
+        seeds, settings, spec_of = self._grid_specs()
+        first, rest = seeds[:self.screen_members], seeds[self.screen_members:]
+        screened = _fit_members(X, y, np.tile(first, len(settings)),
+                                [spec_of[i] for i in range(len(settings)) for _ in first], client)
+        survivors = screen_survivors(settings, screened, positive, self.screen_survivors)
+        added = _fit_members(X, y, np.tile(rest, len(survivors)), [spec_of[i] for i in survivors for _ in rest],
+                             client)
+        # each survivor's members in seed order: its screening members, then the added ones
+        n_first, n_rest = len(first), len(rest)
+        members = [member for rank, i in enumerate(survivors)
+                   for member in (screened[i * n_first:(i + 1) * n_first] + added[rank * n_rest:(rank + 1) * n_rest])]
+        self.seeds_ = np.tile(seeds, len(survivors))
+        self._set_members(X, positive, members, settings=[settings[i] for i in survivors])
+        self.search_results_ = screened_search_results(settings, screened, positive, survivors,
+                                                       self.search_results_)
+        return self
+
+    def _screens(self) -> bool:
+        """Whether ``fit`` screens the settings first (``screen_members`` takes effect)."""
+        if self.param_grid is None or self.screen_members is None or self.screen_members >= self.n_estimators:
+            return False
+        return self.screen_survivors < len(candidate_settings(self.param_grid, self._member_params_estimator()))
+
+    def plans_members_up_front(self) -> bool:
+        """Whether every member is known from the labels alone (:meth:`plan_members`).
+
+        ``False`` when ``screen_members`` screens the settings: which
+        settings get the second round's members depends on the first round's
+        out-of-bag margins, so the ensemble is fitted whole.
+        """
+        return not self._screens()
 
     def plan_members(self, y):
         """What :meth:`fit` would hand each member, from the labels alone.
@@ -427,6 +481,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         """
         self._validate_params()
         self._resolve_bags(self._set_classes(y))
+        if self._screens():
+            raise ValueError("screen_members chooses the second round's settings on the first round's out-of-bag "
+                             "margins: the members cannot be planned before fit (plans_members_up_front() is False)")
         seeds, specs = self._member_tasks()
         return MemberPlan(np.asarray(seeds), tuple(specs))
 
@@ -506,13 +563,19 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
         if self.param_grid is None:
             return seeds, [self._member_params()] * len(seeds)
+        seeds, _, specs = self._grid_specs(seeds)
+        return np.tile(seeds, len(specs)), [spec for spec in specs for _ in seeds]
+
+    def _grid_specs(self, seeds=None):
+        """The members' seeds, ``param_grid``'s settings and one :class:`MemberSpec` per setting."""
         if self.threshold != "pooled_oob":
             raise ValueError("param_grid ranks settings on pooled out-of-bag margins: it needs "
                              f"threshold='pooled_oob', got threshold={self.threshold!r}")
+        if seeds is None:
+            seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
         base = self._member_params()
         settings = candidate_settings(self.param_grid, base.estimator)
-        specs = [replace(base, estimator=clone(base.estimator).set_params(**setting)) for setting in settings]
-        return np.tile(seeds, len(settings)), [spec for spec in specs for _ in seeds]
+        return seeds, settings, [replace(base, estimator=clone(base.estimator).set_params(**s)) for s in settings]
 
     def _member_params(self):
         """The :class:`MemberSpec` shared by every member (all but the seed)."""
@@ -540,8 +603,12 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             **self._threshold_search(),
         )
 
-    def _set_members(self, X, positive, members, pooled_margins=None, shared_shift=None):
-        """Finish fitting from fitted members: the shared shift (if pooled) and the attributes."""
+    def _set_members(self, X, positive, members, pooled_margins=None, shared_shift=None, settings=None):
+        """Finish fitting from fitted members: the shared shift (if pooled) and the attributes.
+
+        ``settings``: the grid settings the members belong to, setting by
+        setting (default: all of ``param_grid``'s).
+        """
         if self.probability and self.threshold != "pooled_oob":
             raise ValueError("probability=True calibrates the pooled out-of-bag margins: it needs "
                              f"threshold='pooled_oob', got threshold={self.threshold!r}")
@@ -552,7 +619,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             if pooled_margins is not None:  # pooled over every setting's members: no ranking possible
                 raise ValueError("param_grid ranks each setting on its own members' out-of-bag margins; "
                                  "margins pooled over all members cannot be used (pools_out_of_bag() is False)")
-            members = self._keep_best_settings(positive, members)
+            members = self._keep_best_settings(positive, members, settings)
         self._pooled = self.threshold == "pooled_oob"
         if self._pooled:
             members = self._fit_shared_threshold(X, positive, members, self._threshold_search(),
@@ -565,9 +632,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         )
         return self
 
-    def _keep_best_settings(self, positive, members):
+    def _keep_best_settings(self, positive, members, settings=None):
         """The members of the ``top_candidates`` settings of best out-of-bag ROC-AUC, on one scale."""
-        settings = candidate_settings(self.param_grid, self._member_params().estimator)
+        if settings is None:
+            settings = candidate_settings(self.param_grid, self._member_params().estimator)
         kept, members, self.search_results_ = keep_best_settings(settings, members, positive, self.top_candidates)
         self.best_params_ = [settings[i] for i in kept]
         per_setting = len(self.seeds_) // len(settings)
@@ -590,6 +658,23 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             # the shifted margin decision_function returns, on the rows each member did not see
             self.platt_ = platt_fit(shift.margins + self.threshold_, positive[shift.rows])
         return with_shared_shift(members, self.threshold_, "pooled_" + self.threshold_margins_)
+
+    def n_member_fits(self, n_settings=None) -> int:
+        """How many members a fit fits: ``n_estimators`` per setting, fewer with ``screen_members``.
+
+        ``n_settings``: the settings of ``param_grid`` (counted here when not given).
+        """
+        if self.param_grid is None:
+            return int(self.n_estimators)
+        if n_settings is None:
+            n_settings = len(candidate_settings(self.param_grid, self._member_params_estimator()))
+        if self.screen_members is None or self.screen_members >= self.n_estimators or \
+                self.screen_survivors >= n_settings:
+            return int(self.n_estimators) * n_settings
+        return int(self.screen_members) * n_settings + (self.n_estimators - self.screen_members) * self.screen_survivors
+
+    def _member_params_estimator(self):
+        return default_estimator() if self.estimator is None else clone(self.estimator)
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X):
@@ -629,3 +714,11 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             return self._label(margins.mean(axis=0) > 0)
         votes = (margins > 0).sum(axis=0)
         return self._label(2 * votes >= len(self.members_))
+
+
+def _fit_members(X, y, seeds, specs, client) -> list:
+    """``fit_member`` for every (seed, spec): one task each on ``client``, else here."""
+    if client is not None:
+        logger.info("fitting %d members on %s", len(seeds), client)
+    return list(map_tasks(fit_member, [dict(seed=int(seed), **spec.options()) for seed, spec in zip(seeds, specs)],
+                          client=client, shared={"X": X, "y": y}, label="ensemble members"))

@@ -10,8 +10,13 @@ Their margins are put on one scale first (each candidate's divided by the
 standard deviation of its pooled out-of-bag margins), so that the ensemble's
 mean margin weighs the candidates alike whatever their ``C``.
 
-Why averaging the best few rather than keeping the best one, with the
-measurements, is in ``benchmarks/search_study.md``. Plain numpy and
+With screening (successive halving in two rounds), every setting first
+gets a few members, and only the settings whose few members rank the rows
+best get all of theirs (:func:`screen_survivors`).
+
+Why averaging the best few rather than keeping the best one, and what
+screening costs in quality, with the measurements, is in
+``benchmarks/search_study.md``. Plain numpy and
 scikit-learn: no Dask, no I/O.
 """
 
@@ -26,7 +31,15 @@ from sklearn.model_selection import ParameterGrid
 
 from dimbsvm.svm.members import pooled_oob_margins
 
-__all__ = ["candidate_settings", "keep_best_settings", "oob_auc_and_spread", "rank_candidates", "standardised"]
+__all__ = [
+    "candidate_settings",
+    "keep_best_settings",
+    "oob_auc_and_spread",
+    "rank_candidates",
+    "screen_survivors",
+    "screened_search_results",
+    "standardised",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -138,3 +151,63 @@ def keep_best_settings(settings, members, positive, top: int):
     results = {"params": np.array(settings, dtype=object), "oob_auc": auc, "oob_spread": spread,
                "kept": np.isin(np.arange(len(settings)), kept)}
     return kept, [member for i in kept for member in standardised(groups[i], spread[i])], results
+
+
+def _groups(members, n_groups: int) -> list:
+    per_group = len(members) // n_groups
+    return [members[i * per_group:(i + 1) * per_group] for i in range(n_groups)]
+
+
+def _best_first(auc) -> np.ndarray:
+    """Positions of ``auc`` from the best down (NaN last, ties in grid order)."""
+    return np.argsort(-np.nan_to_num(auc, nan=-np.inf), kind="stable")
+
+
+def screen_survivors(settings, screened, positive, n_survivors: int) -> np.ndarray:
+    """The ``n_survivors`` settings whose screening members rank the training rows best.
+
+    Parameters
+    ----------
+    settings : list of dict
+    screened : list of OTHRMember
+        The same number of members per setting, setting by setting, fitted
+        with ``keep_oob=True``.
+    positive : ndarray of bool
+    n_survivors : int
+
+    Returns
+    -------
+    survivors : ndarray of int
+        Positions in ``settings``, best pooled out-of-bag ROC-AUC first
+        (NaN last, ties in grid order).
+
+    Raises
+    ------
+    ValueError
+        No setting's out-of-bag rows hold both classes.
+    """
+    auc, _ = rank_candidates(_groups(screened, len(settings)), positive)
+    if np.all(np.isnan(auc)):
+        raise ValueError("screen_members needs out-of-bag rows of both classes to screen the settings; these "
+                         "bags left none of one class out (use more screening members or rows)")
+    survivors = _best_first(auc)[:n_survivors]
+    logger.info("screening: %d of %d settings go on, out-of-bag ROC-AUC %s", survivors.size, len(settings),
+                np.round(auc[survivors], 4).tolist())
+    return survivors
+
+
+def screened_search_results(settings, screened, positive, survivors, survivor_results) -> dict:
+    """``search_results_`` over every setting: the screening round's view and the survivors' final one.
+
+    ``survivor_results`` is :func:`keep_best_settings`'s ``results`` over the
+    survivors (in ``survivors`` order); settings that did not survive get NaN
+    ``oob_auc`` and ``oob_spread`` and are not kept.
+    """
+    screen_auc, _ = rank_candidates(_groups(screened, len(settings)), positive)
+    n = len(settings)
+    results = {"params": np.array(settings, dtype=object), "screen_oob_auc": screen_auc,
+               "survived": np.isin(np.arange(n), survivors), "oob_auc": np.full(n, np.nan),
+               "oob_spread": np.full(n, np.nan), "kept": np.zeros(n, dtype=bool)}
+    for key in ("oob_auc", "oob_spread", "kept"):
+        results[key][np.asarray(survivors)] = survivor_results[key]
+    return results
