@@ -19,6 +19,7 @@ Usage (from the repository root)::
     python -m benchmarks.ensemble_selection fit --suite benchmarks/keel-public.yaml --cache /tmp/ens-sel-bal \
         --class-weight balanced
     python -m benchmarks.ensemble_selection score --cache /tmp/ens-sel [/tmp/ens-sel-bal] [--json FILE]
+    python -m benchmarks.ensemble_selection halving --cache /tmp/ens-sel /tmp/ens-sel-bal --json FILE
 
 ``fit`` skips (dataset, candidate) files already in the cache, so it can be
 stopped and resumed; ``score`` prints a table of the rules.
@@ -222,6 +223,71 @@ def score(caches, fixed=("C1.0_gammascale",), oracle=False) -> list[dict]:
             for rule, per_dataset in results.items()]
 
 
+#: The two-round screening rules scored by ``halving``: (members per setting in the screen, settings that
+#: get all 10 members); every rule keeps the best 3 survivors and uses tolerance 0, as recommended() does.
+HALVING_RULES = [(None, None)] + [(screen, survivors) for screen in (2, 3, 4) for survivors in (3, 4, 6, 8)]
+
+
+def halving_for_fold(records, keys, fold, rules=HALVING_RULES, n_top=3):
+    """``{rule: test scores and member seconds}`` of each screening rule on one outer fold.
+
+    The rule ``(None, None)`` is the unscreened grid (every member of every
+    setting). A rule's cost is the sum of the fit seconds of the members it
+    fits (the cache times each member's fit and out-of-bag scoring).
+    """
+    positive = records[keys[0]]["y_train"][fold]
+    y_test = records[keys[0]]["y_test"][fold]
+    full = {k: _standardised(records[k], fold, 10, positive) for k in keys}
+    seconds = {k: np.asarray(records[k]["fit_seconds"][fold], dtype=float) for k in keys}
+    search = {**DEFAULT_SEARCH, "tolerance": 0.0}
+    out, scored, screens = {}, {}, {}
+    for screen, n_survivors in rules:
+        if screen is None:
+            survivors, cost = list(keys), sum(seconds[k].sum() for k in keys)
+        else:
+            if screen not in screens:
+                screens[screen] = {k: _standardised(records[k], fold, screen, positive) for k in keys}
+            screened = screens[screen]
+            survivors = _top(screened, n_survivors)
+            cost = sum(seconds[k][:screen].sum() for k in keys) + sum(seconds[k][screen:].sum() for k in survivors)
+        kept = tuple(_top(full, n_top, survivors))
+        if kept not in scored:  # rules that keep the same settings give the same model
+            scored[kept] = averaged_scores([full[k] for k in kept], positive, y_test, search)
+        out[(screen, n_survivors)] = {**scored[kept], "seconds": cost}
+    return out
+
+
+def _halving_for_dataset(caches, name) -> dict:
+    """``{rule: mean test scores and member seconds per fold}`` of one dataset, or ``{}`` if a cache lacks it."""
+    records = {}
+    for cache in caches:
+        found = {path.stem: path for path in (cache / name).glob("*.npz") if not path.name.endswith(".partial.npz")}
+        if len(found) != len(CANDIDATES):
+            return {}
+        for key, path in found.items():
+            with np.load(path, allow_pickle=True) as f:
+                records[f"{cache.name}:{key}"] = {k: f[k] for k in f.files}
+    keys = sorted(records)
+    per_fold = [halving_for_fold(records, keys, fold) for fold in range(len(records[keys[0]]["oob"]))]
+    return {rule: {m: float(np.mean([f[rule][m] for f in per_fold])) for m in ("g_mean", "f_measure", "auc", "seconds")}
+            for rule in per_fold[0]}
+
+
+def score_halving(caches, jobs: int = 1) -> dict:
+    """``{rule: {dataset: mean test scores and member seconds per fold}}`` over the datasets every cache holds."""
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+
+    names = sorted({path.name for cache in caches for path in cache.iterdir() if path.is_dir()})
+    with ProcessPoolExecutor(jobs) as pool:
+        per_dataset = dict(zip(names, pool.map(partial(_halving_for_dataset, caches), names)))
+    out = {}
+    for name, rules in per_dataset.items():
+        for rule, scores in rules.items():
+            out.setdefault(rule, {})[name] = scores
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -234,6 +300,10 @@ def main(argv=None) -> int:
     sc.add_argument("--cache", type=Path, nargs="+", required=True)
     sc.add_argument("--json", type=Path, help="also write every rule's per-dataset means here")
     sc.add_argument("--oracle", action="store_true", help="also every setting alone and the oracle bound")
+    hv = sub.add_parser("halving", help="score the two-round screening rules (HALVING_RULES) with their cost")
+    hv.add_argument("--cache", type=Path, nargs="+", required=True)
+    hv.add_argument("--json", type=Path, required=True, help="per rule and dataset: scores and member seconds")
+    hv.add_argument("--jobs", type=int, default=2, help="datasets scored at once (processes)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.command == "fit":
@@ -241,6 +311,17 @@ def main(argv=None) -> int:
         params = {"class_weight": args.class_weight} if args.class_weight else {}
         for name in args.datasets or suite["datasets"]:
             fit_dataset(name, suite["protocol"], args.cache, params)
+        return 0
+    if args.command == "halving":
+        results = score_halving(args.cache, args.jobs)
+        args.json.write_text(json.dumps({f"{screen}/{survivors}": per_dataset
+                                         for (screen, survivors), per_dataset in results.items()}, indent=1))
+        for (screen, survivors), per_dataset in results.items():
+            logger.info("screen %s, survivors %s: %d datasets  G-mean %.1f  F-measure %.1f  member s/fold %.2f",
+                        screen, survivors, len(per_dataset),
+                        100 * np.mean([d["g_mean"] for d in per_dataset.values()]),
+                        100 * np.mean([d["f_measure"] for d in per_dataset.values()]),
+                        np.mean([d["seconds"] for d in per_dataset.values()]))
         return 0
     rows = score(args.cache, oracle=args.oracle)
     if args.json:
