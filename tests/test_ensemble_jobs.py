@@ -123,7 +123,8 @@ def test_feature_stages_run_once_per_fold_and_match(scheduler, small, sequential
 
 
 @pytest.mark.parametrize("name, params", [("ensemble_othr", {"n_estimators": 3, "random_state": 1}),
-                                          ("recommended", SMALL_GRID), ("svc_balanced", {})])
+                                          ("recommended", SMALL_GRID), ("recommended", SCREENED_GRID),
+                                          ("svc_balanced", {})])
 def test_store_rows_are_read_per_member_and_match(scheduler, small, sequential_fold, tmp_path, name, params):
     X, y = small
     store = ingest((X.astype(np.float32), y), tmp_path / "data.zarr", chunk_rows=64)
@@ -524,3 +525,31 @@ def test_small_folds_batch_their_members_and_give_the_same_records(small, sequen
     assert names.count("members") == 3 and "member" not in names
     _same_records([run_plan(plan)[finish.id]["record"]],
                   [sequential_fold(X, y, estimator, n_splits=3, seed=0, fold=0)])
+
+
+@pytest.mark.parametrize("store", [False, True], ids=["in-memory-batched", "store-one-task-per-member"])
+def test_a_screening_ensemble_fits_its_two_rounds_as_member_tasks(small, sequential_fold, tmp_path, store):
+    """Round one's members, one screening task, round two's members (settings read from it), one assembly."""
+    from dimbsvm.model_selection.folds import add_fold
+    from dimbsvm.parallel import TaskPlan, run_plan
+
+    X, y = small
+    estimator = make_estimator("recommended", SCREENED_GRID)
+    [spec] = _specs(y, [(0, 1)], 3)
+    data = X
+    if store:
+        stored = ingest((X.astype(np.float32), y), tmp_path / "data.zarr", chunk_rows=64)
+        data, X = StoreRows(stored.path, stored.X.shape), X.astype(np.float32).astype(np.float64)
+    plan = TaskPlan()
+    setup = FoldSetup(estimator, minority_class(y), scaler="minmax", impute="none", metrics=METRICS)
+    finish, _, _ = add_fold(plan, spec, setup, X=plan.share(data), y=plan.share(y), labels=y,
+                            block_rows=64 if store else None)
+    names = [task.name for task in plan.tasks]
+    assert names.count("screen") == 1 and names.count("ensemble") == 1
+    n_first, n_added = 4 * 2, 2 * 1  # 4 settings x 2 screening members; 2 survivors x 1 more
+    if store:
+        assert names.count("member") == n_first + n_added
+    else:  # a fold of 400 rows: each round's members are one batch
+        assert names.count("members") == 2 and "member" not in names
+    _same_records([run_plan(plan)[finish.id]["record"]],
+                  [sequential_fold(X, y, estimator, n_splits=3, seed=0, fold=1)])

@@ -43,12 +43,16 @@ def test_members_fitted_from_the_plan_assemble_into_what_fit_gives(data, ensembl
 
 
 def test_a_screening_ensemble_is_one_part(data):
-    """Its second round depends on its first: the fold engine fits it whole, as any one-part estimator."""
+    """Its second round depends on its first: it is planned in rounds (plan_screening), not as parts."""
     _, y = data
     screened = EnsembleOTHRClassifier(n_estimators=3, param_grid={"C": [0.5, 4.0, 8.0]}, screen_members=1,
                                       screen_survivors=2)
     assert isinstance(screened, FitsInMembers)
     assert parts_of(screened, y) == ([Part(0)], None)
+    with pytest.raises(ValueError, match="cannot be planned before fit"):
+        clone(screened).plan_members(y)
+    plan = clone(screened).plan_screening(y)
+    assert len(plan.first_round()) == 3 and len(plan.second_round([2, 0])) == 4
     parts, seeds = parts_of(screened.set_params(screen_members=None), y)
     assert len(parts) == 9 and len(seeds) == 9
 

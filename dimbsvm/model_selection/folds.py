@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
+from sklearn.base import clone
 
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
@@ -35,6 +36,7 @@ from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
 from .spans import chunk_spans
 from .search import Search
+from .screened_fold import add_screened_fit
 from .searched_folds import add_searched_fold
 from .threshold_tasks import add_ranged_search, range_search_params
 
@@ -233,8 +235,13 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                                                 features=features, stage=stage), name="prepare")
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
-    batch = members_per_task(len(spec.train)) if seeds is not None and not saving and not block_rows else 1
-    if batch > 1:  # members of a small in-memory fold: a few tasks of many members each
+    screens = isinstance(estimator, FitsInMembers) and not estimator.plans_members_up_front()
+    batch = members_per_task(len(spec.train)) if (seeds is not None or screens) and not saving and not block_rows \
+        else 1
+    if screens:  # two rounds of member tasks, the second chosen by the first; the ensemble is the fold's one part
+        fitted = [add_screened_fit(plan, X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, batch=batch,
+                                   screening=clone(estimator).plan_screening(labels[spec.train]))]
+    elif batch > 1:  # members of a small in-memory fold: a few tasks of many members each
         fitted = [plan.add(fit_parts, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
                                            parts=parts[i:i + batch]), name="members")
                   for i in range(0, len(parts), batch)]

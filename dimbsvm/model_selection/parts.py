@@ -3,7 +3,9 @@
 An estimator that satisfies :class:`FitsInMembers` (the ensemble,
 :class:`~dimbsvm.svm.EnsembleOTHRClassifier`) is fitted member by member, one
 task per member, then assembled, when its members are known before it is
-fitted; any other estimator is one part, itself.
+fitted (a screening ensemble's two rounds of members are tasks of their own,
+:mod:`~dimbsvm.model_selection.screened_fold`, and the assembled ensemble is
+its one part); any other estimator is one part, itself.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class FitsInMembers(Protocol):
         """Whether the members' out-of-bag margins may be computed outside them, pooled over all members."""
 
     def plans_members_up_front(self) -> bool:
-        """Whether every member is known from the labels alone; if not, the estimator is fitted as one part."""
+        """Whether every member is known from the labels alone; if not, its members come in two rounds
+        (:mod:`~dimbsvm.model_selection.screened_fold`) and it is the fold's one part."""
 
 
 @dataclass(frozen=True)

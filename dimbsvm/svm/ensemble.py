@@ -34,6 +34,7 @@ from dimbsvm.svm._base import (
 from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag
 from dimbsvm.svm.calibration import platt_fit
 from dimbsvm.svm.grid_members import (
+    ScreeningPlan,
     candidate_settings,
     keep_best_settings,
     screen_survivors,
@@ -217,8 +218,8 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         the training rows best get all ``n_estimators`` members (the same
         bags as without screening), and ``top_candidates`` are kept among
         them. ``None`` (or at least ``n_estimators``) fits every member of
-        every setting. The members of the second round depend on the first,
-        so a screening ensemble is fitted whole (:meth:`plans_members_up_front`).
+        every setting. The members of the second round depend on the first:
+        a driver plans them with :meth:`plan_screening`, not :meth:`plan_members`.
     screen_survivors : int, default=6
         With ``screen_members``: how many settings get all their members.
     client : distributed.Client or None, default=None
@@ -427,20 +428,66 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
     def _fit_screened(self, X, y, positive, client):
         """Successive halving in two rounds: a few members for every setting, all of them for the best."""
-        seeds, settings, spec_of = self._grid_specs()
-        first, rest = seeds[:self.screen_members], seeds[self.screen_members:]
-        screened = _fit_members(X, y, np.tile(first, len(settings)),
-                                [spec_of[i] for i in range(len(settings)) for _ in first], client)
-        survivors = screen_survivors(settings, screened, positive, self.screen_survivors)
-        added = _fit_members(X, y, np.tile(rest, len(survivors)), [spec_of[i] for i in survivors for _ in rest],
-                             client)
-        # each survivor's members in seed order: its screening members, then the added ones
-        n_first, n_rest = len(first), len(rest)
-        members = [member for rank, i in enumerate(survivors)
-                   for member in (screened[i * n_first:(i + 1) * n_first] + added[rank * n_rest:(rank + 1) * n_rest])]
-        self.seeds_ = np.tile(seeds, len(survivors))
-        self._set_members(X, positive, members, settings=[settings[i] for i in survivors])
-        self.search_results_ = screened_search_results(settings, screened, positive, survivors,
+        plan = self._screening_plan()
+        screened = _fit_members(X, y, *zip(*plan.first_round()), client)
+        survivors = screen_survivors(plan.settings, screened, positive, plan.n_survivors)
+        added = _fit_members(X, y, *zip(*plan.second_round(survivors)), client)
+        return self._assemble_screened(X, positive, plan, screened, added, survivors)
+
+    def plan_screening(self, y) -> ScreeningPlan:
+        """What :meth:`fit` does in its two rounds, from the labels alone (with ``screen_members``).
+
+        For drivers that fit members elsewhere (the fold engine): fit
+        ``plan.first_round()``, choose ``survivors =
+        screen_survivors(plan.settings, screened, y == pos_label_, plan.n_survivors)``,
+        fit ``plan.second_round(survivors)``, then :meth:`fit_from_screened`;
+        this gives the ensemble ``fit(X, y)`` gives.
+
+        Raises
+        ------
+        ValueError
+            Without screening (:meth:`plans_members_up_front`: use :meth:`plan_members`).
+        """
+        self._validate_params()
+        self._resolve_bags(self._set_classes(y))
+        if not self._screens():
+            raise ValueError("this ensemble does not screen its settings: its members are planned up front "
+                             "(plan_members)")
+        return self._screening_plan()
+
+    def fit_from_screened(self, X, y, plan, screened, added, survivors):
+        """Finish fitting from the members of :meth:`plan_screening`'s two rounds.
+
+        Parameters
+        ----------
+        X : ndarray or row handle of shape (n_samples, n_features)
+            The training rows (read only when the shared shift needs rows).
+        y : array-like of shape (n_samples,)
+        plan : ScreeningPlan
+        screened, added : list of OTHRMember
+            The members of ``plan.first_round()`` and of
+            ``plan.second_round(survivors)``, in order.
+        survivors : ndarray of int
+            :func:`~dimbsvm.svm.grid_members.screen_survivors` of ``screened``.
+
+        Returns
+        -------
+        self : EnsembleOTHRClassifier
+        """
+        positive = self._set_classes(y)
+        self._resolve_bags(positive)
+        self.n_features_in_ = int(X.shape[1])
+        return self._assemble_screened(X, positive, plan, list(screened), list(added), survivors)
+
+    def _screening_plan(self) -> ScreeningPlan:
+        seeds, settings, specs = self._grid_specs()
+        return ScreeningPlan(seeds, settings, tuple(specs), int(self.screen_members), int(self.screen_survivors))
+
+    def _assemble_screened(self, X, positive, plan, screened, added, survivors):
+        self.seeds_ = np.tile(plan.seeds, len(survivors))
+        self._set_members(X, positive, plan.survivor_members(screened, added, survivors),
+                          settings=[plan.settings[i] for i in survivors])
+        self.search_results_ = screened_search_results(plan.settings, screened, positive, survivors,
                                                        self.search_results_)
         return self
 
@@ -455,7 +502,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
         ``False`` when ``screen_members`` screens the settings: which
         settings get the second round's members depends on the first round's
-        out-of-bag margins, so the ensemble is fitted whole.
+        out-of-bag margins (:meth:`plan_screening`).
         """
         return not self._screens()
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -36,6 +37,7 @@ __all__ = [
     "keep_best_settings",
     "oob_auc_and_spread",
     "rank_candidates",
+    "ScreeningPlan",
     "screen_survivors",
     "screened_search_results",
     "standardised",
@@ -211,3 +213,45 @@ def screened_search_results(settings, screened, positive, survivors, survivor_re
     for key in ("oob_auc", "oob_spread", "kept"):
         results[key][np.asarray(survivors)] = survivor_results[key]
     return results
+
+
+@dataclass(frozen=True)
+class ScreeningPlan:
+    """A screening grid's members before fitting (successive halving in two rounds).
+
+    Round one: the first ``n_screen`` seeds for every setting, setting by
+    setting; round two, once the ``n_survivors`` best settings are known:
+    the remaining seeds for each of them, survivor by survivor.
+
+    Attributes
+    ----------
+    seeds : ndarray of int
+        The ``n_estimators`` seeds every setting's members use (the same bags
+        for every setting).
+    settings : list of dict
+        The grid's settings, in grid order.
+    specs : tuple of MemberSpec
+        One per setting.
+    n_screen : int
+    n_survivors : int
+    """
+
+    seeds: np.ndarray
+    settings: list
+    specs: tuple
+    n_screen: int
+    n_survivors: int
+
+    def first_round(self) -> list:
+        """``[(seed, spec)]`` of the screening members, setting by setting."""
+        return [(int(seed), spec) for spec in self.specs for seed in self.seeds[:self.n_screen]]
+
+    def second_round(self, survivors) -> list:
+        """``[(seed, spec)]`` of the members the ``survivors`` get, survivor by survivor."""
+        return [(int(seed), self.specs[i]) for i in survivors for seed in self.seeds[self.n_screen:]]
+
+    def survivor_members(self, screened, added, survivors) -> list:
+        """Each survivor's members in seed order (its screening members, then its added ones), survivor by survivor."""
+        first, rest = self.n_screen, len(self.seeds) - self.n_screen
+        return [member for rank, i in enumerate(survivors)
+                for member in (list(screened[i * first:(i + 1) * first]) + list(added[rank * rest:(rank + 1) * rest]))]

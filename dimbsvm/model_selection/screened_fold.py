@@ -1,0 +1,94 @@
+"""A screening ensemble's members as tasks of a fold: two rounds, the second chosen by the first.
+
+An :class:`~dimbsvm.svm.EnsembleOTHRClassifier` with ``screen_members``
+cannot list its members before it is fitted (:meth:`plans_members_up_front`
+is ``False``): which settings get all their members depends on the first
+round's out-of-bag margins. It still fits as tasks of the one plan:
+
+* round one: one task per screening member (or per batch of them, on a small
+  fold), :func:`~dimbsvm.model_selection.bodies.fit_part`;
+* :func:`screen_block`: the survivors, from round one's members;
+* round two: one task per added member (:func:`fit_added`), each reading its
+  setting from the survivors when it runs, so the plan is fixed up front;
+* :func:`assemble_screened`: the fitted ensemble, handed on as the fold's one
+  part, ``(estimator, seconds of every member and of the assembly)``.
+
+Plain task bodies, no Dask here (:func:`add_screened_fit` adds them to a
+:class:`~dimbsvm.parallel.TaskPlan`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn.base import clone
+
+from ..rows import RowSubset
+from ..svm.grid_members import screen_survivors
+from .bodies import fit_part, fit_parts, fitted_parts, training_data
+from .parts import Part
+
+__all__ = ["add_screened_fit", "assemble_screened", "fit_added", "screen_block"]
+
+# the screening task is on the fold's critical path: ahead of queued members of other folds
+_PRIORITY = 5
+
+
+def screen_block(y, rows, screened, *, plan):
+    """Task body: the surviving settings (positions in ``plan.settings``), best first."""
+    members = [member for member, _ in fitted_parts(screened)]
+    positive = np.asarray(y)[rows.train] == plan.specs[0].pos_label
+    return screen_survivors(plan.settings, members, positive, plan.n_survivors)
+
+
+def fit_added(X, y, prepared, rows, survivors, *, estimator, plan, positions):
+    """Task body: the second round's members at ``positions`` (of ``plan.second_round(survivors)``)."""
+    added = plan.second_round(survivors)
+    return [fit_part(X, y, prepared, rows, estimator=estimator, part=Part(i, *added[i])) for i in positions]
+
+
+def assemble_screened(X, y, prepared, rows, screened, added, survivors, *, estimator, plan):
+    """Task body: ``(fitted ensemble, seconds)`` from both rounds, as a whole estimator's part."""
+    start = time.perf_counter()
+    screened, added = fitted_parts(screened), fitted_parts(added)
+    X_train, y_train, train = training_data(X, y, prepared, rows)
+    if train is not None:  # raw rows: the ensemble sees the training rows in fold order
+        X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
+    final = clone(estimator).fit_from_screened(X_train, y_train, plan, [m for m, _ in screened],
+                                               [m for m, _ in added], survivors)
+    member_seconds = sum(seconds for _, seconds in screened + added)
+    return final, member_seconds + time.perf_counter() - start
+
+
+def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch: int):
+    """Add a screening ensemble's tasks for one fold; return the ref of :func:`assemble_screened`.
+
+    Parameters
+    ----------
+    plan : TaskPlan
+    X, y, prepared, rows : TaskRef
+        The fold's data, labels, prepared steps and rows.
+    estimator : EnsembleOTHRClassifier
+        Unfitted, with ``screen_members``.
+    screening : ScreeningPlan
+        ``clone(estimator).plan_screening(labels[train])``.
+    batch : int
+        Members per task (1: a task per member).
+    """
+    first = [Part(i, seed, spec) for i, (seed, spec) in enumerate(screening.first_round())]
+    common = dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator)
+    if batch > 1:
+        screened = [plan.add(fit_parts, dict(common, parts=first[i:i + batch]), name="members")
+                    for i in range(0, len(first), batch)]
+    else:
+        screened = [plan.add(fit_part, dict(common, part=part), name="member") for part in first]
+    survivors = plan.add(screen_block, dict(y=y, rows=rows, screened=screened, plan=screening), name="screen",
+                         priority=_PRIORITY)
+    n_added = (len(screening.seeds) - screening.n_screen) * screening.n_survivors
+    added = [plan.add(fit_added, dict(common, survivors=survivors, plan=screening,
+                                      positions=tuple(range(i, min(i + batch, n_added)))),
+                      name="members" if batch > 1 else "member")
+             for i in range(0, n_added, max(1, batch))]
+    return plan.add(assemble_screened, dict(common, screened=screened, added=added, survivors=survivors,
+                                            plan=screening), name="ensemble", priority=_PRIORITY)
