@@ -253,24 +253,26 @@ def test_ensemble_probabilities_are_calibrated_like_calibratedclassifiercv():
 GRID = {"C": [0.1, 1.0, 10.0], "gamma": [0.5, "scale"]}
 
 
-def test_grid_keeps_the_settings_of_best_out_of_bag_auc_computed_by_hand():
+def _by_hand_oob_auc(X, y, seeds, setting):
+    """ROC-AUC of the pooled out-of-bag margins of members fitted one by one with ``fit_member``."""
     from sklearn.metrics import roc_auc_score
 
-    from dimbsvm.svm.members import fit_member
+    total, count = np.zeros(len(y)), np.zeros(len(y))
+    for seed in seeds:
+        member = fit_member(X, y, int(seed), pos_label=1, estimator=SVC(**setting), bootstrap="stratified",
+                            margins="none", perturbation=0.0, keep_oob=True)
+        total[member.oob_rows] += member.oob_margins
+        count[member.oob_rows] += 1
+    seen = count > 0
+    return roc_auc_score(y[seen], total[seen] / count[seen])
 
+
+def test_grid_keeps_the_settings_of_best_out_of_bag_auc_computed_by_hand():
     X, y = make_classification(n_samples=400, n_features=6, weights=[0.88], flip_y=0.03, random_state=5)
     model = EnsembleOTHRClassifier(n_estimators=4, param_grid=GRID, top_candidates=2, random_state=1).fit(X, y)
     seeds = np.random.RandomState(1).randint(np.iinfo(np.int32).max, size=4)
-    by_hand = []
-    for setting in [{"C": c, "gamma": g} for c in GRID["C"] for g in GRID["gamma"]]:
-        total, count = np.zeros(len(y)), np.zeros(len(y))
-        for seed in seeds:
-            member = fit_member(X, y, int(seed), pos_label=1, estimator=SVC(**setting), bootstrap="stratified",
-                                margins="none", perturbation=0.0, keep_oob=True)
-            total[member.oob_rows] += member.oob_margins
-            count[member.oob_rows] += 1
-        seen = count > 0
-        by_hand.append((roc_auc_score(y[seen], total[seen] / count[seen]), setting))
+    by_hand = [(_by_hand_oob_auc(X, y, seeds, setting), setting)
+               for setting in [{"C": c, "gamma": g} for c in GRID["C"] for g in GRID["gamma"]]]
     np.testing.assert_allclose(model.search_results_["oob_auc"], [auc for auc, _ in by_hand], rtol=1e-12)
     best_two = [setting for _, setting in sorted(by_hand, key=lambda t: -t[0])[:2]]
     assert model.best_params_ == best_two
@@ -293,20 +295,6 @@ def test_grid_is_refused_where_it_cannot_work():
         EnsembleOTHRClassifier(n_estimators=2, param_grid={"degree_of_freedom": [1]}).fit(X, y)
     with pytest.raises(ValueError, match="needs threshold='pooled_oob'"):
         EnsembleOTHRClassifier(n_estimators=2, param_grid={"C": [1.0]}, threshold="member").fit(X, y)
-
-
-def _by_hand_oob_auc(X, y, seeds, setting):
-    """ROC-AUC of the pooled out-of-bag margins of members fitted one by one with ``fit_member``."""
-    from sklearn.metrics import roc_auc_score
-
-    total, count = np.zeros(len(y)), np.zeros(len(y))
-    for seed in seeds:
-        member = fit_member(X, y, int(seed), pos_label=1, estimator=SVC(**setting), bootstrap="stratified",
-                            margins="none", perturbation=0.0, keep_oob=True)
-        total[member.oob_rows] += member.oob_margins
-        count[member.oob_rows] += 1
-    seen = count > 0
-    return roc_auc_score(y[seen], total[seen] / count[seen])
 
 
 def test_screening_gives_the_best_screened_settings_all_their_members():

@@ -474,9 +474,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         -------
         self : EnsembleOTHRClassifier
         """
-        positive = self._set_classes(y)
-        self._resolve_bags(positive)
-        self.n_features_in_ = int(X.shape[1])
+        positive = self._prepare_assembly(X, y)
         return self._assemble_screened(X, positive, plan, list(screened), list(added), survivors)
 
     def _screening_plan(self) -> ScreeningPlan:
@@ -571,11 +569,16 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         -------
         self : EnsembleOTHRClassifier
         """
+        positive = self._prepare_assembly(X, y)
+        self.seeds_ = np.asarray(seeds)
+        return self._set_members(X, positive, list(members), pooled_margins, shared_shift)
+
+    def _prepare_assembly(self, X, y):
+        """Classes, bag size and feature count for assembling members fitted elsewhere; the minority rows."""
         positive = self._set_classes(y)
         self._resolve_bags(positive)
         self.n_features_in_ = int(X.shape[1])
-        self.seeds_ = np.asarray(seeds)
-        return self._set_members(X, positive, list(members), pooled_margins, shared_shift)
+        return positive
 
     def _scaled_defaults(self, n_samples, n_minority):
         """``max_samples="auto"``: bags of ``LARGE_N`` rows once ``None``'s bag would be larger."""
