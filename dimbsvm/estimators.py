@@ -291,8 +291,9 @@ def _recommended():
 
 
 register_estimator("recommended", _recommended, "the quality-first configuration (dimbsvm.recommended()): "
-                   "EnSVM-OTHR over a (C, gamma, class_weight) grid, the 3 settings of best out-of-bag ROC-AUC "
-                   "averaged", trusted_types=_ENSEMBLE, fold_rows=_neighbors)
+                   "EnSVM-OTHR over a (C, gamma, class_weight) grid screened by one member per setting, the 3 "
+                   "settings of best out-of-bag ROC-AUC among the 8 best screened averaged", trusted_types=_ENSEMBLE,
+                   fold_rows=_neighbors)
 
 
 def _act():

@@ -489,11 +489,18 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
                                                        self.search_results_)
         return self
 
-    def _screens(self) -> bool:
-        """Whether ``fit`` screens the settings first (``screen_members`` takes effect)."""
+    def _screens(self, n_settings=None) -> bool:
+        """Whether ``fit`` screens the settings first (``screen_members`` takes effect).
+
+        ``n_settings``: the settings of ``param_grid`` (counted here when not given).
+        """
         if self.param_grid is None or self.screen_members is None or self.screen_members >= self.n_estimators:
             return False
-        return self.screen_survivors < len(candidate_settings(self.param_grid, self._member_params_estimator()))
+        return self.screen_survivors < (self._n_settings() if n_settings is None else n_settings)
+
+    def _n_settings(self) -> int:
+        base = default_estimator() if self.estimator is None else clone(self.estimator)
+        return len(candidate_settings(self.param_grid, base))
 
     def plans_members_up_front(self) -> bool:
         """Whether every member is known from the labels alone (:meth:`plan_members`).
@@ -717,14 +724,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         if self.param_grid is None:
             return int(self.n_estimators)
         if n_settings is None:
-            n_settings = len(candidate_settings(self.param_grid, self._member_params_estimator()))
-        if self.screen_members is None or self.screen_members >= self.n_estimators or \
-                self.screen_survivors >= n_settings:
+            n_settings = self._n_settings()
+        if not self._screens(n_settings):
             return int(self.n_estimators) * n_settings
         return int(self.screen_members) * n_settings + (self.n_estimators - self.screen_members) * self.screen_survivors
-
-    def _member_params_estimator(self):
-        return default_estimator() if self.estimator is None else clone(self.estimator)
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X):
