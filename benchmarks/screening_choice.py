@@ -33,7 +33,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 #: The tuned peers of the quality suite, and the one the cost is compared with (best ranked on G-mean).

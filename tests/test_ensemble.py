@@ -327,9 +327,11 @@ def test_screening_fits_fewer_members_and_is_fitted_whole(monkeypatch):
     import dimbsvm.svm.ensemble as ensemble_module
 
     X, y = make_classification(n_samples=300, n_features=5, weights=[0.9], flip_y=0.03, random_state=7)
+    # counted where the members are handed out, so that it holds on a client a previous test left active too
     fits = []
-    real = ensemble_module.fit_member
-    monkeypatch.setattr(ensemble_module, "fit_member", lambda *a, **k: fits.append(1) or real(*a, **k))
+    real = ensemble_module._fit_members
+    monkeypatch.setattr(ensemble_module, "_fit_members",
+                        lambda X, y, seeds, specs, client: fits.extend(seeds) or real(X, y, seeds, specs, client))
     model = EnsembleOTHRClassifier(n_estimators=5, param_grid=GRID, screen_members=2, screen_survivors=2,
                                    random_state=0)
     model.fit(X, y)
