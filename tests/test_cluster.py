@@ -420,6 +420,34 @@ def test_hpc_disk_exchange_on_worker_processes(cluster, tmp_path):
     assert list(scratch.iterdir()) == []
 
 
+def test_screening_ensemble_job_on_worker_processes_equals_the_sequential_fold(cluster, tmp_path, sequential_fold):
+    """recommended()'s two rounds of member tasks (screen task, second round reading it) on `dask worker`
+    processes over a Zarr store: every fold's threshold and metrics equal the ensemble fitted in this process."""
+    from dimbsvm.datasets import make_imbalanced
+    from dimbsvm.estimators import make_estimator
+    from dimbsvm.store import ingest
+
+    X, y = make_imbalanced(1_200, n_features=5, minority_fraction=0.1, chunks=1_200, random_state=4)
+    store = tmp_path / "syn.zarr"
+    ingest((X, y), store, chunk_rows=300)
+    params = {"n_estimators": 3, "param_grid": {"C": [0.5, 5.0], "gamma": [0.5, "scale"]}, "top_candidates": 1,
+              "screen_members": 2, "screen_survivors": 2, "random_state": 3}
+    job = _write_job(tmp_path / "screened.yaml", store, output="{model: false}",
+                     estimator=json.dumps({"name": "recommended", "params": params}))
+    job.write_text(job.read_text().replace("estimator: {name: svc_balanced}\n", "")
+                   .replace("n_splits: 5, n_repeats: 2", "n_splits: 3, n_repeats: 1"))
+    proc = _dimbsvm("run", job, "--scheduler", cluster.address, "--out", tmp_path / "run", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    folds = json.loads((tmp_path / "run" / "metrics.json").read_text())["folds"]
+    X32 = np.asarray(X, dtype=np.float32).astype(np.float64)  # what the store holds
+    for record in folds:
+        expected = sequential_fold(X32, np.asarray(y), make_estimator("recommended", params), n_splits=3,
+                                   seed=record["seed"], fold=record["fold"])
+        assert record["threshold"] == pytest.approx(expected["threshold"], rel=1e-9)
+        for metric in ("g_mean", "f_measure", "auc"):
+            assert record[metric] == pytest.approx(expected[metric], abs=1e-9), metric
+
+
 def test_searched_job_over_a_store_on_worker_processes_equals_gridsearchcv(cluster, tmp_path):
     """Nested CV as a job on `dask worker` processes, over a Zarr store: each outer fold's choice and its test
     metrics equal scikit-learn's GridSearchCV over the same pipeline on the same rows in this process."""
