@@ -605,3 +605,49 @@ def test_default_scale_table_is_the_median_of_its_repeats_and_says_what_was_repl
     assert "| 1,000,000 | act | 1 | refused: DataError: too many rows | - | - | - |" in lines
     assert lines[-1] == "| 1,000,000 | svc_balanced | 0 | skipped: above 100000 rows | - | - | - |"
     assert "local cluster of 2 single-threaded workers" in text
+
+
+def test_screening_rules_cost_the_member_seconds_they_fit_and_keep_the_settings_a_brute_force_ranking_keeps():
+    """benchmarks/ensemble_selection.py's halving scorer on a synthetic cache of 4 settings x 10 members."""
+    from sklearn.metrics import roc_auc_score
+
+    from benchmarks.ensemble_selection import halving_for_fold
+
+    rng = np.random.default_rng(0)
+    positive = np.r_[np.ones(20, bool), np.zeros(80, bool)]
+    y_test = np.r_[np.ones(5, bool), np.zeros(20, bool)]
+    records = {}
+    for k, signal in enumerate((0.2, 1.5, 0.8, 3.0)):  # setting 3 ranks best, then 1, 2, 0
+        oob = np.where(rng.random((10, 100)) < 0.37, signal * positive + rng.normal(size=(10, 100)), np.nan)
+        records[f"s{k}"] = {"oob": [oob], "test": [signal * y_test + rng.normal(size=(10, 25))],
+                            "y_train": [positive], "y_test": [y_test],
+                            "fit_seconds": [np.arange(1.0, 11.0) * (k + 1)]}
+    keys = sorted(records)
+    out = halving_for_fold(records, keys, 0, rules=[(None, None), (2, 2)], n_top=1)
+    seconds = {k: records[k]["fit_seconds"][0] for k in keys}
+    assert out[(None, None)]["seconds"] == sum(s.sum() for s in seconds.values())
+    # the screen: the first 2 members of every setting, ranked by the AUC of their pooled out-of-bag margins
+    screen_auc = {}
+    for k in keys:
+        first = records[k]["oob"][0][:2]
+        seen = ~np.isnan(first).all(axis=0)
+        screen_auc[k] = roc_auc_score(positive[seen], np.nanmean(first[:, seen], axis=0))
+    survivors = sorted(keys, key=lambda k: -screen_auc[k])[:2]
+    expected = sum(s[:2].sum() for s in seconds.values()) + sum(seconds[k][2:].sum() for k in survivors)
+    assert out[(2, 2)]["seconds"] == pytest.approx(expected)
+    assert set(survivors) == {"s1", "s3"}
+    # with one kept setting, the screened and the unscreened rule keep the same (the best) setting here
+    assert out[(2, 2)]["g_mean"] == out[(None, None)]["g_mean"]
+
+
+def test_screening_choice_takes_the_best_g_mean_within_the_budget_and_the_f_floor():
+    import pandas as pd
+
+    from benchmarks.screening_choice import choose
+
+    rules = pd.DataFrame({"g_mean": [88.0, 87.5, 87.5, 87.9], "f_measure": [64.0, 63.0, 63.0, 62.0],
+                          "fit_time": [4.0, 2.0, 1.5, 1.0]}, index=["costly", "a", "b", "low-f"])
+    peers = {"smote_svc_grid": {"g_mean": 86.0, "f_measure": 62.5, "fit_time": 2.0},
+             "svc_balanced_grid": {"g_mean": 86.0, "f_measure": 62.8, "fit_time": 1.0}}
+    assert choose(rules, peers) == "b"  # within 1.5 x 2.0 s and F >= 62.8: a and b tie on G, b is cheaper
+    assert choose(rules[rules.index == "costly"], peers) is None
