@@ -7,7 +7,8 @@ round's out-of-bag margins. It still fits as tasks of the one plan:
 
 * round one: one task per screening member (or per batch of them, on a small
   fold), :func:`~dimbsvm.model_selection.bodies.fit_part`;
-* :func:`screen_block`: the survivors, from round one's members;
+* :func:`screen_block`: the survivors (a :class:`~dimbsvm.svm.grid_members.Screen`),
+  from round one's members;
 * round two: one task per added member (:func:`fit_added`), each reading its
   setting from the survivors when it runs, so the plan is fixed up front;
 * :func:`assemble_screened`: the fitted ensemble, handed on as the fold's one
@@ -36,19 +37,19 @@ _PRIORITY = 5
 
 
 def screen_block(y, rows, screened, *, plan):
-    """Task body: the surviving settings (positions in ``plan.settings``), best first."""
+    """Task body: the :class:`~dimbsvm.svm.grid_members.Screen` of round one's members."""
     members = [member for member, _ in fitted_parts(screened)]
     positive = np.asarray(y)[rows.train] == plan.specs[0].pos_label
     return screen_survivors(plan.settings, members, positive, plan.n_survivors)
 
 
-def fit_added(X, y, prepared, rows, survivors, *, estimator, plan, positions):
-    """Task body: the second round's members at ``positions`` (of ``plan.second_round(survivors)``)."""
-    added = plan.second_round(survivors)
+def fit_added(X, y, prepared, rows, screen, *, estimator, plan, positions):
+    """Task body: the second round's members at ``positions`` (of ``plan.second_round(screen.survivors)``)."""
+    added = plan.second_round(screen.survivors)
     return [fit_part(X, y, prepared, rows, estimator=estimator, part=Part(i, *added[i])) for i in positions]
 
 
-def assemble_screened(X, y, prepared, rows, screened, added, survivors, *, estimator, plan):
+def assemble_screened(X, y, prepared, rows, screened, added, screen, *, estimator, plan):
     """Task body: ``(fitted ensemble, seconds)`` from both rounds, as a whole estimator's part."""
     start = time.perf_counter()
     screened, added = fitted_parts(screened), fitted_parts(added)
@@ -56,7 +57,7 @@ def assemble_screened(X, y, prepared, rows, screened, added, survivors, *, estim
     if train is not None:  # raw rows: the ensemble sees the training rows in fold order
         X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
     final = clone(estimator).fit_from_screened(X_train, y_train, plan, [m for m, _ in screened],
-                                               [m for m, _ in added], survivors)
+                                               [m for m, _ in added], screen)
     member_seconds = sum(seconds for _, seconds in screened + added)
     return final, member_seconds + time.perf_counter() - start
 
@@ -83,12 +84,12 @@ def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch:
                     for i in range(0, len(first), batch)]
     else:
         screened = [plan.add(fit_part, dict(common, part=part), name="member") for part in first]
-    survivors = plan.add(screen_block, dict(y=y, rows=rows, screened=screened, plan=screening), name="screen",
-                         priority=_PRIORITY)
-    n_added = (len(screening.seeds) - screening.n_screen) * screening.n_survivors
-    added = [plan.add(fit_added, dict(common, survivors=survivors, plan=screening,
+    screen = plan.add(screen_block, dict(y=y, rows=rows, screened=screened, plan=screening), name="screen",
+                      priority=_PRIORITY)
+    n_added = screening.n_added
+    added = [plan.add(fit_added, dict(common, screen=screen, plan=screening,
                                       positions=tuple(range(i, min(i + batch, n_added)))),
                       name="members" if batch > 1 else "member")
              for i in range(0, n_added, max(1, batch))]
-    return plan.add(assemble_screened, dict(common, screened=screened, added=added, survivors=survivors,
+    return plan.add(assemble_screened, dict(common, screened=screened, added=added, screen=screen,
                                             plan=screening), name="ensemble", priority=_PRIORITY)

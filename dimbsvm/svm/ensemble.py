@@ -430,17 +430,17 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         """Successive halving in two rounds: a few members for every setting, all of them for the best."""
         plan = self._screening_plan()
         screened = _fit_members(X, y, *zip(*plan.first_round()), client)
-        survivors = screen_survivors(plan.settings, screened, positive, plan.n_survivors)
-        added = _fit_members(X, y, *zip(*plan.second_round(survivors)), client)
-        return self._assemble_screened(X, positive, plan, screened, added, survivors)
+        screen = screen_survivors(plan.settings, screened, positive, plan.n_survivors)
+        added = _fit_members(X, y, *zip(*plan.second_round(screen.survivors)), client)
+        return self._assemble_screened(X, positive, plan, screened, added, screen)
 
     def plan_screening(self, y) -> ScreeningPlan:
         """What :meth:`fit` does in its two rounds, from the labels alone (with ``screen_members``).
 
         For drivers that fit members elsewhere (the fold engine): fit
-        ``plan.first_round()``, choose ``survivors =
+        ``plan.first_round()``, screen them with ``screen =
         screen_survivors(plan.settings, screened, y == pos_label_, plan.n_survivors)``,
-        fit ``plan.second_round(survivors)``, then :meth:`fit_from_screened`;
+        fit ``plan.second_round(screen.survivors)``, then :meth:`fit_from_screened`;
         this gives the ensemble ``fit(X, y)`` gives.
 
         Raises
@@ -455,7 +455,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
                              "(plan_members)")
         return self._screening_plan()
 
-    def fit_from_screened(self, X, y, plan, screened, added, survivors):
+    def fit_from_screened(self, X, y, plan, screened, added, screen):
         """Finish fitting from the members of :meth:`plan_screening`'s two rounds.
 
         Parameters
@@ -466,8 +466,8 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         plan : ScreeningPlan
         screened, added : list of OTHRMember
             The members of ``plan.first_round()`` and of
-            ``plan.second_round(survivors)``, in order.
-        survivors : ndarray of int
+            ``plan.second_round(screen.survivors)``, in order.
+        screen : Screen
             :func:`~dimbsvm.svm.grid_members.screen_survivors` of ``screened``.
 
         Returns
@@ -475,18 +475,18 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self : EnsembleOTHRClassifier
         """
         positive = self._prepare_assembly(X, y)
-        return self._assemble_screened(X, positive, plan, list(screened), list(added), survivors)
+        return self._assemble_screened(X, positive, plan, list(screened), list(added), screen)
 
     def _screening_plan(self) -> ScreeningPlan:
         seeds, settings, specs = self._grid_specs()
         return ScreeningPlan(seeds, settings, tuple(specs), int(self.screen_members), int(self.screen_survivors))
 
-    def _assemble_screened(self, X, positive, plan, screened, added, survivors):
+    def _assemble_screened(self, X, positive, plan, screened, added, screen):
+        survivors = screen.survivors
         self.seeds_ = np.tile(plan.seeds, len(survivors))
         self._set_members(X, positive, plan.survivor_members(screened, added, survivors),
                           settings=[plan.settings[i] for i in survivors])
-        self.search_results_ = screened_search_results(plan.settings, screened, positive, survivors,
-                                                       self.search_results_)
+        self.search_results_ = screened_search_results(plan.settings, screen, self.search_results_)
         return self
 
     def _screens(self, n_settings=None) -> bool:

@@ -37,6 +37,7 @@ __all__ = [
     "keep_best_settings",
     "oob_auc_and_spread",
     "rank_candidates",
+    "Screen",
     "ScreeningPlan",
     "screen_survivors",
     "screened_search_results",
@@ -140,14 +141,12 @@ def keep_best_settings(settings, members, positive, top: int):
     ValueError
         No setting's out-of-bag rows hold both classes.
     """
-    per_setting = len(members) // len(settings)
-    groups = [members[i * per_setting:(i + 1) * per_setting] for i in range(len(settings))]
+    groups = _groups(members, len(settings))
     auc, spread = rank_candidates(groups, positive)
     if np.all(np.isnan(auc)):
         raise ValueError("param_grid needs out-of-bag rows of both classes to rank the settings; these "
                          "bags left none of one class out (use more rows or members)")
-    order = np.argsort(-np.nan_to_num(auc, nan=-np.inf), kind="stable")
-    kept = order[:min(top, len(settings))]
+    kept = _best_first(auc)[:min(top, len(settings))]
     logger.info("kept settings %s of %d by out-of-bag ROC-AUC %s", [settings[i] for i in kept], len(settings),
                 np.round(auc[kept], 4).tolist())
     results = {"params": np.array(settings, dtype=object), "oob_auc": auc, "oob_spread": spread,
@@ -156,6 +155,7 @@ def keep_best_settings(settings, members, positive, top: int):
 
 
 def _groups(members, n_groups: int) -> list:
+    """``members`` cut into ``n_groups`` equal runs (setting by setting)."""
     per_group = len(members) // n_groups
     return [members[i * per_group:(i + 1) * per_group] for i in range(n_groups)]
 
@@ -165,7 +165,24 @@ def _best_first(auc) -> np.ndarray:
     return np.argsort(-np.nan_to_num(auc, nan=-np.inf), kind="stable")
 
 
-def screen_survivors(settings, screened, positive, n_survivors: int) -> np.ndarray:
+@dataclass(frozen=True)
+class Screen:
+    """What the screening round found.
+
+    Attributes
+    ----------
+    survivors : ndarray of int
+        Positions in the settings, best pooled out-of-bag ROC-AUC first
+        (NaN last, ties in grid order).
+    oob_auc : ndarray of shape (n_settings,)
+        Every setting's pooled out-of-bag ROC-AUC of its screening members.
+    """
+
+    survivors: np.ndarray
+    oob_auc: np.ndarray
+
+
+def screen_survivors(settings, screened, positive, n_survivors: int) -> Screen:
     """The ``n_survivors`` settings whose screening members rank the training rows best.
 
     Parameters
@@ -179,9 +196,8 @@ def screen_survivors(settings, screened, positive, n_survivors: int) -> np.ndarr
 
     Returns
     -------
-    survivors : ndarray of int
-        Positions in ``settings``, best pooled out-of-bag ROC-AUC first
-        (NaN last, ties in grid order).
+    Screen
+        The survivors and every setting's screening ROC-AUC.
 
     Raises
     ------
@@ -195,23 +211,22 @@ def screen_survivors(settings, screened, positive, n_survivors: int) -> np.ndarr
     survivors = _best_first(auc)[:n_survivors]
     logger.info("screening: %d of %d settings go on, out-of-bag ROC-AUC %s", survivors.size, len(settings),
                 np.round(auc[survivors], 4).tolist())
-    return survivors
+    return Screen(survivors, auc)
 
 
-def screened_search_results(settings, screened, positive, survivors, survivor_results) -> dict:
+def screened_search_results(settings, screen: Screen, survivor_results) -> dict:
     """``search_results_`` over every setting: the screening round's view and the survivors' final one.
 
     ``survivor_results`` is :func:`keep_best_settings`'s ``results`` over the
-    survivors (in ``survivors`` order); settings that did not survive get NaN
-    ``oob_auc`` and ``oob_spread`` and are not kept.
+    survivors (in ``screen.survivors`` order); settings that did not survive
+    get NaN ``oob_auc`` and ``oob_spread`` and are not kept.
     """
-    screen_auc, _ = rank_candidates(_groups(screened, len(settings)), positive)
-    n = len(settings)
-    results = {"params": np.array(settings, dtype=object), "screen_oob_auc": screen_auc,
+    n, survivors = len(settings), np.asarray(screen.survivors)
+    results = {"params": np.array(settings, dtype=object), "screen_oob_auc": screen.oob_auc,
                "survived": np.isin(np.arange(n), survivors), "oob_auc": np.full(n, np.nan),
                "oob_spread": np.full(n, np.nan), "kept": np.zeros(n, dtype=bool)}
     for key in ("oob_auc", "oob_spread", "kept"):
-        results[key][np.asarray(survivors)] = survivor_results[key]
+        results[key][survivors] = survivor_results[key]
     return results
 
 
@@ -245,6 +260,11 @@ class ScreeningPlan:
     def first_round(self) -> list:
         """``[(seed, spec)]`` of the screening members, setting by setting."""
         return [(int(seed), spec) for spec in self.specs for seed in self.seeds[:self.n_screen]]
+
+    @property
+    def n_added(self) -> int:
+        """How many members the second round fits."""
+        return (len(self.seeds) - self.n_screen) * self.n_survivors
 
     def second_round(self, survivors) -> list:
         """``[(seed, spec)]`` of the members the ``survivors`` get, survivor by survivor."""
