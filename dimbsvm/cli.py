@@ -260,6 +260,9 @@ def _cmd_run(args) -> int:
         _restore_checkpoints(remote)  # an interrupted run of this URL resumes here, whichever machine it ran on
     # everything that can be checked is checked before a cluster starts
     _read_job_file(args.job)
+    from .jobs.report_drawing import report_process
+
+    report_process()  # started now: it imports the drawing libraries while this process imports and checks
     from .jobs.checks import check_job
     from .jobs.runner import run_checked
 

@@ -20,7 +20,7 @@ STORE_AND_CLUSTER = ("zarr", "dask.dataframe", "distributed")
 #: costs, which saving a model does not need.
 EVERY_SKLEARN_MODULE = "sklearn.utils._testing"
 #: What dimbsvm imports only for a store's rows, a model file or a report (and the CLI not for a refusal).
-HEAVY = (*STORE_AND_CLUSTER, "dask", "dask.array", "sklearn", "skops", "matplotlib", EVERY_SKLEARN_MODULE)
+HEAVY = (*STORE_AND_CLUSTER, "dask", "dask.array", "sklearn", "skops", "matplotlib", "bokeh", EVERY_SKLEARN_MODULE)
 
 _PROBE = """
 import sys
@@ -69,8 +69,10 @@ def test_a_small_run_in_this_process_imports_no_store_or_cluster_package(tmp_pat
     loaded, code, stderr = _loaded(["run", str(job), "--out", str(tmp_path / "run"), "--no-progress"])
     assert code == 0, stderr
     assert (tmp_path / "run" / "metrics.json").is_file() and (tmp_path / "run" / "report.html").is_file()
-    # model file (skops) and report (matplotlib) are written; the store's and the cluster's stacks are not used
+    # model file (skops) and report are written; the store's and the cluster's stacks are not used
     assert not loaded & set(STORE_AND_CLUSTER), loaded
+    # the report was drawn in its side process: this one never imported the drawing libraries
+    assert not loaded & {"matplotlib", "bokeh"}, loaded
     # the model is written without skops' trusted-type list (every scikit-learn module imported to build it) ...
     assert EVERY_SKLEARN_MODULE not in loaded, loaded
     # ... and loads with it, through the trust check

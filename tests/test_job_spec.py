@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,7 @@ def test_bundled_job_fingerprints_are_those_of_the_job_dicts(name):
     # the hash is the canonical mapping's, and a spec rebuilt from that mapping is the same spec
     assert _sha(job.to_dict()) == PINNED[name][0]
     assert JobSpec.from_dict(job.to_dict()) == job
+    assert pickle.loads(pickle.dumps(job)) == job  # as it travels to a task or the report's side process
 
 
 @pytest.mark.parametrize("name", sorted(EXTRA))

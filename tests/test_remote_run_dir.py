@@ -222,7 +222,11 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_its_mirror_at_the_u
         return fs.find(folds) if fs.exists(folds) else []
 
     first = dict(os.environ, PYTHONPATH=str(ROOT), DIMBSVM_STAGING_DIR=str(tmp_path / "machine-1"))
-    proc = subprocess.Popen([sys.executable, "-m", "dimbsvm.cli", "run", str(job), "--out", url, "--no-progress"],
+    # mirrored every quarter second, not every CHECKPOINT_EVERY: the run's folds take about a second, and the
+    # kill must come while some but not all of them are mirrored
+    mirrored_often = ("import sys; import dimbsvm.jobs.remote_run_dir as mirror; mirror.CHECKPOINT_EVERY = 0.25; "
+                      "from dimbsvm.cli import main; sys.exit(main())")
+    proc = subprocess.Popen([sys.executable, "-c", mirrored_often, "run", str(job), "--out", url, "--no-progress"],
                             env=first, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not mirrored_folds() and proc.poll() is None and time.monotonic() < deadline:

@@ -117,37 +117,56 @@ def ensemble_run(tmp_path_factory):
     return result, out
 
 
-def test_out_of_fold_sections_drawn_beside_the_final_model_are_the_ones_drawn_after(tmp_path, monkeypatch):
-    # With a final model to fit, the out-of-fold sections (curves, confusion, thresholds) are drawn in a
-    # thread of their own once every fold is saved; the truth is the same sections drawn from the
-    # finished run's out-of-fold files.
+@pytest.mark.parametrize("where", ["side process", "thread"])
+def test_out_of_fold_sections_drawn_beside_the_final_model_are_the_ones_drawn_after(tmp_path, monkeypatch, where):
+    # With a final model to fit, the out-of-fold sections (curves, confusion, thresholds) are drawn once every
+    # fold is saved: in the report's side process (a process that has not loaded the drawing libraries), or
+    # in a thread of this one. The truth is the same sections drawn here from the finished run's files.
     import threading
 
+    from dimbsvm._side_process import SideProcess
+    from dimbsvm.jobs import report_drawing
     from dimbsvm.report import run_report
 
-    real, drawn = run_report.out_of_fold_sections, []
+    # a side process of this test's own (started by the run), or none with the libraries counted as loaded
+    monkeypatch.setattr(report_drawing, "_process", None)
+    monkeypatch.setattr(report_drawing, "DRAWING_LIBRARIES", () if where == "side process" else ("sys",))
+    real, drawn, sent = run_report.out_of_fold_sections, [], []
 
-    def recording(*args, **kwargs):  # the real drawing, with the thread it ran in noted
+    def recording(*args, **kwargs):  # the real drawing, with the thread it ran in noted (in this process)
         sections = real(*args, **kwargs)
         drawn.append((threading.current_thread().name, sections))
         return sections
 
-    monkeypatch.setattr(run_report, "out_of_fold_sections", recording)
+    real_submit = SideProcess.submit
+
+    def submitted(self, func, /, *args, **kwargs):
+        sent.append(func.__name__)
+        return real_submit(self, func, *args, **kwargs)
+
+    monkeypatch.setattr(report_drawing, "out_of_fold_sections", recording)
+    monkeypatch.setattr(SideProcess, "submit", submitted)
     out = tmp_path / "run"
-    run_job(_job(tmp_path, cv={"n_splits": 3, "n_repeats": 1, "random_state": 0}), None, out=out, progress=False)
-    [(thread, ahead)] = drawn
-    assert thread.startswith("dimbsvm-report")
-    assert [section.title for section in ahead] == ["Out-of-fold predictions", "Thresholds"]
+    try:
+        run_job(_job(tmp_path, cv={"n_splits": 3, "n_repeats": 1, "random_state": 0}), None, out=out, progress=False)
+    finally:
+        if report_drawing._process is not None:
+            report_drawing._process.close()
+    if where == "side process":
+        assert drawn == [] and sent == ["import_drawing_libraries", "draw_oof_sections", "_write"]
+    else:
+        [(thread, ahead)] = drawn
+        assert thread.startswith("dimbsvm-report") and sent == []
+        assert [section.title for section in ahead] == ["Out-of-fold predictions", "Thresholds"]
     metrics = json.loads((out / "metrics.json").read_text())
     names = run_report.class_names_by_code(load_job_data("yeast5"))
     after = real(load_oof(out), names, metrics["positive_label"], n_repeats=1)
-    ahead_md = run_report.render_markdown("t", ahead, tmp_path / "ahead" / "report")
-    assert ahead_md == run_report.render_markdown("t", after, tmp_path / "after" / "report")
-    for png in (tmp_path / "ahead" / "report").glob("*.png"):
-        assert png.read_bytes() == (tmp_path / "after" / "report" / png.name).read_bytes()
-        # and the report's own figure files are these
-        assert png.read_bytes() == (out / run_report.FIGURE_DIR / png.name).read_bytes()
-    assert ahead_md.split("## Out-of-fold predictions")[1] in (out / "report.md").read_text()
+    after_md = run_report.render_markdown("t", after, tmp_path / "after" / "report")
+    assert after_md.split("## Out-of-fold predictions")[1] in (out / "report.md").read_text()
+    pngs = sorted(path.name for path in (tmp_path / "after" / "report").glob("*.png"))
+    assert pngs == ["confusion.png", "roc_pr.png"]
+    for name in pngs:  # the report's own figure files are these
+        assert (out / run_report.FIGURE_DIR / name).read_bytes() == (tmp_path / "after" / "report" / name).read_bytes()
 
 
 def test_out_of_fold_predictions_cover_every_row_once_per_repeat(ensemble_run):
@@ -478,6 +497,9 @@ def _assert_panel_is_scikit_learns(drawn, display, positive, score, repeat, same
         display.from_predictions(positive[here], score[here], ax=reference, name=f"repeat {r}")
     n_repeats = np.unique(repeat).size
     assert drawn.get_legend_handles_labels()[1][:n_repeats] == reference.get_legend_handles_labels()[1]
+    # the same unit square: limits and aspect as the display sets them
+    assert (drawn.get_xlim(), drawn.get_ylim(), drawn.get_aspect()) == (
+        reference.get_xlim(), reference.get_ylim(), reference.get_aspect())
     theirs = reference.get_lines()
     assert len(theirs) == n_repeats
     for line, expected in zip(drawn.get_lines()[:n_repeats], theirs):
@@ -684,6 +706,27 @@ def test_brier_score_and_reliability_diagram_from_out_of_fold_probabilities(tmp_
     del oof["proba"]
     _, sections = run_report_sections(job=job, data=load_job_data("yeast5"), metrics=metrics, resources={}, oof=oof)
     assert "Calibration" not in [s.title for s in sections]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_reliability_bins_and_the_roc_area_are_scikit_learns(seed):
+    # the report draws without importing scikit-learn; the truth is scikit-learn's calibration_curve and auc
+    from sklearn.calibration import calibration_curve
+    from sklearn.metrics import auc, roc_curve
+
+    from dimbsvm.report.figures import calibration_bins, roc_area
+
+    rng = np.random.RandomState(seed)
+    positive = rng.rand(2000) < 0.2
+    proba = np.round(rng.beta(1, 3, size=2000), 2)
+    proba[:6] = [0.0, 1.0, 0.1, 0.5, 0.9, 0.3]  # on bin edges
+    proba[(proba > 0.6) & (proba < 0.7)] = 0.55  # an empty bin
+    observed, predicted = calibration_bins(positive, proba, n_bins=10)
+    expected_observed, expected_predicted = calibration_curve(positive, proba, n_bins=10, strategy="uniform")
+    np.testing.assert_array_equal(observed, expected_observed)
+    np.testing.assert_array_equal(predicted, expected_predicted)
+    fpr, tpr, _ = roc_curve(positive, proba)
+    assert roc_area(fpr, tpr) == auc(fpr, tpr)
 
 
 def test_summary_and_validate_name_classes_not_codes(ensemble_run):

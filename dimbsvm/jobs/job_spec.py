@@ -411,6 +411,11 @@ class JobSpec:
             out["tracking"] = self.tracking.to_dict()
         return out
 
+    def __reduce__(self):
+        # pickled (to a task, to the report's side process) as its canonical mapping: the frozen sections'
+        # read-only mappings do not pickle themselves
+        return JobSpec.from_dict, (self.to_dict(),)
+
     @classmethod
     def from_dict(cls, job: Mapping) -> JobSpec:
         """The spec of a job mapping whose defaults are filled in (as validation leaves it); not validated here."""

@@ -46,14 +46,15 @@ from ..model_selection.splits import repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage
 from ..parallel.policy import in_order_threads
 from ..predict.encoding import prediction_meta
-from ..report import write_run_report
+from ..report.run_report import DataSummary, ThresholdSearch, class_names_by_code
 from ..store import StoreRows, content_fingerprint
 from ..store.finite import META_KEY as NONFINITE_KEY
 from ..artifacts import load_artifact, save_model
 from .checks import CheckedJob
 from .data import JobData, check_job_data, code_labels, load_job_data
 from .job_spec import JobSpec
-from .oof import OOF_DIR, fold_predictions_path, load_oof, save_fold_predictions
+from .oof import OOF_DIR, fold_predictions_path, save_fold_predictions
+from .report_drawing import draw_oof_sections, import_drawing_libraries, report_process, write_report
 from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
                       save_fold, summary_markdown, write_json)
 from .search_results import (load_fold_search, save_fold_search, search_overview, warn_failed_fits,
@@ -322,21 +323,25 @@ class ExecutedRun:
 def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     """Run the plan's folds and final model as one plan of tasks, saving each fold as it arrives."""
     job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
-    # The report's out-of-fold sections (curves, thresholds, calibration) need only the folds: drawn in a
-    # thread of their own once every fold is saved, they overlap the final model's fit instead of following
-    # it (at millions of out-of-fold scores they are seconds of client work).
-    sections_ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report") if plan.want_model else None
-    if sections_ahead is not None and client is not None:
-        # while the cluster works this process waits: the report's libraries are imported meanwhile (in a job
-        # run in this process the imports would hold the interpreter against the folds)
-        sections_ahead.submit(_import_report_libraries)
+    # The report's out-of-fold sections (curves, thresholds, calibration) need only the folds: drawn once
+    # every fold is saved, in the report's side process or else in a thread of their own, they overlap the
+    # final model's fit instead of following it (at millions of out-of-fold scores they are seconds of work).
+    drawing = report_process()
+    threads = None
+    if drawing is None and plan.want_model:
+        drawing = threads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dimbsvm-report")
+        if client is not None:
+            # while the cluster works this process waits: the report's libraries are imported meanwhile (in a
+            # job run in this process the imports would hold the interpreter against the folds)
+            threads.submit(import_drawing_libraries)
     unsaved = {spec.key for spec in plan.todo} - {FINAL_MODEL}
     oof_sections = None
 
     def draw_sections_once_folds_are_saved():
         nonlocal oof_sections
-        if sections_ahead is not None and not unsaved and oof_sections is None:
-            oof_sections = sections_ahead.submit(_oof_sections, partial, data, plan.pos_label, job.cv.n_repeats)
+        if drawing is not None and not unsaved and oof_sections is None:
+            oof_sections = drawing.submit(draw_oof_sections, partial, class_names_by_code(data), plan.pos_label,
+                                          job.cv.n_repeats)
 
     draw_sections_once_folds_are_saved()  # a resumed run whose folds were all saved before
 
@@ -369,8 +374,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             results, reused_members = execute_folds(job, setup, data, plan.todo, client=client, label="tasks",
                                                     on_result=save, progress=progress, store_labels=True)
     finally:
-        if sections_ahead is not None:
-            sections_ahead.shutdown(wait=False)  # sections being drawn finish; the report waits for them
+        if threads is not None:
+            threads.shutdown(wait=False)  # sections being drawn finish; the report waits for them
     phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase
     by_key = dict(plan.finished)
     final_model = None
@@ -431,33 +436,11 @@ def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> 
         payload["search"] = search_overview(selections, search=job.search.with_defaults(), scoring=search.scoring)
     write_json(partial / "metrics.json", payload)
     (partial / "summary.md").write_text(summary_markdown(job, data, summary, all_records))
-    ahead = executed.oof_sections
-    write_run_report(partial, job=job, data=data, metrics=payload, resources=resources,
-                     oof=load_oof(partial) if ahead is None else None,
-                     final_estimator=_last_step(executed.final_model), oof_sections=ahead)
+    write_report(partial, oof_sections=executed.oof_sections, job=job, data=DataSummary.of(data), metrics=payload,
+                 resources=resources, final_estimator=ThresholdSearch.of(_last_step(executed.final_model)))
     os.replace(partial, plan.run_dir)  # the run directory appears only once complete
     return RunResult(run_dir=plan.run_dir, summary=summary, folds=all_records, reused=len(plan.finished),
                      reused_members=executed.reused_members, search=payload.get("search"))
-
-
-def _import_report_libraries():
-    """Import what the report draws with (matplotlib's object API, Bokeh, scikit-learn's displays)."""
-    import bokeh.embed  # noqa: F401
-    import bokeh.layouts  # noqa: F401
-    import bokeh.models  # noqa: F401
-    import bokeh.plotting  # noqa: F401
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-    import sklearn.metrics  # noqa: F401
-
-    from ..report import run_report  # noqa: F401
-
-
-def _oof_sections(partial, data, pos_label, n_repeats):
-    """:func:`~dimbsvm.report.run_report.out_of_fold_sections` of the out-of-fold predictions saved in ``partial``."""
-    from ..report.run_report import class_names_by_code, out_of_fold_sections
-
-    return out_of_fold_sections(load_oof(partial), class_names_by_code(data), pos_label, n_repeats=n_repeats)
 
 
 def _worker_memory(client) -> dict:

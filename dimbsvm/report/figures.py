@@ -2,7 +2,10 @@
 
 Matplotlib's object API (``Figure`` with the Agg canvas), never ``pyplot``:
 no global state, no display needed, safe in a worker or a batch job. The ROC
-and precision-recall curves are scikit-learn's displays drawn on our axes.
+and precision-recall curves are drawn as scikit-learn's displays draw them,
+from curves computed here: a report's figures import matplotlib, not
+scikit-learn, so a process that only draws them starts quickly
+(:mod:`dimbsvm.jobs.report_drawing`).
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ import io
 
 import numpy as np
 
-__all__ = ["average_precision", "confusion_figure", "confusion_repeats_figure", "fold_spread_figure",
+__all__ = ["average_precision", "calibration_bins", "confusion_repeats_figure", "fold_spread_figure",
            "member_thresholds_figure", "operating_point", "png", "precision_recall_and_average", "reliability_figure",
-           "repeat_curves", "roc_pr_figure", "rows_by_score", "score_orders",
+           "repeat_curves", "roc_area", "roc_pr_figure", "rows_by_score", "score_orders",
            "stable_argsort", "step_vertices", "threshold_figure"]
 
 #: Figure size in inches for one panel; 100 dpi.
@@ -56,8 +59,6 @@ def roc_pr_figure(positive, score, repeat, predicted=None, curves=None):
         :func:`repeat_curves` of these scores where the caller has them;
         computed here where it has not.
     """
-    from sklearn.metrics import PrecisionRecallDisplay, RocCurveDisplay
-
     curves = curves if curves is not None else repeat_curves(positive, score, repeat)
     fig, (roc, pr) = _figure(2)
     for i, seed in enumerate(np.unique(repeat)):
@@ -68,12 +69,13 @@ def roc_pr_figure(positive, score, repeat, predicted=None, curves=None):
             roc.plot([fpr], [tpr], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
             pr.plot([tpr], [precision], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
         curve = curves[seed]
-        # what RocCurveDisplay.from_predictions draws (its positive label of boolean classes is 1)
-        RocCurveDisplay(fpr=curve["fpr"], tpr=curve["tpr"], roc_auc=curve["roc_auc"], name=f"repeat {seed}",
-                        pos_label=1).plot(ax=roc)
+        # what scikit-learn's RocCurveDisplay and PrecisionRecallDisplay draw: the line and its legend label
+        roc.plot(curve["fpr"], curve["tpr"], label=f"repeat {seed} (AUC = {curve['roc_auc']:0.2f})")
         drawn = step_vertices(curve["recall"])  # the same step path from ~2 vertices per recall value, not ~1 per row
-        PrecisionRecallDisplay(precision=curve["precision"][drawn], recall=curve["recall"][drawn],
-                               average_precision=curve["average_precision"]).plot(ax=pr, name=f"repeat {seed}")
+        pr.plot(curve["recall"][drawn], curve["precision"][drawn], drawstyle="steps-post",
+                label=f"repeat {seed} (AP = {curve['average_precision']:0.2f})")
+    for ax in (roc, pr):  # the displays' axes: a unit square with a margin
+        ax.set(xlim=(-0.01, 1.01), ylim=(-0.01, 1.01), aspect="equal")
     roc.plot([0, 1], [0, 1], color="0.7", linestyle=":", linewidth=1)
     pr.axhline(positive.mean(), color="0.7", linestyle=":", linewidth=1, label="chance")
     roc.set_title("ROC (out-of-fold)")
@@ -189,8 +191,6 @@ def repeat_curves(positive, score, repeat, orders=None) -> dict:
         ``recall``, ``pr_thresholds`` and their ``average_precision``; and
         the repeat's ``n_pos`` and ``n_neg``.
     """
-    from sklearn.metrics import auc
-
     from .curves import precision_recall_from_sorted, roc_from_sorted
 
     orders = orders if orders is not None else score_orders(score, repeat)
@@ -200,11 +200,41 @@ def repeat_curves(positive, score, repeat, orders=None) -> dict:
         fpr, tpr, roc_thresholds = roc_from_sorted(here_score, here_positive)
         precision, recall, pr_thresholds = precision_recall_from_sorted(here_score, here_positive)
         n_pos = int(here_positive.sum())
-        curves[seed] = {"fpr": fpr, "tpr": tpr, "roc_thresholds": roc_thresholds, "roc_auc": auc(fpr, tpr),
+        curves[seed] = {"fpr": fpr, "tpr": tpr, "roc_thresholds": roc_thresholds, "roc_auc": roc_area(fpr, tpr),
                         "precision": precision, "recall": recall, "pr_thresholds": pr_thresholds,
                         "average_precision": average_precision(precision, recall), "n_pos": n_pos,
                         "n_neg": int(rows.size) - n_pos}
     return curves
+
+
+def roc_area(fpr, tpr) -> float:
+    """The area under a ROC curve (``fpr`` non-decreasing): scikit-learn's ``auc``, the trapezoidal rule.
+
+    Examples
+    --------
+    >>> roc_area(np.array([0.0, 0.0, 1.0]), np.array([0.0, 1.0, 1.0]))
+    1.0
+    """
+    return float(np.trapezoid(tpr, fpr))
+
+
+def calibration_bins(positive, proba, n_bins=10):
+    """scikit-learn's ``calibration_curve(positive, proba, n_bins=n_bins, strategy="uniform")``.
+
+    Returns ``(observed positive rate, mean predicted probability)`` of each
+    non-empty bin of equal width on [0, 1].
+
+    Examples
+    --------
+    >>> calibration_bins(np.array([0, 1, 1]), np.array([0.1, 0.8, 0.9]), n_bins=2)
+    (array([0., 1.]), array([0.1 , 0.85]))
+    """
+    proba = np.asarray(proba, dtype=float)
+    bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], proba)
+    rows = np.bincount(bins, minlength=n_bins)
+    kept = rows != 0
+    observed = np.bincount(bins, weights=np.asarray(positive, dtype=float), minlength=n_bins)[kept] / rows[kept]
+    return observed, np.bincount(bins, weights=proba, minlength=n_bins)[kept] / rows[kept]
 
 
 def step_vertices(recall):
@@ -228,17 +258,6 @@ def step_vertices(recall):
     same_before = np.concatenate([[False], recall[1:] == recall[:-1]])
     same_after = np.concatenate([recall[:-1] == recall[1:], [False]])
     return np.flatnonzero(~(same_before & same_after))
-
-
-def confusion_figure(matrix, class_names, *, title):
-    """A confusion matrix (rows: true class, columns: predicted) with its counts written in."""
-    from sklearn.metrics import ConfusionMatrixDisplay
-
-    fig, (ax,) = _figure(1)
-    ConfusionMatrixDisplay(np.asarray(matrix), display_labels=list(class_names)).plot(
-        ax=ax, colorbar=False, values_format="d", cmap="Blues")
-    ax.set_title(title, fontsize=9)
-    return fig
 
 
 def confusion_repeats_figure(matrices, class_names, repeats):
@@ -267,8 +286,6 @@ def reliability_figure(positive, proba, repeat, *, n_bins=10):
     ``strategy="uniform"``); empty bins are left out. Below: how many rows
     fall in each bin, pooled over repeats.
     """
-    from sklearn.calibration import calibration_curve
-
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(PANEL[0], PANEL[1] * 1.3), dpi=100, layout="constrained")
@@ -276,7 +293,7 @@ def reliability_figure(positive, proba, repeat, *, n_bins=10):
     curve.plot([0, 1], [0, 1], color="0.7", linestyle=":", linewidth=1, label="perfectly calibrated")
     for i, seed in enumerate(np.unique(repeat)):
         here = repeat == seed
-        observed, predicted = calibration_curve(positive[here], proba[here], n_bins=n_bins, strategy="uniform")
+        observed, predicted = calibration_bins(positive[here], proba[here], n_bins=n_bins)
         curve.plot(predicted, observed, "o-", color=f"C{i}", markersize=4, linewidth=1, label=f"repeat {seed}")
     curve.set_ylabel("observed positive rate")
     curve.set_title("Reliability (out-of-fold probabilities)", fontsize=9)

@@ -29,7 +29,8 @@ import numpy as np
 from . import figures, interactive
 from .curves import run_starts
 
-__all__ = ["Section", "brier_scores", "chosen_cutoff", "class_counts", "class_names_by_code", "oof_curves_png",
+__all__ = ["DataSummary", "Section", "ThresholdSearch", "brier_scores", "chosen_cutoff", "class_counts",
+           "class_names_by_code", "oof_curves_png",
            "out_of_fold_sections", "run_report_sections", "render_html", "render_markdown", "threshold_rows",
            "write_run_report"]
 
@@ -65,6 +66,60 @@ class Section:
         self.blocks.append(("interactive", name, interactive.document_json(model, f"{name}-plot"), png, caption))
 
 
+@dataclass(frozen=True)
+class DataSummary:
+    """What a report says of a run's data, without its rows (small enough to send to another process).
+
+    Attributes
+    ----------
+    class_rows : dict
+        ``{label code: rows}``.
+    class_names : dict
+        ``{label code: class name}`` (:func:`class_names_by_code`).
+    n_features : int
+    """
+
+    class_rows: dict
+    class_names: dict
+    n_features: int
+
+    @classmethod
+    def of(cls, data) -> "DataSummary":
+        """The summary of a :class:`~dimbsvm.jobs.JobData` (labels, class map, shape)."""
+        codes, rows = np.unique(data.y, return_counts=True)
+        return cls(class_rows={int(c): int(n) for c, n in zip(codes, rows)}, class_names=class_names_by_code(data),
+                   n_features=int(data.X.shape[1]))
+
+
+@dataclass(frozen=True)
+class ThresholdSearch:
+    """A fitted model's threshold search as the report draws it: each candidate shift and its objective.
+
+    Attributes
+    ----------
+    theta, objective_values : ndarray
+        Each candidate shift and the objective it gave on the searched margins.
+    chosen : float
+        The shift the estimator chose.
+    objective : str
+        The objective's name.
+    """
+
+    theta: np.ndarray
+    objective_values: np.ndarray
+    chosen: float
+    objective: str
+
+    @classmethod
+    def of(cls, estimator):
+        """The search of a fitted estimator with ``candidates_`` (theta and score) and ``threshold_``, else None."""
+        candidates = getattr(estimator, "candidates_", None)
+        if candidates is None or "theta" not in candidates or "score" not in candidates:
+            return None
+        return cls(theta=np.asarray(candidates["theta"]), objective_values=np.asarray(candidates["score"]),
+                   chosen=float(estimator.threshold_), objective=str(getattr(estimator, "objective", "objective")))
+
+
 def write_run_report(directory, *, job, data, metrics, resources, oof=None, final_estimator=None,
                      oof_sections=None) -> Path:
     """Write ``report.md``, its figures and ``report.html`` into a run directory; return the HTML's path.
@@ -76,16 +131,17 @@ def write_run_report(directory, *, job, data, metrics, resources, oof=None, fina
     job : JobSpec
         The validated job (:class:`~dimbsvm.jobs.job_spec.JobSpec`): its
         name, estimator, data source, CV and scaler are read.
-    data : JobData
-        The job's data (labels, class names, shape).
+    data : JobData or DataSummary
+        The job's data (labels, class names, shape), or its summary.
     metrics, resources : dict
         What the run writes to ``metrics.json`` and ``resources.json``.
     oof : dict of ndarray, default=None
         The out-of-fold predictions (:func:`dimbsvm.jobs.oof.load_oof`);
         needed only where ``oof_sections`` is not given.
-    final_estimator : estimator, default=None
-        The final model's estimator, for its threshold search; ``None`` when
-        the job saves no final model.
+    final_estimator : estimator or ThresholdSearch, default=None
+        The final model's estimator, for its threshold search (or that
+        search, :meth:`ThresholdSearch.of`); ``None`` when the job saves no
+        final model.
     oof_sections : list of Section or concurrent.futures.Future, default=None
         :func:`out_of_fold_sections` of the run's out-of-fold predictions,
         drawn beforehand (e.g. while the final model was fitting), or a
@@ -122,7 +178,10 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     """
     if hasattr(oof_sections, "result"):  # a future: drawn in another thread; no figure is drawn before it is done
         oof_sections = oof_sections.result()
-    names = class_names_by_code(data)
+    data = data if isinstance(data, DataSummary) else DataSummary.of(data)
+    threshold_search = (final_estimator if final_estimator is None or isinstance(final_estimator, ThresholdSearch)
+                        else ThresholdSearch.of(final_estimator))
+    names = data.class_names
     pos_label = metrics["positive_label"]
     sections = []
 
@@ -141,13 +200,13 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     ])
     sections.append(run)
 
-    labels, counts = np.unique(data.y, return_counts=True)
+    labels, counts = np.array(list(data.class_rows)), np.array(list(data.class_rows.values()))
     about = Section("Data")
     about.table(["class", "rows", "share", "role"],
                 [[names[int(c)], int(n), f"{n / counts.sum():.2%}",
                   ("positive (minority)" if n == counts.min() else "positive") if c == pos_label else ""]
                  for c, n in zip(labels, counts)])
-    about.text(f"{len(data.y)} rows, {data.X.shape[1]} features; imbalance ratio (largest class / smallest) "
+    about.text(f"{counts.sum()} rows, {data.n_features} features; imbalance ratio (largest class / smallest) "
                f"{counts.max() / counts.min():.2f}.")
     sections.append(about)
 
@@ -168,7 +227,7 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     if oof_sections is None:
         oof_sections = out_of_fold_sections(oof, names, pos_label, n_repeats=cv.n_repeats)
     sections += oof_sections
-    threshold = _threshold_section(folds, final_estimator)
+    threshold = _threshold_section(folds, threshold_search)
     if threshold.blocks:
         sections.append(threshold)
     sections.append(_cost_section(metrics, resources))
@@ -479,16 +538,15 @@ def _roc_pr_plots(oof, pos_label, orders=None, curves=None):
                                     curves=curves)
 
 
-def _threshold_section(folds, final_estimator):
+def _threshold_section(folds, search):
     section = Section("Decision threshold")
     shifts = [r["threshold"] for r in folds if "threshold" in r]
     if shifts:
         section.text(f"Shift chosen per fold: mean {np.mean(shifts):.4g}, min {np.min(shifts):.4g}, "
                      f"max {np.max(shifts):.4g} over {len(shifts)} folds.")
-    candidates = getattr(final_estimator, "candidates_", None)
-    if candidates is not None and "theta" in candidates and "score" in candidates:
-        objective = str(getattr(final_estimator, "objective", "objective"))
-        drawn = [candidates["theta"], candidates["score"], final_estimator.threshold_]
+    if search is not None:
+        objective = search.objective
+        drawn = [search.theta, search.objective_values, search.chosen]
         section.interactive("threshold", interactive.threshold_plot(*drawn, objective_name=objective),
                             figures.png(figures.threshold_figure(*drawn, objective_name=objective)),
                             f"The objective ({objective}) each candidate shift gives on the margins the final model "

@@ -1,0 +1,110 @@
+"""Where a run's report is drawn: in a side process, unless this process has the drawing libraries loaded.
+
+A small job run in this process spends about a second importing matplotlib
+and Bokeh and drawing after its last fit: as long as the fits themselves.
+Drawn in a :class:`~dimbsvm._side_process.SideProcess` started with the run,
+the imports happen on the other core while this process imports
+scikit-learn and fits, and the out-of-fold sections are drawn while the final
+model fits; the report's files are the same bytes either way. Where this
+process already has matplotlib and Bokeh (a long-lived process that drew
+before: a notebook, ``schedule``) and no side process runs, it draws here,
+the out-of-fold sections in a thread beside the final model.
+
+The functions the side process runs are in this module, which imports only
+numpy, the report and the out-of-fold files, so it starts quickly.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+import threading
+
+from .._side_process import SideProcess, SideProcessError
+from ..report.run_report import out_of_fold_sections, write_run_report
+from .oof import load_oof
+
+__all__ = ["draw_oof_sections", "import_drawing_libraries", "report_process", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+#: Loaded here, these make drawing in this process cheaper than starting a process that loads them.
+DRAWING_LIBRARIES = ("matplotlib", "bokeh")
+
+_lock = threading.Lock()
+_process: SideProcess | None = None
+
+
+def report_process() -> SideProcess | None:
+    """The side process that draws reports, started on first call; None where this process draws.
+
+    None where this process has the drawing libraries loaded and no side
+    process runs, or where one cannot be started. Started once per process:
+    it imports the drawing libraries at once, is reused by every later run of
+    this process, and ends with it.
+    """
+    global _process
+    with _lock:
+        if _process is not None or any(name in sys.modules for name in DRAWING_LIBRARIES):
+            return _process
+        try:
+            _process = SideProcess()
+        except SideProcessError as exc:
+            logger.info("the report is drawn in this process: %s", exc)
+            return None
+        atexit.register(_process.close)
+        _process.submit(import_drawing_libraries)
+        logger.debug("reports are drawn in side process %d", _process.pid)
+        return _process
+
+
+def import_drawing_libraries() -> None:
+    """Import what the report draws with (matplotlib's object API and Bokeh), ahead of the first drawing."""
+    import bokeh.embed  # noqa: F401
+    import bokeh.layouts  # noqa: F401
+    import bokeh.models  # noqa: F401
+    import bokeh.plotting  # noqa: F401
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+
+
+def draw_oof_sections(partial, class_names, pos_label, n_repeats):
+    """:func:`~dimbsvm.report.run_report.out_of_fold_sections` of the out-of-fold predictions saved in ``partial``."""
+    return out_of_fold_sections(load_oof(partial), class_names, pos_label, n_repeats=n_repeats)
+
+
+def write_report(partial, *, oof_sections=None, **inputs):
+    """Write the run report into ``partial`` (:func:`~dimbsvm.report.run_report.write_run_report`'s ``inputs``).
+
+    In the side process where one runs, else here. ``oof_sections`` is a
+    future of :func:`draw_oof_sections` (of either place), or None: drawn
+    with the rest. The side process failing (it died, or could not be
+    started) is a warning, and the report is drawn here; an error of the
+    drawing itself is raised.
+    """
+    sections = _sections(oof_sections)
+    process = report_process()
+    if process is not None:
+        try:
+            path = process.submit(_write, partial, sections, inputs).result()
+            logger.info("report written to %s (drawn in side process %d)", path, process.pid)
+            return path
+        except SideProcessError as exc:
+            logger.warning("the report's side process failed (%s): the report is drawn in this process", exc)
+    return _write(partial, sections, inputs)
+
+
+def _sections(future):
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except SideProcessError as exc:
+        logger.warning("the report's side process failed (%s): the report is drawn in this process", exc)
+        return None
+
+
+def _write(partial, sections, inputs):
+    return write_run_report(partial, oof=load_oof(partial) if sections is None else None, oof_sections=sections,
+                            **inputs)

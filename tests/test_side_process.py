@@ -1,0 +1,100 @@
+"""The side process: calls answered in order, errors handed back, and it never outlives its parent's interest.
+
+Its parent in the lifetime tests is a separate Python process (killed or left to exit), so that its end is what a
+user's ``dimbsvm run`` ending would be.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from dimbsvm._side_process import SideProcess, SideProcessError
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (ended, not yet reaped by its parent) has ended too
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_gone(pid, timeout=30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def side():
+    process = SideProcess()
+    yield process
+    process.close()
+
+
+def test_calls_run_in_another_process_in_the_order_submitted(side):
+    pids = [side.submit(os.getpid) for _ in range(3)]
+    assert {future.result(timeout=60) for future in pids} == {side.pid}
+    assert side.pid != os.getpid()
+    # the answers come back in order: each call sees the environment the previous one left
+    here = os.getcwd()
+    side.submit(os.chdir, "/")
+    assert side.submit(os.getcwd).result(timeout=60) == "/"
+    assert os.getcwd() == here
+
+
+def test_an_error_of_the_call_is_raised_by_its_future_and_the_process_goes_on(side):
+    with pytest.raises(ZeroDivisionError):
+        side.submit(divmod, 1, 0).result(timeout=60)
+    assert side.submit(divmod, 7, 2).result(timeout=60) == (3, 1)
+
+
+def test_a_result_that_cannot_be_pickled_is_a_side_process_error(side):
+    with pytest.raises(SideProcessError, match="could not send back its result"):
+        side.submit(threading.Lock).result(timeout=60)  # a lock does not pickle
+    assert side.submit(abs, -2).result(timeout=60) == 2
+
+
+def test_calls_after_close_and_calls_pending_at_its_death_fail_with_a_side_process_error():
+    process = SideProcess()
+    slow = process.submit(time.sleep, 30)
+    process.close()  # a call is pending: nobody will read it, so the process is killed
+    with pytest.raises(SideProcessError, match="ended"):
+        slow.result(timeout=60)
+    assert _wait_gone(process.pid)
+    with pytest.raises(SideProcessError, match="closed"):
+        process.submit(abs, 1).result(timeout=60)
+
+
+_PARENT = textwrap.dedent("""
+    import sys, time
+    from dimbsvm._side_process import SideProcess
+    side = SideProcess()
+    side.submit(abs, 1).result()
+    print(side.pid, flush=True)
+    if sys.argv[1] == "sleep":
+        time.sleep(120)
+""")
+
+
+@pytest.mark.parametrize("how", ["exits", "killed"])
+def test_the_side_process_ends_with_its_parent(how):
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, "exit" if how == "exits" else "sleep"],
+                              stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    if how == "killed":
+        assert _alive(pid)
+        parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=60)
+    assert _wait_gone(pid), f"side process {pid} outlived its parent ({how})"
