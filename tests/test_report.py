@@ -892,6 +892,37 @@ def test_interactive_threshold_search_is_the_candidates_with_the_chosen_shift():
     assert chosen.data["theta"] == [0.4] and chosen.data["objective"] == [objective[nearest]]
 
 
+def test_the_threshold_section_draws_only_the_candidates_the_search_scored():
+    # a smoothed or precision-bounded search scores some candidates -inf (it could not choose them): with more
+    # candidates than the page keeps, the thinning measured the path through -inf and drew garbage
+    import warnings
+    from types import SimpleNamespace
+
+    from dimbsvm.report.interactive import MAX_POINTS, threshold_plot
+    from dimbsvm.report.run_report import ThresholdSearch
+
+    rng = np.random.RandomState(0)
+    theta = np.sort(rng.uniform(-2, 2, size=5 * MAX_POINTS))
+    score = 1 - (theta - 0.4) ** 2 / 4
+    score[rng.rand(theta.size) < 0.8] = -np.inf
+    chosen = theta[np.argmax(score)]
+    search = ThresholdSearch.of(SimpleNamespace(candidates_={"theta": theta, "score": score}, threshold_=chosen,
+                                                objective="g_mean"))
+    scored = np.isfinite(score)
+    np.testing.assert_array_equal(search.theta, theta[scored])
+    np.testing.assert_array_equal(search.objective_values, score[scored])
+    assert search.chosen == chosen and search.objective == "g_mean"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no inf - inf in the thinning
+        plot = threshold_plot(search.theta, search.objective_values, search.chosen, objective_name="g_mean")
+    [candidates] = plot.select({"name": "candidates"})
+    drawn = np.asarray(candidates.data["objective"])
+    assert np.isfinite(drawn).all() and 2 < drawn.size <= MAX_POINTS
+    assert drawn.max() == score[scored].max()  # the peak survives the thinning
+    unscored = SimpleNamespace(candidates_={"theta": theta, "score": np.full(theta.size, -np.inf)}, threshold_=0.0)
+    assert ThresholdSearch.of(unscored) is None
+
+
 @pytest.mark.parametrize("kind", ["distinct", "few ties", "many ties", "signed zeros", "nan", "empty"])
 def test_stable_argsort_is_numpys_stable_argsort(kind):
     from dimbsvm.report.figures import stable_argsort

@@ -112,12 +112,21 @@ class ThresholdSearch:
 
     @classmethod
     def of(cls, estimator):
-        """The search of a fitted estimator with ``candidates_`` (theta and score) and ``threshold_``, else None."""
+        """The search of a fitted estimator with ``candidates_`` (theta and score) and ``threshold_``, else None.
+
+        Only the candidates the search scored are kept: a score of ``-inf``
+        marks one it could not choose (left out by smoothing, or below the
+        minimal precision), which has no objective value to draw.
+        """
         candidates = getattr(estimator, "candidates_", None)
         if candidates is None or "theta" not in candidates or "score" not in candidates:
             return None
-        return cls(theta=np.asarray(candidates["theta"]), objective_values=np.asarray(candidates["score"]),
-                   chosen=float(estimator.threshold_), objective=str(getattr(estimator, "objective", "objective")))
+        theta, score = np.asarray(candidates["theta"], dtype=float), np.asarray(candidates["score"], dtype=float)
+        scored = np.isfinite(score)
+        if not scored.any():
+            return None
+        return cls(theta=theta[scored], objective_values=score[scored], chosen=float(estimator.threshold_),
+                   objective=str(getattr(estimator, "objective", "objective")))
 
 
 def write_run_report(directory, *, job, data, metrics, resources, oof=None, final_estimator=None,
@@ -549,8 +558,8 @@ def _threshold_section(folds, search):
         drawn = [search.theta, search.objective_values, search.chosen]
         section.interactive("threshold", interactive.threshold_plot(*drawn, objective_name=objective),
                             figures.png(figures.threshold_figure(*drawn, objective_name=objective)),
-                            f"The objective ({objective}) each candidate shift gives on the margins the final model "
-                            "searched; dashed: the shift it chose; dotted: no shift. On the page, hovering a "
+                            f"The objective ({objective}) each candidate shift the final model's search scored gives "
+                            "on the margins it searched; dashed: the shift it chose; dotted: no shift. On the page, hovering a "
                             "candidate gives its shift and objective.")
     members = {f"s{r['seed']} f{r['fold']}": r["member_thresholds"] for r in folds if "member_thresholds" in r}
     if members:
