@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
 __all__ = ["unique_counts"]
 
 #: Integer labels up to this value are counted by ``bincount`` (its array is at most 8 MiB).
 MAX_COUNTED_LABEL = 2**20
+
+#: ``id(labels) -> (weak reference, (classes, counts))`` of read-only label arrays already counted.
+_counted: dict = {}
+_counted_lock = threading.Lock()
 
 
 def unique_counts(y):
@@ -16,6 +23,10 @@ def unique_counts(y):
     A job's client counts its labels' classes several times (checks, coding,
     the members' plan); ``np.unique`` with counts sorts them each time, a
     bincount is one pass. Other labels go to ``np.unique`` as they are.
+    The counts of a read-only array that owns its data (a store's labels as
+    a job loads them: nothing can change them) are kept while the array
+    lives, so counting the same labels again is free (the counts returned
+    for such an array are read-only).
 
     Examples
     --------
@@ -24,6 +35,28 @@ def unique_counts(y):
     ([1, 3], [1, 3])
     """
     y = np.asarray(y)
+    immutable = not y.flags.writeable and y.flags.owndata
+    if immutable:
+        with _counted_lock:
+            ref, counted = _counted.get(id(y), (None, None))
+        if ref is not None and ref() is y:
+            return counted
+    counted = _count(y)
+    if immutable:
+        for array in counted:
+            array.setflags(write=False)  # shared by every caller of the cached counts
+        key = id(y)
+
+        def forget(_, key=key):
+            with _counted_lock:
+                _counted.pop(key, None)
+
+        with _counted_lock:
+            _counted[key] = (weakref.ref(y, forget), counted)
+    return counted
+
+
+def _count(y):
     if (y.ndim != 1 or y.size == 0 or y.dtype.kind not in "iu" or y.min() < 0
             or y.max() >= MAX_COUNTED_LABEL):
         return np.unique(y, return_counts=True)

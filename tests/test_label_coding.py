@@ -185,3 +185,29 @@ def test_an_absent_positive_class_is_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"dimbsvm: error: {tmp_path / 'a.csv'}: the positive class 'imU' does not "
                                         "occur in the data; its classes are 'im', 'other'"]
+
+
+def test_counts_of_read_only_labels_are_kept_and_equal_numpys():
+    # a store's labels are loaded read-only: the client counts them once, however often it asks
+    from dimbsvm import _counts
+    from dimbsvm._counts import unique_counts
+
+    y = np.random.RandomState(0).randint(0, 3, size=10_000)
+    y.setflags(write=False)
+    first = unique_counts(y)
+    expected = np.unique(y, return_counts=True)
+    for counted in (first, unique_counts(y)):
+        np.testing.assert_array_equal(counted[0], expected[0])
+        np.testing.assert_array_equal(counted[1], expected[1])
+    assert unique_counts(y)[1] is first[1]  # the kept counts, not a second pass
+    with pytest.raises(ValueError):
+        first[1][0] = 0  # shared, so not writable
+    # a writable array is counted afresh each time: it may have changed
+    z = y.copy()
+    assert unique_counts(z)[1] is not unique_counts(z)[1]
+    z[:5000] = 2
+    np.testing.assert_array_equal(unique_counts(z)[1], np.unique(z, return_counts=True)[1])
+    # the counts go with the labels
+    key = id(y)
+    del y, first, counted
+    assert key not in _counts._counted

@@ -95,6 +95,7 @@ def _store_data(path) -> JobData:
     stored = open_store(path)
     try:
         y = np.asarray(stored.y.compute(scheduler="threads"))
+        y.setflags(write=False)  # the store's labels: never changed, so counted once (unique_counts)
     except StoreError:
         raise
     except ValueError as exc:  # a chunk that fails its checksum or does not decode (truncated)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._counts import unique_counts
 from . import figures, interactive
 from .curves import run_starts
 
@@ -86,7 +87,7 @@ class DataSummary:
     @classmethod
     def of(cls, data) -> "DataSummary":
         """The summary of a :class:`~dimbsvm.jobs.JobData` (labels, class map, shape)."""
-        codes, rows = np.unique(data.y, return_counts=True)
+        codes, rows = unique_counts(data.y)
         return cls(class_rows={int(c): int(n) for c, n in zip(codes, rows)}, class_names=class_names_by_code(data),
                    n_features=int(data.X.shape[1]))
 
@@ -169,7 +170,7 @@ def write_run_report(directory, *, job, data, metrics, resources, oof=None, fina
 def class_names_by_code(data) -> dict:
     """``{label code: class name}`` (the code itself where the data names no classes)."""
     names = {int(code): str(name) for name, code in (data.meta.get("class_map") or {}).items()}
-    return {int(code): names.get(int(code), str(code)) for code in np.unique(data.y)}
+    return {int(code): names.get(int(code), str(code)) for code in unique_counts(data.y)[0]}
 
 
 def _fmt(value, digits=4):
