@@ -259,6 +259,36 @@ def test_saved_parts_are_reused_not_refitted(client, small, sequential_fold, tmp
     assert not list((tmp_path / "members").glob("*.skops"))
 
 
+def test_a_small_in_memory_fold_is_preprocessed_once_and_its_members_are_the_row_views(small, monkeypatch):
+    # below PREPROCESSED_ONCE_BYTES the prepare task scales the fold's training rows once and members slice
+    # them; the truth is the same members fitted on rows scaled as they are read (the path above the cap)
+    import dimbsvm.model_selection.bodies as bodies
+    from dimbsvm.model_selection.bodies import FoldRows, fit_part, prepare_fold, training_data
+    from dimbsvm.model_selection.parts import parts_of
+
+    X, y = small
+    estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 2})
+    [spec] = _specs(y, [(0, 1)], 3)
+    rows = FoldRows(spec.train, spec.test)
+    parts, _ = parts_of(estimator, y[spec.train])
+    once = prepare_fold(X, y, rows, scaler="minmax", impute="none", features=[])
+    X_once, y_once, train_once = training_data(X, y, once, rows)
+    assert isinstance(X_once, np.ndarray) and train_once is None
+    np.testing.assert_array_equal(y_once, y[spec.train])
+    monkeypatch.setattr(bodies, "PREPROCESSED_ONCE_BYTES", X.shape[1] * 8 * len(spec.train) - 1)  # one row too many
+    read = prepare_fold(X, y, rows, scaler="minmax", impute="none", features=[])
+    X_read, _, train_read = training_data(X, y, read, rows)
+    assert isinstance(X_read, TransformedRows) and np.array_equal(train_read, spec.train)
+    np.testing.assert_array_equal(X_once, X_read[spec.train])
+    for part in parts:
+        (a, _), (b, _) = (fit_part(X, y, prepared, rows, estimator=estimator, part=part) for prepared in (once, read))
+        assert a.threshold == b.threshold and a.oob_margins is not None  # the pooled search's margins
+        np.testing.assert_array_equal(a.oob_rows, b.oob_rows)
+        np.testing.assert_array_equal(a.oob_margins, b.oob_margins)
+        np.testing.assert_array_equal(a.estimator.dual_coef_, b.estimator.dual_coef_)  # RBF SVC members
+        np.testing.assert_array_equal(a.estimator.support_, b.estimator.support_)
+
+
 @pytest.mark.parametrize("member_task_rows, member_tasks, batch_tasks", [(1, 4, 0), (1200, 0, 2)])
 def test_retrain_fans_ensemble_members_out(client, small, tmp_path, monkeypatch, member_task_rows, member_tasks,
                                            batch_tasks):

@@ -76,8 +76,10 @@ class PreparedFold:
     train_features : array or None
         With feature stages: the training rows as the stages output them at
         fit time (``fit_transform``; e.g. structural features leave each
-        training row out of its own neighbourhood). ``None`` without feature
-        stages: parts read raw rows and apply ``steps`` themselves.
+        training row out of its own neighbourhood). Without them, for an
+        in-memory fold of at most :data:`PREPROCESSED_ONCE_BYTES`: the
+        training rows through ``steps``, once. ``None`` otherwise: parts read
+        raw rows and apply ``steps`` themselves.
     fit_time : float
         Seconds spent fitting the steps.
     stage : StoredStructural or None
@@ -92,6 +94,13 @@ class PreparedFold:
 
     def transformer(self):
         return make_pipeline(*self.steps) if self.steps else None
+
+
+#: An in-memory fold's training rows are preprocessed once, in the prepare task, when they take at most this
+#: many bytes: its parts then slice them, where each ensemble member would preprocess its bag and every
+#: out-of-bag row again. Above it (and over a store) the rows are preprocessed as they are read, so that no
+#: copy of the fold is held (on a cluster it would also travel to every worker with a part of the fold).
+PREPROCESSED_ONCE_BYTES = 64 * 2**20
 
 
 def prepare_fold(X, y, rows: FoldRows, *, scaler, impute, features, stage=None) -> PreparedFold:
@@ -110,6 +119,10 @@ def prepare_fold(X, y, rows: FoldRows, *, scaler, impute, features, stage=None) 
         for step in steps:  # at most one scaler
             for block in row_blocks(rows.train, block_rows_of(X)):
                 step.partial_fit(take_rows(X, block))
+        if (steps and stage is None and isinstance(X, np.ndarray) and X.ndim == 2
+                and rows.train.size * X.shape[1] * 8 <= PREPROCESSED_ONCE_BYTES):
+            # the same values the parts' row view would give (the steps act row by row), computed once
+            train_features = make_pipeline(*steps).transform(X[rows.train])
     else:
         Xt = take_rows(X, rows.train)
         for step in steps:
