@@ -68,6 +68,12 @@ class SideProcess:
     def pid(self) -> int:
         return self._process.pid
 
+    @property
+    def alive(self) -> bool:
+        """Whether it still takes calls: neither closed nor ended."""
+        with self._lock:
+            return not self._closed and self._process.poll() is None
+
     def submit(self, func, /, *args, **kwargs) -> Future:
         """Run ``func(*args, **kwargs)`` in the side process after the calls submitted before it."""
         future = Future()

@@ -98,3 +98,26 @@ def test_the_side_process_ends_with_its_parent(how):
         parent.send_signal(signal.SIGKILL)
     parent.wait(timeout=60)
     assert _wait_gone(pid), f"side process {pid} outlived its parent ({how})"
+
+
+def test_a_report_process_that_died_is_replaced_and_the_report_is_drawn_anyway(monkeypatch, tmp_path, caplog):
+    # a long-lived process (schedule) whose report process was killed: the next run starts another
+    from dimbsvm.jobs import report_drawing
+
+    monkeypatch.setattr(report_drawing, "_process", None)
+    monkeypatch.setattr(report_drawing, "DRAWING_LIBRARIES", ())
+    first = report_drawing.report_process()
+    try:
+        os.kill(first.pid, signal.SIGKILL)
+        assert _wait_gone(first.pid)
+        deadline = time.monotonic() + 30
+        while first.alive and time.monotonic() < deadline:  # its reader sees the end
+            time.sleep(0.05)
+        assert not first.alive
+        second = report_drawing.report_process()
+        assert second is not first and second.alive
+        assert second.submit(os.getpid).result(timeout=60) == second.pid
+        assert "has ended; starting another" in caplog.text
+    finally:
+        report_drawing._process.close()
+        first.close()

@@ -40,12 +40,15 @@ def report_process() -> SideProcess | None:
     """The side process that draws reports, started on first call; None where this process draws.
 
     None where this process has the drawing libraries loaded and no side
-    process runs, or where one cannot be started. Started once per process:
-    it imports the drawing libraries at once, is reused by every later run of
-    this process, and ends with it.
+    process runs, or where one cannot be started. Started once per process
+    (again if it died): it imports the drawing libraries at once, is reused
+    by every later run of this process, and ends with it.
     """
     global _process
     with _lock:
+        if _process is not None and not _process.alive:  # it died (killed, out of memory): a new one is started
+            logger.warning("the report's side process %d has ended; starting another", _process.pid)
+            _process = None
         if _process is not None or any(name in sys.modules for name in DRAWING_LIBRARIES):
             return _process
         try:
