@@ -651,3 +651,17 @@ def test_screening_choice_takes_the_best_g_mean_within_the_budget_and_the_f_floo
              "svc_balanced_grid": {"g_mean": 86.0, "f_measure": 62.8, "fit_time": 1.0}}
     assert choose(rules, peers) == "b"  # within 1.5 x 2.0 s and F >= 62.8: a and b tie on G, b is cheaper
     assert choose(rules[rules.index == "costly"], peers) is None
+
+
+def test_progress_accuracy_compares_each_estimate_with_the_time_to_the_last_task():
+    # the truth at an advance is the time to the last one; ratios by hand
+    from benchmarks.progress_accuracy import accuracy
+
+    advances = [(0.0, 1, 10, 50.0), (2.0, 2, 10, 8.0), (4.0, 5, 10, 3.0), (8.0, 9, 10, 4.0), (10.0, 10, 10, 0.0)]
+    out = accuracy(advances)  # from 10 % done: every advance but the last
+    assert out["n_tasks"] == 10 and out["seconds"] == 10.0 and out["n_checked"] == 4
+    assert out["first_ratio"] == 50.0 / 10.0
+    assert out["worst_factor"] == 5.0  # 50 / 10; then 8 / 8, 3 / 6 (a factor 2), 4 / 2
+    later = accuracy(advances, from_share=0.5)  # from 5 tasks done
+    assert later["n_checked"] == 2 and later["first_ratio"] == 0.5 and later["worst_factor"] == 2.0
+    assert accuracy([(0.0, 1, 1, 0.0)])["worst_factor"] is None  # nothing to check

@@ -31,7 +31,8 @@ def test_quickstart_job_runs_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "g_mean" in proc.stdout and "f_measure" in proc.stdout
     assert f"run directory: {out}" in proc.stdout
-    assert "11/11 tasks" in proc.stderr  # progress was shown: 10 folds and the final model
+    # progress was shown, counting every task of the plan: prepare, fit and finish of 10 folds and the final model
+    assert "33/33 tasks" in proc.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["folds"]) == 10
     assert 0.5 < metrics["summary"]["g_mean"]["mean"] <= 1.0

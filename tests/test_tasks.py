@@ -211,3 +211,43 @@ def test_in_order_threads_limit_blas_to_one_thread_and_restore_the_pools():
         with in_order_threads():
             assert _blas_pools() == [1] * len(before)
         assert _blas_pools() == before
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_progress_weights_count_every_task_once_at_the_first_watched_task_that_needs_it(seed):
+    # brute force: each unwatched task goes to the lowest-numbered watched task among everything that reads
+    # it directly or through others (the last watched task when none does); shared values are not tasks
+    from dimbsvm.parallel.tasks import TaskPlan, TaskRef
+
+    rng = np.random.RandomState(seed)
+    plan = TaskPlan()
+    refs = [plan.share(np.zeros(3))]
+    for _ in range(60):
+        inputs = [refs[k] for k in rng.choice(len(refs), size=min(len(refs), rng.randint(0, 4)), replace=False)]
+        refs.append(plan.add(len, {"obj": inputs}, watch=bool(rng.rand() < 0.3)))
+    watched = [i for i, task in enumerate(plan.tasks) if task.watch]
+    direct = {i: {r.id for r in task.kwargs["obj"]} if "obj" in task.kwargs else set()
+              for i, task in enumerate(plan.tasks)}
+
+    def reaches(reader, target):  # does task `reader` need task `target`?
+        stack, seen = [reader], set()
+        while stack:
+            node = stack.pop()
+            for dep in direct[node]:
+                if dep == target:
+                    return True
+                if dep not in seen:
+                    seen.add(dep)
+                    stack.append(dep)
+        return False
+
+    expected = dict.fromkeys(watched, 0)
+    for i, task in enumerate(plan.tasks):
+        if task.shared:
+            continue
+        owners = [w for w in watched if w == i or reaches(w, i)]
+        expected[min(owners) if owners else watched[-1]] += 1
+    weights = plan.progress_weights()
+    assert weights == expected
+    assert sum(weights.values()) == sum(not task.shared for task in plan.tasks)
+    assert all(isinstance(ref, TaskRef) for ref in refs)
