@@ -164,10 +164,8 @@ class TaskPlan:
         """
         readers: dict = {}
         for j, task in enumerate(self.tasks):
-            for value in task.kwargs.values():
-                for ref in value if isinstance(value, list) else [value]:
-                    if isinstance(ref, TaskRef):
-                        readers.setdefault(ref.id, []).append(j)
+            for ref in _inputs(task):
+                readers.setdefault(ref.id, []).append(j)
         owner: dict = {}
         for i in reversed(range(len(self.tasks))):  # readers come after what they read
             if self.tasks[i].watch:
@@ -255,14 +253,20 @@ def _call(func, kwargs):
     return func(**kwargs)
 
 
+def _inputs(task):
+    """The :class:`TaskRef` arguments of a task (a keyword argument is a reference or a list that may hold some)."""
+    for value in task.kwargs.values():
+        for ref in value if isinstance(value, list) else [value]:
+            if isinstance(ref, TaskRef):
+                yield ref
+
+
 def _last_use(plan):
     """``{i: [j, ...]}``: the tasks whose result is read for the last time by task i."""
     last = {}
     for i, task in enumerate(plan.tasks):
-        for value in task.kwargs.values():
-            for ref in value if isinstance(value, list) else [value]:
-                if isinstance(ref, TaskRef):
-                    last[ref.id] = i
+        for ref in _inputs(task):
+            last[ref.id] = i
     by_reader = {}
     for j, i in last.items():
         by_reader.setdefault(i, []).append(j)
