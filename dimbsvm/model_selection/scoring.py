@@ -10,13 +10,14 @@ import time
 import numpy as np
 from sklearn.metrics import (average_precision_score, balanced_accuracy_score, matthews_corrcoef, precision_score,
                              recall_score, roc_auc_score)
+from sklearn.pipeline import Pipeline
 
 from ..metrics import a_mean, f_measure, g_mean
 from ..rows import block_rows_of, cache_blocks, is_in_memory, row_blocks, take_rows
 
 __all__ = [
     "BINARY_METRICS", "METRICS", "QUALITY_METRICS", "SCORE_METRICS", "TIME_METRICS", "fitted_thresholds",
-    "metrics_from_predictions", "needs_scores", "positive_scores", "predict_and_score_rows", "score_model", "score_rows", "summarize",
+    "metrics_from_predictions", "needs_scores", "positive_scores", "predictions_and_scores", "predict_and_score_rows", "score_model", "score_rows", "summarize",
 ]
 
 #: Quality metrics a job or suite may ask for. ``auc`` (ROC-AUC) and
@@ -77,9 +78,12 @@ def predict_and_score_rows(model, X, rows, *, pos_label, scores=True, probabilit
         X_block = take_rows(X, block)
         for lo, hi in cache_blocks(X_block):  # an ensemble's members each pass over a piece still in cache
             piece = X_block[lo:hi]
-            predictions.append(model.predict(piece))
             if scores:
-                values.append(positive_scores(model, piece, pos_label))
+                y_pred, positive = predictions_and_scores(model, piece, pos_label)
+                values.append(positive)
+            else:
+                y_pred = model.predict(piece)
+            predictions.append(y_pred)
             if with_proba:
                 proba.append(np.asarray(model.predict_proba(piece))[:, list(model.classes_).index(pos_label)])
     y_pred = np.concatenate(predictions)
@@ -99,8 +103,10 @@ def score_model(model, X, y, *, metrics, pos_label) -> dict:
     ``fit_time`` is left to the caller (it is not a property of these rows).
     """
     start = time.perf_counter()
-    y_pred = model.predict(X)
-    scores = positive_scores(model, X, pos_label) if needs_scores(metrics) else None
+    if needs_scores(metrics):
+        y_pred, scores = predictions_and_scores(model, X, pos_label)
+    else:
+        y_pred, scores = model.predict(X), None
     predict_time = time.perf_counter() - start
     return metrics_from_predictions(y, y_pred, scores, metrics=metrics, pos_label=pos_label,
                                     predict_time=predict_time)
@@ -147,19 +153,41 @@ def metrics_from_predictions(y, y_pred, scores, *, metrics, pos_label, predict_t
     return record
 
 
+def predictions_and_scores(model, X, pos_label):
+    """``(model.predict(X), positive_scores(model, X, pos_label))``, each row passed through the model once.
+
+    A pipeline's steps transform ``X`` once; a final estimator with
+    ``predict_and_decision`` (dimbsvm's classifiers) gives both from one
+    decision function, an ensemble from one pass of its members. Any other
+    model is asked twice.
+    """
+    final, data = model, X
+    if isinstance(model, Pipeline) and hasattr(model[-1], "predict_and_decision"):
+        final = model[-1]
+        data = model[:-1].transform(X) if len(model) > 1 else X
+    if not hasattr(final, "predict_and_decision"):
+        return model.predict(X), positive_scores(model, X, pos_label)
+    y_pred, decision = final.predict_and_decision(data)
+    return y_pred, _oriented_to(final, np.asarray(decision, dtype=float), pos_label)
+
+
 def positive_scores(model, X, pos_label):
     """Scores that grow with the likelihood of ``pos_label``, for ROC-AUC.
 
     Uses ``decision_function`` (scikit-learn's convention: positive means
     ``classes_[1]``) or, failing that, ``predict_proba``.
     """
-    classes = list(model.classes_)
     if hasattr(model, "decision_function"):
-        scores = np.asarray(model.decision_function(X), dtype=float)
-        if scores.ndim == 1:
-            return scores if classes.index(pos_label) == 1 else -scores
-        return scores[:, classes.index(pos_label)]
-    return np.asarray(model.predict_proba(X))[:, classes.index(pos_label)]
+        return _oriented_to(model, np.asarray(model.decision_function(X), dtype=float), pos_label)
+    return np.asarray(model.predict_proba(X))[:, list(model.classes_).index(pos_label)]
+
+
+def _oriented_to(model, decision, pos_label):
+    """A decision function's values as scores of ``pos_label`` (scikit-learn's: positive means ``classes_[1]``)."""
+    classes = list(model.classes_)
+    if decision.ndim == 1:
+        return decision if classes.index(pos_label) == 1 else -decision
+    return decision[:, classes.index(pos_label)]
 
 
 def summarize(records, metrics) -> dict:

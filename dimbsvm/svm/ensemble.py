@@ -762,7 +762,26 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         y_pred : ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
+        return self._predicted(self._member_margins(self._validate_X(X)))
+
+    def predict_and_decision(self, X):
+        """``(predict(X), decision_function(X))`` from one pass of every member over ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        scores : ndarray of shape (n_samples,)
+            As :meth:`decision_function`.
+        """
         margins = self._member_margins(self._validate_X(X))
+        return self._predicted(margins), self._oriented(margins.mean(axis=0))
+
+    def _predicted(self, margins):
+        """The labels :meth:`predict` gives for the members' shifted margins (one row per member)."""
         if getattr(self, "_pooled", False):
             return self._label(margins.mean(axis=0) > 0)
         votes = (margins > 0).sum(axis=0)
