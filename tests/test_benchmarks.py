@@ -665,3 +665,6 @@ def test_progress_accuracy_compares_each_estimate_with_the_time_to_the_last_task
     later = accuracy(advances, from_share=0.5)  # from 5 tasks done
     assert later["n_checked"] == 2 and later["first_ratio"] == 0.5 and later["worst_factor"] == 2.0
     assert accuracy([(0.0, 1, 1, 0.0)])["worst_factor"] is None  # nothing to check
+    near_end = [(0.0, 1, 4, 3.0), (1.0, 2, 4, 2.0), (2.5, 3, 4, 0.1), (3.0, 4, 4, 0.0)]  # 0.1 s said, 0.5 s true
+    assert accuracy(near_end)["worst_factor"] == 5.0
+    assert accuracy(near_end)["worst_factor_shown"] == 1.0  # truths under a second are not what the line can show

@@ -147,3 +147,32 @@ def test_the_time_left_is_within_2x_once_a_tenth_of_the_tasks_finished_after_a_l
     # the rate since the start, as before, is off many times over at a tenth of the tasks
     now = finish[total // 10 - 1]
     assert now / (total // 10) * (total - total // 10) > 4 * (finish[-1] - now)
+
+
+def test_the_time_left_counts_work_not_tasks_when_the_long_tasks_come_last():
+    # 40 short tasks (0.1 s, cost 1) then 8 long ones (1 s, cost 10): counting tasks says ~0.8 s left where 8 s are
+    import io
+
+    from dimbsvm.parallel.progress import Progress
+
+    durations = [(0.1, 1.0)] * 40 + [(1.0, 10.0)] * 8
+    now = [0.0]
+    by_work = Progress(48, "tasks", stream=io.StringIO(), clock=lambda: now[0], total_work=120.0)
+    by_count = Progress(48, "tasks", stream=io.StringIO(), clock=lambda: now[0])
+    finish = np.cumsum([d for d, _ in durations])
+    worst_by_work = worst_by_count = 1.0
+    for k, (t, (_, cost)) in enumerate(zip(finish, durations)):
+        now[0] = t
+        by_work.advance(1, cost)
+        by_count.advance(1)
+        if 5 <= k + 1 < 48:
+            truth = finish[-1] - t
+            for bar, name in ((by_work, "work"), (by_count, "count")):
+                ratio = bar.seconds_left() / truth
+                factor = max(ratio, 1 / ratio)
+                if name == "work":
+                    worst_by_work = max(worst_by_work, factor)
+                else:
+                    worst_by_count = max(worst_by_count, factor)
+    assert worst_by_work < 1.01  # costs proportional to the durations: the estimate is the truth
+    assert worst_by_count > 5

@@ -158,3 +158,19 @@ def test_redraws_exhausted():
         EnsembleOTHRClassifier(
             n_estimators=2, bootstrap="plain", max_samples=1, max_bag_draws=3
         ).fit(X, y)
+
+
+@pytest.mark.parametrize("bootstrap", ["plain", "stratified", "balanced"])
+@pytest.mark.parametrize("max_samples", [None, 0.3, 1.0, 7, 100, 999])
+@pytest.mark.parametrize(("n", "n_minority"), [(1000, 50), (37, 5), (5000, 2400)])
+def test_bag_rows_is_the_size_of_the_bag_drawn(bootstrap, max_samples, n, n_minority):
+    from dimbsvm.svm.bagging import bag_rows
+
+    positive = np.zeros(n, dtype=bool)
+    positive[:n_minority] = True
+    for seed in range(3):
+        try:
+            bag, _ = draw_bag(positive, np.random.RandomState(seed), bootstrap=bootstrap, max_samples=max_samples)
+        except ValueError:  # a plain bag of 7 rows may miss the minority every time
+            continue
+        assert len(bag) == bag_rows(n, n_minority, bootstrap=bootstrap, max_samples=max_samples)

@@ -9,7 +9,7 @@ from sklearn.svm import SVC
 from dimbsvm.model_selection.scoring import positive_scores, predict_and_score_rows, predictions_and_scores
 from dimbsvm.svm import ACTClassifier, EnsembleOTHRClassifier, HPCClassifier, OTHRClassifier, THRClassifier
 
-from .svm_cases import imbalanced
+from svm_cases import imbalanced
 
 CLASSIFIERS = {
     "othr": lambda: OTHRClassifier(),

@@ -213,41 +213,39 @@ def test_in_order_threads_limit_blas_to_one_thread_and_restore_the_pools():
         assert _blas_pools() == before
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_progress_weights_count_every_task_once_at_the_first_watched_task_that_needs_it(seed):
-    # brute force: each unwatched task goes to the lowest-numbered watched task among everything that reads
-    # it directly or through others (the last watched task when none does); shared values are not tasks
-    from dimbsvm.parallel.tasks import TaskPlan, TaskRef
-
-    rng = np.random.RandomState(seed)
+def test_task_costs_are_every_task_but_the_shared_values_the_missing_ones_at_the_median():
     plan = TaskPlan()
-    refs = [plan.share(np.zeros(3))]
-    for _ in range(60):
-        inputs = [refs[k] for k in rng.choice(len(refs), size=min(len(refs), rng.randint(0, 4)), replace=False)]
-        refs.append(plan.add(len, {"obj": inputs}, watch=bool(rng.rand() < 0.3)))
-    watched = [i for i, task in enumerate(plan.tasks) if task.watch]
-    direct = {i: {r.id for r in task.kwargs["obj"]} if "obj" in task.kwargs else set()
-              for i, task in enumerate(plan.tasks)}
+    data = plan.share(np.arange(3.0))
+    costs = [4.0, None, 1.0, 10.0, None]
+    refs = [plan.add(_length, {"values": data}, cost=cost) for cost in costs]
+    assert plan.task_costs() == {ref.id: 4.0 if cost is None else cost for ref, cost in zip(refs, costs)}
+    plain = TaskPlan()
+    ref = plain.add(_square, {"x": 2})
+    assert plain.task_costs() == {ref.id: 1.0}  # no costs at all: every task counts as one
 
-    def reaches(reader, target):  # does task `reader` need task `target`?
-        stack, seen = [reader], set()
-        while stack:
-            node = stack.pop()
-            for dep in direct[node]:
-                if dep == target:
-                    return True
-                if dep not in seen:
-                    seen.add(dep)
-                    stack.append(dep)
-        return False
 
-    expected = dict.fromkeys(watched, 0)
-    for i, task in enumerate(plan.tasks):
-        if task.shared:
-            continue
-        owners = [w for w in watched if w == i or reaches(w, i)]
-        expected[min(owners) if owners else watched[-1]] += 1
-    weights = plan.progress_weights()
-    assert weights == expected
-    assert sum(weights.values()) == sum(not task.shared for task in plan.tasks)
-    assert all(isinstance(ref, TaskRef) for ref in refs)
+def test_progress_counts_every_task_at_its_cost_as_it_finishes(scheduler, monkeypatch):
+    # watched or not: the advances are one per task (shared values apart), each with the task's cost, and the
+    # unwatched tasks a watched one reads are counted before it
+    from dimbsvm.parallel import progress
+
+    advances = []
+    real = progress.Progress.advance
+
+    def recorded(self, n=1, work=None):
+        advances.append((n, work))
+        real(self, n, work)
+
+    monkeypatch.setattr(progress.Progress, "advance", recorded)
+    plan = TaskPlan()
+    data = plan.share(np.arange(4.0))
+    parts = [plan.add(_square, {"x": i}, cost=1.0 + i) for i in range(4)]
+    total = plan.add(_total, {"parts": parts}, watch=True, cost=20.0)
+    length = plan.add(_length, {"values": data}, watch=True)
+    results = run_plan(plan, client=scheduler, progress=True)
+    assert results == {total.id: 0 + 1 + 4 + 9, length.id: 4}
+    assert len(advances) == 6 and all(n == 1 for n, _ in advances)
+    assert sorted(work for _, work in advances) == sorted([1.0, 2.0, 3.0, 4.0, 20.0, 3.0])  # the uncosted one: the median
+    works = [work for _, work in advances]
+    assert works.index(20.0) > max(works.index(c)
+                                   for c in (1.0, 2.0, 4.0))  # its inputs first (3.0 is two tasks)

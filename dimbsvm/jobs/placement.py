@@ -38,7 +38,7 @@ import numpy as np
 
 from .._counts import unique_counts
 from ..estimators import make_estimator
-from ..svm._native_rng import uses_liblinear
+from ..svm.fit_cost import KERNEL_ROWS, fit_row_cost, uses_linear_solver
 from ..svm.scaled_defaults import with_scaled_defaults
 from .cost import TimeRange, load_cost_model
 from .job_spec import JobSpec
@@ -65,10 +65,6 @@ CLUSTER_SECONDS = 15.0
 #: Features a row-fit stands for: wider rows count ``n_features / FEATURE_UNIT`` row-fits each (a fit's time
 #: grows about linearly with the columns); narrower ones count one.
 FEATURE_UNIT = 32
-
-#: Rows from which a kernel fit (LIBSVM) counts ``rows / KERNEL_ROWS`` row-fits per row: an RBF SVC's cost
-#: over LinearSVC's on the same rows grows about in proportion to the rows (benchmarks/scaling_notes.md).
-KERNEL_ROWS = 100
 
 
 @dataclass(frozen=True)
@@ -226,16 +222,16 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
             fit_minority = fit_rows * n_minority / max(n_rows, 1)
             # the configuration fit will use on this many rows (dimbsvm.svm.scaled_defaults)
             fitted = with_scaled_defaults(estimator, fit_rows, fit_minority)
-            member_kind = "linear" if _is_linear(fitted) else "kernel"
+            member_kind = "linear" if uses_linear_solver(fitted) else "kernel"
             members, member_rows = _members(fitted, fit_rows, fit_minority)
             for inner, inner_rows in _margin_fits(fitted, member_rows):
                 n_fits += members * times * inner
-                by_kind[member_kind] += members * times * inner * _weighted(inner_rows, fitted)
+                by_kind[member_kind] += members * times * inner * fit_row_cost(inner_rows, fitted)
             if members > 1 or member_rows < fit_rows:  # an ensemble's members score the rows out of their bags
                 by_kind["scoring"] += members * times * fit_rows
             # a feature stage fitted per fold (kNN graphs, distances to references): a kernel-like pass
-            by_kind["features"] += len(job.fitted_features) * times * _weighted(fit_rows, None)
-    by_kind["features"] += len(job.stored_features) * _weighted(n_rows, None)  # built once over every row
+            by_kind["features"] += len(job.fitted_features) * times * fit_row_cost(fit_rows, None)
+    by_kind["features"] += len(job.stored_features) * fit_row_cost(n_rows, None)  # built once over every row
     width = max(1.0, n_features / FEATURE_UNIT)
     by_kind = {kind: value * width for kind, value in by_kind.items()}
     fitting = sum(value for kind, value in by_kind.items() if kind != "scoring")
@@ -292,20 +288,6 @@ def _grid_settings(grid) -> list:
 
 def _scaled(fraction, rows: float) -> float:
     return rows if fraction is None else max(1.0, float(fraction) * rows)
-
-
-def _is_linear(estimator) -> bool:
-    """Whether ``estimator`` (or an ensemble's or a wrapper's members) fits with LIBLINEAR."""
-    base = getattr(estimator, "estimator", None)
-    base = estimator if base is None else base
-    return base is not None and uses_liblinear(base)
-
-
-def _weighted(rows: float, estimator) -> float:
-    """Row-fits of one fit of ``rows`` rows: linear for LIBLINEAR, about quadratic above KERNEL_ROWS otherwise."""
-    if _is_linear(estimator):
-        return float(rows)
-    return float(rows) * max(1.0, rows / KERNEL_ROWS)
 
 
 def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler_file=None, workers=None,

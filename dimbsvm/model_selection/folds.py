@@ -35,6 +35,7 @@ from .chunk_bodies import (assemble_fold, minmax_block_range, model_of, pooled_o
 from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
 from .spans import chunk_spans
+from .task_costs import FoldCosts, minority_count
 from .search import Search
 from .screened_fold import add_screened_fit
 from .searched_folds import add_searched_fold
@@ -204,10 +205,12 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         rows = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
     else:
         rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
-    parts, seeds = parts_of(estimator, labels[spec.train])
+    y_train = labels[spec.train]
+    parts, seeds = parts_of(estimator, y_train)
     # one task per stored chunk needs the rows in order (a fold's are; a shuffled holdout's are not)
     in_order = all(np.all(np.diff(r) > 0) for r in (spec.train, spec.test))
     train_chunks = chunk_spans(spec.train, block_rows) if block_rows and in_order else []
+    train_chunk_rows = len(spec.train) / max(len(train_chunks), 1)  # rows of a chunk's share, on average
     # An ensemble pooling out-of-bag margins over a store: members keep only their bags, and the
     # margins of every training row are computed one chunk at a time for all members at once
     # (instead of each member scoring every other row and sending those margins to one task).
@@ -215,24 +218,29 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                      and isinstance(estimator, FitsInMembers) and estimator.pools_out_of_bag())
     if pool_by_chunk:
         parts = [replace(part, member=part.member.keeping_bag_only()) for part in parts]
+    costs = FoldCosts.of(estimator, parts, n_train=len(spec.train), n_test=len(spec.test),
+                         n_minority=minority_count(y_train), n_feature_stages=len(features or ()))
     merged_ranges = len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features
     gathered, bags = None, [None] * len(parts)
     if pool_by_chunk and stage is None:
         # the members' bags cut out of each chunk in one pass (not a full read per member), in the
         # same read as the chunk's scaler statistics when those are merged from chunks
-        bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag", priority=10) for part in parts]
-        gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, rows=rows, span=span), name="read")
-                    if merged_ranges else plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather")
+        bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag", priority=10, cost=costs.bag())
+                for part in parts]
+        gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, rows=rows, span=span), name="read",
+                             cost=costs.read(train_chunk_rows))
+                    if merged_ranges else plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather",
+                                                   cost=costs.read(train_chunk_rows))
                     for span in train_chunks]
     if merged_ranges:
         # the scaler's statistics as one task per stored chunk, merged exactly
-        ranges = gathered or [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range")
-                              for span in train_chunks]
+        ranges = gathered or [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range",
+                                       cost=costs.read(train_chunk_rows)) for span in train_chunks]
         prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, rows=rows, stage=stage),
                             name="prepare")
     else:
         prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
-                                                features=features, stage=stage), name="prepare")
+                                                features=features, stage=stage), name="prepare", cost=costs.prepare())
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
     screens = isinstance(estimator, FitsInMembers) and not estimator.plans_members_up_front()
@@ -243,7 +251,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                                    screening=clone(estimator).plan_screening(labels[spec.train]))]
     elif batch > 1:  # members of a small in-memory fold: a few tasks of many members each
         fitted = [plan.add(fit_parts, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
-                                           parts=parts[i:i + batch]), name="members")
+                                           parts=parts[i:i + batch]), name="members",
+                           cost=costs.part() * len(parts[i:i + batch]))
                   for i in range(0, len(parts), batch)]
     else:
         for part, bag in zip(parts, bags):
@@ -254,7 +263,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                 continue
             ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part,
                                           gathered=gathered, bag=bag), watch=saving,
-                           name="member" if seeds is not None else "fit")
+                           name="member" if seeds is not None else "fit", cost=costs.part())
             if saving:
                 saved_parts[ref.id] = (spec.key, part.index)
             fitted.append(ref)
@@ -269,23 +278,24 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         pooled = []
     elif pool_by_chunk:
         pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, rows=rows, parts=fitted, span=span),
-                           name="oob") for span in train_chunks]
+                           name="oob", cost=costs.scored(train_chunk_rows)) for span in train_chunks]
     if len(test_chunks) <= 1 and pooled is None:
         finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                             estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
                                             pos_label=pos_label, keep_model=spec.keep_model,
                                             keep_predictions=keep_predictions),
-                          watch=True, name="finish")
+                          watch=True, name="finish", cost=costs.finish())
         return finish, saved_parts, reused
     # the test rows of a store scored as one task per stored chunk, after the model is assembled
     assembled = plan.add(assemble_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                              estimator=estimator, seeds=seeds, pooled=pooled or None, **ranged),
-                         name="assemble")
+                         name="assemble", cost=costs.assemble())
     if not len(spec.test):
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
                                          scores=needs_scores(metrics) or keep_predictions,
-                                         probabilities=keep_predictions), name="score")
+                                         probabilities=keep_predictions), name="score",
+                       cost=costs.scored(len(spec.test) / len(test_chunks)))
               for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
                                         metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model,

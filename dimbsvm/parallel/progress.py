@@ -18,28 +18,45 @@ class Progress:
     Parameters
     ----------
     total : int
+        Tasks, as the line counts them.
     label : str
     enabled : bool, default=True
     stream : file, default=sys.stderr
+    total_work : float, default=None
+        The tasks' expected work, in any unit (:meth:`advance` says each
+        one's): the time left is the work left at the rate work has been
+        done. ``None``: every task is one unit.
+    parallelism : int, default=1
+        Tasks run at once (a cluster's threads). The rate was measured with
+        them all busy, but the longest task left runs on one: the time left
+        is at least its work at ``parallelism`` times the rate.
     """
 
-    def __init__(self, total: int, label: str, *, enabled: bool = True, stream=None, clock=time.monotonic):
+    def __init__(self, total: int, label: str, *, enabled: bool = True, stream=None, clock=time.monotonic,
+                 total_work: float | None = None, parallelism: int = 1):
         self.total, self.label = int(total), label
+        self.total_work = float(self.total if total_work is None else total_work)
+        self.parallelism = max(1, int(parallelism))
+        self.longest_left = 0.0
         self.stream = stream or sys.stderr
         self.enabled = enabled and self.total > 0
-        self.done = 0
+        self.done, self.work_done = 0, 0.0
         self._clock = clock
         self.start = clock()
-        self._first_done, self._first_count = None, 0
+        self._first_done, self._first_count, self._first_work = None, 0, 0.0
         self._shown = 0.0
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._every = 0.2 if self._tty else 30.0
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, work: float | None = None, longest_left: float = 0.0) -> None:
+        """``n`` more tasks done, of ``work`` units (default ``n``); ``longest_left``: the most work of a task left."""
         now = self._clock()
+        work = float(n if work is None else work)
+        self.longest_left = float(longest_left)
         if self._first_done is None and n > 0:
-            self._first_done, self._first_count = now, n
+            self._first_done, self._first_count, self._first_work = now, n, work
         self.done += n
+        self.work_done += work
         if self.enabled and (now - self._shown >= self._every or self.done >= self.total):
             self._shown = now
             self._draw(now)
@@ -62,7 +79,10 @@ class Progress:
         return text
 
     def seconds_left(self, now: float | None = None) -> float:
-        """The time left at the rate tasks have finished since the first one did.
+        """The work left at the rate work has been done since the first task finished.
+
+        At least the longest task left at one worker's share of that rate
+        (see ``parallelism``): the last long task of a run is alone.
 
         The wait for the first task holds what is paid once (a cluster's
         workers importing and compiling, data read); counting it at every
@@ -71,11 +91,15 @@ class Progress:
         one interval look like none), the rate since the start is all there is.
         """
         now = self._clock() if now is None else now
-        left = self.total - self.done
-        since_first = self.done - self._first_count
-        if since_first >= 2:
-            return (now - self._first_done) / since_first * left
-        return (now - self.start) / max(self.done, 1) * left
+        left = max(self.total_work - self.work_done, 0.0)
+        since_first = self.work_done - self._first_work
+        if self.done - self._first_count >= 2 and since_first > 0:
+            rate = (now - self._first_done) / since_first
+        elif self.work_done > 0:
+            rate = (now - self.start) / self.work_done
+        else:
+            return (now - self.start) / max(self.done, 1) * (self.total - self.done)
+        return rate * max(left, self.longest_left * self.parallelism)
 
     def _draw(self, now: float) -> None:
         text = self.line(now)

@@ -20,7 +20,9 @@ once, never inside each task's spec.
 
 from __future__ import annotations
 
+import heapq
 import logging
+import statistics
 import uuid
 import warnings
 from collections import deque
@@ -100,6 +102,7 @@ class _Task:
     name: str
     shared: bool = False
     priority: int = 0
+    cost: float | None = None
 
 
 @dataclass
@@ -119,14 +122,19 @@ class TaskPlan:
 
     tasks: list = field(default_factory=list)
 
-    def add(self, func, kwargs: dict, *, watch: bool = False, name: str | None = None, priority: int = 0) -> TaskRef:
+    def add(self, func, kwargs: dict, *, watch: bool = False, name: str | None = None, priority: int = 0,
+            cost: float | None = None) -> TaskRef:
         """Add ``func(**kwargs)``; return a reference to its result.
 
         ``priority``: on a cluster, runnable tasks of higher priority start
         first (a short task that many others wait for, ahead of a long queue).
+        ``cost``: the task's expected work, in any unit common to the plan
+        (the fold engine's: seconds of one core); progress counts work done
+        by it (:meth:`task_costs`). ``None``: the median of the plan's costs.
         """
         ref = TaskRef(len(self.tasks), name or getattr(func, "__name__", "task"))
-        self.tasks.append(_Task(func, dict(kwargs), watch, ref.name, priority=int(priority)))
+        self.tasks.append(_Task(func, dict(kwargs), watch, ref.name, priority=int(priority),
+                                cost=None if cost is None else float(cost)))
         return ref
 
     def share(self, value) -> TaskRef:
@@ -139,47 +147,28 @@ class TaskPlan:
     def n_watched(self) -> int:
         return sum(task.watch for task in self.tasks)
 
-    def progress_weights(self) -> dict:
-        """``{watched task: tasks it stands for}``: every task of the plan counted once, at a watched one.
+    def task_costs(self) -> dict:
+        """``{task: cost}`` of every task but the shared values: what progress counts as each one finishes.
 
-        Progress can only see the watched tasks finish (a cluster's
-        intermediate results are let go once read), and they are unlike: an
-        ensemble's members are many and short, the fold that pools their
-        out-of-bag margins over every chunk comes last. Counting each
-        watched task as one made the time left far too short near the end.
-        Instead each unwatched task (shared values apart) is counted with the
-        first watched task, in plan order, that reads its result directly or
-        through others; one that no watched task reads, with the last. The
-        weights add up to the plan's tasks.
+        Tasks are unlike: an ensemble's members are many and short and finish
+        first, each fold's scoring of its test rows by every member comes
+        last; counted as equal, they made the time left far too short near
+        the end. A task added without a cost counts as the median of the
+        plan's costs (as one, where no task has a cost).
 
         Examples
         --------
         >>> plan = TaskPlan()
-        >>> a = plan.add(abs, {"x": -1})
-        >>> b = plan.add(abs, {"x": a}, watch=True)
-        >>> c = plan.add(max, {"iterable": [a]})
-        >>> d = plan.add(abs, {"x": c}, watch=True)
-        >>> plan.progress_weights()
-        {1: 2, 3: 2}
+        >>> data = plan.share([1, 2])
+        >>> a = plan.add(sum, {"iterable": data}, cost=2.0)
+        >>> b = plan.add(abs, {"x": a}, watch=True, cost=10.0)
+        >>> c = plan.add(abs, {"x": b}, watch=True)
+        >>> plan.task_costs()
+        {1: 2.0, 2: 10.0, 3: 6.0}
         """
-        readers: dict = {}
-        for j, task in enumerate(self.tasks):
-            for ref in _inputs(task):
-                readers.setdefault(ref.id, []).append(j)
-        owner: dict = {}
-        for i in reversed(range(len(self.tasks))):  # readers come after what they read
-            if self.tasks[i].watch:
-                owner[i] = i
-                continue
-            owners = [owner[j] for j in readers.get(i, ()) if owner.get(j) is not None]
-            owner[i] = min(owners) if owners else None
-        watched = [i for i, task in enumerate(self.tasks) if task.watch]
-        weights = dict.fromkeys(watched, 0)
-        for i, task in enumerate(self.tasks):
-            if task.shared or not watched:
-                continue
-            weights[owner[i] if owner[i] is not None else watched[-1]] += 1
-        return weights
+        costs = [task.cost for task in self.tasks if not task.shared and task.cost is not None]
+        default = float(statistics.median(costs)) if costs else 1.0
+        return {i: default if task.cost is None else task.cost for i, task in enumerate(self.tasks) if not task.shared}
 
 
 def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="tasks", on_result=None,
@@ -226,8 +215,9 @@ def _resolve(value, results):
 
 def _run_here(plan, *, progress, label, on_result, errors):
     results, watched = {}, {}
-    weights = plan.progress_weights()
-    bar = Progress(sum(weights.values()), label, enabled=progress)
+    costs = plan.task_costs()
+    bar = Progress(len(costs), label, enabled=progress, total_work=sum(costs.values()))
+    unfinished = _Unfinished(costs)
     last_use = _last_use(plan)
     call = run_task if errors == "return" else _call
     for i, task in enumerate(plan.tasks):
@@ -243,10 +233,33 @@ def _run_here(plan, *, progress, label, on_result, errors):
             watched[i] = results[i]
             if on_result is not None:
                 on_result(TaskRef(i, task.name), results[i])
-            bar.advance(weights[i])
+        bar.advance(1, costs[i], unfinished.finish(i))
     bar.close()
     logger.info("%d %s finished in-process", plan.n_watched, label)
     return watched
+
+
+class _Unfinished:
+    """The tasks not yet finished, and the largest cost among them (for the progress line's tail).
+
+    Examples
+    --------
+    >>> left = _Unfinished({0: 1.0, 1: 5.0, 2: 2.0})
+    >>> left.finish(1), left.finish(0), left.finish(2)
+    (2.0, 2.0, 0.0)
+    """
+
+    def __init__(self, costs: dict):
+        self._heap = [(-cost, i) for i, cost in costs.items()]
+        heapq.heapify(self._heap)
+        self._finished: set = set()
+
+    def finish(self, i) -> float:
+        """Task ``i`` finished; the largest cost of a task left (0 when none is)."""
+        self._finished.add(i)
+        while self._heap and self._heap[0][1] in self._finished:
+            heapq.heappop(self._heap)
+        return -self._heap[0][0] if self._heap else 0.0
 
 
 def _call(func, kwargs):
@@ -276,21 +289,24 @@ def _last_use(plan):
 def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors, max_in_flight):
     from distributed import as_completed
 
-    futures, in_flight, watched = {}, deque(), {}
+    futures, in_flight, submitted = {}, deque(), {}
     last_use = _last_use(plan)
     completed = as_completed()
     results = {}
-    weights = plan.progress_weights()
-    bar = Progress(sum(weights.values()), label, enabled=progress)
+    costs = plan.task_costs()
+    bar = Progress(len(costs), label, enabled=progress, total_work=sum(costs.values()),
+                   parallelism=sum(client.nthreads().values()))
+    unfinished = _Unfinished(costs)
 
     def collect(batch):
         for future in batch:
-            i = watched[future.key]
-            result = future.result()
-            results[i] = raise_failure(result) if errors == "raise" else result  # a task's own error, as itself
-            if on_result is not None:
-                on_result(TaskRef(i, plan.tasks[i].name), results[i])
-            bar.advance(weights[i])
+            i = submitted[future.key]
+            if plan.tasks[i].watch:
+                result = future.result()
+                results[i] = raise_failure(result) if errors == "raise" else result  # a task's own error, as itself
+                if on_result is not None:
+                    on_result(TaskRef(i, plan.tasks[i].name), results[i])
+            bar.advance(1, costs[i], unfinished.finish(i))  # every task, watched or not, as it finishes
 
     tag = uuid.uuid4().hex[:8]
     try:
@@ -303,9 +319,8 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
                                    priority=task.priority, key=f"{task.name}-{tag}-{i}")
             futures[i] = future
             in_flight.append(future)
-            if task.watch:
-                watched[future.key] = i
-                completed.add(future)
+            submitted[future.key] = i
+            completed.add(future)
             # An intermediate result stays on the cluster while a submitted task reads it; the
             # client lets go once its last reader is submitted. Watched futures are kept.
             for j in last_use.get(i, ()):
@@ -327,7 +342,7 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
     # it trips an assertion on those no client holds ("Exception while handling op register-client").
     futures.clear()
     in_flight.clear()
-    logger.info("%d %s finished on the cluster", len(watched), label)
+    logger.info("%d %s finished on the cluster", plan.n_watched, label)
     return results
 
 

@@ -14,7 +14,7 @@ from numbers import Integral
 
 import numpy as np
 
-__all__ = ["BOOTSTRAPS", "PERMUTED_POPULATION", "DrawnBag", "draw_bag", "draw_seeded_bag",
+__all__ = ["BOOTSTRAPS", "PERMUTED_POPULATION", "DrawnBag", "bag_rows", "draw_bag", "draw_seeded_bag",
            "sample_without_replacement", "set_random_states"]
 
 logger = logging.getLogger(__name__)
@@ -111,6 +111,27 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
         else:
             from_majority = majority[sample_without_replacement(majority.size, size, random_state)]
         return np.concatenate([from_minority, from_majority]).astype(np.int64), 1
+    raise ValueError(f"bootstrap must be one of {BOOTSTRAPS}; got {bootstrap!r}.")
+
+
+def bag_rows(n_samples, n_minority, *, bootstrap="plain", max_samples=None) -> int:
+    """The rows of a bag :func:`draw_bag` draws (repeats counted), from the class sizes alone.
+
+    Examples
+    --------
+    >>> bag_rows(1000, 50), bag_rows(1000, 50, bootstrap="balanced"), bag_rows(1000, 50, max_samples=0.5)
+    (1000, 100, 500)
+    """
+    n_majority = n_samples - n_minority
+    if bootstrap == "plain":
+        return int(max_samples) if isinstance(max_samples, Integral) else _scaled(max_samples, n_samples)
+    if bootstrap == "stratified":
+        if isinstance(max_samples, Integral):
+            n_pos = max(1, round(max_samples * n_minority / n_samples))
+            return n_pos + max(1, max_samples - n_pos)
+        return _scaled(max_samples, n_minority) + _scaled(max_samples, n_majority)
+    if bootstrap == "balanced":
+        return 2 * (max(1, max_samples // 2) if isinstance(max_samples, Integral) else _scaled(max_samples, n_minority))
     raise ValueError(f"bootstrap must be one of {BOOTSTRAPS}; got {bootstrap!r}.")
 
 

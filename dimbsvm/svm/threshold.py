@@ -41,6 +41,7 @@ __all__ = [
     "midpoint_candidates",
     "othr_candidates",
     "othr_threshold",
+    "smoothed_count_evaluations",
     "smoothing_bandwidth",
     "thin_candidates",
     "thr_shift",
@@ -114,6 +115,23 @@ def smoothing_bandwidth(margins_positive, margins=None):
             return float(0.9 * spread * values.size ** -0.2)
     return 0.0
 
+
+
+def smoothed_count_evaluations(n_margins: int, n_candidates: int | None = None) -> int:
+    """Kernel evaluations of one smoothed count over ``n_margins`` margins: what a smoothed search's time grows with.
+
+    ``n_candidates``: the candidates before the cap of
+    :data:`MAX_SMOOTHED_CANDIDATES` (default one per margin).
+
+    Examples
+    --------
+    >>> smoothed_count_evaluations(1000), smoothed_count_evaluations(10**6)
+    (1000000, 9437184)
+    """
+    scored = min(n_margins if n_candidates is None else n_candidates, MAX_SMOOTHED_CANDIDATES)
+    if n_margins * scored > MAX_EXACT_SMOOTHING:
+        return scored * int(2 * _KERNEL_REACH * _BINS_PER_BANDWIDTH)
+    return n_margins * scored
 
 def _smoothed_count(sorted_margins, theta, bandwidth, weights=None):
     """``sum_i w_i Phi((m_i + theta) / bandwidth)`` per theta: a smoothed count of ``m + theta > 0``.

@@ -1,0 +1,162 @@
+"""What each task of a fold costs before it runs, in seconds of one core, from sizes alone.
+
+The fold engine gives these to its task plan, and progress counts finished
+work by them (:meth:`dimbsvm.parallel.tasks.TaskPlan.progress_work`): an
+ensemble's members are many and short and finish first, while each fold's
+finish (every member scoring the test rows, the shared threshold searched)
+comes last; counted as equal tasks they made the time left far too short
+near the end. Only the ratios between one plan's tasks matter, so the
+constants are rough (measured on one machine, 20 to 64 features;
+benchmarks/RESULTS.md, "Progress: ... task costs"). Tasks without a cost
+here (a search's inner fits, the threshold's value-range tasks) count as the
+plan's median task.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .._counts import unique_counts
+from ..svm.bagging import bag_rows
+from ..svm.fit_cost import fit_row_cost, uses_linear_solver
+from ..svm.scaled_defaults import with_scaled_defaults
+from ..svm.threshold import smoothed_count_evaluations
+
+__all__ = ["ASSEMBLE_ROW_SECONDS", "BAG_ROW_SECONDS", "FEATURE_STAGE_SHARE", "KERNEL_FIT_SECONDS", "KERNEL_SCORE_SECONDS",
+           "LINEAR_FIT_SECONDS", "LINEAR_SCORE_SECONDS", "READ_ROW_SECONDS", "SMOOTHING_SECONDS", "TASK_SECONDS",
+           "FoldCosts", "minority_count"]
+
+#: Seconds per row-fit (:mod:`dimbsvm.svm.fit_cost`) of a LIBLINEAR fit.
+LINEAR_FIT_SECONDS = 3e-6
+#: Seconds per row-fit of a kernel fit (row-fits already weight its rows about quadratically).
+KERNEL_FIT_SECONDS = 7e-7
+#: Seconds of scoring one row with a linear model.
+LINEAR_SCORE_SECONDS = 1.5e-7
+#: Seconds of scoring one row with a kernel model, per row the model was fitted on (its support vectors
+#: grow with them).
+KERNEL_SCORE_SECONDS = 5e-9
+#: Seconds of reading and scaling one row: a prepare task, a stored chunk's read.
+READ_ROW_SECONDS = 1e-6
+#: Seconds per training row of drawing a member's bag from the fold's labels (a store's member_bag task).
+BAG_ROW_SECONDS = 5e-8
+#: Seconds per training row of assembling an ensemble: pooling its members' out-of-bag margins, sorting them.
+ASSEMBLE_ROW_SECONDS = 2e-6
+#: Seconds per kernel evaluation of a smoothed threshold search (:func:`~dimbsvm.svm.threshold.smoothed_count_evaluations`).
+SMOOTHING_SECONDS = 7e-9
+#: Seconds every task costs whatever it does (sent, run, its result kept).
+TASK_SECONDS = 2e-3
+#: A feature stage's fit (kNN graph, distances to references) as a share of a kernel fit on the same rows.
+FEATURE_STAGE_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class FoldCosts:
+    """The costs of one fold's tasks, in seconds of one core.
+
+    Attributes
+    ----------
+    n_train, n_test : int
+        The fold's training and test rows.
+    n_parts : int
+        Parts fitted (an ensemble's members, or 1).
+    part_fit : float
+        Fitting one part.
+    part_score_row : float
+        Scoring one row with one part.
+    part_oob_rows : float
+        Rows each member scores out of its bag in its own task (0 where the
+        margins are pooled elsewhere or not needed).
+    assembly : float
+        Assembling the model from its parts (an ensemble's shared threshold; 0 for one part).
+    n_feature_stages : int
+        Feature stages fitted in the prepare task.
+    """
+
+    n_train: int
+    n_test: int
+    n_parts: int
+    part_fit: float
+    part_score_row: float
+    part_oob_rows: float = 0.0
+    assembly: float = 0.0
+    n_feature_stages: int = 0
+
+    @classmethod
+    def of(cls, estimator, parts, *, n_train: int, n_test: int, n_minority: int, n_feature_stages: int = 0):
+        """The costs of a fold of ``estimator`` fitted in ``parts`` (:func:`~dimbsvm.model_selection.parts.parts_of`).
+
+        Examples
+        --------
+        >>> from sklearn.svm import SVC
+        >>> from dimbsvm.model_selection.parts import Part
+        >>> costs = FoldCosts.of(SVC(), [Part(0)], n_train=800, n_test=200, n_minority=40)
+        >>> round(costs.part(), 6), round(costs.finish(), 6)
+        (0.00648, 0.0028)
+        """
+        members = [part.member for part in parts if part.member is not None]
+        if not members:
+            configured = with_scaled_defaults(estimator, n_train, n_minority)
+            return cls(n_train, n_test, 1, _fit_seconds(n_train, configured), _score_seconds(n_train, configured),
+                       n_feature_stages=n_feature_stages)
+        spec = members[0]
+        bag = bag_rows(n_train, n_minority, bootstrap=spec.bootstrap, max_samples=spec.max_samples)
+        # rows never drawn into a bag of this many draws with replacement, expected
+        oob = n_train * math.exp(-bag / max(n_train, 1)) if spec.keep_oob is True or spec.margins == "oob" else 0.0
+        assembly = ASSEMBLE_ROW_SECONDS * n_train
+        if getattr(estimator, "smoothing", None) is not None:  # the shared threshold's smoothed search: two counts
+            assembly += 2 * SMOOTHING_SECONDS * smoothed_count_evaluations(n_train)
+        return cls(n_train, n_test, len(parts), _fit_seconds(bag, spec.estimator), _score_seconds(bag, spec.estimator),
+                   part_oob_rows=oob, assembly=assembly, n_feature_stages=n_feature_stages)
+
+    def prepare(self) -> float:
+        """The prepare task: the training rows read and scaled, feature stages fitted."""
+        stages = self.n_feature_stages * FEATURE_STAGE_SHARE * KERNEL_FIT_SECONDS * fit_row_cost(self.n_train, None)
+        return TASK_SECONDS + READ_ROW_SECONDS * self.n_train + stages
+
+    def part(self) -> float:
+        """One part's task: its fit, and a member's scoring of its out-of-bag rows."""
+        return TASK_SECONDS + self.part_fit + self.part_oob_rows * self.part_score_row
+
+    def assemble(self) -> float:
+        """Assembling the model from its parts."""
+        return TASK_SECONDS + self.assembly
+
+    def scored(self, rows: float) -> float:
+        """Every part scoring ``rows`` rows (test rows, or a chunk's out-of-bag margins)."""
+        return TASK_SECONDS + rows * self.n_parts * self.part_score_row
+
+    def finish(self) -> float:
+        """The in-memory finish task: the model assembled and the test rows scored."""
+        return self.assemble() + self.scored(self.n_test) - TASK_SECONDS
+
+    def bag(self) -> float:
+        """Drawing one member's bag from the fold's labels."""
+        return TASK_SECONDS + BAG_ROW_SECONDS * self.n_train
+
+    @staticmethod
+    def read(rows: float) -> float:
+        """Reading ``rows`` stored rows (a chunk's scaler statistics, its members' bags)."""
+        return TASK_SECONDS + READ_ROW_SECONDS * rows
+
+
+def _fit_seconds(rows: float, estimator) -> float:
+    seconds = LINEAR_FIT_SECONDS if uses_linear_solver(estimator) else KERNEL_FIT_SECONDS
+    return seconds * fit_row_cost(rows, estimator)
+
+
+def _score_seconds(model_rows: float, estimator) -> float:
+    return LINEAR_SCORE_SECONDS if uses_linear_solver(estimator) else KERNEL_SCORE_SECONDS * model_rows
+
+
+def minority_count(y) -> int:
+    """Rows of the smallest class of the labels ``y`` (0 for no labels).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> minority_count(np.array([0, 1, 1, 0, 0])), minority_count(np.array([], dtype=int))
+    (2, 0)
+    """
+    counts = unique_counts(y)[1]
+    return int(counts.min()) if len(counts) else 0
