@@ -176,3 +176,25 @@ def test_the_time_left_counts_work_not_tasks_when_the_long_tasks_come_last():
                     worst_by_count = max(worst_by_count, factor)
     assert worst_by_work < 1.01  # costs proportional to the durations: the estimate is the truth
     assert worst_by_count > 5
+
+
+def test_the_line_says_no_time_left_until_a_rate_is_measured_and_counts_the_longest_task_left():
+    import io
+
+    from dimbsvm.parallel.progress import Progress
+
+    now = [0.0]
+    bar = Progress(10, "tasks", stream=io.StringIO(), clock=lambda: now[0], total_work=100.0, parallelism=2)
+    now[0] = 30.0  # a cluster's start, then a first task of little work: no rate of the tasks yet
+    bar.advance(1, 1.0, longest_left=40.0)
+    assert "left" not in bar.line()
+    for t in (31.0, 32.0):
+        now[0] = t
+        bar.advance(1, 2.0, longest_left=40.0)
+    assert bar.seconds_left() == (32.0 - 30.0) / 4.0 * 95.0  # work left at the rate since the first task
+    assert "~0:48 left" in bar.line()
+    for t in (33.0, 34.0, 35.0):
+        now[0] = t
+        bar.advance(1, 4.0, longest_left=50.0)
+    # 83 units left, but one task of 50 runs alone: 50 units at one of the 2 workers' share of the rate
+    assert bar.seconds_left() == (35.0 - 30.0) / 16.0 * 50.0 * 2

@@ -232,9 +232,9 @@ def test_progress_counts_every_task_at_its_cost_as_it_finishes(scheduler, monkey
     advances = []
     real = progress.Progress.advance
 
-    def recorded(self, n=1, work=None):
+    def recorded(self, n=1, work=None, longest_left=0.0):
         advances.append((n, work))
-        real(self, n, work)
+        real(self, n, work, longest_left)
 
     monkeypatch.setattr(progress.Progress, "advance", recorded)
     plan = TaskPlan()

@@ -68,15 +68,23 @@ class Progress:
         self.enabled = False
 
     def line(self, now: float | None = None) -> str:
-        """The progress line as it is drawn."""
+        """The progress line as it is drawn.
+
+        The time left is shown once a rate has been measured (two tasks
+        finished after the first): before, the only rate is the start's,
+        which holds a cluster's start and is no rate of the tasks.
+        """
         now = self._clock() if now is None else now
         elapsed = now - self.start
         width = 30
         filled = int(width * self.done / self.total)
         text = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {self.label}  {_clock(elapsed)} elapsed"
-        if 0 < self.done < self.total:
+        if 0 < self.done < self.total and self._rate_measured():
             text += f", ~{_clock(self.seconds_left(now))} left"
         return text
+
+    def _rate_measured(self) -> bool:
+        return self.done - self._first_count >= 2 and self.work_done > self._first_work
 
     def seconds_left(self, now: float | None = None) -> float:
         """The work left at the rate work has been done since the first task finished.
@@ -93,7 +101,7 @@ class Progress:
         now = self._clock() if now is None else now
         left = max(self.total_work - self.work_done, 0.0)
         since_first = self.work_done - self._first_work
-        if self.done - self._first_count >= 2 and since_first > 0:
+        if self._rate_measured():
             rate = (now - self._first_done) / since_first
         elif self.work_done > 0:
             rate = (now - self.start) / self.work_done
