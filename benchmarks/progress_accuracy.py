@@ -13,6 +13,8 @@ The truth at an advance is the time from it to the last task's advance. The
 table gives, over the advances with at least 10 % of the tasks done (and not
 the last), the first estimate's ratio to the truth and the worst factor
 ``max(estimate / truth, truth / estimate)``; the issue asks for at most 2.
+The line shows whole seconds, so the worst factor is also given over the
+advances where the truth is at least a second.
 
 Jobs (``make_imbalanced``, 5 % minority, 20 features, in memory unless
 said): ``ensemble``, 2x10^5 rows, 10 LinearSVC members on bags of 20,000,
@@ -95,11 +97,19 @@ def accuracy(advances, from_share: float = FROM_SHARE) -> dict:
 
 
 def _recorded_run(job, client, out):
-    """Run ``job`` with every progress advance of its task plans recorded; the advances of the longest plan."""
+    """Run ``job`` with every progress advance of its task plans recorded.
+
+    Returns the advances of the longest plan, the wall time, and per task
+    name the costs the plan gave and (on a cluster) the tasks' measured
+    compute seconds, from distributed's task stream.
+    """
+    import contextlib
+
     from dimbsvm.jobs import run_job
-    from dimbsvm.parallel import progress
+    from dimbsvm.parallel import progress, tasks
 
     plans, real = [], progress.Progress.advance
+    costs, real_add = {}, tasks.TaskPlan.add
 
     def advance(self, *args, **kwargs):
         real(self, *args, **kwargs)
@@ -107,14 +117,33 @@ def _recorded_run(job, client, out):
             plans.append((self, []))
         plans[-1][1].append((self._clock(), self.done, self.total, self.seconds_left()))
 
-    progress.Progress.advance = advance
+    def add(self, func, kwargs, **options):
+        ref = real_add(self, func, kwargs, **options)
+        if options.get("cost") is not None:
+            costs.setdefault(ref.name, []).append(float(options["cost"]))
+        return ref
+
+    progress.Progress.advance, tasks.TaskPlan.add = advance, add
+    stream = None
     try:
-        start = time.monotonic()
-        run_job(job, client, out=out, progress=False)
-        wall = time.monotonic() - start
+        if client is not None:
+            from distributed import get_task_stream
+
+            stream = get_task_stream(client)
+        with stream if stream is not None else contextlib.nullcontext():
+            start = time.monotonic()
+            run_job(job, client, out=out, progress=False)
+            wall = time.monotonic() - start
     finally:
-        progress.Progress.advance = real
-    return max((advances for _, advances in plans), key=len), wall
+        progress.Progress.advance, tasks.TaskPlan.add = real, real_add
+    measured = {}
+    for task in stream.data if stream is not None else ():
+        seconds = sum(s["stop"] - s["start"] for s in task["startstops"] if s["action"] == "compute")
+        measured.setdefault(str(task["key"]).rsplit("-", 2)[0], []).append(seconds)
+    kinds = [{"name": name, "n": len(values), "cost_s": float(np.median(values)),
+              "measured_s": float(np.median(measured[name])) if name in measured else None}
+             for name, values in sorted(costs.items())]
+    return max((advances for _, advances in plans), key=len), wall, kinds
 
 
 def _job(name, source, params):
@@ -158,9 +187,10 @@ def run(names, workdir: Path) -> list[dict]:
                 client = Client(cluster)
             out = workdir / f"run-{name}"
             shutil.rmtree(out, ignore_errors=True)
-            advances, wall = _recorded_run(_job(name, source, params), client if on_cluster else None, out)
+            advances, wall, kinds = _recorded_run(_job(name, source, params), client if on_cluster else None, out)
             row = {"job": name, "where": "2 workers" if on_cluster else "this process", "wall_s": wall,
-                   **accuracy(advances), "advances": [[t - advances[0][0], d, n, s] for t, d, n, s in advances]}
+                   **accuracy(advances), "advances": [[t - advances[0][0], d, n, s] for t, d, n, s in advances],
+                   "task_kinds": kinds}
             logger.info("%s", json.dumps({k: v for k, v in row.items() if k != "advances"}))
             rows.append(row)
     finally:
@@ -184,6 +214,15 @@ def render_markdown(summary: dict) -> str:
         lines.append(f"| {r['job']} | {r['where']} | {r['n_tasks']} | {r['wall_s']:.1f} | {r['seconds']:.1f} | "
                      f"{r['n_checked']} | {shown(r['first_ratio'])} | {shown(r['worst_factor'])} | "
                      f"{shown(shown_worst)} | {ok} |")
+    lines += ["", "The tasks' costs, as the fold engine gave them, against their compute time on the workers "
+              "(medians per task name; the in-process job's tasks are not timed one by one):", "",
+              "| job | task | tasks | cost s | measured s | measured / cost |", "|---|---|---|---|---|---|"]
+    for r in summary["rows"]:
+        for kind in r.get("task_kinds", []):
+            measured = kind["measured_s"]
+            ratio = "-" if not measured else f"{measured / kind['cost_s']:.2f}"
+            lines.append(f"| {r['job']} | {kind['name']} | {kind['n']} | {kind['cost_s']:.4f} | "
+                         f"{shown(measured) if measured is None else f'{measured:.4f}'} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 
@@ -205,7 +244,7 @@ def main(argv=None) -> int:
                "command": "python -m benchmarks.progress_accuracy" + (f" --jobs {' '.join(args.jobs)}"
                                                                       if args.jobs != list(JOBS) else "")
                + (f" --out {args.out}" if args.out else ""),
-               "description": " ".join(__doc__.split("\n\n")[2:4]).replace("\n", " ")
+               "description": " ".join(" ".join(__doc__.split("\n\n")[3:5]).split())
                + (f" {args.note}" if args.note else ""),
                "date": started, "wall_seconds": time.perf_counter() - wall, "machine": machine_info(),
                "packages": package_versions(), "rows": rows}

@@ -198,3 +198,26 @@ def test_the_line_says_no_time_left_until_a_rate_is_measured_and_counts_the_long
         bar.advance(1, 4.0, longest_left=50.0)
     # 83 units left, but one task of 50 runs alone: 50 units at one of the 2 workers' share of the rate
     assert bar.seconds_left() == (35.0 - 30.0) / 16.0 * 50.0 * 2
+
+
+def test_a_log_gets_a_line_every_30_s_and_the_last_a_terminal_one_at_once():
+    import io
+
+    from dimbsvm.parallel.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    now = [0.0]
+    log, terminal = io.StringIO(), Terminal()
+    bars = [Progress(5, "tasks", stream=stream, clock=lambda: now[0]) for stream in (log, terminal)]
+    for t in (1.0, 2.0, 31.0, 32.0, 33.0):
+        now[0] = t
+        for bar in bars:
+            bar.advance()
+        if t == 2.0:
+            assert log.getvalue() == ""  # a job that fails here leaves its error as the log's only line
+            assert terminal.getvalue().startswith("\r[")
+    lines = log.getvalue().splitlines()
+    assert [line.split("]")[1].split()[0] for line in lines] == ["3/5", "5/5"]  # at 31 s (30 s in), and the end

@@ -12,8 +12,8 @@ class Progress:
     """``[#####.....] 12/40 folds  0:31 elapsed, ~1:17 left`` on stderr.
 
     On a terminal the line is redrawn in place (at most every 0.2 s); into a
-    file or pipe (a batch log) a line is written at most every 30 s and at the
-    end, so a 640-task run does not leave 640 lines.
+    file or pipe (a batch log) a line is written every 30 s and at the end,
+    so a 640-task run does not leave 640 lines.
 
     Parameters
     ----------
@@ -44,9 +44,11 @@ class Progress:
         self._clock = clock
         self.start = clock()
         self._first_done, self._first_count, self._first_work = None, 0, 0.0
-        self._shown = 0.0
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._every = 0.2 if self._tty else 30.0
+        # a terminal's line is drawn at the first task; a log's first line comes after its interval (a job that
+        # ends or fails sooner writes only its last line, or none)
+        self._shown = float("-inf") if self._tty else self.start
 
     def advance(self, n: int = 1, work: float | None = None, longest_left: float = 0.0) -> None:
         """``n`` more tasks done, of ``work`` units (default ``n``); ``longest_left``: the most work of a task left."""

@@ -220,21 +220,23 @@ def _run_here(plan, *, progress, label, on_result, errors):
     unfinished = _Unfinished(costs)
     last_use = _last_use(plan)
     call = run_task if errors == "return" else _call
-    for i, task in enumerate(plan.tasks):
-        if task.shared:
-            results[i] = task.kwargs["value"]
-            continue
-        kwargs = {key: _resolve(value, results) for key, value in task.kwargs.items()}
-        results[i] = call(task.func, kwargs)  # with errors="return": failures become values, as on a cluster
-        for j in last_use.get(i, ()):
-            if not plan.tasks[j].watch:
-                results.pop(j, None)  # an intermediate result no later task reads
-        if task.watch:
-            watched[i] = results[i]
-            if on_result is not None:
-                on_result(TaskRef(i, task.name), results[i])
-        bar.advance(1, costs[i], unfinished.finish(i))
-    bar.close()
+    try:
+        for i, task in enumerate(plan.tasks):
+            if task.shared:
+                results[i] = task.kwargs["value"]
+                continue
+            kwargs = {key: _resolve(value, results) for key, value in task.kwargs.items()}
+            results[i] = call(task.func, kwargs)  # with errors="return": failures become values, as on a cluster
+            for j in last_use.get(i, ()):
+                if not plan.tasks[j].watch:
+                    results.pop(j, None)  # an intermediate result no later task reads
+            if task.watch:
+                watched[i] = results[i]
+                if on_result is not None:
+                    on_result(TaskRef(i, task.name), results[i])
+            bar.advance(1, costs[i], unfinished.finish(i))
+    finally:
+        bar.close()  # a terminal's line ends before an error is printed
     logger.info("%d %s finished in-process", plan.n_watched, label)
     return watched
 
