@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     summary = {"kind": "scoring_pass", "title": "Scoring a fold's test rows in one pass of the model (issue 33)",
                "command": "python -m benchmarks.scoring_pass" + (f" --repeats {args.repeats}" if args.repeats != 5 else "")
                + (f" --out {args.out}" if args.out else ""),
-               "description": " ".join(__doc__.split("\n\n")[2].split()) + (f" {args.note}" if args.note else ""),
+               "description": " ".join(" ".join(__doc__.split("\n\n")[3:]).split()) + (f" {args.note}" if args.note else ""),
                "date": started, "wall_seconds": time.perf_counter() - wall, "machine": machine_info(),
                "packages": package_versions(), "rows": rows}
     text = render_markdown(summary)

@@ -6,10 +6,11 @@ ensemble's members are many and short and finish first, while each fold's
 finish (every member scoring the test rows, the shared threshold searched)
 comes last; counted as equal tasks they made the time left far too short
 near the end. Only the ratios between one plan's tasks matter, so the
-constants are rough (measured on one machine, 20 to 64 features;
-benchmarks/RESULTS.md, "Progress: ... task costs"). Tasks without a cost
-here (a search's inner fits, the threshold's value-range tasks) count as the
-plan's median task.
+constants are rough: measured on one machine with 20 to 64 features, and
+compared with the tasks' compute time in benchmarks/RESULTS.md ("Progress:
+... every task counted at its estimated cost"). Tasks without a cost here (a
+search's inner fits, the threshold's value-range tasks) count as the plan's
+median task.
 """
 
 from __future__ import annotations
