@@ -54,8 +54,9 @@ class SideProcess:
         # PYTHONPATH, a test runner's rootdir)
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
         try:
-            self._process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, env=env)
+            # with this interpreter's warning filters (-W), as a child of `python -W error` should be
+            command = [sys.executable, *(f"-W{option}" for option in sys.warnoptions), "-m", __name__]
+            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         except OSError as exc:
             raise SideProcessError(f"could not start a side process: {exc}") from exc
         self._pending = collections.deque()  # futures of the calls sent, answered in this order

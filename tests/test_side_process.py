@@ -66,6 +66,20 @@ def test_a_result_that_cannot_be_pickled_is_a_side_process_error(side):
     assert side.submit(abs, -2).result(timeout=60) == 2
 
 
+def _warning_filters():
+    return list(sys.warnoptions)
+
+
+def test_the_side_process_has_this_interpreters_warning_filters(monkeypatch):
+    # `python -W error::DeprecationWarning -m dimbsvm.cli run ...` draws its report under the same filters
+    monkeypatch.setattr(sys, "warnoptions", [*sys.warnoptions, "error::DeprecationWarning"])
+    process = SideProcess()
+    try:
+        assert "error::DeprecationWarning" in process.submit(_warning_filters).result(timeout=60)
+    finally:
+        process.close()
+
+
 def test_calls_after_close_and_calls_pending_at_its_death_fail_with_a_side_process_error():
     process = SideProcess()
     slow = process.submit(time.sleep, 30)
