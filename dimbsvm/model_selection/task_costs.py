@@ -45,10 +45,12 @@ BAG_ROW_SECONDS = 5e-8
 ASSEMBLE_ROW_SECONDS = 2e-6
 #: Seconds per kernel evaluation of a smoothed threshold search (:func:`~dimbsvm.svm.threshold.smoothed_count_evaluations`).
 SMOOTHING_SECONDS = 7e-9
-#: Seconds every task costs whatever it does (sent, run, its result kept).
+#: Seconds every task costs whatever it does (sent, run, its result kept): about what a task that computes
+#: nothing takes from submission to its result on a local cluster.
 TASK_SECONDS = 2e-3
-#: A feature stage's fit (kNN graph, distances to references) as a share of a kernel fit on the same rows.
-FEATURE_STAGE_SHARE = 0.1
+#: A feature stage's fit (kNN graph, distances to references) as a share of a kernel fit on the same rows: the
+#: fitted cost model's seconds per row-fit of the two kinds (jobs/cost_model.json), rounded.
+FEATURE_STAGE_SHARE = 0.07
 
 
 @dataclass(frozen=True)
