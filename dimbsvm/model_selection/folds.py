@@ -295,7 +295,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
                                          scores=needs_scores(metrics) or keep_predictions,
                                          probabilities=keep_predictions), name="score",
-                       cost=costs.scored(len(spec.test) / len(test_chunks)))
+                       cost=costs.scored(len(spec.test) / max(len(test_chunks), 1)))
               for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
                                         metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model,
