@@ -157,11 +157,17 @@ def _answer(func, args, kwargs) -> bytes:
 
 
 def serve(requests, answers) -> None:
-    """Answer the calls read from ``requests`` on ``answers`` until ``requests`` ends (the side process's loop)."""
+    """Answer the calls read from ``requests`` on ``answers`` until ``requests`` ends (the side process's loop).
+
+    It also ends, quietly, when ``answers`` is closed: the parent died (killed) while a call ran.
+    """
     while (request := _read_message(requests)) is not None:
         answer = _answer(*pickle.loads(request))
-        answers.write(_HEADER.pack(len(answer)) + answer)
-        answers.flush()
+        try:
+            answers.write(_HEADER.pack(len(answer)) + answer)
+            answers.flush()
+        except BrokenPipeError:
+            return
 
 
 if __name__ == "__main__":

@@ -222,9 +222,12 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_its_mirror_at_the_u
         return fs.find(folds) if fs.exists(folds) else []
 
     first = dict(os.environ, PYTHONPATH=str(ROOT), DIMBSVM_STAGING_DIR=str(tmp_path / "machine-1"))
-    # mirrored every quarter second, not every CHECKPOINT_EVERY: the run's folds take about a second, and the
-    # kill must come while some but not all of them are mirrored
-    mirrored_often = ("import sys; import dimbsvm.jobs.remote_run_dir as mirror; mirror.CHECKPOINT_EVERY = 0.25; "
+    # mirrored every quarter second, not every CHECKPOINT_EVERY, and each fold saved at least 0.3 s after the
+    # last: the kill, soon after the first fold is mirrored, comes while some but not all of them are (the folds
+    # themselves can all finish within a quarter second)
+    mirrored_often = ("import sys, time; import dimbsvm.jobs.remote_run_dir as mirror; mirror.CHECKPOINT_EVERY = 0.25; "
+                      "import dimbsvm.jobs.runner as runner; save = runner.save_fold; "
+                      "runner.save_fold = lambda *args: (save(*args), time.sleep(0.3)); "
                       "from dimbsvm.cli import main; sys.exit(main())")
     proc = subprocess.Popen([sys.executable, "-c", mirrored_often, "run", str(job), "--out", url, "--no-progress"],
                             env=first, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -114,6 +114,27 @@ def test_the_side_process_ends_with_its_parent(how):
     assert _wait_gone(pid), f"side process {pid} outlived its parent ({how})"
 
 
+_PARENT_KILLED_DURING_A_CALL = textwrap.dedent("""
+    import time
+    from dimbsvm._side_process import SideProcess
+    side = SideProcess()
+    side.submit(abs, 1).result()
+    side.submit(time.sleep, 1.0)  # still running when this process is killed: its answer has nowhere to go
+    print(side.pid, flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_side_process_whose_parent_is_killed_during_a_call_ends_quietly():
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT_KILLED_DURING_A_CALL], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=60)
+    assert _wait_gone(pid), f"side process {pid} outlived its parent"
+    assert "Traceback" not in parent.stderr.read()  # the side process shares this stderr; it had nothing to say
+
+
 def test_a_report_process_that_died_is_replaced_and_the_report_is_drawn_anyway(monkeypatch, tmp_path, caplog):
     # a long-lived process (schedule) whose report process was killed: the next run starts another
     from dimbsvm.jobs import report_drawing
