@@ -1,7 +1,7 @@
 """What each task of a fold costs before it runs, in seconds of one core, from sizes alone.
 
 The fold engine gives these to its task plan, and progress counts finished
-work by them (:meth:`dimbsvm.parallel.tasks.TaskPlan.progress_work`): an
+work by them (:meth:`dimbsvm.parallel.tasks.TaskPlan.task_costs`): an
 ensemble's members are many and short and finish first, while each fold's
 finish (every member scoring the test rows, the shared threshold searched)
 comes last; counted as equal tasks they made the time left far too short
