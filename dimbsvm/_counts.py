@@ -7,7 +7,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["unique_counts"]
+__all__ = ["minority_count", "unique_counts"]
 
 #: Integer labels up to this value are counted by ``bincount`` (its array is at most 8 MiB).
 MAX_COUNTED_LABEL = 2**20
@@ -54,6 +54,19 @@ def unique_counts(y):
         with _counted_lock:
             _counted[key] = (weakref.ref(y, forget), counted)
     return counted
+
+
+def minority_count(y) -> int:
+    """Rows of the smallest class of the labels ``y`` (0 for no labels).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> minority_count(np.array([0, 1, 1, 0, 0])), minority_count(np.array([], dtype=int))
+    (2, 0)
+    """
+    counts = unique_counts(y)[1]
+    return int(counts.min()) if len(counts) else 0
 
 
 def _count(y):

@@ -36,7 +36,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .._counts import unique_counts
+from .._counts import minority_count
 from ..estimators import make_estimator
 from ..svm.fit_cost import KERNEL_ROWS, fit_row_cost, uses_linear_solver
 from ..svm.scaled_defaults import with_scaled_defaults
@@ -206,7 +206,7 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
     """
     y = np.asarray(y)
     n_rows = len(y)
-    n_minority = int(unique_counts(y)[1].min()) if n_rows else 0
+    n_minority = minority_count(y)
     if training_rows is None:
         k = job.cv.n_splits
         training_rows = [n_rows * (k - 1) / k] * job.cv.n_folds + ([n_rows] if job.output.model else [])

@@ -26,6 +26,7 @@ from typing import Protocol
 import numpy as np
 from sklearn.base import clone
 
+from .._counts import minority_count
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bag_bodies import gather_block, member_bag, range_and_gather_block
@@ -35,7 +36,7 @@ from .chunk_bodies import (assemble_fold, minmax_block_range, model_of, pooled_o
 from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
 from .spans import chunk_spans
-from .task_costs import FoldCosts, minority_count
+from .task_costs import FoldCosts
 from .search import Search
 from .screened_fold import add_screened_fit
 from .searched_folds import add_searched_fold
@@ -248,7 +249,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         else 1
     if screens:  # two rounds of member tasks, the second chosen by the first; the ensemble is the fold's one part
         fitted = [add_screened_fit(plan, X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, batch=batch,
-                                   screening=clone(estimator).plan_screening(labels[spec.train]))]
+                                   screening=clone(estimator).plan_screening(y_train))]
     elif batch > 1:  # members of a small in-memory fold: a few tasks of many members each
         fitted = [plan.add(fit_parts, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
                                            parts=parts[i:i + batch]), name="members",

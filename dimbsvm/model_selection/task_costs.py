@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._counts import unique_counts
 from ..svm.bagging import bag_rows
 from ..svm.fit_cost import fit_row_cost, uses_linear_solver
 from ..svm.scaled_defaults import with_scaled_defaults
@@ -26,7 +25,7 @@ from ..svm.threshold import smoothed_count_evaluations
 
 __all__ = ["ASSEMBLE_ROW_SECONDS", "BAG_ROW_SECONDS", "FEATURE_STAGE_SHARE", "KERNEL_FIT_SECONDS", "KERNEL_SCORE_SECONDS",
            "LINEAR_FIT_SECONDS", "LINEAR_SCORE_SECONDS", "READ_ROW_SECONDS", "SMOOTHING_SECONDS", "TASK_SECONDS",
-           "FoldCosts", "minority_count"]
+           "FoldCosts"]
 
 #: Seconds per row-fit (:mod:`dimbsvm.svm.fit_cost`) of a LIBLINEAR fit.
 LINEAR_FIT_SECONDS = 3e-6
@@ -151,15 +150,3 @@ def _fit_seconds(rows: float, estimator) -> float:
 def _score_seconds(model_rows: float, estimator) -> float:
     return LINEAR_SCORE_SECONDS if uses_linear_solver(estimator) else KERNEL_SCORE_SECONDS * model_rows
 
-
-def minority_count(y) -> int:
-    """Rows of the smallest class of the labels ``y`` (0 for no labels).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> minority_count(np.array([0, 1, 1, 0, 0])), minority_count(np.array([], dtype=int))
-    (2, 0)
-    """
-    counts = unique_counts(y)[1]
-    return int(counts.min()) if len(counts) else 0
