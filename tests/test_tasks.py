@@ -249,3 +249,25 @@ def test_progress_counts_every_task_at_its_cost_as_it_finishes(scheduler, monkey
     works = [work for _, work in advances]
     assert works.index(20.0) > max(works.index(c)
                                    for c in (1.0, 2.0, 4.0))  # its inputs first (3.0 is two tasks)
+
+
+def _where(*, pause=0.0):
+    from distributed import get_worker
+
+    time.sleep(pause)
+    return get_worker().address
+
+
+def test_tasks_of_one_affinity_run_on_one_worker_and_the_rest_go_anywhere(client):
+    """Affinity k is sent to the (k mod n)-th worker by address (where its chunk is cached); in-process it is
+    ignored. Equal loads on both workers: nothing to steal, so every task runs where it was sent."""
+    workers = sorted(client.scheduler_info()["workers"])
+    plan = TaskPlan()
+    placed = {plan.add(_where, {"pause": 0.05}, watch=True, affinity=k).id: k for k in (0, 1, 2, 3, 5, 7)}
+    free = plan.add(_where, {}, watch=True)
+    ran = run_plan(plan, client=client)
+    assert {i: ran[i] for i in placed} == {i: workers[k % 2] for i, k in placed.items()}
+    assert ran[free.id] in workers
+    here = TaskPlan()
+    squares = [here.add(_square, {"x": k}, watch=True, affinity=k) for k in range(3)]
+    assert run_plan(here) == {ref.id: k * k for k, ref in enumerate(squares)}

@@ -29,7 +29,7 @@ from ..exceptions import DataError, StoreError
 from ..model_selection.scoring import BINARY_METRICS
 from ..model_selection.search import stage_params
 from ..model_selection.splits import minority_class
-from ..store.fingerprints import dataset_fingerprint
+from ..store.fingerprints import content_fingerprint, dataset_fingerprint
 from ..store.rows import StoreRows
 from ..store.location import is_url
 from ..artifacts import positive_class
@@ -100,8 +100,9 @@ def _store_data(path) -> JobData:
         raise
     except ValueError as exc:  # a chunk that fails its checksum or does not decode (truncated)
         raise _damaged(stored.path, exc) from exc
-    return JobData(X=StoreRows(stored.path, stored.X.shape), y=y, meta=dict(stored.meta, source=str(path)),
-                   lazy_X=stored.X)
+    # the content fingerprint keys each process's cached chunks: a store rebuilt from other data is read again
+    rows = StoreRows(stored.path, stored.X.shape, content_fingerprint(stored.meta))
+    return JobData(X=rows, y=y, meta=dict(stored.meta, source=str(path)), lazy_X=stored.X)
 
 
 def class_names(data: JobData) -> dict[str, int]:

@@ -225,6 +225,20 @@ def _run(job: JobSpec, client, data: JobData, *, out, progress, job_text, starte
         return write_run(plan, executed, client, started=started, tic=tic)
     finally:
         release_run_dir(run_dir)
+        if isinstance(data.X, StoreRows):
+            _release_cached_chunks(data.X, client)
+
+
+def _release_cached_chunks(rows: StoreRows, client) -> None:
+    """Drop the store's chunks that this process and the workers cached for the job (best effort)."""
+    from ..store.chunk_cache import release_store
+
+    release_store(rows.path, rows.fingerprint)
+    if client is not None:
+        try:
+            client.run(release_store, rows.path, rows.fingerprint, on_error="ignore")
+        except Exception as exc:  # a cluster going away at the job's end: its workers' memory goes with it
+            logger.debug("could not release the workers' cached chunks: %s", exc)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from .chunk_bodies import (assemble_fold, minmax_block_range, model_of, pooled_o
                            record_fold, score_block)
 from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
-from .spans import chunk_spans
+from .spans import chunk_index, chunk_spans
 from .task_costs import FoldCosts
 from .search import Search
 from .screened_fold import add_screened_fit
@@ -229,14 +229,15 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag", priority=10, cost=costs.bag())
                 for part in parts]
         gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, rows=rows, span=span), name="read",
-                             cost=costs.read(train_chunk_rows))
+                             cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
                     if merged_ranges else plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather",
-                                                   cost=costs.read(train_chunk_rows))
+                                                   cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
                     for span in train_chunks]
     if merged_ranges:
         # the scaler's statistics as one task per stored chunk, merged exactly
         ranges = gathered or [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range",
-                                       cost=costs.read(train_chunk_rows)) for span in train_chunks]
+                                       cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
+                              for span in train_chunks]
         prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, rows=rows, stage=stage),
                             name="prepare")
     else:
@@ -279,7 +280,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         pooled = []
     elif pool_by_chunk:
         pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, rows=rows, parts=fitted, span=span),
-                           name="oob", cost=costs.scored(train_chunk_rows)) for span in train_chunks]
+                           name="oob", cost=costs.scored(train_chunk_rows), affinity=chunk_index(span))
+                  for span in train_chunks]
     if len(test_chunks) <= 1 and pooled is None:
         finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                             estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
@@ -296,7 +298,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
                                          scores=needs_scores(metrics) or keep_predictions,
                                          probabilities=keep_predictions), name="score",
-                       cost=costs.scored(len(spec.test) / max(len(test_chunks), 1)))
+                       cost=costs.scored(len(spec.test) / max(len(test_chunks), 1)), affinity=chunk_index(span))
               for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
                                         metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["block_range", "chunk_spans", "rows_within"]
+__all__ = ["block_range", "chunk_index", "chunk_spans", "rows_within"]
 
 
 def chunk_spans(rows, block_rows: int) -> list[tuple[int, int]]:
@@ -33,6 +33,15 @@ def chunk_spans(rows, block_rows: int) -> list[tuple[int, int]]:
     starts = np.arange(int(rows[0]) // block_rows, int(rows[-1]) // block_rows + 1, dtype=np.int64) * block_rows
     held = np.searchsorted(rows, starts + block_rows) > np.searchsorted(rows, starts)
     return [(int(start), int(start) + block_rows) for start in starts[held]]
+
+
+def chunk_index(span) -> int:
+    """The stored chunk a :func:`chunk_spans` span is: the tasks of one chunk share it as their affinity.
+
+    >>> chunk_index((10, 15))
+    2
+    """
+    return int(span[0]) // max(int(span[1]) - int(span[0]), 1)
 
 
 def rows_within(rows, span):

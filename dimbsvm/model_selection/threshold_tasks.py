@@ -18,7 +18,7 @@ import numpy as np
 
 from ..svm import range_threshold as ranges
 from .chunk_bodies import pooled_oob_block
-from .spans import rows_within
+from .spans import chunk_index, rows_within
 
 __all__ = ["MAX_THRESHOLD_RANGES", "ROWS_PER_RANGE", "add_ranged_search", "digest_block", "oob_run_block",
            "pick_block", "plan_block", "range_merge_block", "range_search_params", "ranged_shift", "summary_block"]
@@ -109,7 +109,8 @@ def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_trai
         references) and ``range_search``.
     """
     runs = [plan.add(oob_run_block, dict(X=X, y=y, prepared=prepared, rows=rows, parts=parts, span=span,
-                                         pos_label=pos_label), name="oob") for span in train_chunks]
+                                         pos_label=pos_label), name="oob", affinity=chunk_index(span))
+            for span in train_chunks]
     digests = [plan.add(digest_block, dict(run=run), name="thr_digest", priority=_PRIORITY) for run in runs]
     n_ranges = max(1, min(len(train_chunks), MAX_THRESHOLD_RANGES, -(-int(n_train) // ROWS_PER_RANGE)))
     planned = plan.add(plan_block, dict(digests=digests, smoothing=search["smoothing"], n_ranges=n_ranges),

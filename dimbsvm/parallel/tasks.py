@@ -103,6 +103,7 @@ class _Task:
     shared: bool = False
     priority: int = 0
     cost: float | None = None
+    affinity: int | None = None
 
 
 @dataclass
@@ -123,7 +124,7 @@ class TaskPlan:
     tasks: list = field(default_factory=list)
 
     def add(self, func, kwargs: dict, *, watch: bool = False, name: str | None = None, priority: int = 0,
-            cost: float | None = None) -> TaskRef:
+            cost: float | None = None, affinity: int | None = None) -> TaskRef:
         """Add ``func(**kwargs)``; return a reference to its result.
 
         ``priority``: on a cluster, runnable tasks of higher priority start
@@ -131,10 +132,16 @@ class TaskPlan:
         ``cost``: the task's expected work, in any unit common to the plan
         (the fold engine's: seconds of one core); progress counts work done
         by it (:meth:`task_costs`). ``None``: the median of the plan's costs.
+        ``affinity``: on a cluster, tasks of equal affinity are sent to the
+        same worker, which may keep what they read (a stored chunk, decoded,
+        in its :mod:`~dimbsvm.store.chunk_cache`); loosely: a busy worker's
+        tasks are still stolen by idle ones, and a worker that left is
+        replaced by any other.
         """
         ref = TaskRef(len(self.tasks), name or getattr(func, "__name__", "task"))
         self.tasks.append(_Task(func, dict(kwargs), watch, ref.name, priority=int(priority),
-                                cost=None if cost is None else float(cost)))
+                                cost=None if cost is None else float(cost),
+                                affinity=None if affinity is None else int(affinity)))
         return ref
 
     def share(self, value) -> TaskRef:
@@ -299,6 +306,7 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
     bar = Progress(len(costs), label, enabled=progress, total_work=sum(costs.values()),
                    parallelism=sum(client.nthreads().values()))
     unfinished = _Unfinished(costs)
+    homes = _affinity_workers(client) if any(task.affinity is not None for task in plan.tasks) else []
 
     def collect(batch):
         for future in batch:
@@ -317,8 +325,10 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
                 futures[i] = share(client, task.kwargs["value"])
                 continue
             kwargs = {key: _resolve(value, futures) for key, value in task.kwargs.items()}
+            home = {} if task.affinity is None or not homes else \
+                {"workers": [homes[task.affinity % len(homes)]], "allow_other_workers": True}
             future = client.submit(run_task, task.func, kwargs, pure=False, retries=retries,
-                                   priority=task.priority, key=f"{task.name}-{tag}-{i}")
+                                   priority=task.priority, key=f"{task.name}-{tag}-{i}", **home)
             futures[i] = future
             in_flight.append(future)
             submitted[future.key] = i
@@ -346,6 +356,15 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
     in_flight.clear()
     logger.info("%d %s finished on the cluster", plan.n_watched, label)
     return results
+
+
+def _affinity_workers(client) -> list:
+    """The cluster's workers, in address order: affinity ``k`` goes to the ``k mod n``-th."""
+    try:
+        return sorted(client.scheduler_info(n_workers=-1)["workers"])
+    except Exception:  # noqa: BLE001 - affinity is a preference: without the list, tasks go anywhere
+        logger.debug("no worker list for task affinity", exc_info=True)
+        return []
 
 
 def _wait_for_room(in_flight: deque, max_in_flight: int) -> deque:

@@ -20,11 +20,26 @@ class StoreRows:
     ``rows[index_array]`` and ``len(rows)`` and ``shape``, which is all the
     fold and member code needs. Reads go through the checked store: a missing
     chunk raises :class:`~dimbsvm.exceptions.StoreError`, never zeros.
+
+    With a ``fingerprint`` (the store's content fingerprint), each process
+    keeps the chunks it decodes in its :func:`~dimbsvm.store.chunk_cache.process_cache`,
+    so the passes of a job over the same chunks decode each once per process.
+
+    Parameters
+    ----------
+    path : str or path
+    shape : tuple
+        The features' shape.
+    fingerprint : str, default=""
+        The store's content fingerprint; ``""``: chunks are not cached.
     """
 
-    def __init__(self, path, shape):
+    fingerprint = ""  # (a handle pickled before it had one)
+
+    def __init__(self, path, shape, fingerprint=""):
         self.path = str(path)
         self.shape = tuple(shape)
+        self.fingerprint = str(fingerprint)
         self._array = None
 
     def __len__(self):
@@ -56,6 +71,10 @@ class StoreRows:
         rows = np.asarray(rows)
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
+        cache = self._cache()
+        if cache is not None and rows.ndim == 1 and rows.dtype.kind in "iu" and rows.size \
+                and rows.min() >= 0 and rows.max() < self.shape[0]:
+            return self._take_cached(rows, dtype, cache)
         try:
             if _is_contiguous(rows) and rows[-1] < self._array.shape[0]:  # e.g. a chunk: a slice is twice as fast
                 return np.asarray(self._array[int(rows[0]):int(rows[-1]) + 1], dtype=dtype)
@@ -69,6 +88,55 @@ class StoreRows:
         out = np.empty_like(block, dtype=dtype or block.dtype)
         out[order] = block
         return out
+
+    def _cache(self):
+        """This process's chunk cache, or ``None`` (no fingerprint to key it by, or a cache of no bytes)."""
+        if not self.fingerprint:
+            return None
+        from .chunk_cache import process_cache
+
+        cache = process_cache()
+        return cache if cache.max_bytes > 0 else None
+
+    def _take_cached(self, rows, dtype, cache):
+        """``take`` through the chunk cache: each chunk the rows touch decoded once per process, then kept."""
+        step = int(self._array.chunks[0])
+        ordered = bool(np.all(rows[1:] >= rows[:-1]))
+        distinct = ordered and bool(np.all(rows[1:] > rows[:-1]))  # a run of distinct sorted rows may be a slice
+        order = None if ordered else np.argsort(rows, kind="stable")
+        sorted_rows = rows if ordered else rows[order]
+        first, last = int(sorted_rows[0]) // step, int(sorted_rows[-1]) // step
+        bounds = np.searchsorted(sorted_rows, np.arange(first, last + 2) * step)
+        pieces = []
+        for chunk, lo, hi in zip(range(first, last + 1), bounds[:-1], bounds[1:]):
+            if hi > lo:
+                block = self._chunk(chunk, step, cache)
+                wanted = sorted_rows[lo:hi] - chunk * step
+                contiguous = distinct and int(wanted[-1]) - int(wanted[0]) == hi - lo - 1
+                pieces.append(block[int(wanted[0]):int(wanted[-1]) + 1] if contiguous else block[wanted])
+        out = np.empty((rows.size, *self.shape[1:]), dtype=dtype or pieces[0].dtype)  # a copy: chunks stay as read
+        if not ordered:
+            out[order] = np.concatenate(pieces)
+        elif len(pieces) > 1:
+            np.concatenate(pieces, out=out, casting="unsafe")
+        else:
+            np.copyto(out, pieces[0], casting="unsafe")
+        return out
+
+    def _chunk(self, chunk, step, cache):
+        """Chunk ``chunk`` of X, decoded: from the cache, or read (checked) and kept there."""
+        key = (self.path, self.fingerprint, chunk)
+        block = cache.get(key)
+        if block is None:
+            start = chunk * step
+            try:
+                block = np.asarray(self._array[start:start + step])
+            except StoreError:
+                raise
+            except ValueError as exc:  # a failed checksum
+                raise StoreError(self._damage(np.arange(start, min(start + step, self.shape[0])), exc)) from exc
+            cache.put(key, block)
+        return block
 
     def _damage(self, rows, exc: BaseException) -> str:
         """The error for a failed read of ``rows``: the first of their chunks that fails its checksum, named.
@@ -96,7 +164,7 @@ class StoreRows:
         return StoreLabels(self.path, self.shape[0], (read_meta(self.path) or {}).get("fingerprint", ""))
 
     def __getstate__(self):
-        return {"path": self.path, "shape": self.shape, "_array": None}
+        return {"path": self.path, "shape": self.shape, "fingerprint": self.fingerprint, "_array": None}
 
     def __repr__(self):
         return f"StoreRows({self.path!r}, shape={self.shape})"
