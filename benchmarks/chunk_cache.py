@@ -85,7 +85,8 @@ def _run(arm, job, client, out):
     real = tasks._affinity_workers
     if "no affinity" in arm:
         tasks._affinity_workers = lambda client: []
-    shutil.rmtree(out, ignore_errors=True)
+    for left in (out, out.parent / f".{out.name}.partial"):  # (an interrupted benchmark's run would be resumed)
+        shutil.rmtree(left, ignore_errors=True)
     try:
         start = time.perf_counter()
         result = run_job(job, client, out=out, progress=False)
@@ -163,7 +164,7 @@ def main(argv=None) -> int:
     summary = {"kind": "chunk_cache", "title": "A store job with and without the decoded-chunk cache, in this "
                                                 "process and on two workers (issue 33)",
                "command": command + (f" --out {args.out}" if args.out else ""),
-               "description": " ".join(" ".join(__doc__.split("\n\n")[2:]).split()) + (f" {args.note}" if args.note else ""),
+               "description": " ".join(" ".join(__doc__.split("\n\n")[3:]).split()) + (f" {args.note}" if args.note else ""),
                "date": started, "wall_seconds": time.perf_counter() - wall, "machine": machine_info(),
                "packages": package_versions(), "rows": rows}
     text = render_markdown(summary)
