@@ -24,20 +24,23 @@ from ..svm.scaled_defaults import with_scaled_defaults
 from ..svm.threshold import smoothed_count_evaluations
 
 __all__ = ["ASSEMBLE_ROW_SECONDS", "BAG_ROW_SECONDS", "FEATURE_STAGE_SHARE", "KERNEL_FIT_SECONDS", "KERNEL_SCORE_SECONDS",
-           "LINEAR_FIT_SECONDS", "LINEAR_SCORE_SECONDS", "READ_ROW_SECONDS", "SMOOTHING_SECONDS", "TASK_SECONDS",
-           "FoldCosts"]
+           "LINEAR_FIT_SECONDS", "LINEAR_SCORE_SECONDS", "PREPARE_ROW_SECONDS", "READ_ROW_SECONDS", "SMOOTHING_SECONDS",
+           "TASK_SECONDS", "FoldCosts"]
 
 #: Seconds per row-fit (:mod:`dimbsvm.svm.fit_cost`) of a LIBLINEAR fit.
 LINEAR_FIT_SECONDS = 3e-6
 #: Seconds per row-fit of a kernel fit (row-fits already weight its rows about quadratically).
 KERNEL_FIT_SECONDS = 7e-7
 #: Seconds of scoring one row with a linear model.
-LINEAR_SCORE_SECONDS = 1.5e-7
+LINEAR_SCORE_SECONDS = 7e-8
 #: Seconds of scoring one row with a kernel model, per row the model was fitted on (its support vectors
 #: grow with them).
 KERNEL_SCORE_SECONDS = 5e-9
-#: Seconds of reading and scaling one row: a prepare task, a stored chunk's read.
+#: Seconds of reading one stored row (a chunk's read task: its scaler statistics, its members' bags).
 READ_ROW_SECONDS = 1e-6
+#: Seconds of preparing one training row in a prepare task: taken out of the data, the scaler fitted, the row
+#: scaled and kept scaled for the members (about two reads).
+PREPARE_ROW_SECONDS = 2e-6
 #: Seconds per training row of drawing a member's bag from the fold's labels (a store's member_bag task).
 BAG_ROW_SECONDS = 5e-8
 #: Seconds per training row of assembling an ensemble: pooling its members' out-of-bag margins, sorting them.
@@ -114,7 +117,7 @@ class FoldCosts:
     def prepare(self) -> float:
         """The prepare task: the training rows read and scaled, feature stages fitted."""
         stages = self.n_feature_stages * FEATURE_STAGE_SHARE * KERNEL_FIT_SECONDS * fit_row_cost(self.n_train, None)
-        return TASK_SECONDS + READ_ROW_SECONDS * self.n_train + stages
+        return TASK_SECONDS + PREPARE_ROW_SECONDS * self.n_train + stages
 
     def part(self) -> float:
         """One part's task: its fit, and a member's scoring of its out-of-bag rows."""
