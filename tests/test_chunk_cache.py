@@ -130,21 +130,6 @@ def test_no_cache_when_its_share_is_zero_or_the_store_has_no_fingerprint(tmp_pat
         rows[np.array([3])]
 
 
-def test_a_damaged_chunk_read_through_the_cache_is_named(tmp_path):
-    rng = np.random.default_rng(1)
-    path = tmp_path / "s.zarr"
-    ingest((rng.normal(size=(60, 3)), rng.integers(0, 2, 60)), path, chunk_rows=20)
-    chunk = path / "X" / "c" / "1" / "0"
-    data = bytearray(chunk.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    chunk.write_bytes(bytes(data))
-    rows = _rows(path)
-    rows[np.arange(0, 20)]  # an intact chunk still reads
-    with pytest.raises(StoreError, match=r"chunk 1 of X \(rows 20..39\) failed its checksum"):
-        rows[np.array([30, 5])]
-    assert chunk_cache.process_cache().nbytes == 20 * 3 * 8  # the damaged chunk is not kept
-
-
 def test_a_worker_sizes_its_cache_by_its_memory_limit():
     from distributed import Client, LocalCluster
 

@@ -100,10 +100,19 @@ def test_damaged_chunk_is_found(tmp_path):
         verify_store(path)
     with pytest.raises(StoreError, match="damaged chunk"):
         open_store(path).to_dataset()
-    from dimbsvm.store import StoreRows
+    from dimbsvm.store import StoreRows, content_fingerprint
+    from dimbsvm.store.stages import read_meta
 
     with pytest.raises(StoreError, match="damaged chunk"):
         StoreRows(path, (60, 3))[np.arange(20, 40)]
+    # read through this process's chunk cache (a job's handle): the same error, and the chunk is not kept
+    cached = StoreRows(path, (60, 3), content_fingerprint(read_meta(path)))
+    cached[np.arange(0, 20)]  # an intact chunk still reads
+    with pytest.raises(StoreError, match=r"chunk 1 of X \(rows 20..39\) failed its checksum"):
+        cached[np.array([30, 5])]
+    from dimbsvm.store.chunk_cache import process_cache
+
+    assert process_cache().get((str(path), cached.fingerprint, 1)) is None
 
 
 def test_contiguous_and_scattered_rows_read_the_same(tmp_path):

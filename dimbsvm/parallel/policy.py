@@ -36,7 +36,7 @@ from dataclasses import dataclass
 logger = logging.getLogger(__name__)
 
 __all__ = ["TaskFailure", "concurrent_fits", "fits_may_overlap", "in_order_threads", "is_transient", "raise_failure",
-           "run_task", "task_threads", "task_working_memory", "worker_threads"]
+           "run_task", "task_threads", "task_working_memory", "worker_memory_limit", "worker_threads"]
 
 #: OSErrors that a rerun would meet again: they are the caller's to fix, not the cluster's.
 _PERMANENT_OS_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
@@ -107,7 +107,8 @@ def task_working_memory(memory_limit) -> int:
     return int(min(1024, max(16, memory_limit / 2**20 / 16)))
 
 
-def _worker_memory_limit():
+def worker_memory_limit():
+    """The memory limit of the Dask worker running this code, in bytes; ``None`` off a worker or without one."""
     try:
         from distributed import get_worker
 
@@ -200,7 +201,7 @@ def run_task(func, kwargs: dict):
     if n_threads is not None:  # in a worker: blocks of scikit-learn's chunked computations within its limit
         import sklearn
 
-        memory = sklearn.config_context(working_memory=task_working_memory(_worker_memory_limit()))
+        memory = sklearn.config_context(working_memory=task_working_memory(worker_memory_limit()))
     try:
         # other fits can run in this process at the same time unless it is a one-thread worker's own
         with threads, memory, concurrent_fits(n_threads != 1 or not _dedicated_worker_process()):

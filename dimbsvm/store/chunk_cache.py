@@ -24,6 +24,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..parallel.policy import worker_memory_limit
+
 __all__ = ["CACHE_SHARE", "RESIDENT_SHARE", "ChunkCache", "cache_budget", "memory_limit", "process_cache",
            "release_store"]
 
@@ -111,17 +113,12 @@ class ChunkCache:
 
 def memory_limit() -> int:
     """This process's memory limit: a Dask worker's ``memory_limit``, else (or without one) the machine's memory."""
-    try:
-        from distributed import get_worker
-
-        limit = int(get_worker().memory_manager.memory_limit or 0)
-    except (ImportError, ValueError, AttributeError):  # not on a worker
-        limit = 0
+    limit = worker_memory_limit()
     if not limit:
         import psutil
 
         limit = psutil.virtual_memory().total
-    return limit
+    return int(limit)
 
 
 def cache_budget() -> int:
