@@ -40,6 +40,15 @@ def test_least_recently_used_chunks_leave_first_within_the_byte_budget():
         cache.get("a")[0] = 1.0  # kept chunks are read-only
 
 
+def test_releasing_a_store_drops_its_chunks_only():
+    cache = chunk_cache.process_cache()
+    for key in [("a.zarr", "f1", 0), ("a.zarr", "f1", 1), ("a.zarr", "f2", 0), ("b.zarr", "f1", 0)]:
+        cache.put(key, np.zeros(4))
+    assert chunk_cache.release_store("a.zarr", "f1") == 64
+    assert cache.get(("a.zarr", "f1", 0)) is None and cache.get(("a.zarr", "f2", 0)) is not None
+    assert cache.get(("b.zarr", "f1", 0)) is not None and cache.nbytes == 64
+
+
 def test_a_chunk_the_process_has_no_room_for_is_not_kept():
     asked = []
     cache = ChunkCache(max_bytes=1000, has_room=lambda nbytes: asked.append(nbytes) or len(asked) < 2)

@@ -222,23 +222,28 @@ def _run(job: JobSpec, client, data: JobData, *, out, progress, job_text, starte
             raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
         plan = plan_run(job, data, run_dir, data_fingerprint=data_fingerprint, job_text=job_text)
         executed = execute_run(plan, client, progress=progress)
-        return write_run(plan, executed, client, started=started, tic=tic)
+        result = write_run(plan, executed, client, started=started, tic=tic)
     finally:
         release_run_dir(run_dir)
         if isinstance(data.X, StoreRows):
-            _release_cached_chunks(data.X, client)
+            _release_cached_chunks(data.X, None)
+    if isinstance(data.X, StoreRows) and client is not None:
+        # only after a run that ended well: a failed one may have lost its scheduler, and asking it would wait
+        _release_cached_chunks(data.X, client)
+    return result
 
 
 def _release_cached_chunks(rows: StoreRows, client) -> None:
-    """Drop the store's chunks that this process and the workers cached for the job (best effort)."""
+    """Drop the store's chunks this process (``client`` None) or the cluster's workers cached for the job."""
     from ..store.chunk_cache import release_store
 
-    release_store(rows.path, rows.fingerprint)
-    if client is not None:
-        try:
-            client.run(release_store, rows.path, rows.fingerprint, on_error="ignore")
-        except Exception as exc:  # a cluster going away at the job's end: its workers' memory goes with it
-            logger.debug("could not release the workers' cached chunks: %s", exc)
+    if client is None:
+        release_store(rows.path, rows.fingerprint)
+        return
+    try:
+        client.run(release_store, rows.path, rows.fingerprint, on_error="ignore")
+    except Exception as exc:  # noqa: BLE001 - best effort: the workers' caches stay bounded by their share
+        logger.debug("could not release the workers' cached chunks: %s", exc)
 
 
 @dataclass(frozen=True)
