@@ -276,7 +276,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         # the shared threshold searched by value-range tasks, not inside the one assemble task
         ranged = add_ranged_search(plan, X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                    train_chunks=train_chunks, n_train=len(spec.train),
-                                   pos_label=parts[0].member.pos_label, search=search)
+                                   pos_label=parts[0].member.pos_label, search=search,
+                                   oob_cost=costs.scored(train_chunk_rows))
         pooled = []
     elif pool_by_chunk:
         pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, rows=rows, parts=fitted, span=span),

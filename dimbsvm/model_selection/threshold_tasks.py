@@ -82,7 +82,7 @@ def pick_block(block, summaries, plan, *, index, max_candidates):
     return ranges.pick_ranks(block, summaries, plan, index, max_candidates=max_candidates)
 
 
-def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_train, pos_label, search):
+def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_train, pos_label, search, oob_cost=None):
     """Add the range tasks of one fold's shared threshold.
 
     Parameters
@@ -98,6 +98,9 @@ def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_trai
         most one per chunk and :data:`MAX_THRESHOLD_RANGES`.
     pos_label : object
         The fold's positive class (as the members were planned with it).
+    oob_cost : float, default=None
+        Each chunk's out-of-bag task's cost (:meth:`TaskPlan.add`); the
+        search's own tasks count as the plan's median.
     search : dict
         :func:`range_search_params`.
 
@@ -109,7 +112,8 @@ def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_trai
         references) and ``range_search``.
     """
     runs = [plan.add(oob_run_block, dict(X=X, y=y, prepared=prepared, rows=rows, parts=parts, span=span,
-                                         pos_label=pos_label), name="oob", affinity=chunk_index(span))
+                                         pos_label=pos_label), name="oob", cost=oob_cost,
+                     affinity=chunk_index(span))
             for span in train_chunks]
     digests = [plan.add(digest_block, dict(run=run), name="thr_digest", priority=_PRIORITY) for run in runs]
     n_ranges = max(1, min(len(train_chunks), MAX_THRESHOLD_RANGES, -(-int(n_train) // ROWS_PER_RANGE)))
