@@ -57,6 +57,19 @@ def test_a_chunk_the_process_has_no_room_for_is_not_kept():
     assert asked == [80, 160] and cache.get("a") is not None and cache.get("b") is None and cache.nbytes == 80
 
 
+def _on_a_threaded_worker(func, memory_limit, *args):
+    """``func(*args)`` as a task on a worker thread of this process with ``memory_limit`` (Dask's own reactions to
+    the limit off: a worker paused past 80 % of it, as this test process is, would never run the task)."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    no_reactions = {f"distributed.worker.memory.{name}": False for name in ("target", "spill", "pause", "terminate")}
+    with dask.config.set(no_reactions), LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                                    memory_limit=memory_limit, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        return client.submit(func, *args, pure=False).result(timeout=60)
+
+
 def _read_through_the_cache(path):
     _rows(path)[np.arange(40)]
     cache = chunk_cache.process_cache()
@@ -66,14 +79,10 @@ def _read_through_the_cache(path):
 def test_a_worker_near_its_memory_limit_decodes_without_keeping(tmp_path):
     """A worker whose resident memory is past half its limit (this test process's, shared by a threaded worker,
     is far past 64 MiB) keeps no chunk: its tasks keep the headroom they were sized for."""
-    from distributed import Client, LocalCluster
-
     X = np.random.default_rng(6).normal(size=(40, 2))
     path = tmp_path / "s.zarr"
     ingest((X, np.arange(40) % 2), path, chunk_rows=20)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, memory_limit="64 MiB",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        budget, kept, misses = client.submit(_read_through_the_cache, path, pure=False).result()
+    budget, kept, misses = _on_a_threaded_worker(_read_through_the_cache, "64 MiB", path)
     assert budget == int(chunk_cache.CACHE_SHARE * 64 * 2**20) and kept == 0 and misses == 2
 
 
@@ -140,11 +149,7 @@ def test_no_cache_when_its_share_is_zero_or_the_store_has_no_fingerprint(tmp_pat
 
 
 def test_a_worker_sizes_its_cache_by_its_memory_limit():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, memory_limit="1 GiB",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        budget = client.submit(cache_budget, pure=False).result()  # run as a task, on the worker
+    budget = _on_a_threaded_worker(cache_budget, "1 GiB")  # run as a task, on the worker
     assert budget == int(chunk_cache.CACHE_SHARE * 2**30)
     import psutil
 
