@@ -226,20 +226,19 @@ def _run(job: JobSpec, client, data: JobData, *, out, progress, job_text, starte
     finally:
         release_run_dir(run_dir)
         if isinstance(data.X, StoreRows):
-            _release_cached_chunks(data.X, None)
+            from ..store.chunk_cache import release_store
+
+            release_store(data.X.path, data.X.fingerprint)  # the chunks this process cached for the job
     if isinstance(data.X, StoreRows) and client is not None:
         # only after a run that ended well: a failed one may have lost its scheduler, and asking it would wait
-        _release_cached_chunks(data.X, client)
+        _release_workers_chunks(data.X, client)
     return result
 
 
-def _release_cached_chunks(rows: StoreRows, client) -> None:
-    """Drop the store's chunks this process (``client`` None) or the cluster's workers cached for the job."""
+def _release_workers_chunks(rows: StoreRows, client) -> None:
+    """Drop the store's chunks the cluster's workers cached for the job (best effort)."""
     from ..store.chunk_cache import release_store
 
-    if client is None:
-        release_store(rows.path, rows.fingerprint)
-        return
     try:
         client.run(release_store, rows.path, rows.fingerprint, on_error="ignore")
     except Exception as exc:  # noqa: BLE001 - best effort: the workers' caches stay bounded by their share

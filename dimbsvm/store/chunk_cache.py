@@ -96,12 +96,6 @@ class ChunkCache:
             self._chunks[key] = chunk
             self.nbytes += chunk.nbytes
 
-    def clear(self) -> None:
-        """Drop every chunk."""
-        with self._lock:
-            self._chunks.clear()
-            self.nbytes = 0
-
     def discard(self, prefix: tuple) -> int:
         """Drop every chunk whose key starts with ``prefix``; the bytes freed."""
         with self._lock:
