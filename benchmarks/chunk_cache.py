@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.results import write_summary
-from dimbsvm.environment import machine_info, package_versions, utc_now
+from benchmarks.results import docstring_text, publish, when_and_where
+from dimbsvm.environment import utc_now
 
 logger = logging.getLogger("benchmarks.chunk_cache")
 
@@ -164,14 +164,9 @@ def main(argv=None) -> int:
     summary = {"kind": "chunk_cache", "title": "A store job with and without the decoded-chunk cache, in this "
                                                 "process and on two workers (issue 33)",
                "command": command + (f" --out {args.out}" if args.out else ""),
-               "description": " ".join(" ".join(__doc__.split("\n\n")[3:]).split()) + (f" {args.note}" if args.note else ""),
-               "date": started, "wall_seconds": time.perf_counter() - wall, "machine": machine_info(),
-               "packages": package_versions(), "rows": rows}
-    text = render_markdown(summary)
-    print(text)
-    if args.out:
-        write_summary(args.out, summary, text)
-    return 0
+               "description": docstring_text(__doc__, 3, note=args.note),
+               **when_and_where(started, wall), "rows": rows}
+    return publish(summary, render_markdown, args.out)
 
 
 if __name__ == "__main__":

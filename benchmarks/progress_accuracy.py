@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.results import write_summary
-from dimbsvm.environment import machine_info, package_versions, utc_now
+from benchmarks.results import docstring_text, publish, when_and_where
+from dimbsvm.environment import utc_now
 
 logger = logging.getLogger("benchmarks.progress_accuracy")
 
@@ -244,15 +244,9 @@ def main(argv=None) -> int:
                "command": "python -m benchmarks.progress_accuracy" + (f" --jobs {' '.join(args.jobs)}"
                                                                       if args.jobs != list(JOBS) else "")
                + (f" --out {args.out}" if args.out else ""),
-               "description": " ".join(" ".join(__doc__.split("\n\n")[3:5]).split())
-               + (f" {args.note}" if args.note else ""),
-               "date": started, "wall_seconds": time.perf_counter() - wall, "machine": machine_info(),
-               "packages": package_versions(), "rows": rows}
-    text = render_markdown(summary)
-    print(text)
-    if args.out:
-        write_summary(args.out, summary, text)
-    return 0
+               "description": docstring_text(__doc__, 3, 5, note=args.note),
+               **when_and_where(started, wall), "rows": rows}
+    return publish(summary, render_markdown, args.out)
 
 
 if __name__ == "__main__":

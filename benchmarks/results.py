@@ -61,6 +61,31 @@ def write_summary(out, summary: dict, report_text: str | None = None) -> None:
         (out / "report.md").write_text(report_text + "\n")
 
 
+def docstring_text(doc: str, first: int, stop: int | None = None, note: str = "") -> str:
+    """A benchmark's description: its docstring's paragraphs ``first:stop`` on one line, then ``note``."""
+    text = " ".join(" ".join(doc.split("\n\n")[first:stop]).split())
+    return f"{text} {note}" if note else text
+
+
+def when_and_where(started: str, wall_start: float) -> dict:
+    """A summary's ``date``, ``wall_seconds`` (since ``time.perf_counter()`` was ``wall_start``), ``machine``, ``packages``."""
+    import time
+
+    from dimbsvm.environment import machine_info, package_versions
+
+    return {"date": started, "wall_seconds": time.perf_counter() - wall_start, "machine": machine_info(),
+            "packages": package_versions()}
+
+
+def publish(summary: dict, render, out=None) -> int:
+    """Print ``render(summary)`` and, with ``out``, write the summary and that table there; ``main``'s exit status."""
+    text = render(summary)
+    print(text)
+    if out:
+        write_summary(out, summary, text)
+    return 0
+
+
 def _results_dir(path: str) -> str:
     """``benchmarks/results/`` and the path's parts under its machine root (less a leading ``out``, ``results``)."""
     parts = [p for p in _generic(path).split("/") if p][1:]  # without the placeholder of the root

@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from benchmarks.results import write_summary
-from dimbsvm.environment import machine_info, package_versions, utc_now
+from benchmarks.results import docstring_text, publish, when_and_where
+from dimbsvm.environment import utc_now
 
 logger = logging.getLogger("benchmarks.scoring_pass")
 
@@ -96,14 +96,9 @@ def main(argv=None) -> int:
     summary = {"kind": "scoring_pass", "title": "Scoring a fold's test rows in one pass of the model (issue 33)",
                "command": "python -m benchmarks.scoring_pass" + (f" --repeats {args.repeats}" if args.repeats != 5 else "")
                + (f" --out {args.out}" if args.out else ""),
-               "description": " ".join(" ".join(__doc__.split("\n\n")[3:]).split()) + (f" {args.note}" if args.note else ""),
-               "date": started, "wall_seconds": time.perf_counter() - wall, "machine": machine_info(),
-               "packages": package_versions(), "rows": rows}
-    text = render_markdown(summary)
-    print(text)
-    if args.out:
-        write_summary(args.out, summary, text)
-    return 0
+               "description": docstring_text(__doc__, 3, note=args.note),
+               **when_and_where(started, wall), "rows": rows}
+    return publish(summary, render_markdown, args.out)
 
 
 if __name__ == "__main__":
