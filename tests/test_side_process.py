@@ -22,9 +22,13 @@ def _alive(pid) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # a zombie (ended, not yet reaped by its parent) has ended too
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    # a zombie (ended, not yet reaped by its parent) has ended too; the parent may reap it between
+    # the signal above and reading its state, which reads as gone
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def _wait_gone(pid, timeout=30.0) -> bool:
