@@ -19,8 +19,11 @@ STORE_AND_CLUSTER = ("zarr", "dask.dataframe", "distributed")
 #: Imported only by scikit-learn's ``all_estimators`` (with pytest): what skops' list of the types its loaders trust
 #: costs, which saving a model does not need.
 EVERY_SKLEARN_MODULE = "sklearn.utils._testing"
+#: Imported only where a job imputes missing values (scikit-learn's impute package loads its neighbours module).
+IMPUTE = "sklearn.impute"
 #: What dimbsvm imports only for a store's rows, a model file or a report (and the CLI not for a refusal).
-HEAVY = (*STORE_AND_CLUSTER, "dask", "dask.array", "sklearn", "skops", "matplotlib", "bokeh", EVERY_SKLEARN_MODULE)
+HEAVY = (*STORE_AND_CLUSTER, "dask", "dask.array", "sklearn", "skops", "matplotlib", "bokeh", EVERY_SKLEARN_MODULE,
+         IMPUTE)
 
 _PROBE = """
 import sys
@@ -75,8 +78,10 @@ def test_a_small_run_in_this_process_imports_no_store_or_cluster_package(tmp_pat
     assert not loaded & {"matplotlib", "bokeh"}, loaded
     # the model is written without skops' trusted-type list (every scikit-learn module imported to build it) ...
     assert EVERY_SKLEARN_MODULE not in loaded, loaded
+    assert IMPUTE not in loaded, loaded  # a job that imputes nothing
     # ... and loads with it, through the trust check
     from dimbsvm.artifacts import load_artifact
 
     model, _ = load_artifact(tmp_path / "run" / "model")
     assert type(model).__name__ == "Pipeline"
+

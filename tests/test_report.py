@@ -855,7 +855,8 @@ def test_curves_longer_than_the_page_keeps_are_thinned_to_vertices_of_scikit_lea
     """10^5 scores: each curve keeps at most MAX_POINTS of scikit-learn's vertices, both ends, evenly along it."""
     from sklearn.metrics import roc_curve
 
-    from dimbsvm.report.interactive import MAX_POINTS, roc_pr_plots, spaced_vertices
+    from dimbsvm.report.curves import MAX_POINTS, spaced_vertices
+    from dimbsvm.report.interactive import roc_pr_plots
 
     rng = np.random.RandomState(0)
     positive = rng.rand(100_000) < 0.1

@@ -423,6 +423,21 @@ def test_thin_candidates_keeps_zero_and_extremes_within_budget():
     assert thin_candidates(theta, None) == slice(None) and thin_candidates(theta, 1000) == slice(None)
 
 
+@pytest.mark.parametrize("n, budget", [(7, 3), (1000, 999), (5000, 50), (5000, 4999)])
+def test_thin_candidates_are_the_evenly_spaced_ranks_and_zero(n, budget):
+    # the definition, written with np.unique: the first zero, and the candidates at evenly spaced ranks of the
+    # stable sort (ranks repeat where the budget is close to n), each position once, in increasing order
+    from dimbsvm.svm.threshold import thin_candidates
+
+    rng = np.random.default_rng(n)
+    theta = np.round(rng.normal(size=n), 1)  # ties, several zeros
+    theta[rng.integers(0, n, size=max(1, n // 5))] = 0.0
+    zero = np.flatnonzero(theta == 0.0)[:1]
+    ranks = np.unique(np.linspace(0, n - 1, budget - zero.size).round().astype(np.int64))
+    truth = np.unique(np.concatenate([zero, np.argsort(theta, kind="stable")[ranks]]))
+    np.testing.assert_array_equal(thin_candidates(theta, budget), truth)
+
+
 
 
 def test_binned_smoothed_counts_match_the_margin_by_margin_sums(monkeypatch):

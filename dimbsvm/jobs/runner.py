@@ -383,8 +383,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
         phase = time.perf_counter()
         stage = build_stored_stage(stage, data, client=client)
         phases["stored stage"] = time.perf_counter() - phase
-    setup = fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True,
-                       part_store=PartDirectory(partial / "members"))
+    parts = PartDirectory(partial / "members", background=True)  # members saved while the next one fits
+    setup = fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True, part_store=parts)
     phase = time.perf_counter()
     try:
         # a job run in this process runs its tasks in order, as a one-thread worker would: one BLAS thread
@@ -392,6 +392,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             results, reused_members = execute_folds(job, setup, data, plan.todo, client=client, label="tasks",
                                                     on_result=save, progress=progress, store_labels=True)
     finally:
+        parts.close()
         if threads is not None:
             threads.shutdown(wait=False)  # sections being drawn finish; the report waits for them
     phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase

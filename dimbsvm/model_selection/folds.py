@@ -162,6 +162,9 @@ class PartStore(Protocol):
     def forget(self, key) -> None:
         """Drop a fold's parts once the fold's result is saved."""
 
+    def flush(self) -> None:
+        """Wait until every save and forget asked for is done (a store may do them in the background)."""
+
 
 def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, block_rows: int | None = None):
     """Add one fold's prepare / part / finish tasks to ``plan``.
@@ -369,6 +372,16 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
         if part_store is not None:
             part_store.forget(spec.key)
 
-    results = run_plan(plan, client=client, retries=retries, progress=progress, label=label, on_result=collect)
+    try:
+        results = run_plan(plan, client=client, retries=retries, progress=progress, label=label, on_result=collect)
+    except BaseException:
+        if part_store is not None:  # the parts finished before the error are kept for a resume
+            try:
+                part_store.flush()
+            except Exception as exc:  # the run's own error is the one raised
+                logger.warning("finished parts could not all be saved in %s: %s", part_store, exc)
+        raise
+    if part_store is not None:
+        part_store.flush()
     logger.info("%d fold(s) finished (%d watched tasks)", len(specs), plan.n_watched)
     return [results[i] for i in finishes], reused

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from sklearn.base import clone
-from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
@@ -23,6 +22,10 @@ def preprocessing_steps(*, scaler: str = "minmax", impute: str = "none", feature
     """The unfitted steps before the estimator: ``[imputer] [scaler] [feature stages]`` (clones)."""
     steps = []
     if impute != "none":
+        # imported here: sklearn.impute loads the neighbours module (KNNImputer), a tenth of a second that
+        # a job without missing values would pay at every start
+        from sklearn.impute import SimpleImputer
+
         steps.append(SimpleImputer(strategy=impute))
     if scaler == "minmax":
         steps.append(MinMaxScaler())

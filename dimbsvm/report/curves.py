@@ -7,13 +7,17 @@ distinct score. A report that has sorted each repeat's rows by score already
 curves below are scikit-learn's bit for bit (``tests/test_report_curves.py``
 compares them on ties, signed zeros and random scores). Inputs with a single
 class go to scikit-learn itself, for its warnings and conventions.
+
+A curve is drawn from at most :data:`MAX_POINTS` of its vertices
+(:func:`spaced_vertices`), on the page and in the threshold search's PNG.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["precision_recall_from_sorted", "roc_from_sorted", "run_starts", "threshold_counts"]
+__all__ = ["MAX_POINTS", "precision_recall_from_sorted", "roc_from_sorted", "run_starts", "spaced_vertices",
+           "threshold_counts"]
 
 
 def run_starts(values):
@@ -98,3 +102,32 @@ def precision_recall_from_sorted(score, positive):
     precision = tps / predicted
     recall = tps / tps[-1]
     return np.concatenate([precision[::-1], [1.0]]), np.concatenate([recall[::-1], [0.0]]), thresholds[::-1]
+
+
+#: The most vertices a drawn curve keeps (on the page, and the threshold search's PNG): a plot is ~400 pixels
+#: across, so two per pixel already draw the curve as it is (a dropped vertex is within ~1/1000 of the path),
+#: and each vertex costs the page ~50 bytes (four float64 columns and the repeat, base64): ~75 kB per repeat and
+#: curve at most.
+MAX_POINTS = 1000
+
+
+def spaced_vertices(x, y, max_points=MAX_POINTS):
+    """Positions of at most ``max_points`` vertices of a path, evenly spaced along its length; both ends kept.
+
+    The length is measured with each axis scaled to its range (L1), so a
+    curve keeps detail where it moves, on either axis; a dropped vertex lies
+    within about ``1/max_points`` of the path through the kept ones.
+
+    Examples
+    --------
+    >>> spaced_vertices(np.linspace(0, 1, 11), np.zeros(11), max_points=3).tolist()
+    [0, 5, 10]
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size <= max_points:
+        return np.arange(x.size)
+    steps = sum(np.abs(np.diff(v)) / (np.ptp(v) or 1.0) for v in (x, y))
+    along = np.concatenate([[0.0], np.cumsum(steps)])
+    # the first vertex at or past each of max_points evenly spaced marks (the marks include both ends)
+    picks = np.searchsorted(along, np.linspace(0.0, along[-1], max_points), side="left")
+    return np.unique(np.concatenate([[0], np.minimum(picks, x.size - 1), [x.size - 1]]))

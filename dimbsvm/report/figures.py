@@ -14,6 +14,8 @@ import io
 
 import numpy as np
 
+from .curves import spaced_vertices
+
 __all__ = ["average_precision", "calibration_bins", "confusion_repeats_figure", "fold_spread_figure",
            "member_thresholds_figure", "operating_point", "png", "precision_recall_and_average", "reliability_figure",
            "repeat_curves", "roc_area", "roc_pr_figure", "rows_by_score", "score_orders",
@@ -336,8 +338,12 @@ def threshold_figure(theta, objective, chosen, *, objective_name):
     """
     theta, objective = np.asarray(theta, dtype=float), np.asarray(objective, dtype=float)
     order = np.argsort(theta, kind="stable")
+    theta, objective = theta[order], objective[order]
+    # the vertices the page draws too: an ensemble's search scores as many candidates as rows, whose markers
+    # would cost more than every other figure of the report, in a panel a few hundred pixels wide
+    drawn = spaced_vertices(theta, objective)
     fig, (ax,) = _figure(1)
-    ax.plot(theta[order], objective[order], ".-", markersize=3, linewidth=0.8, label="candidates")
+    ax.plot(theta[drawn], objective[drawn], ".-", markersize=3, linewidth=0.8, label="candidates")
     ax.axvline(chosen, color="C3", linestyle="--", linewidth=1, label=f"chosen shift {chosen:.4g}")
     ax.axvline(0.0, color="0.6", linestyle=":", linewidth=1, label="no shift")
     ax.set_xlabel("shift of the decision value (theta)")

@@ -12,7 +12,7 @@ give. Curves are thinned before they are embedded (every vertex is a column
 of the page): the precision-recall path by :func:`.figures.step_vertices`
 (the same path from fewer vertices), the ROC curve by scikit-learn's
 ``drop_intermediate``, and any curve still longer than :data:`MAX_POINTS` by
-:func:`spaced_vertices`.
+:func:`.curves.spaced_vertices`.
 """
 
 from __future__ import annotations
@@ -23,16 +23,11 @@ import logging
 import numpy as np
 
 from . import figures
+from .curves import MAX_POINTS, spaced_vertices
 
-__all__ = ["MAX_POINTS", "bokehjs", "document_json", "pr_points", "roc_points", "roc_pr_plots",
-           "spaced_vertices", "threshold_plot"]
+__all__ = ["bokehjs", "document_json", "pr_points", "roc_points", "roc_pr_plots", "threshold_plot"]
 
 logger = logging.getLogger(__name__)
-
-#: The most vertices a curve keeps on the page: a plot is ~400 pixels across, so two per pixel already draw
-#: the curve as it is (a dropped vertex is within ~1/1000 of the path), and each vertex costs the page ~50 bytes
-#: (four float64 columns and the repeat, base64): ~75 kB per repeat and curve at most.
-MAX_POINTS = 1000
 
 #: Plot size in pixels, as the PNG panels (4.6 x 3.8 inches at 100 dpi).
 WIDTH, HEIGHT = 460, 380
@@ -48,28 +43,6 @@ CURVE_TOOLTIPS = [("repeat", "@repeat"), ("threshold (score >=)", "@threshold{%.
 #: The hover text of a repeat's chosen operating point.
 CHOSEN_TOOLTIPS = [("chosen threshold, repeat", "@repeat"), ("threshold (score >=)", "@threshold_text"),
                    ("TPR (recall)", "@tpr{0.0000}"), ("FPR", "@fpr{0.0000}"), ("precision", "@precision{0.0000}")]
-
-
-def spaced_vertices(x, y, max_points=MAX_POINTS):
-    """Positions of at most ``max_points`` vertices of a path, evenly spaced along its length; both ends kept.
-
-    The length is measured with each axis scaled to its range (L1), so a
-    curve keeps detail where it moves, on either axis; a dropped vertex lies
-    within about ``1/max_points`` of the path through the kept ones.
-
-    Examples
-    --------
-    >>> spaced_vertices(np.linspace(0, 1, 11), np.zeros(11), max_points=3).tolist()
-    [0, 5, 10]
-    """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.size <= max_points:
-        return np.arange(x.size)
-    steps = sum(np.abs(np.diff(v)) / (np.ptp(v) or 1.0) for v in (x, y))
-    along = np.concatenate([[0.0], np.cumsum(steps)])
-    # the first vertex at or past each of max_points evenly spaced marks (the marks include both ends)
-    picks = np.searchsorted(along, np.linspace(0.0, along[-1], max_points), side="left")
-    return np.unique(np.concatenate([[0], np.minimum(picks, x.size - 1), [x.size - 1]]))
 
 
 def _rates(tp, fp, n_pos, n_neg):

@@ -324,5 +324,9 @@ def thin_candidates(theta, max_candidates):
     zero = np.flatnonzero(theta == 0.0)[:1]
     order = np.argsort(theta, kind="stable")
     n_spaced = max(int(max_candidates) - zero.size, 1)
-    ranks = np.unique(np.linspace(0, theta.size - 1, n_spaced).round().astype(np.int64))
-    return np.unique(np.concatenate([zero, order[ranks]]))
+    ranks = np.linspace(0, theta.size - 1, n_spaced).round().astype(np.int64)
+    # the kept positions, distinct and increasing, from a mask: np.unique would sort them again
+    keep = np.zeros(theta.size, dtype=bool)
+    keep[order[ranks]] = True
+    keep[zero] = True
+    return np.flatnonzero(keep)
