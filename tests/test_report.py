@@ -153,7 +153,7 @@ def test_out_of_fold_sections_drawn_beside_the_final_model_are_the_ones_drawn_af
         if report_drawing._process is not None:
             report_drawing._process.close()
     if where == "side process":
-        assert drawn == [] and sent == ["import_drawing_libraries", "draw_oof_sections", "_write"]
+        assert drawn == [] and sent == ["prepare_drawing", "draw_oof_sections", "_write"]
     else:
         [(thread, ahead)] = drawn
         assert thread.startswith("dimbsvm-report") and sent == []
@@ -972,3 +972,50 @@ def test_threshold_rows_count_the_rows_at_or_above_each_threshold_by_definition(
             assert row["tpr"] == tp / max(int(positive.sum()), 1)
             assert row["fpr"] == fp / max(int((~positive).sum()), 1)
             assert row["precision"] == tp / (tp + fp)
+
+
+SPLIT_DRIVER = """
+import json, sys
+from pathlib import Path
+
+from dimbsvm.artifacts import load_artifact
+from dimbsvm.jobs import load_oof, validate_job
+from dimbsvm.jobs.data import load_job_data
+from dimbsvm.report import interactive, run_report
+
+out, where, split = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "split"
+forks = []
+real_start = run_report.start_in_fork
+run_report.start_in_fork = lambda func: forks.append(real_start(func)) or forks[-1]
+metrics = json.loads((out / "metrics.json").read_text())
+model, _ = load_artifact(out / "model")
+title, sections = run_report.run_report_sections(
+    job=validate_job(json.loads(sys.argv[4])), data=load_job_data("yeast5"), metrics=metrics, resources={},
+    oof=load_oof(out), final_estimator=run_report.ThresholdSearch.of(model.steps[-1][1]))
+run_report.draw_sections(sections, split=split)
+(where / "report.md").write_text(run_report.render_markdown(title, sections, where / "report"))
+(where / "report.html").write_text(run_report.render_html(title, sections))
+print(json.dumps({"forked": [f is not None for f in forks], "last_id": interactive.last_model_id()}))
+"""
+
+
+def test_a_report_drawn_over_a_forked_copy_is_the_same_bytes_as_drawn_in_one_process(ensemble_run, tmp_path):
+    # the truth: the same sections drawn one figure after another in one fresh process (Bokeh's ids from the
+    # same start); split, the interactive documents are drawn in a forked copy while the PNGs are drawn here
+    from process_drivers import drive
+
+    _, out = ensemble_run
+    spec = json.dumps({"name": "report", "data": {"source": "yeast5"},
+                       "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 3, "random_state": 0}},
+                       "cv": {"n_splits": 3, "n_repeats": 2, "random_state": 0}})
+    answers = {}
+    for how in ("serial", "split"):
+        (tmp_path / how).mkdir()
+        answers[how] = drive("", SPLIT_DRIVER, out, tmp_path / how, how, spec)
+    assert answers["split"]["forked"] == [True] and answers["serial"]["forked"] == []
+    assert answers["split"]["last_id"] == answers["serial"]["last_id"]  # the next model's id is the same too
+    files = sorted(p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("*") if p.is_file())
+    assert {"report.html", "report.md", "report/roc_pr.png", "report/threshold.png"} <= {str(f) for f in files}
+    assert files == sorted(p.relative_to(tmp_path / "split") for p in (tmp_path / "split").rglob("*") if p.is_file())
+    for name in files:
+        assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "split" / name).read_bytes(), name

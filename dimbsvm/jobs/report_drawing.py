@@ -21,11 +21,14 @@ import logging
 import sys
 import threading
 
+import numpy as np
+
 from .._side_process import SideProcess, SideProcessError
-from ..report.run_report import out_of_fold_sections, write_run_report
+from ..report import figures, interactive
+from ..report.run_report import draw_sections, out_of_fold_sections, write_run_report
 from .oof import load_oof
 
-__all__ = ["draw_oof_sections", "import_drawing_libraries", "report_process", "write_report"]
+__all__ = ["draw_oof_sections", "prepare_drawing", "report_process", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +60,18 @@ def report_process() -> SideProcess | None:
             logger.info("the report is drawn in this process: %s", exc)
             return None
         atexit.register(_process.close)
-        _process.submit(import_drawing_libraries)
+        _process.submit(prepare_drawing)
         logger.debug("reports are drawn in side process %d", _process.pid)
         return _process
 
 
-def import_drawing_libraries() -> None:
-    """Import what the report draws with (matplotlib's object API and Bokeh), ahead of the first drawing."""
+def prepare_drawing() -> None:
+    """Import what the report draws with (matplotlib's object API and Bokeh) and draw one throw-away figure each.
+
+    A process's first drawing also finds and loads its fonts and fills
+    matplotlib's and Bokeh's first-use caches; done here, ahead of the
+    run's first report, that is off the run's critical path.
+    """
     import bokeh.embed  # noqa: F401
     import bokeh.layouts  # noqa: F401
     import bokeh.models  # noqa: F401
@@ -71,10 +79,18 @@ def import_drawing_libraries() -> None:
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
 
+    theta, objective = np.array([-1.0, 0.0, 1.0]), np.array([0.2, 0.5, 0.4])
+    figures.png(figures.threshold_figure(theta, objective, 0.0, objective_name="g_mean"))
+    interactive.document_json(interactive.threshold_plot(theta, objective, 0.0, objective_name="g_mean"), "warm-up")
 
-def draw_oof_sections(partial, class_names, pos_label, n_repeats):
-    """:func:`~dimbsvm.report.run_report.out_of_fold_sections` of the out-of-fold predictions saved in ``partial``."""
-    return out_of_fold_sections(load_oof(partial), class_names, pos_label, n_repeats=n_repeats)
+
+def draw_oof_sections(partial, class_names, pos_label, n_repeats, split=False):
+    """:func:`~dimbsvm.report.run_report.out_of_fold_sections` of the out-of-fold predictions saved in ``partial``.
+
+    Drawn (:func:`~dimbsvm.report.run_report.draw_sections`; ``split`` in the side process only).
+    """
+    sections = out_of_fold_sections(load_oof(partial), class_names, pos_label, n_repeats=n_repeats)
+    return draw_sections(sections, split=split)
 
 
 def write_report(partial, *, oof_sections=None, **inputs):
@@ -90,7 +106,7 @@ def write_report(partial, *, oof_sections=None, **inputs):
     process = report_process()
     if process is not None:
         try:
-            path = process.submit(_write, partial, sections, inputs).result()
+            path = process.submit(_write, partial, sections, inputs, True).result()
             logger.info("report written to %s (drawn in side process %d)", path, process.pid)
             return path
         except SideProcessError as exc:
@@ -108,6 +124,6 @@ def _sections(future):
         return None
 
 
-def _write(partial, sections, inputs):
+def _write(partial, sections, inputs, split=False):
     return write_run_report(partial, oof=load_oof(partial) if sections is None else None, oof_sections=sections,
-                            **inputs)
+                            split=split, **inputs)

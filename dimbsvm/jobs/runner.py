@@ -54,7 +54,7 @@ from .checks import CheckedJob
 from .data import JobData, check_job_data, code_labels, load_job_data
 from .job_spec import JobSpec
 from .oof import OOF_DIR, fold_predictions_path, save_fold_predictions
-from .report_drawing import draw_oof_sections, import_drawing_libraries, report_process, write_report
+from .report_drawing import draw_oof_sections, prepare_drawing, report_process, write_report
 from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
                       save_fold, summary_markdown, write_json)
 from .search_results import (load_fold_search, save_fold_search, search_overview, warn_failed_fits,
@@ -351,15 +351,16 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
         if client is not None:
             # while the cluster works this process waits: the report's libraries are imported meanwhile (in a
             # job run in this process the imports would hold the interpreter against the folds)
-            threads.submit(import_drawing_libraries)
+            threads.submit(prepare_drawing)
     unsaved = {spec.key for spec in plan.todo} - {FINAL_MODEL}
     oof_sections = None
 
     def draw_sections_once_folds_are_saved():
         nonlocal oof_sections
         if drawing is not None and not unsaved and oof_sections is None:
+            # (split over two processes in the side process only: a thread of this process must not fork it)
             oof_sections = drawing.submit(draw_oof_sections, partial, class_names_by_code(data), plan.pos_label,
-                                          job.cv.n_repeats)
+                                          job.cv.n_repeats, threads is None)
 
     draw_sections_once_folds_are_saved()  # a resumed run whose folds were all saved before
 

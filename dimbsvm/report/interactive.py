@@ -25,7 +25,8 @@ import numpy as np
 from . import figures
 from .curves import MAX_POINTS, spaced_vertices
 
-__all__ = ["bokehjs", "document_json", "pr_points", "roc_points", "roc_pr_plots", "threshold_plot"]
+__all__ = ["bokehjs", "continue_model_ids", "document_json", "last_model_id", "pr_points", "roc_points", "roc_pr_plots",
+           "threshold_plot"]
 
 logger = logging.getLogger(__name__)
 
@@ -271,6 +272,26 @@ def document_json(model, target) -> str:
     from bokeh.embed import json_item
 
     return json.dumps(json_item(model, target=target)).replace("</", "<\\/")
+
+
+def last_model_id():
+    """The count behind Bokeh's last model id in this process (``p<count>``), or None where Bokeh has no such count."""
+    from bokeh.util import serialization
+
+    return getattr(serialization, "_simple_id", None)
+
+
+def continue_model_ids(count) -> None:
+    """Go on from ``count`` (:func:`last_model_id` of a forked copy that drew documents), as if they were drawn here.
+
+    The next model gets the id it would have got had this process drawn
+    them, so a page is the same bytes however its documents were drawn.
+    """
+    from bokeh.util import serialization
+
+    if count is not None and hasattr(serialization, "_simple_id"):
+        with serialization._simple_id_lock:
+            serialization._simple_id = max(serialization._simple_id, int(count))
 
 
 def bokehjs() -> str:

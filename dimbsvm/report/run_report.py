@@ -21,18 +21,19 @@ from __future__ import annotations
 import base64
 import html
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .._counts import unique_counts
+from .._forked import ForkedCallError, start_in_fork
 from . import figures, interactive
 from .curves import run_starts
 
-__all__ = ["DataSummary", "Section", "ThresholdSearch", "brier_scores", "chosen_cutoff", "class_counts",
-           "class_names_by_code", "oof_curves_png",
-           "out_of_fold_sections", "run_report_sections", "render_html", "render_markdown", "threshold_rows",
+__all__ = ["DataSummary", "PendingFigure", "Section", "ThresholdSearch", "brier_scores", "chosen_cutoff",
+           "class_counts", "class_names_by_code", "draw_sections", "out_of_fold_sections", "run_report_sections", "render_html", "render_markdown", "threshold_rows",
            "write_run_report"]
 
 logger = logging.getLogger(__name__)
@@ -41,11 +42,28 @@ logger = logging.getLogger(__name__)
 FIGURE_DIR = "report"
 
 
+@dataclass(frozen=True)
+class PendingFigure:
+    """A block's figure, drawn when the report's sections are (:func:`draw_sections`).
+
+    Attributes
+    ----------
+    kind : {"png", "bokeh"}
+        What ``draw()`` returns: PNG bytes (matplotlib) or a Bokeh
+        document's JSON (:func:`.interactive.document_json`).
+    draw : callable
+    """
+
+    kind: str
+    draw: Callable
+
+
 @dataclass
 class Section:
     """A titled part of a report: blocks of ``("text", str)``, ``("table", headers, rows)``,
     ``("figure", name, png_bytes, caption)`` or ``("interactive", name, bokeh_json, png_bytes, caption)``
-    (:func:`.interactive.document_json`; the PNG is the same figure for the Markdown)."""
+    (:func:`.interactive.document_json`; the PNG is the same figure for the Markdown). A figure is a
+    :class:`PendingFigure` until :func:`draw_sections` draws it."""
 
     title: str
     blocks: list = field(default_factory=list)
@@ -57,14 +75,53 @@ class Section:
         self.blocks.append(("table", list(headers), [list(row) for row in rows]))
 
     def figure(self, name, fig, caption):
-        self.figure_png(name, figures.png(fig), caption)
+        """A matplotlib figure, drawn as PNG."""
+        self.blocks.append(("figure", name, _png(fig), caption))
 
-    def figure_png(self, name, png: bytes, caption):
-        self.blocks.append(("figure", name, png, caption))
+    def interactive(self, name, model, fig, caption):
+        """A Bokeh model for the HTML page (``model()`` builds it), ``fig`` (the same figure drawn by matplotlib) for
+        the Markdown."""
+        document = PendingFigure("bokeh", lambda: interactive.document_json(model(), f"{name}-plot"))
+        self.blocks.append(("interactive", name, document, _png(fig), caption))
 
-    def interactive(self, name, model, png: bytes, caption):
-        """A Bokeh ``model`` for the HTML page, ``png`` (the same figure drawn by matplotlib) for the Markdown."""
-        self.blocks.append(("interactive", name, interactive.document_json(model, f"{name}-plot"), png, caption))
+
+def _png(fig):
+    return PendingFigure("png", lambda: figures.png(fig))
+
+
+def draw_sections(sections, *, split=False):
+    """Draw every :class:`PendingFigure` of ``sections`` in place (each block then holds what it drew); return them.
+
+    ``split``: the Bokeh documents are drawn in a forked copy of this process
+    while this one draws the PNGs, on two cores instead of one; only for a
+    process that no other thread runs in (the report's side process; where
+    it cannot fork, everything is drawn here). The pages are the same bytes
+    either way: every document is drawn in the order of the blocks, in one
+    process, and Bokeh's model ids go on here from where the copy left them.
+    """
+    places = [(section, b, f) for section in sections for b, block in enumerate(section.blocks)
+              for f, part in enumerate(block) if isinstance(part, PendingFigure)]
+    pending = [section.blocks[b][f] for section, b, f in places]
+    documents = [i for i, figure in enumerate(pending) if figure.kind == "bokeh"]
+    forked = None
+    if split and 0 < len(documents) < len(pending):
+        forked = start_in_fork(lambda: ([pending[i].draw() for i in documents], interactive.last_model_id()))
+    drawn = [None if forked is not None and figure.kind == "bokeh" else figure.draw() for figure in pending]
+    if forked is not None:
+        try:
+            values, last_id = forked.result()
+            interactive.continue_model_ids(last_id)
+        except ForkedCallError as exc:
+            logger.warning("the report's interactive figures could not be drawn beside its PNGs (%s): drawn "
+                           "after them", exc)
+            values = [pending[i].draw() for i in documents]
+        for i, value in zip(documents, values, strict=True):
+            drawn[i] = value
+    for (section, b, f), value in zip(places, drawn):
+        block = list(section.blocks[b])
+        block[f] = value
+        section.blocks[b] = tuple(block)
+    return sections
 
 
 @dataclass(frozen=True)
@@ -131,7 +188,7 @@ class ThresholdSearch:
 
 
 def write_run_report(directory, *, job, data, metrics, resources, oof=None, final_estimator=None,
-                     oof_sections=None) -> Path:
+                     oof_sections=None, split=False) -> Path:
     """Write ``report.md``, its figures and ``report.html`` into a run directory; return the HTML's path.
 
     Parameters
@@ -156,10 +213,14 @@ def write_run_report(directory, *, job, data, metrics, resources, oof=None, fina
         :func:`out_of_fold_sections` of the run's out-of-fold predictions,
         drawn beforehand (e.g. while the final model was fitting), or a
         future of them; ``None`` draws them here from ``oof``.
+    split : bool, default=False
+        Draw the interactive figures in a forked copy of this process beside
+        the PNGs (:func:`draw_sections`).
     """
     directory = Path(directory)
     title, sections = run_report_sections(job=job, data=data, metrics=metrics, resources=resources,
                                           oof=oof, final_estimator=final_estimator, oof_sections=oof_sections)
+    draw_sections(sections, split=split)
     (directory / "report.md").write_text(render_markdown(title, sections, directory / FIGURE_DIR))
     path = directory / "report.html"
     path.write_text(render_html(title, sections))
@@ -336,23 +397,6 @@ def out_of_fold_sections(oof, names, pos_label, *, n_repeats):
     return sections
 
 
-def oof_curves_png(oof, n_classes, pos_label, curves=None):
-    """The ROC and precision-recall figure of out-of-fold predictions as PNG bytes.
-
-    Each repeat's operating point (what its predictions, at the threshold
-    each fold chose, give) is marked on its curves. ``None`` where it has
-    none: more than two classes, or scores that are not all finite.
-    ``curves``: :func:`.figures.repeat_curves` of the scores where the caller
-    has them. Safe in a thread of its own while nothing else draws
-    (matplotlib's object API, one figure).
-    """
-    if n_classes != 2 or not np.isfinite(oof["score"]).all():
-        return None
-    positive = oof["y_true"] == pos_label
-    return figures.png(figures.roc_pr_figure(positive, oof["score"], oof["seed"],
-                                             predicted=oof["y_pred"] == pos_label, curves=curves))
-
-
 def chosen_cutoff(score, predicted, order=None):
     """The score cutoff that reproduces the predictions best, and the share of rows it reproduces.
 
@@ -491,9 +535,11 @@ def _oof_section(oof, names, pos_label, *, n_repeats, orders=None, curves=None):
     section.text(f"Every row is a test row once per repeat ({n_repeats} repeat(s)); the predictions are in the "
                  "run directory's `oof/` files (one `.npz` per fold: row, y_true, y_pred, score).")
     codes = sorted(names)
-    png = oof_curves_png(oof, len(codes), pos_label, curves=curves)
-    if png is not None:
-        section.interactive("roc_pr", _roc_pr_plots(oof, pos_label, orders=orders, curves=curves), png,
+    if len(codes) == 2 and np.isfinite(oof["score"]).all():  # (curves of two classes and finite scores only)
+        positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
+        section.interactive("roc_pr", lambda: _roc_pr_plots(oof, pos_label, orders=orders, curves=curves),
+                            figures.roc_pr_figure(positive, oof["score"], oof["seed"], predicted=predicted,
+                                                  curves=curves),
                             "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
                             "(AUC and average precision in the legends); dotted: chance; circles: where each "
                             "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
@@ -557,8 +603,8 @@ def _threshold_section(folds, search):
     if search is not None:
         objective = search.objective
         drawn = [search.theta, search.objective_values, search.chosen]
-        section.interactive("threshold", interactive.threshold_plot(*drawn, objective_name=objective),
-                            figures.png(figures.threshold_figure(*drawn, objective_name=objective)),
+        section.interactive("threshold", lambda: interactive.threshold_plot(*drawn, objective_name=objective),
+                            figures.threshold_figure(*drawn, objective_name=objective),
                             f"The objective ({objective}) each candidate shift the final model's search scored gives "
                             "on the margins it searched; dashed: the shift it chose; dotted: no shift. On the page, hovering a "
                             "candidate gives its shift and objective.")
@@ -587,6 +633,7 @@ def _cost_section(metrics, resources):
 
 def render_markdown(title, sections, figure_dir: Path) -> str:
     """The report as Markdown; figures written as PNG files into ``figure_dir`` and linked relatively."""
+    draw_sections(sections)
     figure_dir = Path(figure_dir)
     lines = [f"# {title}", ""]
     for section in sections:
@@ -633,6 +680,7 @@ document.querySelectorAll("script.bokeh-document").forEach(function (data) {
 
 def render_html(title, sections) -> str:
     """The report as one HTML page: figures as base64 PNG ``data:`` URIs, interactive ones drawn by inline BokehJS."""
+    draw_sections(sections)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
              f"<h1>{html.escape(title)}</h1>"]
