@@ -14,6 +14,11 @@ figures (the ROC, precision-recall and threshold-search curves, whose hover
 gives the threshold and rates at each point) as Bokeh documents drawn by
 BokehJS carried inline, so the HTML file alone is the report (no network, no
 other file). The interactive figures' PNGs are in the Markdown only.
+
+A section's figures are drawn when its sections are (:func:`draw_sections`),
+not when they are built: a process with no other thread (the report's side
+process) then draws the Bokeh documents in a forked copy of itself while it
+draws the PNGs.
 """
 
 from __future__ import annotations
@@ -33,8 +38,8 @@ from . import figures, interactive
 from .curves import run_starts
 
 __all__ = ["DataSummary", "PendingFigure", "Section", "ThresholdSearch", "brier_scores", "chosen_cutoff",
-           "class_counts", "class_names_by_code", "draw_sections", "out_of_fold_sections", "run_report_sections", "render_html", "render_markdown", "threshold_rows",
-           "write_run_report"]
+           "class_counts", "class_names_by_code", "draw_sections", "out_of_fold_sections", "run_report_sections",
+           "render_html", "render_markdown", "threshold_rows", "write_run_report"]
 
 logger = logging.getLogger(__name__)
 
