@@ -1019,3 +1019,25 @@ def test_a_report_drawn_over_a_forked_copy_is_the_same_bytes_as_drawn_in_one_pro
     assert files == sorted(p.relative_to(tmp_path / "split") for p in (tmp_path / "split").rglob("*") if p.is_file())
     for name in files:
         assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "split" / name).read_bytes(), name
+
+
+def test_the_figures_curves_of_many_rows_are_drawn_from_at_most_max_points_of_scikit_learns_vertices():
+    # millions of out-of-fold rows give curves of ~a million vertices: the PNG draws MAX_POINTS of them, as the
+    # page does; every vertex drawn is one of scikit-learn's, both ends included
+    from sklearn.metrics import precision_recall_curve, roc_curve
+
+    from dimbsvm.report.curves import MAX_POINTS
+    from dimbsvm.report.figures import roc_pr_figure
+
+    rng = np.random.RandomState(0)
+    positive = rng.rand(200_000) < 0.05
+    score = rng.normal(size=200_000) + positive
+    roc, pr = roc_pr_figure(positive, score, np.zeros(200_000, dtype=int)).axes
+    fpr, tpr, _ = roc_curve(positive, score)
+    precision, recall, _ = precision_recall_curve(positive, score)
+    for line, (x, y) in ((roc.get_lines()[0], (fpr, tpr)), (pr.get_lines()[0], (recall, precision))):
+        drawn = line.get_xydata()
+        assert x.size > 10 * MAX_POINTS and 2 <= len(drawn) <= MAX_POINTS + 2
+        theirs = set(zip(x.tolist(), y.tolist()))
+        assert all((a, b) in theirs for a, b in drawn.tolist())
+        assert tuple(drawn[0]) == (x[0], y[0]) and tuple(drawn[-1]) == (x[-1], y[-1])

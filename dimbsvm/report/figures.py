@@ -63,7 +63,7 @@ def roc_pr_figure(positive, score, repeat, predicted=None, curves=None):
     """
     curves = curves if curves is not None else repeat_curves(positive, score, repeat)
     fig, (roc, pr) = _figure(2)
-    for i, seed in enumerate(np.unique(repeat)):
+    for i, seed in enumerate(curves):  # every repeat, in order (np.unique of millions of rows, done once)
         if predicted is not None:  # the point the predictions sit at: what the chosen threshold gives
             mask = repeat == seed
             tpr, fpr, precision = operating_point(positive[mask], predicted[mask])
@@ -71,9 +71,13 @@ def roc_pr_figure(positive, score, repeat, predicted=None, curves=None):
             roc.plot([fpr], [tpr], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
             pr.plot([tpr], [precision], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
         curve = curves[seed]
-        # what scikit-learn's RocCurveDisplay and PrecisionRecallDisplay draw: the line and its legend label
-        roc.plot(curve["fpr"], curve["tpr"], label=f"repeat {seed} (AUC = {curve['roc_auc']:0.2f})")
+        # what scikit-learn's RocCurveDisplay and PrecisionRecallDisplay draw: the line and its legend label;
+        # a curve of more than MAX_POINTS vertices (millions of out-of-fold rows) from MAX_POINTS of them, as the
+        # page draws it: the same path at this size, for a fraction of the drawing
+        kept = spaced_vertices(curve["fpr"], curve["tpr"])
+        roc.plot(curve["fpr"][kept], curve["tpr"][kept], label=f"repeat {seed} (AUC = {curve['roc_auc']:0.2f})")
         drawn = step_vertices(curve["recall"])  # the same step path from ~2 vertices per recall value, not ~1 per row
+        drawn = drawn[spaced_vertices(curve["recall"][drawn], curve["precision"][drawn])]
         pr.plot(curve["recall"][drawn], curve["precision"][drawn], drawstyle="steps-post",
                 label=f"repeat {seed} (AP = {curve['average_precision']:0.2f})")
     for ax in (roc, pr):  # the displays' axes: a unit square with a margin

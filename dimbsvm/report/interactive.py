@@ -179,7 +179,7 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
     pr = _figure("Precision-recall (out-of-fold)", "recall (true positive rate)", "precision")
     renderers, chosen, points = {roc: [], pr: []}, {roc: [], pr: []}, []
     curves = curves if curves is not None else figures.repeat_curves(positive, score, repeat)
-    for i, seed in enumerate(np.unique(repeat)):
+    for i, seed in enumerate(curves):  # every repeat, in order (np.unique of millions of rows, done once)
         here = repeat == seed
         color = PALETTE[i % len(PALETTE)]
         data, area = roc_points(curves[seed])

@@ -392,11 +392,16 @@ def out_of_fold_sections(oof, names, pos_label, *, n_repeats):
     orders = figures.score_orders(oof["score"], oof["seed"]) if ranked else None
     repeat_curves = (figures.repeat_curves(oof["y_true"] == pos_label, oof["score"], oof["seed"], orders)
                      if ranked else None)
-    sections = [_oof_section(oof, names, pos_label, n_repeats=n_repeats, orders=orders, curves=repeat_curves)]
+    cutoffs = _repeat_cutoffs(oof, pos_label, orders) if ranked else None
+    sections = [_oof_section(oof, names, pos_label, n_repeats=n_repeats, orders=orders, curves=repeat_curves,
+                             cutoffs=cutoffs)]
     if ranked:
-        # every repeat pooled: one repeat's order is the pooled one (rows_by_score of every row)
-        pooled = next(iter(orders.values())) if len(orders) == 1 else figures.stable_argsort(oof["score"])
-        sections.append(_thresholds_section(oof, names, pos_label, order=pooled))
+        # every repeat pooled: one repeat's order, and its cutoff, are the pooled ones (rows_by_score of every row)
+        if len(orders) == 1:
+            sections.append(_thresholds_section(oof, names, pos_label, order=next(iter(orders.values())),
+                                                chosen=next(iter(cutoffs.values()))))
+        else:
+            sections.append(_thresholds_section(oof, names, pos_label, order=figures.stable_argsort(oof["score"])))
     if len(names) == 2 and "proba" in oof:
         sections.append(_calibration_section(oof, names, pos_label))
     return sections
@@ -488,11 +493,12 @@ def brier_scores(positive, proba, repeat) -> dict:
     return out
 
 
-def _thresholds_section(oof, names, pos_label, order=None):
+def _thresholds_section(oof, names, pos_label, order=None, chosen=None):
+    """``chosen``: :func:`chosen_cutoff` of every row where the caller has it."""
     section = Section("Thresholds")
     positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
     order = figures.stable_argsort(oof["score"]) if order is None else order
-    cutoff, share = chosen_cutoff(oof["score"], predicted, order=order)
+    cutoff, share = chosen_cutoff(oof["score"], predicted, order=order) if chosen is None else chosen
     below = oof["score"][~predicted]
     if share == 1 and (below.size == 0 or below.max() < 0) and cutoff >= 0:
         where = ("Every fold predicted positive from score 0: the scores are decision values already shifted by "
@@ -535,14 +541,15 @@ def _calibration_section(oof, names, pos_label):
     return section
 
 
-def _oof_section(oof, names, pos_label, *, n_repeats, orders=None, curves=None):
+def _oof_section(oof, names, pos_label, *, n_repeats, orders=None, curves=None, cutoffs=None):
     section = Section("Out-of-fold predictions")
     section.text(f"Every row is a test row once per repeat ({n_repeats} repeat(s)); the predictions are in the "
                  "run directory's `oof/` files (one `.npz` per fold: row, y_true, y_pred, score).")
     codes = sorted(names)
     if len(codes) == 2 and np.isfinite(oof["score"]).all():  # (curves of two classes and finite scores only)
         positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
-        section.interactive("roc_pr", lambda: _roc_pr_plots(oof, pos_label, orders=orders, curves=curves),
+        section.interactive("roc_pr", lambda: _roc_pr_plots(oof, pos_label, orders=orders, curves=curves,
+                                                            cutoffs=cutoffs),
                             figures.roc_pr_figure(positive, oof["score"], oof["seed"], predicted=predicted,
                                                   curves=curves),
                             "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
@@ -550,7 +557,7 @@ def _oof_section(oof, names, pos_label, *, n_repeats, orders=None, curves=None):
                             "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
                             "gives the rates around it). On the page, hovering a curve gives the threshold and "
                             "the rates at that point; a legend entry hides its curve.")
-    repeats = [int(seed) for seed in np.unique(oof["seed"])]
+    repeats = [int(seed) for seed in (orders if orders is not None else np.unique(oof["seed"]))]
     matrices = [class_counts(oof["y_true"][oof["seed"] == seed], oof["y_pred"][oof["seed"] == seed], codes)
                 for seed in repeats]
     class_names = [names[c] for c in codes]
@@ -585,17 +592,27 @@ def class_counts(y_true, y_pred, codes):
     return np.bincount(true_at * codes.size + pred_at, minlength=codes.size ** 2).reshape(codes.size, codes.size)
 
 
-def _roc_pr_plots(oof, pos_label, orders=None, curves=None):
-    """The interactive ROC and precision-recall plots, each repeat's operating point with its score cutoff."""
+def _repeat_cutoffs(oof, pos_label, orders):
+    """``{repeat: chosen_cutoff(...)}`` of each repeat's rows (``orders``: :func:`.figures.score_orders`)."""
+    predicted = oof["y_pred"] == pos_label
+    # a repeat's rows sorted by score: their stable order by score
+    return {seed: chosen_cutoff(oof["score"][rows], predicted[rows], order=np.arange(rows.size))
+            for seed, rows in orders.items()}
+
+
+def _roc_pr_plots(oof, pos_label, orders=None, curves=None, cutoffs=None):
+    """The interactive ROC and precision-recall plots, each repeat's operating point with its score cutoff.
+
+    ``cutoffs``: :func:`_repeat_cutoffs` where the caller has them.
+    """
     positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
     orders = orders if orders is not None else figures.score_orders(oof["score"], oof["seed"])
-    cutoffs = {}
-    for seed, rows in orders.items():  # a repeat's rows sorted by score: their stable order by score
-        cutoff, share = chosen_cutoff(oof["score"][rows], predicted[rows], order=np.arange(rows.size))
-        cutoffs[seed] = cutoff if share == 1 else np.nan  # no one cutoff gives these predictions: none is shown
+    cutoffs = cutoffs if cutoffs is not None else _repeat_cutoffs(oof, pos_label, orders)
+    # no one cutoff gives a repeat's predictions (share < 1): none is shown
+    shown = {seed: cutoff if share == 1 else np.nan for seed, (cutoff, share) in cutoffs.items()}
     if curves is None:
         curves = figures.repeat_curves(positive, oof["score"], oof["seed"], orders)
-    return interactive.roc_pr_plots(positive, oof["score"], oof["seed"], predicted=predicted, cutoffs=cutoffs,
+    return interactive.roc_pr_plots(positive, oof["score"], oof["seed"], predicted=predicted, cutoffs=shown,
                                     curves=curves)
 
 
