@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
+import signal
 import threading
+import time
 
 __all__ = ["ForkedCallError", "start_in_fork"]
 
@@ -31,10 +34,24 @@ class ForkedCall:
     def __init__(self, pid: int, answers: int):
         self._pid, self._answers = pid, answers
 
-    def result(self):
-        """The call's return value (read once); :class:`ForkedCallError` where it raised or its copy died."""
-        with os.fdopen(self._answers, "rb") as answers:
-            message = answers.read()
+    def result(self, timeout=None):
+        """The call's return value (read once); :class:`ForkedCallError` where it raised, its copy died, or it
+        did not answer within ``timeout`` seconds (the copy is then killed: a copy stuck on a lock that some
+        library's own thread held at the fork must not hold this process too)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        parts = []
+        with os.fdopen(self._answers, "rb", buffering=0) as answers:
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not select.select([answers], [], [], left)[0]:
+                    os.kill(self._pid, signal.SIGKILL)
+                    os.waitpid(self._pid, 0)
+                    raise ForkedCallError(f"the forked process did not answer within {timeout} s")
+                part = answers.read(1 << 20)
+                if not part:
+                    break
+                parts.append(part)
+        message = b"".join(parts)
         _, status = os.waitpid(self._pid, 0)
         if not message:
             raise ForkedCallError(f"the forked process ended without an answer (wait status {status})")

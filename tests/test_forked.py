@@ -50,3 +50,22 @@ def test_a_forked_call_answers_raises_and_is_declined_beside_another_thread():
     assert answers["error"] == "ValueError: no such figure"
     assert answers["died"].startswith("the forked process ended without an answer")
     assert answers["with_a_thread"] is None
+
+
+HANGING = """
+import json, time
+from dimbsvm._forked import ForkedCallError, start_in_fork
+
+call = start_in_fork(lambda: time.sleep(600))
+started = time.monotonic()
+try:
+    call.result(timeout=1.0)
+except ForkedCallError as exc:
+    print(json.dumps({"error": str(exc), "waited": time.monotonic() - started}))
+"""
+
+
+def test_a_forked_call_that_does_not_answer_in_time_is_killed():
+    answer = drive("", HANGING)
+    assert answer["error"] == "the forked process did not answer within 1.0 s"
+    assert answer["waited"] < 30

@@ -46,6 +46,10 @@ logger = logging.getLogger(__name__)
 #: The directory of the Markdown report's figures, beside it.
 FIGURE_DIR = "report"
 
+#: How long the side process waits for the interactive figures drawn in its forked copy before it draws them
+#: itself: their curves are thinned to MAX_POINTS vertices, so this is far more than drawing them takes.
+FORKED_DRAWING_SECONDS = 120
+
 
 @dataclass(frozen=True)
 class PendingFigure:
@@ -114,7 +118,7 @@ def draw_sections(sections, *, split=False):
     drawn = [None if forked is not None and figure.kind == "bokeh" else figure.draw() for figure in pending]
     if forked is not None:
         try:
-            values, last_id = forked.result()
+            values, last_id = forked.result(timeout=FORKED_DRAWING_SECONDS)
             interactive.continue_model_ids(last_id)
         except ForkedCallError as exc:
             logger.warning("the report's interactive figures could not be drawn beside its PNGs (%s): drawn "
