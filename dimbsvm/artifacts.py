@@ -31,6 +31,7 @@ import threading
 import types
 from pathlib import Path
 
+from ._locks import temporary_name
 from ._version import __version__
 from .estimators import trusted_types
 from .exceptions import StoreError
@@ -253,7 +254,9 @@ def save_object(obj, path) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    # dimbsvm's temporary name: what a killed writer leaves is cleaned up with the run's other leftovers, and a
+    # run's mirror at a URL does not send it
+    tmp = temporary_name(path)
     _skops_dump()(obj, tmp)
     os.replace(tmp, path)
     return path
