@@ -153,7 +153,7 @@ def test_out_of_fold_sections_drawn_beside_the_final_model_are_the_ones_drawn_af
         if report_drawing._process is not None:
             report_drawing._process.close()
     if where == "side process":
-        assert drawn == [] and sent == ["prepare_drawing", "draw_oof_sections", "_write"]
+        assert drawn == [] and sent == ["prepare_drawing", "draw_ahead", "_write"]
     else:
         [(thread, ahead)] = drawn
         assert thread.startswith("dimbsvm-report") and sent == []
@@ -167,6 +167,14 @@ def test_out_of_fold_sections_drawn_beside_the_final_model_are_the_ones_drawn_af
     assert pngs == ["confusion.png", "roc_pr.png"]
     for name in pngs:  # the report's own figure files are these
         assert (out / run_report.FIGURE_DIR / name).read_bytes() == (tmp_path / "after" / "report" / name).read_bytes()
+    # the figures of the folds' records, drawn with them ahead of the final model: those of the finished records
+    summarised = list(metrics["summary"])
+    truth = run_report.draw_sections([run_report.Section("t", [
+        ("figure", name, figure, "") for name, figure in run_report.fold_figures(metrics["folds"], summarised).items()])])
+    drawn_after = {block[1]: block[2] for block in truth[0].blocks}
+    assert set(drawn_after) == {"fold_spread", "member_thresholds"}
+    for name, png in drawn_after.items():
+        assert (out / run_report.FIGURE_DIR / f"{name}.png").read_bytes() == png
 
 
 def test_out_of_fold_predictions_cover_every_row_once_per_repeat(ensemble_run):

@@ -4,11 +4,13 @@ A small job run in this process spends about a second importing matplotlib
 and Bokeh and drawing after its last fit: as long as the fits themselves.
 Drawn in a :class:`~dimbsvm._side_process.SideProcess` started with the run,
 the imports happen on the other core while this process imports
-scikit-learn and fits, and the out-of-fold sections are drawn while the final
-model fits; the report's files are the same bytes either way. Where this
-process already has matplotlib and Bokeh (a long-lived process that drew
-before: a notebook, ``schedule``) and no side process runs, it draws here,
-the out-of-fold sections in a thread beside the final model.
+scikit-learn and fits, and what needs only the folds (the out-of-fold
+sections, the figures of the folds' records: :func:`draw_ahead`) is drawn
+while the final model fits; the report's files are the same bytes either
+way. Where this process already has matplotlib and Bokeh (a long-lived
+process that drew before: a notebook, ``schedule``) and no side process
+runs, it draws here, what needs only the folds in a thread beside the final
+model.
 
 The functions the side process runs are in this module, which imports only
 numpy, the report and the out-of-fold files, so it starts quickly.
@@ -25,10 +27,10 @@ import numpy as np
 
 from .._side_process import SideProcess, SideProcessError
 from ..report import figures, interactive
-from ..report.run_report import draw_sections, out_of_fold_sections, write_run_report
+from ..report.run_report import Section, draw_sections, fold_figures, out_of_fold_sections, write_run_report
 from .oof import load_oof
 
-__all__ = ["draw_oof_sections", "prepare_drawing", "report_process", "write_report"]
+__all__ = ["draw_ahead", "prepare_drawing", "report_process", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,37 +86,43 @@ def prepare_drawing() -> None:
     interactive.document_json(interactive.threshold_plot(theta, objective, 0.0, objective_name="g_mean"), "warm-up")
 
 
-def draw_oof_sections(partial, class_names, pos_label, n_repeats, split=False):
-    """:func:`~dimbsvm.report.run_report.out_of_fold_sections` of the out-of-fold predictions saved in ``partial``.
+def draw_ahead(partial, class_names, pos_label, n_repeats, folds, metric_names, split=False):
+    """What the report can draw once every fold is saved, before the final model is: drawn.
 
-    Drawn (:func:`~dimbsvm.report.run_report.draw_sections`; ``split`` in the side process only).
+    The out-of-fold sections (:func:`~dimbsvm.report.run_report.out_of_fold_sections`
+    of the predictions saved in ``partial``) and the figures of the folds'
+    ``records`` (:func:`~dimbsvm.report.run_report.fold_figures`), as
+    ``(sections, figures)`` for :func:`write_report`. ``split`` in the side
+    process only (:func:`~dimbsvm.report.run_report.draw_sections`).
     """
     sections = out_of_fold_sections(load_oof(partial), class_names, pos_label, n_repeats=n_repeats)
-    return draw_sections(sections, split=split)
+    records = Section("the folds' figures", [("figure", name, figure, "")
+                                              for name, figure in fold_figures(folds, metric_names).items()])
+    draw_sections([*sections, records], split=split)
+    return sections, {block[1]: block[2] for block in records.blocks}
 
 
-def write_report(partial, *, oof_sections=None, **inputs):
+def write_report(partial, *, ahead=None, **inputs):
     """Write the run report into ``partial`` (:func:`~dimbsvm.report.run_report.write_run_report`'s ``inputs``).
 
-    In the side process where one runs, else here. ``oof_sections`` is a
-    future of :func:`draw_oof_sections` (of either place), or None: drawn
-    with the rest. The side process failing (it died, or could not be
-    started) is a warning, and the report is drawn here; an error of the
-    drawing itself is raised.
+    In the side process where one runs, else here. ``ahead`` is a future of
+    :func:`draw_ahead` (of either place), or None: drawn with the rest. The
+    side process failing (it died, or could not be started) is a warning,
+    and the report is drawn here; an error of the drawing itself is raised.
     """
-    sections = _sections(oof_sections)
+    drawn = _drawn(ahead)
     process = report_process()
     if process is not None:
         try:
-            path = process.submit(_write, partial, sections, inputs, True).result()
+            path = process.submit(_write, partial, drawn, inputs, True).result()
             logger.info("report written to %s (drawn in side process %d)", path, process.pid)
             return path
         except SideProcessError as exc:
             logger.warning("the report's side process failed (%s): the report is drawn in this process", exc)
-    return _write(partial, sections, inputs)
+    return _write(partial, drawn, inputs)
 
 
-def _sections(future):
+def _drawn(future):
     if future is None:
         return None
     try:
@@ -124,6 +132,7 @@ def _sections(future):
         return None
 
 
-def _write(partial, sections, inputs, split=False):
+def _write(partial, drawn, inputs, split=False):
+    sections, figures_of_folds = drawn if drawn is not None else (None, None)
     return write_run_report(partial, oof=load_oof(partial) if sections is None else None, oof_sections=sections,
-                            split=split, **inputs)
+                            drawn_folds=figures_of_folds, split=split, **inputs)

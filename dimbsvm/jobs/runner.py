@@ -54,7 +54,7 @@ from .checks import CheckedJob
 from .data import JobData, check_job_data, code_labels, load_job_data
 from .job_spec import JobSpec
 from .oof import OOF_DIR, fold_predictions_path, save_fold_predictions
-from .report_drawing import draw_oof_sections, prepare_drawing, report_process, write_report
+from .report_drawing import draw_ahead, prepare_drawing, report_process, write_report
 from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
                       save_fold, summary_markdown, write_json)
 from .search_results import (load_fold_search, save_fold_search, search_overview, warn_failed_fits,
@@ -335,15 +335,16 @@ class ExecutedRun:
     final_model: object
     reused_members: int
     phases: Mapping
-    oof_sections: object
+    drawn_ahead: object
 
 
 def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     """Run the plan's folds and final model as one plan of tasks, saving each fold as it arrives."""
     job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
-    # The report's out-of-fold sections (curves, thresholds, calibration) need only the folds: drawn once
-    # every fold is saved, in the report's side process or else in a thread of their own, they overlap the
-    # final model's fit instead of following it (at millions of out-of-fold scores they are seconds of work).
+    # The report's out-of-fold sections (curves, thresholds, calibration) and the figures of the folds' records
+    # need only the folds: drawn once every fold is saved, in the report's side process or else in a thread of
+    # their own, they overlap the final model's fit instead of following it (at millions of out-of-fold scores
+    # they are seconds of work).
     drawing = report_process()
     threads = None
     if drawing is None and plan.want_model:
@@ -353,14 +354,16 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             # job run in this process the imports would hold the interpreter against the folds)
             threads.submit(prepare_drawing)
     unsaved = {spec.key for spec in plan.todo} - {FINAL_MODEL}
-    oof_sections = None
+    records = dict(plan.finished)  # every fold's record, as the run's metrics will list them
+    drawn_ahead = None
 
     def draw_sections_once_folds_are_saved():
-        nonlocal oof_sections
-        if drawing is not None and not unsaved and oof_sections is None:
+        nonlocal drawn_ahead
+        if drawing is not None and not unsaved and drawn_ahead is None:
+            folds = [records[key] for key in plan.keys]
             # (split over two processes in the side process only: a thread of this process must not fork it)
-            oof_sections = drawing.submit(draw_oof_sections, partial, class_names_by_code(data), plan.pos_label,
-                                          job.cv.n_repeats, threads is None)
+            drawn_ahead = drawing.submit(draw_ahead, partial, class_names_by_code(data), plan.pos_label,
+                                         job.cv.n_repeats, folds, _summary_metrics(job), threads is None)
 
     draw_sections_once_folds_are_saved()  # a resumed run whose folds were all saved before
 
@@ -375,6 +378,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             save_fold_predictions(partial / OOF_DIR, spec.key, spec.test, data.y[spec.test],
                                   predictions["y_pred"], predictions["score"], predictions.get("proba"))
             save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
+            records[spec.key] = result["record"]
             unsaved.discard(spec.key)
             draw_sections_once_folds_are_saved()
 
@@ -409,14 +413,14 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
         # saved by the interrupted run this one resumes: the report's threshold sections read it
         final_model, _ = load_artifact(partial / "model")
     return ExecutedRun(records=tuple(by_key[key] for key in plan.keys), final_model=final_model,
-                       reused_members=reused_members, phases=MappingProxyType(phases), oof_sections=oof_sections)
+                       reused_members=reused_members, phases=MappingProxyType(phases), drawn_ahead=drawn_ahead)
 
 
 def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> RunResult:
     """Write the run's records, summary and report into the partial directory, then rename it into place."""
     job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
     all_records = list(executed.records)
-    summary = summarize(all_records, [m for m in job.metrics if m not in TIME_METRICS])
+    summary = summarize(all_records, _summary_metrics(job))
     timings = summarize(all_records, [m for m in job.metrics if m in TIME_METRICS])
 
     memory = _worker_memory(client)
@@ -456,11 +460,16 @@ def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> 
         payload["search"] = search_overview(selections, search=job.search.with_defaults(), scoring=search.scoring)
     write_json(partial / "metrics.json", payload)
     (partial / "summary.md").write_text(summary_markdown(job, data, summary, all_records))
-    write_report(partial, oof_sections=executed.oof_sections, job=job, data=DataSummary.of(data), metrics=payload,
+    write_report(partial, ahead=executed.drawn_ahead, job=job, data=DataSummary.of(data), metrics=payload,
                  resources=resources, final_estimator=ThresholdSearch.of(_last_step(executed.final_model)))
     os.replace(partial, plan.run_dir)  # the run directory appears only once complete
     return RunResult(run_dir=plan.run_dir, summary=summary, folds=all_records, reused=len(plan.finished),
                      reused_members=executed.reused_members, search=payload.get("search"))
+
+
+def _summary_metrics(job) -> list:
+    """The metrics a run summarises (mean, spread) over its folds: the job's, but the times."""
+    return [m for m in job.metrics if m not in TIME_METRICS]
 
 
 def _worker_memory(client) -> dict:

@@ -38,7 +38,7 @@ from . import figures, interactive
 from .curves import run_starts
 
 __all__ = ["DataSummary", "PendingFigure", "Section", "ThresholdSearch", "brier_scores", "chosen_cutoff",
-           "class_counts", "class_names_by_code", "draw_sections", "out_of_fold_sections", "run_report_sections",
+           "class_counts", "class_names_by_code", "draw_sections", "fold_figures", "out_of_fold_sections", "run_report_sections",
            "render_html", "render_markdown", "threshold_rows", "write_run_report"]
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class Section:
         self.blocks.append(("table", list(headers), [list(row) for row in rows]))
 
     def figure(self, name, fig, caption):
-        """A matplotlib figure, drawn as PNG."""
+        """A matplotlib figure, drawn as PNG (or its PNG, drawn already)."""
         self.blocks.append(("figure", name, _png(fig), caption))
 
     def interactive(self, name, model, fig, caption):
@@ -95,42 +95,74 @@ class Section:
 
 
 def _png(fig):
+    """A matplotlib figure as a pending PNG; PNG bytes, or a pending figure, as they are."""
+    if isinstance(fig, (bytes, PendingFigure)):
+        return fig
     return PendingFigure("png", lambda: figures.png(fig))
 
 
 def draw_sections(sections, *, split=False):
     """Draw every :class:`PendingFigure` of ``sections`` in place (each block then holds what it drew); return them.
 
-    ``split``: the Bokeh documents are drawn in a forked copy of this process
-    while this one draws the PNGs, on two cores instead of one; only for a
-    process that no other thread runs in (the report's side process; where
-    it cannot fork, everything is drawn here). The pages are the same bytes
-    either way: every document is drawn in the order of the blocks, in one
-    process, and Bokeh's model ids go on here from where the copy left them.
+    ``split``: the Bokeh documents, and PNGs enough to even the work
+    (:func:`_drawn_in_copy`), are drawn in a forked copy of this process
+    while this one draws the other PNGs, on two cores instead of one; only
+    for a process that no other thread runs in (the report's side process;
+    where it cannot fork, everything is drawn here). The pages are the same
+    bytes either way: every document is drawn in the order of the blocks, in
+    one process, and Bokeh's model ids go on here from where the copy left
+    them; a PNG is the same bytes wherever it is drawn.
     """
     places = [(section, b, f) for section in sections for b, block in enumerate(section.blocks)
               for f, part in enumerate(block) if isinstance(part, PendingFigure)]
     pending = [section.blocks[b][f] for section, b, f in places]
-    documents = [i for i, figure in enumerate(pending) if figure.kind == "bokeh"]
+    in_copy = _drawn_in_copy(pending) if split else []
     forked = None
-    if split and 0 < len(documents) < len(pending):
-        forked = start_in_fork(lambda: ([pending[i].draw() for i in documents], interactive.last_model_id()))
-    drawn = [None if forked is not None and figure.kind == "bokeh" else figure.draw() for figure in pending]
+    if in_copy and len(in_copy) < len(pending):
+        forked = start_in_fork(lambda: ([pending[i].draw() for i in in_copy], interactive.last_model_id()))
+    elsewhere = set(in_copy) if forked is not None else set()
+    drawn = [None if i in elsewhere else figure.draw() for i, figure in enumerate(pending)]
     if forked is not None:
         try:
             values, last_id = forked.result(timeout=FORKED_DRAWING_SECONDS)
             interactive.continue_model_ids(last_id)
         except ForkedCallError as exc:
-            logger.warning("the report's interactive figures could not be drawn beside its PNGs (%s): drawn "
-                           "after them", exc)
-            values = [pending[i].draw() for i in documents]
-        for i, value in zip(documents, values, strict=True):
+            logger.warning("part of the report's figures could not be drawn in a forked copy (%s): drawn here",
+                           exc)
+            values = [pending[i].draw() for i in in_copy]
+        for i, value in zip(in_copy, values, strict=True):
             drawn[i] = value
     for (section, b, f), value in zip(places, drawn):
         block = list(section.blocks[b])
         block[f] = value
         section.blocks[b] = tuple(block)
     return sections
+
+
+#: What drawing a figure costs, roughly, in PNG figures: a Bokeh document is built and serialised by Python.
+_DRAWING_COST = {"png": 1, "bokeh": 2}
+
+
+def _drawn_in_copy(pending) -> list:
+    """The positions of ``pending`` that a forked copy draws: every Bokeh document (their ids are numbered in
+    one process), then each PNG, in order, wherever less is drawn so far (the copy on a tie).
+
+    Examples
+    --------
+    >>> kinds = ["bokeh", "png", "png", "png"]
+    >>> _drawn_in_copy([PendingFigure(kind, None) for kind in kinds])
+    [0, 3]
+    """
+    in_copy = [i for i, figure in enumerate(pending) if figure.kind == "bokeh"]
+    copy_load, here_load = sum(_DRAWING_COST["bokeh"] for _ in in_copy), 0
+    for i, figure in enumerate(pending):
+        if figure.kind == "png":
+            if here_load < copy_load:
+                here_load += _DRAWING_COST["png"]
+            else:
+                in_copy.append(i)
+                copy_load += _DRAWING_COST["png"]
+    return sorted(in_copy)
 
 
 @dataclass(frozen=True)
@@ -197,7 +229,7 @@ class ThresholdSearch:
 
 
 def write_run_report(directory, *, job, data, metrics, resources, oof=None, final_estimator=None,
-                     oof_sections=None, split=False) -> Path:
+                     oof_sections=None, drawn_folds=None, split=False) -> Path:
     """Write ``report.md``, its figures and ``report.html`` into a run directory; return the HTML's path.
 
     Parameters
@@ -222,13 +254,17 @@ def write_run_report(directory, *, job, data, metrics, resources, oof=None, fina
         :func:`out_of_fold_sections` of the run's out-of-fold predictions,
         drawn beforehand (e.g. while the final model was fitting), or a
         future of them; ``None`` draws them here from ``oof``.
+    drawn_folds : dict, default=None
+        :func:`fold_figures` of the run's fold records, drawn beforehand;
+        ``None`` draws them here from ``metrics["folds"]``.
     split : bool, default=False
         Draw the interactive figures in a forked copy of this process beside
         the PNGs (:func:`draw_sections`).
     """
     directory = Path(directory)
     title, sections = run_report_sections(job=job, data=data, metrics=metrics, resources=resources,
-                                          oof=oof, final_estimator=final_estimator, oof_sections=oof_sections)
+                                          oof=oof, final_estimator=final_estimator, oof_sections=oof_sections,
+                                          drawn_folds=drawn_folds)
     draw_sections(sections, split=split)
     (directory / "report.md").write_text(render_markdown(title, sections, directory / FIGURE_DIR))
     path = directory / "report.html"
@@ -251,10 +287,11 @@ def _fmt(value, digits=4):
     return str(value)
 
 
-def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=None, oof_sections=None):
+def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=None, oof_sections=None,
+                        drawn_folds=None):
     """The report's title and sections (see :class:`Section`) from a run's outputs.
 
-    ``oof`` and ``oof_sections`` as :func:`write_run_report` takes them.
+    ``oof``, ``oof_sections`` and ``drawn_folds`` as :func:`write_run_report` takes them.
     """
     if hasattr(oof_sections, "result"):  # a future: drawn in another thread; no figure is drawn before it is done
         oof_sections = oof_sections.result()
@@ -296,8 +333,9 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
                   [[name, _fmt(s["mean"]), _fmt(s["std"]), _fmt(s["min"]), _fmt(s["max"]), s["n"]]
                    for name, s in summary.items()])
     folds = metrics["folds"]
-    if summary and len(folds) > 1:
-        quality.figure("fold_spread", figures.fold_spread_figure({name: [r[name] for r in folds] for name in summary}),
+    drawn_folds = fold_figures(folds, list(summary)) if drawn_folds is None else drawn_folds
+    if "fold_spread" in drawn_folds:
+        quality.figure("fold_spread", drawn_folds["fold_spread"],
                        "Each fold's value (points) over the box of all folds and repeats.")
     sections.append(quality)
     if len(folds) > 0:
@@ -307,7 +345,7 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     if oof_sections is None:
         oof_sections = out_of_fold_sections(oof, names, pos_label, n_repeats=cv.n_repeats)
     sections += oof_sections
-    threshold = _threshold_section(folds, threshold_search)
+    threshold = _threshold_section(folds, threshold_search, drawn_folds.get("member_thresholds"))
     if threshold.blocks:
         sections.append(threshold)
     sections.append(_cost_section(metrics, resources))
@@ -620,7 +658,26 @@ def _roc_pr_plots(oof, pos_label, orders=None, curves=None, cutoffs=None):
                                     curves=curves)
 
 
-def _threshold_section(folds, search):
+def fold_figures(folds, metric_names) -> dict:
+    """The report's figures that need only the folds' records: ``{name: PendingFigure}``.
+
+    ``"fold_spread"``: each of ``metric_names`` (the summary's) over the
+    folds, where there are two folds or more; ``"member_thresholds"``: an
+    ensemble's member shifts per fold. A run draws them with the
+    out-of-fold sections, once every fold is saved, while the final model
+    fits.
+    """
+    drawn = {}
+    if metric_names and len(folds) > 1:
+        drawn["fold_spread"] = _png(figures.fold_spread_figure({name: [r[name] for r in folds]
+                                                                for name in metric_names}))
+    members = {f"s{r['seed']} f{r['fold']}": r["member_thresholds"] for r in folds if "member_thresholds" in r}
+    if members:
+        drawn["member_thresholds"] = _png(figures.member_thresholds_figure(members))
+    return drawn
+
+
+def _threshold_section(folds, search, member_thresholds=None):
     section = Section("Decision threshold")
     shifts = [r["threshold"] for r in folds if "threshold" in r]
     if shifts:
@@ -634,9 +691,8 @@ def _threshold_section(folds, search):
                             f"The objective ({objective}) each candidate shift the final model's search scored gives "
                             "on the margins it searched; dashed: the shift it chose; dotted: no shift. On the page, hovering a "
                             "candidate gives its shift and objective.")
-    members = {f"s{r['seed']} f{r['fold']}": r["member_thresholds"] for r in folds if "member_thresholds" in r}
-    if members:
-        section.figure("member_thresholds", figures.member_thresholds_figure(members),
+    if member_thresholds is not None:
+        section.figure("member_thresholds", member_thresholds,
                        "Each ensemble member's shift (after perturbation) in each fold.")
     return section
 
