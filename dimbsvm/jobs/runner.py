@@ -357,7 +357,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     records = dict(plan.finished)  # every fold's record, as the run's metrics will list them
     drawn_ahead = None
 
-    def draw_sections_once_folds_are_saved():
+    def draw_ahead_once_folds_are_saved():
         nonlocal drawn_ahead
         if drawing is not None and not unsaved and drawn_ahead is None:
             folds = [records[key] for key in plan.keys]
@@ -365,7 +365,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             drawn_ahead = drawing.submit(draw_ahead, partial, class_names_by_code(data), plan.pos_label,
                                          job.cv.n_repeats, folds, _summary_metrics(job), threads is None)
 
-    draw_sections_once_folds_are_saved()  # a resumed run whose folds were all saved before
+    draw_ahead_once_folds_are_saved()  # a resumed run whose folds were all saved before
 
     def save(spec, result):
         if search is not None:  # before the fold's record: a fold recorded as finished has its search saved
@@ -380,7 +380,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
             records[spec.key] = result["record"]
             unsaved.discard(spec.key)
-            draw_sections_once_folds_are_saved()
+            draw_ahead_once_folds_are_saved()
 
     phases = {}
     [stage] = job.stored_features or [None]
@@ -401,18 +401,15 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
         if threads is not None:
             threads.shutdown(wait=False)  # sections being drawn finish; the report waits for them
     phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase
-    by_key = dict(plan.finished)
     final_model = None
-    for spec, result in zip(plan.todo, results):
+    for spec, result in zip(plan.todo, results):  # (every fold's record is in records: saved as it arrived)
         if spec.key == FINAL_MODEL:
             final_model = result["model"]
             _save_final_model(final_model, job, data, plan.pos_label, partial)
-        else:
-            by_key[spec.key] = result["record"]
     if final_model is None and job.output.model:
         # saved by the interrupted run this one resumes: the report's threshold sections read it
         final_model, _ = load_artifact(partial / "model")
-    return ExecutedRun(records=tuple(by_key[key] for key in plan.keys), final_model=final_model,
+    return ExecutedRun(records=tuple(records[key] for key in plan.keys), final_model=final_model,
                        reused_members=reused_members, phases=MappingProxyType(phases), drawn_ahead=drawn_ahead)
 
 

@@ -9,7 +9,7 @@ compares them on ties, signed zeros and random scores). Inputs with a single
 class go to scikit-learn itself, for its warnings and conventions.
 
 A curve is drawn from at most :data:`MAX_POINTS` of its vertices
-(:func:`spaced_vertices`), on the page and in the threshold search's PNG.
+(:func:`spaced_vertices`), on the page and in the PNGs.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def precision_recall_from_sorted(score, positive):
     return np.concatenate([precision[::-1], [1.0]]), np.concatenate([recall[::-1], [0.0]]), thresholds[::-1]
 
 
-#: The most vertices a drawn curve keeps (on the page, and the threshold search's PNG): a plot is ~400 pixels
+#: The most vertices a drawn curve keeps (on the page and in the PNGs): a plot is ~400 pixels
 #: across, so two per pixel already draw the curve as it is (a dropped vertex is within ~1/1000 of the path),
 #: and each vertex costs the page ~50 bytes (four float64 columns and the repeat, base64): ~75 kB per repeat and
 #: curve at most.

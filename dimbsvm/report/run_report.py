@@ -154,7 +154,7 @@ def _drawn_in_copy(pending) -> list:
     [0, 3]
     """
     in_copy = [i for i, figure in enumerate(pending) if figure.kind == "bokeh"]
-    copy_load, here_load = sum(_DRAWING_COST["bokeh"] for _ in in_copy), 0
+    copy_load, here_load = _DRAWING_COST["bokeh"] * len(in_copy), 0
     for i, figure in enumerate(pending):
         if figure.kind == "png":
             if here_load < copy_load:
