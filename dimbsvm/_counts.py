@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["minority_count", "unique_counts"]
+__all__ = ["ClassCounts", "minority_count", "unique_counts"]
 
 #: Integer labels up to this value are counted by ``bincount`` (its array is at most 8 MiB).
 MAX_COUNTED_LABEL = 2**20
@@ -56,6 +57,43 @@ def unique_counts(y):
     return counted
 
 
+@dataclass(frozen=True)
+class ClassCounts:
+    """Labels known by their classes' counts alone: what a driver plans an ensemble's members from.
+
+    A store's fold is planned without its labels in the driver; an
+    estimator that plans its members from the labels
+    (``plan_members``, ``plan_screening``) accepts this in their place.
+
+    Attributes
+    ----------
+    classes : ndarray
+        The classes, increasing.
+    counts : ndarray of int64
+        Rows of each class (classes with no rows are left out).
+
+    Examples
+    --------
+    >>> ClassCounts.of([0, 1], [5, 0]).classes.tolist()
+    [0]
+    """
+
+    classes: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, classes, counts) -> "ClassCounts":
+        """The counts of ``classes`` (as given, increasing), those with no row dropped."""
+        classes, counts = np.asarray(classes), np.asarray(counts, dtype=np.int64)
+        held = counts > 0
+        return cls(classes[held], counts[held])
+
+    @property
+    def size(self) -> int:
+        """Rows counted."""
+        return int(self.counts.sum())
+
+
 def minority_count(y) -> int:
     """Rows of the smallest class of the labels ``y`` (0 for no labels).
 
@@ -65,7 +103,7 @@ def minority_count(y) -> int:
     >>> minority_count(np.array([0, 1, 1, 0, 0])), minority_count(np.array([], dtype=int))
     (2, 0)
     """
-    counts = unique_counts(y)[1]
+    counts = y.counts if isinstance(y, ClassCounts) else unique_counts(y)[1]
     return int(counts.min()) if len(counts) else 0
 
 

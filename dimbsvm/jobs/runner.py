@@ -137,7 +137,9 @@ def execute_folds(job: JobSpec, setup: FoldSetup, data: JobData, specs, *, clien
     instead of receiving them. Returns what
     :func:`~dimbsvm.model_selection.folds.run_folds` returns.
     """
-    task_labels = data.X.labels() if store_labels and isinstance(data.X, StoreRows) else None
+    task_labels = None
+    if store_labels and isinstance(data.X, StoreRows):  # the labels in the job's codes, read where tasks run
+        task_labels = data.X.labels(class_map=data.meta.get("class_map"))
     return run_folds(setup, data.X, data.y, specs, client=client, retries=job.execution.retries,
                      on_result=on_result, progress=progress, label=label, task_labels=task_labels)
 
@@ -301,10 +303,14 @@ def plan_run(job: JobSpec, data: JobData, run_dir: Path, *, data_fingerprint: st
 
     cv = job.cv
     data, pos_label = code_labels(data, positive=job.data.positive)  # the job's positive class
+    # A store's folds are planned from per-chunk counts that tasks compute where the labels are: this process
+    # holds none of their index arrays (a search's inner folds still split the outer fold's labels here).
+    by_counts = isinstance(data.X, StoreRows) and search is None
     specs = []
     for seed in repeat_seeds(cv.n_repeats, cv.random_state):
-        # the labels are split once per repeat, here, not in every task
-        for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=cv.n_splits, seed=seed)):
+        splits = [(None, None)] * cv.n_splits if by_counts \
+            else repeat_splits(data.y, n_splits=cv.n_splits, seed=seed)  # split once per repeat, not per task
+        for fold, (train, test) in enumerate(splits):
             specs.append(FoldSpec((seed, fold), train, test,
                                   split={"n_splits": cv.n_splits, "seed": seed, "fold": fold}))
     keys = tuple(spec.key for spec in specs)
@@ -313,7 +319,8 @@ def plan_run(job: JobSpec, data: JobData, run_dir: Path, *, data_fingerprint: st
     if job.output.model and not want_model:  # saved whole by the interrupted run, same job and data
         logger.info("reusing the final model saved by the interrupted run in %s", partial)
     if want_model:  # fitted beside the folds, in the same plan
-        todo.append(FoldSpec(FINAL_MODEL, np.arange(len(data.y)), np.empty(0, dtype=np.int64),
+        todo.append(FoldSpec(FINAL_MODEL, None if by_counts else np.arange(len(data.y)),
+                             None if by_counts else np.empty(0, dtype=np.int64),
                              split={"n_splits": cv.n_splits, "seed": None, "fold": None}))
     if finished:
         logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(finished),
@@ -375,7 +382,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
         if spec.key != FINAL_MODEL:
             # predictions first: a fold recorded as finished has its out-of-fold predictions saved
             predictions = result.pop("predictions")
-            save_fold_predictions(partial / OOF_DIR, spec.key, spec.test, data.y[spec.test],
+            test = predictions["rows"]  # (a store's fold planned from counts: computed by its tasks)
+            save_fold_predictions(partial / OOF_DIR, spec.key, test, data.y[test],
                                   predictions["y_pred"], predictions["score"], predictions.get("proba"))
             save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
             records[spec.key] = result["record"]

@@ -237,8 +237,8 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         ``n_train``, ``n_test``, the metrics, ``fit_time`` if asked, the
         chosen thresholds), ``"model"`` (the fitted pipeline) when
         ``keep_model`` or the fold has no test rows, and ``"predictions"``
-        (``{"y_pred": ..., "score": ..., "proba": ... or None}``) when
-        ``keep_predictions``.
+        (``{"rows": test rows, "y_pred": ..., "score": ..., "proba": ... or
+        None}``) when ``keep_predictions``.
     """
     start = time.perf_counter()
     parts = fitted_parts(parts)
@@ -271,5 +271,5 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
     record.update(fitted_thresholds(final))
     out["record"] = record
     if keep_predictions:
-        out["predictions"] = {"y_pred": y_pred, "score": scores, "proba": proba}
+        out["predictions"] = {"rows": rows.test, "y_pred": y_pred, "score": scores, "proba": proba}
     return out

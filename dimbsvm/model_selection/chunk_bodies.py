@@ -224,5 +224,5 @@ def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label
     if keep_predictions:
         with_proba = all(part[3] is not None for part in scored)
         proba = np.concatenate([part[3] for part in scored]) if with_proba and scored else None
-        out["predictions"] = {"y_pred": y_pred, "score": values, "proba": proba}
+        out["predictions"] = {"rows": rows.test, "y_pred": y_pred, "score": values, "proba": proba}
     return out

@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 from sklearn.base import clone
 
-from .._counts import minority_count
+from .._counts import ClassCounts, minority_count
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bag_bodies import gather_block, member_bag, range_and_gather_block
@@ -36,13 +36,14 @@ from .chunk_bodies import (assemble_fold, minmax_block_range, model_of, pooled_o
 from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
 from .spans import chunk_index, chunk_spans
+from .splits import chunk_class_counts, chunk_fold_counts
 from .task_costs import FoldCosts
 from .search import Search
 from .screened_fold import add_screened_fit
 from .searched_folds import add_searched_fold
 from .threshold_tasks import add_ranged_search, range_search_params
 
-__all__ = ["MEMBER_TASK_ROWS", "RANGED_THRESHOLD", "FoldSetup", "FoldSpec", "PartStore", "add_fold",
+__all__ = ["MEMBER_TASK_ROWS", "RANGED_THRESHOLD", "FoldLayout", "FoldSetup", "FoldSpec", "PartStore", "add_fold",
            "members_per_task", "run_folds"]
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,55 @@ def members_per_task(n_train: int) -> int:
 
 
 @dataclass(frozen=True)
+class FoldLayout:
+    """A store's fold by its counts: each stored chunk's training and test rows of each class.
+
+    What the engine plans a store's fold from when the driver holds no index
+    array of it (:attr:`FoldSpec.layout`): which chunks have rows of the
+    fold, how many, and the training rows' class counts.
+
+    Attributes
+    ----------
+    classes : ndarray
+        The classes, increasing.
+    train, test : ndarray of int64 of shape (n_chunks, n_classes)
+        Rows of each class in each chunk.
+    block_rows : int
+        Rows per stored chunk.
+    """
+
+    classes: np.ndarray
+    train: np.ndarray
+    test: np.ndarray
+    block_rows: int
+
+    @classmethod
+    def of_repeat(cls, classes, counts, *, fold, block_rows) -> FoldLayout:
+        """Fold ``fold`` (``None``: every row for training) of :func:`~dimbsvm.model_selection.splits.chunk_fold_counts`."""
+        every = counts.sum(axis=1)
+        test = np.zeros_like(every) if fold is None else counts[:, int(fold)]
+        return cls(np.asarray(classes), every - test, test, int(block_rows))
+
+    @property
+    def n_train(self) -> int:
+        return int(self.train.sum())
+
+    @property
+    def n_test(self) -> int:
+        return int(self.test.sum())
+
+    def train_counts(self) -> ClassCounts:
+        """The training rows' classes and counts, for an ensemble's member plan."""
+        return ClassCounts.of(self.classes, self.train.sum(axis=0))
+
+    def spans(self, which: str) -> list[tuple[int, int]]:
+        """``[(start, stop), ...]`` of the chunks holding ``which`` (``"train"`` or ``"test"``) rows, in order:
+        what :func:`~dimbsvm.model_selection.spans.chunk_spans` gives for those rows."""
+        held = np.flatnonzero(getattr(self, which).sum(axis=1) > 0)
+        return [(int(c) * self.block_rows, (int(c) + 1) * self.block_rows) for c in held]
+
+
+@dataclass(frozen=True)
 class FoldSpec:
     """What to fit and score.
 
@@ -77,8 +127,11 @@ class FoldSpec:
     key : tuple
         ``(seed, fold)`` of a CV fold, or any hashable name (``("final",)``)
         for a model fitted on ``train`` without test rows.
-    train, test : ndarray of int
-        Row numbers; ``test`` empty for a model.
+    train, test : ndarray of int or None
+        Row numbers; ``test`` empty for a model. ``None`` for a CV fold of
+        a store that is planned from its counts (``split`` given and no
+        search): :func:`run_folds` computes its :attr:`layout` by a task, and
+        the tasks compute the rows where they run.
     keep_model : bool
         Return the fitted model of a fold with test rows too.
     split : dict or None
@@ -87,13 +140,24 @@ class FoldSpec:
         from ``i`` on, so that tasks over a store can compute them from the
         labels where they run (:func:`~dimbsvm.model_selection.bodies.fold_rows`)
         instead of receiving the index arrays.
+    layout : FoldLayout or None
+        The fold's counts per chunk, for a fold without ``train`` and ``test``.
     """
 
     key: tuple
-    train: np.ndarray
-    test: np.ndarray
+    train: np.ndarray | None
+    test: np.ndarray | None
     keep_model: bool = False
     split: dict | None = None
+    layout: FoldLayout | None = None
+
+    @property
+    def n_train(self) -> int:
+        return self.layout.n_train if self.train is None else len(self.train)
+
+    @property
+    def n_test(self) -> int:
+        return self.layout.n_test if self.test is None else len(self.test)
 
 
 @dataclass(frozen=True)
@@ -204,17 +268,26 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     estimator, scaler, impute, features = setup.estimator, setup.scaler, setup.impute, setup.features
     metrics, pos_label, stage, part_store = setup.metrics, setup.pos_label, setup.stage, setup.part_store
     keep_predictions = setup.keep_predictions
+    layout = spec.layout
+    if spec.train is None and (layout is None or spec.split is None or not block_rows):
+        raise ValueError(f"fold {spec.key} has no rows: only a store's CV fold with its layout is planned from counts")
     if spec.split is not None and block_rows:
         # a store's fold: its rows are computed where the tasks run, not sent in the graph
         rows = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
     else:
         rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
-    y_train = labels[spec.train]
+    # a fold planned from its layout is known by counts: the driver holds none of its rows or labels
+    y_train = layout.train_counts() if spec.train is None else labels[spec.train]
     parts, seeds = parts_of(estimator, y_train)
     # one task per stored chunk needs the rows in order (a fold's are; a shuffled holdout's are not)
-    in_order = all(np.all(np.diff(r) > 0) for r in (spec.train, spec.test))
-    train_chunks = chunk_spans(spec.train, block_rows) if block_rows and in_order else []
-    train_chunk_rows = len(spec.train) / max(len(train_chunks), 1)  # rows of a chunk's share, on average
+    in_order = spec.train is None or all(np.all(np.diff(r) > 0) for r in (spec.train, spec.test))
+    if spec.train is None:
+        train_chunks, test_chunks = layout.spans("train"), layout.spans("test")
+    else:
+        train_chunks = chunk_spans(spec.train, block_rows) if block_rows and in_order else []
+        test_chunks = chunk_spans(spec.test, block_rows) if block_rows and in_order else []
+    n_train, n_test = spec.n_train, spec.n_test
+    train_chunk_rows = n_train / max(len(train_chunks), 1)  # rows of a chunk's share, on average
     # An ensemble pooling out-of-bag margins over a store: members keep only their bags, and the
     # margins of every training row are computed one chunk at a time for all members at once
     # (instead of each member scoring every other row and sending those margins to one task).
@@ -222,7 +295,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                      and isinstance(estimator, FitsInMembers) and estimator.pools_out_of_bag())
     if pool_by_chunk:
         parts = [replace(part, member=part.member.keeping_bag_only()) for part in parts]
-    costs = FoldCosts.of(estimator, parts, n_train=len(spec.train), n_test=len(spec.test),
+    costs = FoldCosts.of(estimator, parts, n_train=n_train, n_test=n_test,
                          n_minority=minority_count(y_train), n_feature_stages=len(features or ()))
     merged_ranges = len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features
     gathered, bags = None, [None] * len(parts)
@@ -249,7 +322,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
     screens = isinstance(estimator, FitsInMembers) and not estimator.plans_members_up_front()
-    batch = members_per_task(len(spec.train)) if (seeds is not None or screens) and not saving and not block_rows \
+    batch = members_per_task(n_train) if (seeds is not None or screens) and not saving and not block_rows \
         else 1
     if screens:  # two rounds of member tasks, the second chosen by the first; the ensemble is the fold's one part
         fitted = [add_screened_fit(plan, X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, batch=batch,
@@ -272,13 +345,12 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
             if saving:
                 saved_parts[ref.id] = (spec.key, part.index)
             fitted.append(ref)
-    test_chunks = chunk_spans(spec.test, block_rows) if block_rows and in_order else []
     pooled, ranged = None, {}
     search = range_search_params(estimator) if pool_by_chunk and RANGED_THRESHOLD else None
     if search is not None:
         # the shared threshold searched by value-range tasks, not inside the one assemble task
         ranged = add_ranged_search(plan, X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
-                                   train_chunks=train_chunks, n_train=len(spec.train),
+                                   train_chunks=train_chunks, n_train=n_train,
                                    pos_label=parts[0].member.pos_label, search=search,
                                    oob_cost=costs.scored(train_chunk_rows))
         pooled = []
@@ -297,12 +369,12 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     assembled = plan.add(assemble_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                              estimator=estimator, seeds=seeds, pooled=pooled or None, **ranged),
                          name="assemble", cost=costs.assemble())
-    if not len(spec.test):
+    if not n_test:
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
                                          scores=needs_scores(metrics) or keep_predictions,
                                          probabilities=keep_predictions), name="score",
-                       cost=costs.scored(len(spec.test) / max(len(test_chunks), 1)), affinity=chunk_index(span))
+                       cost=costs.scored(n_test / max(len(test_chunks), 1)), affinity=chunk_index(span))
               for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
                                         metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model,
@@ -347,12 +419,14 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
         Parts loaded from ``part_store`` rather than refitted.
     """
     y = np.asarray(y)
+    block_rows = None if is_in_memory(X) else block_rows_of(X)
+    specs = _with_layouts(specs, y if task_labels is None else task_labels, block_rows=block_rows, client=client,
+                          retries=retries)
     plan = TaskPlan()
     X_ref, y_ref = plan.share(X), plan.share(y if task_labels is None else task_labels)
     finishes, saved_parts, reused = {}, {}, 0
     for spec in specs:
-        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=y,
-                                           block_rows=None if is_in_memory(X) else block_rows_of(X))
+        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=y, block_rows=block_rows)
         finishes[finish.id] = spec
         saved_parts.update(saved)
         reused += n_reused
@@ -385,3 +459,47 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
         part_store.flush()
     logger.info("%d fold(s) finished (%d watched tasks)", len(specs), plan.n_watched)
     return [results[i] for i in finishes], reused
+
+
+def _with_layouts(specs, labels, *, block_rows, client, retries):
+    """``specs`` with the :class:`FoldLayout` of each fold planned from counts, computed by tasks over ``labels``.
+
+    One task per repeat (and one for a final model's chunks, if no repeat
+    runs) counts each chunk's rows of each class and fold where the labels
+    are read; the driver receives those counts, a few numbers per chunk.
+    """
+    wanted = [spec for spec in specs if spec.train is None and spec.layout is None]
+    if not wanted:
+        return specs
+    if not block_rows:
+        raise ValueError(f"fold {wanted[0].key} has no rows: only the folds of a store are planned from counts")
+    plan = TaskPlan()
+    y_ref = plan.share(labels)
+    repeats = {}
+    for spec in wanted:
+        n_splits, seed = spec.split["n_splits"], spec.split["seed"]
+        if seed is not None and (n_splits, seed) not in repeats:
+            repeats[n_splits, seed] = plan.add(chunk_fold_counts, dict(y=y_ref, n_splits=n_splits, seed=seed,
+                                                                        block_rows=block_rows),
+                                               watch=True, name="fold_counts")
+    every = None
+    if any(spec.split["seed"] is None for spec in wanted) and not repeats:
+        every = plan.add(chunk_class_counts, dict(y=y_ref, block_rows=block_rows), watch=True, name="class_counts")
+    results = run_plan(plan, client=client, retries=retries, progress=False, label="fold counts")
+    counted = {key: results[ref.id] for key, ref in repeats.items()}
+    if every is not None:
+        classes, by_chunk = results[every.id]
+    else:  # every row's classes per chunk: any repeat's folds summed
+        classes, by_fold = next(iter(counted.values()))
+        by_chunk = by_fold.sum(axis=1)
+    laid = {}
+    for spec in wanted:
+        split = spec.split
+        if split["seed"] is None:
+            layout = FoldLayout(classes, by_chunk, np.zeros_like(by_chunk), block_rows)
+        else:
+            layout = FoldLayout.of_repeat(*counted[split["n_splits"], split["seed"]], fold=split["fold"],
+                                          block_rows=block_rows)
+        laid[spec.key] = replace(spec, layout=layout)
+    return [laid.get(spec.key, spec) for spec in specs]
+

@@ -24,7 +24,7 @@ from sklearn.utils import check_random_state
 
 from .._counts import unique_counts
 
-__all__ = ["fold_indices", "minority_class", "repeat_seeds", "repeat_splits", "stratified_test_folds"]
+__all__ = ["chunk_class_counts", "chunk_fold_counts", "fold_indices", "minority_class", "repeat_seeds", "repeat_splits", "stratified_test_folds"]
 
 #: The fast path counts labels with ``np.bincount`` over ``max - min + 1`` bins: wider label ranges (sparse,
 #: identifier-like values) go to scikit-learn.
@@ -99,6 +99,78 @@ def repeat_splits(y, *, n_splits: int, seed: int) -> list[tuple[np.ndarray, np.n
         splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
         return [(train, test) for train, test in splitter.split(np.zeros(len(y)), y)]
     return [_fold_of(test_folds, fold) for fold in range(n_splits)]
+
+
+def chunk_fold_counts(y, *, n_splits: int, seed: int, block_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of each class in each fold of one repeat, per stored chunk: a fold's layout, without its rows.
+
+    The folds are :func:`repeat_splits`' (the same rows, bit for bit); only
+    their counts leave this function, so a driver can plan the tasks of
+    every chunk of a store's folds from a few numbers per chunk and never
+    hold a fold's index arrays (a task computes this where the labels are).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        The labels.
+    n_splits, seed : int
+        The repeat's split.
+    block_rows : int
+        Rows per stored chunk: chunk ``c`` holds rows ``c * block_rows`` up to
+        the next chunk's first.
+
+    Returns
+    -------
+    classes : ndarray
+        The classes of ``y``, increasing.
+    counts : ndarray of int64 of shape (n_chunks, n_splits, n_classes)
+        ``counts[c, f, k]``: test rows of fold ``f`` in chunk ``c`` of class
+        ``classes[k]`` (its training rows are those of the other folds).
+
+    Examples
+    --------
+    >>> y = np.array([0] * 8 + [1] * 4)
+    >>> classes, counts = chunk_fold_counts(y, n_splits=2, seed=0, block_rows=5)
+    >>> counts.shape, counts.sum(axis=(0, 1)).tolist()  # 3 chunks, 2 folds, 2 classes
+    ((3, 2, 2), [8, 4])
+    >>> [(y[test] == 1).sum() for _, test in repeat_splits(y, n_splits=2, seed=0)] == counts[:, :, 1].sum(0).tolist()
+    True
+    """
+    y = np.asarray(y)
+    n_splits, block_rows = int(n_splits), int(block_rows)
+    classes = unique_counts(y)[0]
+    test_folds = stratified_test_folds(y, n_splits=n_splits, seed=seed)
+    if test_folds is None:  # labels of the slow path: the folds of scikit-learn's own split
+        test_folds = np.empty(y.size, dtype=np.int32)
+        for fold, (_, test) in enumerate(repeat_splits(y, n_splits=n_splits, seed=seed)):
+            test_folds[test] = fold
+    n_chunks = -(-y.size // block_rows)
+    cells = n_splits * classes.size
+    counts = np.empty((n_chunks, cells), dtype=np.int64)
+    for chunk in range(n_chunks):  # a chunk at a time: no temporary of the labels' size
+        rows = slice(chunk * block_rows, (chunk + 1) * block_rows)
+        codes = np.searchsorted(classes, y[rows])
+        counts[chunk] = np.bincount(test_folds[rows].astype(np.int64) * classes.size + codes, minlength=cells)
+    return classes, counts.reshape(n_chunks, n_splits, classes.size)
+
+
+def chunk_class_counts(y, *, block_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(classes, counts)``: rows of each class per stored chunk, ``counts`` of shape (n_chunks, n_classes).
+
+    Examples
+    --------
+    >>> classes, counts = chunk_class_counts(np.array([0, 1, 1, 0, 0]), block_rows=2)
+    >>> classes.tolist(), counts.tolist()
+    ([0, 1], [[1, 1], [1, 1], [1, 0]])
+    """
+    y = np.asarray(y)
+    classes, block_rows = unique_counts(y)[0], int(block_rows)
+    n_chunks = -(-y.size // block_rows)
+    counts = np.empty((n_chunks, classes.size), dtype=np.int64)
+    for chunk in range(n_chunks):
+        counts[chunk] = np.bincount(np.searchsorted(classes, y[chunk * block_rows:(chunk + 1) * block_rows]),
+                                    minlength=classes.size)
+    return classes, counts
 
 
 def _fold_of(test_folds: np.ndarray, fold: int) -> tuple[np.ndarray, np.ndarray]:

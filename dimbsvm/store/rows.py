@@ -157,11 +157,21 @@ class StoreRows:
                         f"`dimbsvm ingest SOURCE {self.path} --overwrite`")
         return f"store {self.path} has a damaged chunk: {exc}"
 
-    def labels(self) -> "StoreLabels":
-        """A handle on the same store's labels."""
+    def labels(self, class_map: dict | None = None) -> "StoreLabels":
+        """A handle on the same store's labels, coded as ``class_map`` (class name -> code) codes them.
+
+        A job may code the classes otherwise than the store does (its
+        ``data.positive``, a champion's coding): its tasks must then read the
+        labels in the job's codes, as its driver counts them.
+        """
         from .stages import read_meta
 
-        return StoreLabels(self.path, self.shape[0], (read_meta(self.path) or {}).get("fingerprint", ""))
+        meta = read_meta(self.path) or {}
+        stored = meta.get("class_map") or {}
+        codes = None
+        if class_map and stored and any(class_map.get(name, code) != code for name, code in stored.items()):
+            codes = {int(code): int(class_map[name]) for name, code in stored.items() if name in class_map}
+        return StoreLabels(self.path, self.shape[0], meta.get("fingerprint", ""), codes=codes)
 
     def __getstate__(self):
         return {"path": self.path, "shape": self.shape, "fingerprint": self.fingerprint, "_array": None}
@@ -191,27 +201,37 @@ class StoreLabels:
     n_rows : int
     fingerprint : str
         The store's source fingerprint: a rebuilt store is read again.
+    codes : dict, default=None
+        ``{stored code: code}``: the labels as a job codes them, where it
+        codes the classes otherwise than the store (every stored code named).
     """
 
-    def __init__(self, path, n_rows, fingerprint=""):
+    codes = None  # (a handle pickled before it had them)
+
+    def __init__(self, path, n_rows, fingerprint="", codes=None):
         self.path = str(path)
         self.shape = (int(n_rows),)
         self.fingerprint = str(fingerprint)
+        self.codes = None if not codes else {int(k): int(v) for k, v in sorted(codes.items())}
 
     def __len__(self):
         return self.shape[0]
 
     def values(self) -> np.ndarray:
-        key = (self.path, self.fingerprint)
+        stored_key = (self.path, self.fingerprint)
+        key = stored_key if self.codes is None else (*stored_key, tuple(self.codes.items()))
         if key not in _LABELS:
-            try:
-                from ._zarr import open_group
+            if stored_key not in _LABELS:
+                try:
+                    from ._zarr import open_group
 
-                _LABELS[key] = np.asarray(open_group(self.path, mode="r")["y"][:])
-            except StoreError:
-                raise
-            except ValueError as exc:  # a failed checksum
-                raise StoreError(f"store {self.path}: the labels have a damaged chunk: {exc}") from exc
+                    _LABELS[stored_key] = np.asarray(open_group(self.path, mode="r")["y"][:])
+                except StoreError:
+                    raise
+                except ValueError as exc:  # a failed checksum
+                    raise StoreError(f"store {self.path}: the labels have a damaged chunk: {exc}") from exc
+            if key != stored_key:
+                _LABELS[key] = _recoded(_LABELS[stored_key], self.codes)
         return _LABELS[key]
 
     def __array__(self, dtype=None, copy=None):
@@ -223,3 +243,16 @@ class StoreLabels:
 
     def __repr__(self):
         return f"StoreLabels({self.path!r}, n_rows={self.shape[0]})"
+
+
+def _recoded(stored: np.ndarray, codes: dict) -> np.ndarray:
+    """``stored`` with each stored code replaced by ``codes[code]`` (a code not named is an error)."""
+    found = np.unique(stored)
+    missing = [int(code) for code in found if int(code) not in codes]
+    if missing:
+        raise StoreError(f"the store's labels hold codes {missing} that the job's classes do not name")
+    lookup = np.zeros(int(found.max()) + 1 if found.size else 1, dtype=stored.dtype)
+    for code, new in codes.items():
+        if code < lookup.size:
+            lookup[code] = new
+    return lookup[stored]

@@ -26,7 +26,7 @@ from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
-from dimbsvm._counts import unique_counts
+from dimbsvm._counts import ClassCounts, unique_counts
 from dimbsvm.svm.calibration import platt_probability
 from dimbsvm.svm.scaled_defaults import LARGE_N, large_n_estimator, log_scaled
 
@@ -239,7 +239,7 @@ def binary_classes(y, name):
 
     Parameters
     ----------
-    y : ndarray of shape (n_samples,)
+    y : ndarray of shape (n_samples,) or ClassCounts
     name : str
         The estimator named in error messages.
 
@@ -252,10 +252,13 @@ def binary_classes(y, name):
     ValueError
         If ``y`` is continuous, has one class, or more than two.
     """
-    y = np.asarray(y)
-    if y.ndim != 1 or y.dtype.kind not in "iu":  # 1-d integers are class labels; the rest is checked
-        check_classification_targets(y)
-    classes, counts = unique_counts(y)
+    if isinstance(y, ClassCounts):  # labels known by their counts (a driver's plan)
+        classes, counts = y.classes, y.counts
+    else:
+        y = np.asarray(y)
+        if y.ndim != 1 or y.dtype.kind not in "iu":  # 1-d integers are class labels; the rest is checked
+            check_classification_targets(y)
+        classes, counts = unique_counts(y)
     if classes.size > 2:
         raise ValueError(
             f"Only binary classification is supported. {name} got {classes.size} classes "

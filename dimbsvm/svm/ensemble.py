@@ -23,6 +23,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
 
+from dimbsvm._counts import ClassCounts
 from dimbsvm.parallel import ClientParamMixin, current_client, map_tasks
 from dimbsvm.graph.knn import KNN_METHODS
 from dimbsvm.svm._base import (
@@ -415,7 +416,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             The fitted ensemble.
         """
         X, y, positive = self._validate_training_data(X, y)
-        self._resolve_bags(positive)
+        self._resolve_bags(positive.size, int(np.count_nonzero(positive)))
         # Members run on the given or current client, one task each (X and y sent once),
         # else here, one after the other.
         client = current_client(self.client)
@@ -449,7 +450,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             Without screening (:meth:`plans_members_up_front`: use :meth:`plan_members`).
         """
         self._validate_params()
-        self._resolve_bags(self._set_classes(y))
+        self._resolve_bags(*self._class_sizes(y))
         if not self._screens():
             raise ValueError("this ensemble does not screen its settings: its members are planned up front "
                              "(plan_members)")
@@ -521,8 +522,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
         Parameters
         ----------
-        y : array-like of shape (n_samples,)
-            Training labels, two classes.
+        y : array-like of shape (n_samples,) or ClassCounts
+            Training labels, two classes, or their counts alone (the members
+            are planned from the counts: a driver need not hold the labels).
 
         Returns
         -------
@@ -532,7 +534,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             setting), and each member's :class:`~dimbsvm.svm.members.MemberSpec`.
         """
         self._validate_params()
-        self._resolve_bags(self._set_classes(y))
+        self._resolve_bags(*self._class_sizes(y))
         if self._screens():
             raise ValueError("screen_members chooses the second round's settings on the first round's out-of-bag "
                              "margins: the members cannot be planned before fit (plans_members_up_front() is False)")
@@ -583,7 +585,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
     def _prepare_assembly(self, X, y):
         """Classes, bag size and feature count for assembling members fitted elsewhere; the minority rows."""
         positive = self._set_classes(y)
-        self._resolve_bags(positive)
+        self._resolve_bags(positive.size, int(np.count_nonzero(positive)))
         self.n_features_in_ = int(X.shape[1])
         return positive
 
@@ -594,9 +596,9 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         default_bag = 2 * n_minority if self.bootstrap == "balanced" else n_samples
         return {"max_samples": LARGE_N} if default_bag > LARGE_N else {}
 
-    def _resolve_bags(self, positive):
-        """Set ``max_samples_`` (and ``scaled_defaults_``) for these training labels."""
-        scaled = self._resolve_defaults(positive.size, int(np.count_nonzero(positive)))
+    def _resolve_bags(self, n_samples, n_minority):
+        """Set ``max_samples_`` (and ``scaled_defaults_``) for training labels of these sizes."""
+        scaled = self._resolve_defaults(int(n_samples), int(n_minority))
         self.max_samples_ = scaled.get("max_samples", None if self.max_samples == "auto" else self.max_samples)
 
     def _set_classes(self, y):
@@ -605,6 +607,17 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         self.classes_ = classes
         self.pos_label_ = positive_label(classes, counts, self.pos_label)
         return y == self.pos_label_
+
+    def _class_sizes(self, y):
+        """Set ``classes_`` and ``pos_label_`` from labels or their :class:`~dimbsvm._counts.ClassCounts`;
+        ``(n_samples, n_minority)``."""
+        if not isinstance(y, ClassCounts):
+            positive = self._set_classes(y)
+            return positive.size, int(np.count_nonzero(positive))
+        classes, counts = binary_classes(y, type(self).__name__)
+        self.classes_ = classes
+        self.pos_label_ = positive_label(classes, counts, self.pos_label)
+        return int(counts.sum()), int(counts[classes == self.pos_label_][0])
 
     def _threshold_search(self):
         return dict(

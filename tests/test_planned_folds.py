@@ -1,0 +1,206 @@
+"""A store's folds planned from per-chunk counts (issue 49, item 1): the driver holds no fold's rows.
+
+The truth is scikit-learn's ``StratifiedKFold(shuffle=True)`` on the same
+labels (the rows of each fold, counted per chunk here with plain numpy) and
+the same job run on the same data held in memory, whose folds are index
+arrays as before.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.model_selection import StratifiedKFold
+
+from dimbsvm._counts import ClassCounts
+from dimbsvm.datasets import load_keel
+from dimbsvm.jobs import run_job, validate_job
+from dimbsvm.jobs.data import JobData, load_job_data
+from dimbsvm.model_selection.folds import FoldLayout
+from dimbsvm.model_selection.spans import chunk_spans
+from dimbsvm.model_selection.splits import MAX_LABEL_RANGE, chunk_class_counts, chunk_fold_counts
+from dimbsvm.store import StoreRows, ingest
+from dimbsvm.svm import EnsembleOTHRClassifier
+
+
+def _sklearn_counts(y, n_splits, seed, block_rows):
+    """``counts[chunk, fold, class]`` of scikit-learn's folds, counted row by row."""
+    classes = np.unique(y)
+    n_chunks = -(-len(y) // block_rows)
+    counts = np.zeros((n_chunks, n_splits, classes.size), dtype=np.int64)
+    splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    for fold, (_, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
+        for row in test:
+            counts[row // block_rows, fold, np.searchsorted(classes, y[row])] += 1
+    return classes, counts
+
+
+@pytest.mark.parametrize("n, weights, n_splits, block_rows, seed", [
+    (97, (0.9, 0.1), 2, 10, 0), (500, (0.7, 0.2, 0.1), 5, 33, 3), (64, (0.5, 0.5), 4, 64, 1),
+    (1000, (0.99, 0.01), 3, 7, 11)])
+def test_chunk_fold_counts_are_those_of_scikit_learns_folds(n, weights, n_splits, block_rows, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.choice(len(weights), size=n, p=weights) + 2  # codes not starting at 0
+    y[:len(weights)] = np.arange(len(weights))[::-1] + 2  # every class present, the last one seen first
+    classes, counts = chunk_fold_counts(y, n_splits=n_splits, seed=seed, block_rows=block_rows)
+    expected_classes, expected = _sklearn_counts(y, n_splits, seed, block_rows)
+    assert classes.tolist() == expected_classes.tolist()
+    assert np.array_equal(counts, expected)
+    every_classes, every = chunk_class_counts(y, block_rows=block_rows)
+    assert np.array_equal(every_classes, classes) and np.array_equal(every, counts.sum(axis=1))
+
+
+def test_chunk_fold_counts_of_labels_left_to_scikit_learn():
+    # a label range wider than the fast path's: scikit-learn's own split, counted the same way
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(300) < 0.2, MAX_LABEL_RANGE * 4, 0)
+    classes, counts = chunk_fold_counts(y, n_splits=3, seed=5, block_rows=40)
+    assert np.array_equal(counts, _sklearn_counts(y, 3, 5, 40)[1])
+
+
+@pytest.mark.parametrize("block_rows", [3, 25, 1000])
+def test_a_layout_gives_the_chunks_counts_and_classes_of_its_folds_rows(block_rows):
+    rng = np.random.default_rng(1)
+    y = (rng.random(200) < 0.15).astype(np.int64)
+    classes, counts = chunk_fold_counts(y, n_splits=4, seed=2, block_rows=block_rows)
+    splitter = StratifiedKFold(n_splits=4, shuffle=True, random_state=2)
+    for fold, (train, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
+        layout = FoldLayout.of_repeat(classes, counts, fold=fold, block_rows=block_rows)
+        assert layout.spans("train") == chunk_spans(train, block_rows)
+        assert layout.spans("test") == chunk_spans(test, block_rows)
+        assert (layout.n_train, layout.n_test) == (len(train), len(test))
+        held = layout.train_counts()
+        assert held.classes.tolist() == [0, 1] and held.counts.tolist() == np.bincount(y[train]).tolist()
+    every = FoldLayout.of_repeat(classes, counts, fold=None, block_rows=block_rows)
+    assert every.n_test == 0 and every.spans("test") == [] and every.n_train == len(y)
+
+
+@pytest.mark.parametrize("params", [dict(n_estimators=4, random_state=3),
+                                    dict(n_estimators=3, bootstrap="balanced", max_samples="auto", random_state=1),
+                                    dict(n_estimators=3, bootstrap="balanced", max_samples=0.5, pos_label=0,
+                                         random_state=2)])
+@pytest.mark.parametrize("n_minority", [40, 150_000])  # 300,000 balanced rows: above LARGE_N, bags scaled
+def test_members_planned_from_class_counts_equal_those_planned_from_the_labels(params, n_minority):
+    y = np.zeros(2 * n_minority + 7, dtype=np.int64)
+    y[::2][:n_minority] = 1
+    from_labels = EnsembleOTHRClassifier(**params)
+    from_counts = EnsembleOTHRClassifier(**params)
+    a = from_labels.plan_members(y)
+    b = from_counts.plan_members(ClassCounts.of([0, 1], np.bincount(y)))
+    assert np.array_equal(a.seeds, b.seeds)
+    assert [repr(m) for m in a.members] == [repr(m) for m in b.members]
+    for name in ("classes_", "pos_label_", "max_samples_"):
+        assert np.array_equal(getattr(from_labels, name), getattr(from_counts, name)), name
+
+
+def _job(source, *, estimator, n_splits=5, positive=None, metrics=("g_mean", "f_measure", "auc")):
+    data = {"source": str(source)}
+    if positive is not None:
+        data["positive"] = positive
+    return validate_job({"name": "planned", "data": data, "estimator": estimator,
+                         "cv": {"n_splits": n_splits, "n_repeats": 2, "random_state": 4}, "metrics": list(metrics)})
+
+
+def _without_times(records):
+    return [{k: v for k, v in record.items() if not k.endswith("_time")} for record in records]
+
+
+def _out_of_fold(run_dir):
+    files = sorted((run_dir / "oof").iterdir())
+    return [(f.name, {k: v for k, v in np.load(f).items()}) for f in files]
+
+
+@pytest.mark.parametrize("estimator", [
+    {"name": "othr"},
+    {"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "bootstrap": "balanced",
+                                         "max_samples": 40}}], ids=["othr", "ensemble"])
+def test_a_store_job_planned_from_counts_equals_the_in_memory_job(scheduler, tmp_path, estimator):
+    from dimbsvm.jobs.runner import plan_run
+
+    data = load_keel("ecoli1")  # 336 rows, 77 minority
+    store_path = tmp_path / "ecoli1.zarr"
+    ingest((data.X, data.y), store_path, chunk_rows=9)  # 38 chunks: some hold no test row of some fold
+    job = _job(store_path, estimator=estimator)
+    stored = load_job_data(str(store_path))
+    assert isinstance(stored.X, StoreRows)
+
+    plan = plan_run(job, stored, tmp_path / "planned", data_fingerprint="x")
+    assert all(spec.train is None and spec.test is None for spec in plan.todo)  # no fold's rows in the driver
+    classes, counts = chunk_fold_counts(data.y, n_splits=5, seed=4, block_rows=9)
+    assert (counts.sum(axis=2) == 0).any()  # the plan skips chunks without rows of a fold, as index arrays do
+
+    from_store = run_job(job, scheduler, out=tmp_path / "store-run", progress=False, data=stored)
+    in_memory = run_job(job, scheduler, out=tmp_path / "memory-run", progress=False,
+                        data=JobData(X=np.asarray(stored.X[np.arange(len(data.y))]), y=data.y,
+                                     meta=dict(stored.meta)))
+    assert _without_times(from_store.folds) == _without_times(in_memory.folds)
+    for (name_a, a), (name_b, b) in zip(_out_of_fold(from_store.run_dir), _out_of_fold(in_memory.run_dir)):
+        assert name_a == name_b and a.keys() == b.keys()
+        for key in a:
+            if key == "score":  # a store's test rows are scored chunk by chunk: the last bits may differ
+                np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-12)
+            else:
+                assert np.array_equal(a[key], b[key]), (name_a, key)
+
+
+@pytest.mark.parametrize("estimator", [
+    {"name": "othr"},
+    {"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "bootstrap": "balanced",
+                                         "max_samples": 40}}], ids=["othr", "ensemble"])
+def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(scheduler, tmp_path, estimator):
+    """The fold engine over a store: the same records, predictions and models, bit for bit, whether the driver
+    hands it each fold's index arrays or only the split it computes the counts of."""
+    from dimbsvm.jobs.runner import fold_setup
+    from dimbsvm.model_selection.folds import FoldSpec, run_folds
+    from dimbsvm.model_selection.splits import repeat_splits
+
+    data = load_keel("ecoli1")
+    store_path = tmp_path / "ecoli1.zarr"
+    ingest((data.X, data.y), store_path, chunk_rows=9)
+    stored = load_job_data(str(store_path))
+    setup = fold_setup(_job(store_path, estimator=estimator), 1, keep_predictions=True)
+    split = {"n_splits": 5, "seed": 4}
+    as_rows = [FoldSpec((4, fold), train, test, split=dict(split, fold=fold))
+               for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=5, seed=4))]
+    as_rows.append(FoldSpec(("final",), np.arange(len(data.y)), np.empty(0, dtype=np.int64),
+                            split=dict(split, seed=None, fold=None)))
+    by_counts = [FoldSpec(spec.key, None, None, split=spec.split) for spec in as_rows]
+    labels = stored.X.labels()
+    given, _ = run_folds(setup, stored.X, stored.y, as_rows, client=scheduler, task_labels=labels)
+    planned, _ = run_folds(setup, stored.X, stored.y, by_counts, client=scheduler, task_labels=labels)
+    for a, b in zip(given[:-1], planned[:-1]):
+        assert _without_times([a["record"]]) == _without_times([b["record"]])
+        for key in ("rows", "y_pred", "score"):
+            assert np.array_equal(a["predictions"][key], b["predictions"][key]), key
+    final_a, final_b = given[-1]["model"], planned[-1]["model"]
+    X = np.asarray(stored.X[np.arange(len(data.y))])
+    assert np.array_equal(final_a.decision_function(X), final_b.decision_function(X))
+
+
+def test_a_store_coded_otherwise_than_the_job_is_scored_in_the_jobs_codes(tmp_path):
+    """``data.positive`` naming the class a store codes 0: its tasks read the labels in the job's codes.
+
+    (Before, the tasks read the store's own codes and scored the other class
+    as positive: an F-measure of 0.48 instead of 0.97 on yeast5, silently.)
+    """
+    data = load_keel("yeast5")
+    store_path = tmp_path / "yeast5.zarr"
+    ingest(data, store_path, chunk_rows=200)  # its class map: {negative: 0, positive: 1}
+    assert json.loads(json.dumps(load_job_data(str(store_path)).meta["class_map"])) == {"negative": 0, "positive": 1}
+    estimator = {"name": "othr"}
+    from_store = run_job(_job(store_path, estimator=estimator, n_splits=3, positive="negative"), None,
+                         out=tmp_path / "store-run", progress=False)
+    from_file = run_job(_job("yeast5", estimator=estimator, n_splits=3, positive="negative"), None,
+                        out=tmp_path / "file-run", progress=False)
+    assert _without_times(from_store.folds) == _without_times(from_file.folds)
+    # the truth by name: the F-measure of 'negative' (1440 of 1484 rows) from the out-of-fold predictions
+    from sklearn.metrics import f1_score
+
+    for name, oof in _out_of_fold(from_store.run_dir):
+        is_negative = data.y[oof["row"]] == data.class_map["negative"]
+        assert np.array_equal(oof["y_true"] == 1, is_negative)
+        fold = [r for r in from_store.folds if f"seed{r['seed']}-fold{r['fold']}.npz" == name][0]
+        assert fold["f_measure"] == pytest.approx(f1_score(is_negative, oof["y_pred"] == 1))
+        assert fold["f_measure"] > 0.9
