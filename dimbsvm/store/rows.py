@@ -6,7 +6,7 @@ import numpy as np
 
 from ..exceptions import StoreError
 
-__all__ = ["StoreLabels", "StoreRows"]
+__all__ = ["StoreLabels", "StoreRows", "check_version"]
 
 # Labels each process has read, by store path and fingerprint: every task on a worker shares one copy.
 _LABELS: dict = {}
@@ -77,7 +77,9 @@ class StoreRows:
             return self._take_cached(rows, dtype, cache)
         try:
             if _is_contiguous(rows) and rows[-1] < self._array.shape[0]:  # e.g. a chunk: a slice is twice as fast
-                return np.asarray(self._array[int(rows[0]):int(rows[-1]) + 1], dtype=dtype)
+                block = np.asarray(self._array[int(rows[0]):int(rows[-1]) + 1], dtype=dtype)
+                self._check_version()
+                return block
             # zarr reads the chunks these rows touch; sorting keeps that sequential
             order = np.argsort(rows, kind="stable")
             block = self._array.get_orthogonal_selection((rows[order],))
@@ -85,9 +87,23 @@ class StoreRows:
             raise
         except ValueError as exc:  # a failed checksum
             raise StoreError(self._damage(rows, exc)) from exc
+        self._check_version()
         out = np.empty_like(block, dtype=dtype or block.dtype)
         out[order] = block
         return out
+
+    def _check_version(self):
+        """Refuse rows read from a store that is no longer the one the handle was made for.
+
+        A store replaced at its path (``dimbsvm ingest --overwrite``) while a
+        job reads it would otherwise give the job's tasks a mix of the old
+        and the new rows. Checked after every read from disk: a read that
+        met the new store's chunks finds the new store's meta after it (the
+        two are swapped in at once). Cached chunks were read and checked
+        before.
+        """
+        if self.fingerprint:
+            check_version(self.path, self.fingerprint)
 
     def _cache(self):
         """This process's chunk cache, or ``None`` (no fingerprint to key it by, or a cache of no bytes)."""
@@ -135,6 +151,7 @@ class StoreRows:
                 raise
             except ValueError as exc:  # a failed checksum
                 raise StoreError(self._damage(np.array([start]), exc)) from exc  # (one row names its chunk)
+            self._check_version()
             cache.put(key, block)
         return block
 
@@ -178,6 +195,30 @@ class StoreRows:
 
     def __repr__(self):
         return f"StoreRows({self.path!r}, shape={self.shape})"
+
+
+def check_version(path, fingerprint: str, *, content: bool = True) -> None:
+    """Raise :class:`~dimbsvm.exceptions.StoreError` if the store at ``path`` no longer holds ``fingerprint``.
+
+    ``content``: ``fingerprint`` is the store's content fingerprint (its
+    source's and its dtype, :func:`~dimbsvm.store.content_fingerprint`), else
+    its source's alone (what the labels depend on).
+    """
+    from .fingerprints import content_fingerprint
+    from .location import is_url
+    from .stages import read_meta
+
+    if is_url(path):  # a store at a URL is never replaced (store.placement): nothing to check
+        return
+    try:
+        meta = read_meta(path) or {}
+    except StoreError:
+        meta = {}
+    now = content_fingerprint(meta) if content else meta.get("fingerprint") or ""
+    if now != fingerprint:
+        raise StoreError(f"store {path} was replaced while this job read it (it held {fingerprint[:12] or 'nothing'}"
+                         f", now {now[:12] or 'nothing'}): no result mixes the two; run the job again on the "
+                         "store as it is now")
 
 
 def _is_contiguous(rows) -> bool:
@@ -225,11 +266,14 @@ class StoreLabels:
                 try:
                     from ._zarr import open_group
 
-                    _LABELS[stored_key] = np.asarray(open_group(self.path, mode="r")["y"][:])
+                    values = np.asarray(open_group(self.path, mode="r")["y"][:])
                 except StoreError:
                     raise
                 except ValueError as exc:  # a failed checksum
                     raise StoreError(f"store {self.path}: the labels have a damaged chunk: {exc}") from exc
+                if self.fingerprint:  # the labels of the store the handle was made for, not of its replacement
+                    check_version(self.path, self.fingerprint, content=False)
+                _LABELS[stored_key] = values
             if key != stored_key:
                 _LABELS[key] = _recoded(_LABELS[stored_key], self.codes)
         return _LABELS[key]
