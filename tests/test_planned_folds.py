@@ -204,3 +204,4 @@ def test_a_store_coded_otherwise_than_the_job_is_scored_in_the_jobs_codes(tmp_pa
         fold = [r for r in from_store.folds if f"seed{r['seed']}-fold{r['fold']}.npz" == name][0]
         assert fold["f_measure"] == pytest.approx(f1_score(is_negative, oof["y_pred"] == 1))
         assert fold["f_measure"] > 0.9
+

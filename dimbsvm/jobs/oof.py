@@ -93,16 +93,43 @@ def load_oof(run_dir) -> dict:
                    for p in directory.glob("seed*-fold*.npz") if _NAME.search(p.name))
     if not files:
         raise FileNotFoundError(f"{run_dir} has no out-of-fold predictions ({OOF_DIR}/seed*-fold*.npz)")
-    columns = {name: [] for name in ("seed", "fold", "row", "y_true", "y_pred", "score", "proba")}
-    for (seed, fold), path in files:
+    # every file's lengths and dtypes first, read from the .npy headers alone: the columns are then filled in
+    # place, so that the peak is the result, not the result and every file's arrays beside it
+    layouts = [_npz_layout(path) for _, path in files]
+    names = ["row", "y_true", "y_pred", "score"]
+    if all("proba" in layout for layout in layouts):  # some fold (or every one) without: no probabilities to show
+        names.append("proba")
+    total = sum(layout["row"][0] for layout in layouts)
+    columns = {"seed": np.empty(total, dtype=np.int64), "fold": np.empty(total, dtype=np.int64)}
+    for name in names:
+        columns[name] = np.empty(total, dtype=np.result_type(*[layout[name][1] for layout in layouts]))
+    start = 0
+    for ((seed, fold), path), layout in zip(files, layouts):
+        stop = start + layout["row"][0]
+        columns["seed"][start:stop], columns["fold"][start:stop] = seed, fold
         with np.load(path) as saved:
-            n = len(saved["row"])
-            columns["seed"].append(np.full(n, seed, dtype=np.int64))
-            columns["fold"].append(np.full(n, fold, dtype=np.int64))
-            for name in ("row", "y_true", "y_pred", "score"):
-                columns[name].append(saved[name])
-            if "proba" in saved.files:
-                columns["proba"].append(saved["proba"])
-    if len(columns["proba"]) != len(files):  # some fold (or every one) has none: no probabilities to show
-        del columns["proba"]
-    return {name: np.concatenate(parts) for name, parts in columns.items()}
+            for name in names:
+                columns[name][start:stop] = saved[name]
+        start = stop
+    return columns
+
+
+def _npz_layout(path) -> dict:
+    """``{array name: (length, dtype)}`` of a fold's ``.npz`` file, from the headers of its arrays."""
+    import zipfile
+
+    from numpy.lib import format as npy
+
+    readers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+    layout = {}
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.namelist():
+            with archive.open(member) as handle:
+                version = npy.read_magic(handle)
+                if version in readers:
+                    shape, _, dtype = readers[version](handle)
+                else:  # a header version numpy writes only for unusual field names: read the array itself
+                    array = npy.read_array(handle)
+                    shape, dtype = array.shape, array.dtype
+            layout[member.removesuffix(".npy")] = (int(shape[0]) if shape else 0, dtype)
+    return layout
