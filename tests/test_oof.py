@@ -31,3 +31,72 @@ def test_out_of_fold_files_load_as_numpy_concatenates_them(tmp_path, with_proba)
     assert loaded.keys() == expected.keys()
     for name, values in expected.items():
         assert loaded[name].dtype == values.dtype and np.array_equal(loaded[name], values), name
+
+
+def _store_folds(tmp_path):
+    from dimbsvm.datasets import load_keel
+    from dimbsvm.jobs import validate_job
+    from dimbsvm.jobs.data import load_job_data
+    from dimbsvm.jobs.runner import fold_setup
+    from dimbsvm.model_selection.folds import FoldSpec
+    from dimbsvm.store import ingest
+
+    data = load_keel("ecoli1")
+    ingest((data.X, data.y), tmp_path / "ecoli1.zarr", chunk_rows=40)
+    stored = load_job_data(str(tmp_path / "ecoli1.zarr"))
+    job = validate_job({"name": "w", "data": {"source": str(tmp_path / "ecoli1.zarr")},
+                        "estimator": {"name": "ensemble_othr", "params": {"estimator": "linear_svc",
+                                                                          "n_estimators": 3}},
+                        "cv": {"n_splits": 3}})
+    specs = [FoldSpec((0, fold), None, None, split={"n_splits": 3, "seed": 0, "fold": fold}) for fold in range(3)]
+    return stored, specs, lambda **kw: fold_setup(job, 1, keep_predictions=True, **kw)
+
+
+def test_a_folds_tasks_write_its_predictions_and_the_driver_receives_none(scheduler, tmp_path):
+    """The files the tasks write equal those the driver writes from the predictions handed back to it."""
+    from dimbsvm.jobs.oof import FoldPredictionWriter, load_oof, save_fold_predictions
+    from dimbsvm.model_selection.folds import run_folds
+
+    stored, specs, setup = _store_folds(tmp_path)
+    labels = stored.X.labels()
+    writer = FoldPredictionWriter.open(tmp_path / "by-tasks" / "oof")
+    written, _ = run_folds(setup(prediction_sink=writer), stored.X, stored.y, specs, client=scheduler,
+                           task_labels=labels)
+    writer.close()
+    assert all("predictions" not in result and "record" in result for result in written)
+    assert sorted(p.name for p in (tmp_path / "by-tasks" / "oof").iterdir()) == [f"seed0-fold{f}.npz" for f in range(3)]
+
+    handed, _ = run_folds(setup(), stored.X, stored.y, specs, client=scheduler, task_labels=labels)
+    for spec, result in zip(specs, handed):
+        p = result["predictions"]
+        save_fold_predictions(tmp_path / "by-driver" / "oof", spec.key, p["rows"], stored.y[p["rows"]], p["y_pred"],
+                              p["score"], p["proba"])
+    assert [r["record"] for r in written] == [r["record"] for r in handed]
+    by_tasks, by_driver = load_oof(tmp_path / "by-tasks"), load_oof(tmp_path / "by-driver")
+    assert by_tasks.keys() == by_driver.keys()
+    for name in by_tasks:
+        assert by_tasks[name].dtype == by_driver[name].dtype and np.array_equal(by_tasks[name], by_driver[name])
+
+
+def test_a_task_that_cannot_reach_the_run_directory_hands_its_predictions_back(tmp_path):
+    # where the driver's marker is not found (a worker on another machine), nothing is written there
+    from dimbsvm.jobs.oof import FoldPredictionWriter
+    from dimbsvm.model_selection.folds import run_folds
+
+    stored, specs, setup = _store_folds(tmp_path)
+    writer = FoldPredictionWriter.open(tmp_path / "oof")
+    writer.close()  # as if the directory were another machine's
+    results, _ = run_folds(setup(prediction_sink=writer), stored.X, stored.y, specs, client=None,
+                           task_labels=stored.X.labels())
+    assert all(len(result["predictions"]["rows"]) == result["record"]["n_test"] for result in results)
+    assert list((tmp_path / "oof").iterdir()) == []
+
+
+def test_markers_of_an_interrupted_run_are_removed_when_its_tasks_write_again(tmp_path):
+    from dimbsvm.jobs.oof import FoldPredictionWriter
+
+    left = FoldPredictionWriter.open(tmp_path)  # never closed: the run was killed
+    again = FoldPredictionWriter.open(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [f".tasks-write-{again.token}"] and left.token != again.token
+    again.close()
+    assert list(tmp_path.iterdir()) == []

@@ -20,19 +20,24 @@ dimbsvm), each holding
 One file per fold, written when the fold finishes (before its record, so a
 fold recorded as finished has its predictions), keeps a resumed run's
 predictions and the memory of the process that writes them bounded by one
-fold. :func:`load_oof` gathers them.
+fold. The task that scores a fold writes its file where it can reach the run
+directory (:class:`FoldPredictionWriter`), else the driver does.
+:func:`load_oof` gathers them.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .._locks import atomic_file
 
-__all__ = ["OOF_DIR", "fold_predictions_path", "load_oof", "save_fold_predictions"]
+__all__ = ["OOF_DIR", "FoldPredictionWriter", "fold_predictions_path", "load_oof", "save_fold_predictions"]
 
 #: The run directory's subdirectory of out-of-fold predictions.
 OOF_DIR = "oof"
@@ -65,6 +70,57 @@ def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=Non
     with atomic_file(path) as handle:  # a temporary name of this writer's own, on disk before the rename
         np.savez(handle, **arrays)
     return path
+
+
+@dataclass(frozen=True)
+class FoldPredictionWriter:
+    """The tasks that score a fold write its out-of-fold file themselves, where they can reach the directory.
+
+    A run's driver then receives each fold's record, not its test rows'
+    predictions (:class:`~dimbsvm.model_selection.folds.PredictionSink`).
+    Whether a task's process reaches the directory is told by a marker file
+    the driver wrote there (:meth:`open`): a worker on another machine, where
+    the same path does not exist or is another directory, finds no marker
+    and hands the predictions back as before.
+
+    Attributes
+    ----------
+    directory : str
+        The run's ``oof`` directory (in its partial directory).
+    token : str
+        The marker's name: ``.tasks-write-<token>``.
+    """
+
+    directory: str
+    token: str
+
+    @classmethod
+    def open(cls, directory) -> "FoldPredictionWriter":
+        """Create ``directory`` and its marker: a writer for this run's tasks.
+
+        Markers an interrupted run left there are removed first (the run
+        directory is claimed by this process: no other writer uses them).
+        """
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        for stale in Path(directory).glob(".tasks-write-*"):
+            stale.unlink(missing_ok=True)
+        writer = cls(str(directory), secrets.token_hex(8))
+        Path(writer.marker).touch()
+        return writer
+
+    @property
+    def marker(self) -> str:
+        return os.path.join(self.directory, f".tasks-write-{self.token}")
+
+    def close(self) -> None:
+        """Remove the marker (the run directory keeps only the fold files)."""
+        Path(self.marker).unlink(missing_ok=True)
+
+    def __call__(self, key, rows, y_true, y_pred, score, proba) -> bool:
+        if not os.path.exists(self.marker):  # not the driver's directory where this task runs
+            return False
+        save_fold_predictions(self.directory, key, rows, y_true, y_pred, score, proba)
+        return True
 
 
 def load_oof(run_dir) -> dict:

@@ -53,7 +53,7 @@ from ..artifacts import load_artifact, save_model
 from .checks import CheckedJob
 from .data import JobData, check_job_data, code_labels, load_job_data
 from .job_spec import JobSpec
-from .oof import OOF_DIR, fold_predictions_path, save_fold_predictions
+from .oof import OOF_DIR, FoldPredictionWriter, fold_predictions_path, save_fold_predictions
 from .report_drawing import draw_ahead, prepare_drawing, report_process, write_report
 from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
                       save_fold, summary_markdown, write_json)
@@ -86,7 +86,7 @@ class RunResult:
 
 
 def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Search | None = None,
-               keep_predictions: bool = False, part_store=None) -> FoldSetup:
+               keep_predictions: bool = False, part_store=None, prediction_sink=None) -> FoldSetup:
     """The fold engine's setup of a job: its estimator, preprocessing, feature stages fitted per fold and metrics.
 
     Parameters
@@ -96,7 +96,7 @@ def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Sea
         The positive class as the labels are coded (:func:`~dimbsvm.jobs.data.code_labels`).
     metrics : sequence of str, default=None
         Scored on the test rows; default the job's.
-    stage, search, keep_predictions, part_store
+    stage, search, keep_predictions, part_store, prediction_sink
         As :class:`~dimbsvm.model_selection.folds.FoldSetup` takes them.
     """
     return FoldSetup(
@@ -104,7 +104,7 @@ def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Sea
         scaler=job.preprocessing.scaler, impute=job.preprocessing.impute,
         features=tuple(make_feature(stage.name, stage.plain_params()) for stage in job.fitted_features),
         metrics=job.metrics if metrics is None else tuple(metrics), stage=stage, search=search,
-        keep_predictions=keep_predictions, part_store=part_store)
+        keep_predictions=keep_predictions, part_store=part_store, prediction_sink=prediction_sink)
 
 
 def job_estimator(job: JobSpec):
@@ -381,10 +381,11 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             warn_failed_fits(spec.key, selection, search.error_score)
         if spec.key != FINAL_MODEL:
             # predictions first: a fold recorded as finished has its out-of-fold predictions saved
-            predictions = result.pop("predictions")
-            test = predictions["rows"]  # (a store's fold planned from counts: computed by its tasks)
-            save_fold_predictions(partial / OOF_DIR, spec.key, test, data.y[test],
-                                  predictions["y_pred"], predictions["score"], predictions.get("proba"))
+            predictions = result.pop("predictions", None)  # None: the fold's task wrote them (FoldPredictionWriter)
+            if predictions is not None:
+                test = predictions["rows"]
+                save_fold_predictions(partial / OOF_DIR, spec.key, test, data.y[test],
+                                      predictions["y_pred"], predictions["score"], predictions.get("proba"))
             save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
             records[spec.key] = result["record"]
             unsaved.discard(spec.key)
@@ -397,7 +398,9 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
         stage = build_stored_stage(stage, data, client=client)
         phases["stored stage"] = time.perf_counter() - phase
     parts = PartDirectory(partial / "members", background=True)  # members saved while the next one fits
-    setup = fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True, part_store=parts)
+    writer = FoldPredictionWriter.open(partial / OOF_DIR)  # the folds' tasks write their predictions there
+    setup = fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True, part_store=parts,
+                       prediction_sink=writer)
     phase = time.perf_counter()
     try:
         # a job run in this process runs its tasks in order, as a one-thread worker would: one BLAS thread
@@ -406,6 +409,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
                                                     on_result=save, progress=progress, store_labels=True)
     finally:
         parts.close()
+        writer.close()
         if threads is not None:
             threads.shutdown(wait=False)  # sections being drawn finish; the report waits for them
     phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase

@@ -35,6 +35,7 @@ from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
 __all__ = ["FoldRows", "PreparedFold", "finish_fold", "fit_part", "fit_parts", "fitted_parts", "fold_rows",
+           "handed_predictions",
            "prepare_fold"]
 
 
@@ -212,7 +213,7 @@ def fitted_parts(parts):
 
 
 def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, key, metrics,
-                pos_label, keep_model=False, keep_predictions=False):
+                pos_label, keep_model=False, keep_predictions=False, prediction_sink=None):
     """Task body: the fold's model from its parts, then its test rows predicted and scored in one pass.
 
     Parameters
@@ -229,6 +230,9 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         Also return the test rows' predictions, positive-class scores and
         (for a model with ``predict_proba``) probabilities: out-of-fold
         predictions, in test-row order.
+    prediction_sink : PredictionSink, default=None
+        Where the task writes those predictions itself, if it can where it
+        runs: they are then left out of the result.
 
     Returns
     -------
@@ -271,5 +275,18 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
     record.update(fitted_thresholds(final))
     out["record"] = record
     if keep_predictions:
-        out["predictions"] = {"rows": rows.test, "y_pred": y_pred, "score": scores, "proba": proba}
+        kept = handed_predictions(prediction_sink, key, rows.test, np.asarray(y)[rows.test], y_pred, scores, proba)
+        if kept is not None:
+            out["predictions"] = kept
     return out
+
+
+def handed_predictions(sink, key, test, y_true, y_pred, score, proba):
+    """A fold's out-of-fold predictions for its result: ``None`` where ``sink`` wrote them where the task runs.
+
+    The driver then receives the fold's record alone, not an array of its
+    test rows (:class:`~dimbsvm.model_selection.folds.PredictionSink`).
+    """
+    if sink is not None and sink(key, test, y_true, y_pred, score, proba):
+        return None
+    return {"rows": test, "y_pred": y_pred, "score": score, "proba": proba}

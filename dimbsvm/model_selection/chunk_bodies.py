@@ -17,7 +17,8 @@ import numpy as np
 from sklearn.base import clone
 
 from ..rows import RowSubset, cache_blocks, take_rows
-from .bodies import FoldRows, PreparedFold, fold_pipeline, row_view, scoring_inputs, training_data
+from .bodies import (FoldRows, PreparedFold, fold_pipeline, handed_predictions, row_view, scoring_inputs,
+                     training_data)
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 from .spans import block_range, rows_within
 
@@ -207,7 +208,7 @@ def model_of(assembled):
 
 
 def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label, keep_model=False,
-                keep_predictions=False):
+                keep_predictions=False, prediction_sink=None):
     """Task body: the fold's record from its scored chunks (in test-row order); as :func:`finish_fold`."""
     y_pred = np.concatenate([part[0] for part in scored])
     values = np.concatenate([part[1] for part in scored]) if needs_scores(metrics) or keep_predictions else None
@@ -224,5 +225,7 @@ def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label
     if keep_predictions:
         with_proba = all(part[3] is not None for part in scored)
         proba = np.concatenate([part[3] for part in scored]) if with_proba and scored else None
-        out["predictions"] = {"rows": rows.test, "y_pred": y_pred, "score": values, "proba": proba}
+        kept = handed_predictions(prediction_sink, key, rows.test, np.asarray(y)[rows.test], y_pred, values, proba)
+        if kept is not None:
+            out["predictions"] = kept
     return out

@@ -43,8 +43,8 @@ from .screened_fold import add_screened_fit
 from .searched_folds import add_searched_fold
 from .threshold_tasks import add_ranged_search, range_search_params
 
-__all__ = ["MEMBER_TASK_ROWS", "RANGED_THRESHOLD", "FoldLayout", "FoldSetup", "FoldSpec", "PartStore", "add_fold",
-           "members_per_task", "run_folds"]
+__all__ = ["MEMBER_TASK_ROWS", "RANGED_THRESHOLD", "FoldLayout", "FoldSetup", "FoldSpec", "PartStore",
+           "PredictionSink", "add_fold", "members_per_task", "run_folds"]
 
 logger = logging.getLogger(__name__)
 
@@ -191,6 +191,10 @@ class FoldSetup:
     part_store : PartStore, default=None
         Save the parts of multi-part estimators as they finish, and reuse
         those found there instead of refitting them (not a search's parts).
+    prediction_sink : PredictionSink, default=None
+        With ``keep_predictions``: the task that scores a fold hands its
+        predictions to this where it runs, and where the sink takes them the
+        result has no ``"predictions"``.
     """
 
     estimator: object
@@ -203,10 +207,22 @@ class FoldSetup:
     search: Search | None = None
     keep_predictions: bool = False
     part_store: PartStore | None = None
+    prediction_sink: PredictionSink | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "features", tuple(self.features))
         object.__setattr__(self, "metrics", tuple(self.metrics))
+
+
+class PredictionSink(Protocol):
+    """Where a fold's task writes its out-of-fold predictions itself, so that they never reach the driver.
+
+    The job layer gives one (:class:`dimbsvm.jobs.oof.FoldPredictionWriter`);
+    it is pickled into the tasks, so it must be small and picklable.
+    """
+
+    def __call__(self, key, rows, y_true, y_pred, score, proba) -> bool:
+        """Write fold ``key``'s predictions if this process can reach their place; whether it did."""
 
 
 class PartStore(Protocol):
@@ -362,7 +378,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                             estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
                                             pos_label=pos_label, keep_model=spec.keep_model,
-                                            keep_predictions=keep_predictions),
+                                            keep_predictions=keep_predictions,
+                                            prediction_sink=setup.prediction_sink),
                           watch=True, name="finish", cost=costs.finish())
         return finish, saved_parts, reused
     # the test rows of a store scored as one task per stored chunk, after the model is assembled
@@ -378,7 +395,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
               for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
                                         metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model,
-                                        keep_predictions=keep_predictions),
+                                        keep_predictions=keep_predictions, prediction_sink=setup.prediction_sink),
                       watch=True, name="finish")
     return finish, saved_parts, reused
 

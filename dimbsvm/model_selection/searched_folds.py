@@ -133,7 +133,7 @@ def add_searched_fold(plan: TaskPlan, spec, setup, *, X, y, labels, in_store=Fal
     return plan.add(finish_chosen, dict(X=X, y=y, prepared=prepared, rows=outer, parts=fitted, selection=selection,
                                         options=options, key=spec.key, metrics=tuple(metrics),
                                         pos_label=pos_label, keep_model=spec.keep_model,
-                                        keep_predictions=keep_predictions),
+                                        keep_predictions=keep_predictions, prediction_sink=setup.prediction_sink),
                     watch=True, name="finish")
 
 
@@ -276,7 +276,7 @@ def fit_chosen_part(X, y, prepared, rows, *, selection, options, index, gathered
 
 
 def finish_chosen(X, y, prepared, rows, parts, *, selection, options, key, metrics, pos_label,
-                  keep_model=False, keep_predictions=False):
+                  keep_model=False, keep_predictions=False, prediction_sink=None):
     """Task body: :func:`~dimbsvm.model_selection.bodies.finish_fold` with the chosen candidate.
 
     The result also has ``"search"`` (the selection, with every candidate's
@@ -288,7 +288,7 @@ def finish_chosen(X, y, prepared, rows, parts, *, selection, options, key, metri
     estimator, _, seeds = options[selection["index"]]
     out = finish_fold(X, y, prepared, rows, [part for part in parts if part is not None],
                       estimator=estimator, seeds=seeds, key=key, metrics=metrics, pos_label=pos_label,
-                      keep_model=keep_model, keep_predictions=keep_predictions)
+                      keep_model=keep_model, keep_predictions=keep_predictions, prediction_sink=prediction_sink)
     if "record" in out:
         out["record"]["params"] = dict(selection["params"])
         if "fit_time" in out["record"]:  # what choosing the model cost is part of fitting it, as in GridSearchCV
