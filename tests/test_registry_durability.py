@@ -479,3 +479,24 @@ def test_a_half_written_version_is_not_listed_and_is_cleared(tmp_path):
     assert not half.exists() and v2.startswith("v0002-") and [v["id"] for v in reg.versions()] == [v1, v2]
     shutil.rmtree(root / "versions" / v1)  # numbers follow the highest, not the count
     assert reg.add_version(_model(), job_text="x", info={}, model_meta={}).startswith("v0003-")
+
+
+@pytest.mark.parametrize("edit", ["history", "both"])
+def test_a_registry_edited_to_name_a_version_outside_itself_serves_nothing(tmp_path, edit):
+    """A history (and pointer) naming ``../../elsewhere``: loading the champion is refused in one line, and the
+    model placed outside the registry is never read (issue 50, item 4)."""
+    reg, versions = _registry(tmp_path / "reg", n_versions=1)
+    outside = tmp_path / "evil_outside"
+    shutil.copytree(tmp_path / "reg" / "versions" / versions[0], outside)  # a loadable model, outside
+    evil = "../../evil_outside"
+    history = tmp_path / "reg" / "history.jsonl"
+    history.write_text(history.read_text().replace(versions[0], evil))
+    if edit == "both":
+        pointer = tmp_path / "reg" / "champion.json"
+        pointer.write_text(pointer.read_text().replace(versions[0], evil))
+    reg = ModelRegistry(tmp_path / "reg")
+    assert reg.champion() == evil  # what the files say; serving it is what must not happen
+    for call in (lambda: reg.load(reg.resolve("champion")), lambda: reg.verify(evil)):
+        with pytest.raises(StoreError, match="is not a version of this registry") as caught:
+            call()
+        assert "\n" not in str(caught.value)

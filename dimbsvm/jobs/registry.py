@@ -77,6 +77,8 @@ CHAMPION_ACTIONS = ("promote", "manual_promote", "rollback")
 _MARKER, _HISTORY, _POINTER, _LOCK = "registry.json", "history.jsonl", "champion.json", ".lock"
 _TRACKING = "tracking.json"
 _VERSION_NAME = re.compile(r"v(\d+)-")
+#: What a version id may be: a plain name (no separator, not ``.`` or ``..``).
+_VERSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _now() -> str:
@@ -212,7 +214,7 @@ class ModelRegistry:
         StoreError
             Unknown version, or its artifact fails verification (tampered or damaged).
         """
-        path = self.root / "versions" / version
+        path = self._version_path(version)
         if not (path / "version.json").exists():
             raise StoreError(f"registry {self.root}: no version {version!r}")
         try:
@@ -222,7 +224,7 @@ class ModelRegistry:
 
     def verify(self, version: str) -> None:
         """Check a version's artifact against its manifest without loading it."""
-        verify_model(self.root / "versions" / version / "model")
+        verify_model(self._version_path(version) / "model")
 
     # -- writing ---------------------------------------------------------
     def add_version(self, model, *, job_text: str, info: dict, model_meta: dict) -> str:
@@ -508,8 +510,24 @@ class ModelRegistry:
             write_atomic(self.root / _POINTER, _pointer_text(state.champion, last), error=StoreError)
 
     def _require(self, version: str) -> None:
-        if not (self.root / "versions" / version / "version.json").exists():
+        if not (self._version_path(version) / "version.json").exists():
             raise StoreError(f"registry {self.root}: no version {version!r}")
+
+    def _version_path(self, version) -> Path:
+        """The directory of ``version``, which must be one of ``versions/``'s own entries.
+
+        A version id comes from the registry's files (its history, its
+        champion pointer), which anyone with write access may have edited:
+        an id such as ``../../elsewhere`` must not make the registry serve a
+        model from outside itself.
+        """
+        versions = self.root / "versions"
+        version = str(version)
+        path = versions / version
+        if not _VERSION_ID.fullmatch(version) or path.resolve().parent != versions.resolve():
+            raise StoreError(f"registry {self.root}: version {version!r} is not a version of this registry (it "
+                             "names a path outside versions/); its history or champion pointer was edited or damaged")
+        return path
 
     def _change_champion(self, event: dict) -> None:
         """Commit a champion change: pointer prepared, event appended (the commit), pointer swapped."""
