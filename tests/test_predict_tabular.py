@@ -287,3 +287,20 @@ def test_a_retrained_version_scores_raw_rows_as_a_run_model_does(tmp_path):
     names, decision, _ = _expected(version_dir, frame)
     assert model.predict(frame).tolist() == names and set(names) == {"fraud", "legit"}
     np.testing.assert_array_equal(model.decision(frame), decision)
+
+
+def test_ids_a_spreadsheet_would_run_are_written_to_csv_as_text(trained, tmp_path):
+    """Formula-like ids (=, +, -, @, tab, CR first) are quoted with a leading ' in a CSV, as OWASP advises
+    (issue 50, item 4); the Parquet output keeps them as given, and plain ids are untouched."""
+    frame = _rows(1, n=8)[["uid", "x1", "colour", "x2"]]
+    ids = ["=HYPERLINK(\"http://x\",\"y\")", "=cmd|' /C calc'!A0", "@SUM(A1:A2)", "+1", "-2", "\tx", "plain-1", "7"]
+    frame["uid"] = ids
+    frame.to_parquet(tmp_path / "new.parquet", index=False)
+    model = dimbsvm.load_model(trained)
+    predict_to(model, str(tmp_path / "new.parquet"), str(tmp_path / "pred.csv"))
+    predict_to(model, str(tmp_path / "new.parquet"), str(tmp_path / "pred.parquet"))
+    written = pd.read_csv(tmp_path / "pred.csv", dtype={"uid": str}, keep_default_na=False)["uid"].tolist()
+    assert written == ["'" + i for i in ids[:6]] + ids[6:]
+    assert pd.read_parquet(tmp_path / "pred.parquet")["uid"].tolist() == ids
+    # the decision values, negative ones included, stay numbers
+    assert pd.read_csv(tmp_path / "pred.csv")["decision"].dtype == np.float64

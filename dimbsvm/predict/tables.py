@@ -364,8 +364,42 @@ def _write_parquet_part(frame: pd.DataFrame, url: str, storage_options) -> int:
 
 def _write_csv_part(frame: pd.DataFrame, url: str, header: bool, storage_options) -> int:
     with _open(url, "wt", storage_options) as handle:
-        frame.to_csv(handle, index=False, header=header, lineterminator="\n")
+        spreadsheet_safe(frame).to_csv(handle, index=False, header=header, lineterminator="\n")
     return len(frame)
+
+
+#: How a cell that a spreadsheet would evaluate as a formula begins (OWASP's "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each text cell (and column name) that would start a formula quoted by a leading ``'``.
+
+    A prediction CSV repeats the input's ids (and class names), which come
+    from whoever wrote the input: opened in a spreadsheet, an id such as
+    ``=HYPERLINK(...)`` would run. A leading apostrophe makes the cell text,
+    as OWASP advises; numbers (a negative decision value) are left as they
+    are, and Parquet outputs, which no spreadsheet evaluates, are unchanged.
+
+    Examples
+    --------
+    >>> safe = spreadsheet_safe(pd.DataFrame({"id": ["=1+1", "a-1", "@SUM(A1)"], "decision": [-0.5, 1.0, 2.0]}))
+    >>> safe["id"].tolist(), safe["decision"].tolist()
+    (["'=1+1", 'a-1', "'@SUM(A1)"], [-0.5, 1.0, 2.0])
+    """
+    text = [name for name in frame.columns
+            if frame[name].dtype == object or pd.api.types.is_string_dtype(frame[name])]
+    quoted = {name: "'" + name if isinstance(name, str) and name.startswith(FORMULA_STARTS) else name
+              for name in frame.columns}
+    if not text and quoted == {name: name for name in frame.columns}:
+        return frame
+    frame = frame.copy()
+    for name in text:
+        column = frame[name]
+        risky = column.map(lambda cell: isinstance(cell, str) and cell.startswith(FORMULA_STARTS)).astype(bool)
+        if risky.any():
+            frame[name] = column.where(~risky, "'" + column.astype(str))
+    return frame.rename(columns=quoted)
 
 
 def _concatenate(urls: list, target: str, counts: list, storage_options) -> int:
