@@ -304,3 +304,20 @@ def test_ids_a_spreadsheet_would_run_are_written_to_csv_as_text(trained, tmp_pat
     assert pd.read_parquet(tmp_path / "pred.parquet")["uid"].tolist() == ids
     # the decision values, negative ones included, stay numbers
     assert pd.read_csv(tmp_path / "pred.csv")["decision"].dtype == np.float64
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv"])
+def test_a_prediction_output_in_a_bucket_that_does_not_exist_is_refused_and_not_created(trained, tmp_path,
+                                                                                       s3_bucket, suffix):
+    """A mistyped bucket is an error naming it, before any row is scored; no bucket is created (issue 50, item 3)."""
+    import s3fs
+
+    frame, source = _new_rows(tmp_path, parts=1)
+    fs = s3fs.S3FileSystem()
+    missing = f"{s3_bucket}-typo"
+    with pytest.raises(DimbsvmError, match=rf"prediction output s3://{missing}/out/pred\.{suffix}: the bucket "
+                                           rf"{missing} does not exist") as caught:
+        predict_to(dimbsvm.load_model(trained), str(source), f"s3://{missing}/out/pred.{suffix}")
+    assert "\n" not in str(caught.value)
+    fs.invalidate_cache()
+    assert not fs.exists(missing)

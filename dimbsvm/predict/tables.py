@@ -90,13 +90,18 @@ def output_kind(out) -> str:
 
 
 def check_output(out) -> None:
-    """Refuse an output that exists (dimbsvm replaces nothing) or a store at a URL, in one line."""
+    """Refuse an output that exists (dimbsvm replaces nothing), a store at a URL or a URL in a bucket that does not
+    exist, in one line."""
     text = str(out)
     if is_url(text):
         if output_kind(text) == "store":
             raise DimbsvmError(f"prediction output {text}: a Zarr store of predictions is written to a local or "
                                "shared path; at a URL, choose a .parquet or .csv output")
         fs, path = filesystem(text.rstrip("/"))
+        bucket = path.split("/", 1)[0] if "/" in path.lstrip("/") and not path.startswith("/") else ""
+        if bucket and not fs.exists(bucket):  # writing there would create it: a mistyped name becomes a bucket
+            raise DimbsvmError(f"prediction output {text}: the bucket {bucket} does not exist (dimbsvm creates no "
+                               "bucket); create it first or correct the URL")
         if fs.exists(path):
             raise DimbsvmError(f"prediction output {text} already exists; choose a new --out")
         return
