@@ -205,3 +205,43 @@ def test_a_store_coded_otherwise_than_the_job_is_scored_in_the_jobs_codes(tmp_pa
         assert fold["f_measure"] == pytest.approx(f1_score(is_negative, oof["y_pred"] == 1))
         assert fold["f_measure"] > 0.9
 
+
+
+def test_a_fold_assigned_by_its_repeat_gives_scikit_learns_rows_and_pickles_one_byte_a_row():
+    import pickle
+
+    from dimbsvm.model_selection.bodies import assigned_rows, every_row, fold_assignment
+
+    rng = np.random.default_rng(3)
+    y = (rng.random(10_000) < 0.05).astype(np.int64)
+    assignment = fold_assignment(y, n_splits=3, seed=7)
+    splitter = StratifiedKFold(n_splits=3, shuffle=True, random_state=7)
+    for fold, (train, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
+        rows = assigned_rows(assignment, fold=fold)
+        assert np.array_equal(rows.train, train) and np.array_equal(rows.test, test)
+        shipped = pickle.dumps(rows)  # after its index arrays were built here: they stay here
+        assert len(shipped) < 1.1 * assignment.nbytes < 0.2 * (train.nbytes + test.nbytes)
+        assert np.array_equal(pickle.loads(shipped).train, train)
+    every = every_row(y)
+    assert np.array_equal(every.train, np.arange(len(y))) and every.test.size == 0 and len(pickle.dumps(every)) < 200
+
+
+def test_the_folds_of_a_stores_repeat_share_one_assignment_task(tmp_path):
+    from dimbsvm.estimators import make_estimator
+    from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, add_fold
+    from dimbsvm.parallel import TaskPlan
+
+    data = load_keel("ecoli1")
+    ingest((data.X, data.y), tmp_path / "ecoli1.zarr", chunk_rows=50)
+    rows = load_job_data(str(tmp_path / "ecoli1.zarr")).X
+    plan, assignments = TaskPlan(), {}
+    X_ref, y_ref = plan.share(rows), plan.share(rows.labels())
+    setup = FoldSetup(make_estimator("othr", {}), 1, metrics=("g_mean",))
+    for seed in (0, 1):
+        for fold in range(3):
+            spec = FoldSpec((seed, fold), None, None, split={"n_splits": 3, "seed": seed, "fold": fold},
+                            layout=FoldLayout.of_repeat(*chunk_fold_counts(data.y, n_splits=3, seed=seed,
+                                                                           block_rows=50), fold=fold, block_rows=50))
+            add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=None, block_rows=50, assignments=assignments)
+    names = [task.name for task in plan.tasks]
+    assert names.count("assignment") == 2 and names.count("rows") == 6

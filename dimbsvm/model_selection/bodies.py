@@ -34,7 +34,7 @@ from .parts import Part
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
-__all__ = ["FoldRows", "PreparedFold", "finish_fold", "fit_part", "fit_parts", "fitted_parts", "fold_rows",
+__all__ = ["AssignedRows", "FoldRows", "PreparedFold", "assigned_rows", "every_row", "fold_assignment", "finish_fold", "fit_part", "fit_parts", "fitted_parts", "fold_rows",
            "handed_predictions",
            "prepare_fold"]
 
@@ -64,6 +64,62 @@ def fold_rows(y, *, n_splits=None, seed=None, fold=None, test_from=None) -> Fold
         return FoldRows(np.arange(len(y)), np.empty(0, dtype=np.int64))
     # this fold's rows only (the split is one pass; the other folds' index arrays are not built)
     return FoldRows(*fold_indices(np.asarray(y), n_splits=n_splits, seed=seed, fold=fold))
+
+
+class AssignedRows:
+    """A store fold's rows as its repeat's fold assignment and the fold's number; index arrays built where used.
+
+    What a task graph carries for a fold: one byte a row for the repeat (the
+    fold each row is tested in, :func:`fold_assignment`), not the fold's two
+    index arrays of eight bytes a row. A process builds ``train`` and
+    ``test`` the first time one of its tasks asks for them and keeps them on
+    this object, which a worker hands to each of its tasks (they are not
+    pickled with it). ``assignment=None``: every row is a training row (a
+    final model).
+
+    Parameters
+    ----------
+    assignment : ndarray of int or None
+    fold : int or None
+    n_rows : int
+    """
+
+    def __init__(self, assignment, fold, n_rows):
+        self.assignment, self.fold, self.n_rows = assignment, fold, int(n_rows)
+
+    @property
+    def train(self) -> np.ndarray:
+        if "_train" not in self.__dict__:
+            self._train = (np.arange(self.n_rows) if self.assignment is None
+                           else np.flatnonzero(self.assignment != self.fold))
+        return self._train
+
+    @property
+    def test(self) -> np.ndarray:
+        if "_test" not in self.__dict__:
+            self._test = (np.empty(0, dtype=np.int64) if self.assignment is None
+                          else np.flatnonzero(self.assignment == self.fold))
+        return self._test
+
+    def __getstate__(self):
+        return {"assignment": self.assignment, "fold": self.fold, "n_rows": self.n_rows}
+
+
+def fold_assignment(y, *, n_splits, seed) -> np.ndarray:
+    """Task body: the fold each row is tested in, for one repeat (:func:`~dimbsvm.model_selection.splits.fold_of_rows`)."""
+    from .splits import fold_of_rows
+
+    return fold_of_rows(np.asarray(y), n_splits=n_splits, seed=seed)
+
+
+def assigned_rows(assignment, *, fold) -> AssignedRows:
+    """Task body: fold ``fold``'s rows from its repeat's assignment (:func:`fold_assignment`)."""
+    return AssignedRows(assignment, fold, len(assignment))
+
+
+def every_row(y) -> AssignedRows:
+    """Task body: every row a training row (a final model's fold), the index array built where used."""
+    return AssignedRows(None, None, len(y))
 
 
 @dataclass

@@ -30,7 +30,8 @@ from .._counts import ClassCounts, minority_count
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bag_bodies import gather_block, member_bag, range_and_gather_block
-from .bodies import FoldRows, finish_fold, fit_part, fit_parts, fold_rows, prepare_fold
+from .bodies import (FoldRows, assigned_rows, every_row, finish_fold, fit_part, fit_parts, fold_assignment, fold_rows,
+                     prepare_fold)
 from .chunk_bodies import (assemble_fold, minmax_block_range, model_of, pooled_oob_block, prepare_from_ranges,
                            record_fold, score_block)
 from .parts import FitsInMembers, parts_of
@@ -246,7 +247,8 @@ class PartStore(Protocol):
         """Wait until every save and forget asked for is done (a store may do them in the background)."""
 
 
-def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, block_rows: int | None = None):
+def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, block_rows: int | None = None,
+             assignments: dict | None = None):
     """Add one fold's prepare / part / finish tasks to ``plan``.
 
     Parameters
@@ -267,6 +269,9 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         Rows per stored chunk when the data is a row handle on a store: the
         min-max scaler's statistics and the scoring of the test rows then run
         as one task per chunk. ``None`` (in-memory data): one task each.
+    assignments : dict, default=None
+        ``{(n_splits, seed): task}`` of the repeats' fold assignments already
+        in ``plan``, shared by the folds of a store's repeat (added to here).
 
     Returns
     -------
@@ -289,7 +294,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         raise ValueError(f"fold {spec.key} has no rows: only a store's CV fold with its layout is planned from counts")
     if spec.split is not None and block_rows:
         # a store's fold: its rows are computed where the tasks run, not sent in the graph
-        rows = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
+        rows = _store_fold_rows(plan, y, spec.split, assignments)
     else:
         rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
     # a fold planned from its layout is known by counts: the driver holds none of its rows or labels
@@ -400,6 +405,26 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     return finish, saved_parts, reused
 
 
+def _store_fold_rows(plan: TaskPlan, y, split: dict, assignments: dict | None):
+    """The task of a store fold's rows, computed where the tasks run from the labels handle ``y``.
+
+    A CV fold's rows are its repeat's fold assignment (one task per repeat,
+    shared by its folds: one byte a row travels to a worker, not two index
+    arrays of eight) and its number (:class:`~dimbsvm.model_selection.bodies.AssignedRows`);
+    a final model's are every row, built where used.
+    """
+    if "test_from" in split:
+        return plan.add(fold_rows, dict(y=y, **split), name="rows")
+    if split.get("fold") is None:
+        return plan.add(every_row, dict(y=y), name="rows")
+    key = (int(split["n_splits"]), int(split["seed"]))
+    assignments = {} if assignments is None else assignments
+    if key not in assignments:
+        assignments[key] = plan.add(fold_assignment, dict(y=y, n_splits=key[0], seed=key[1]), name="assignment",
+                                    priority=10)
+    return plan.add(assigned_rows, dict(assignment=assignments[key], fold=int(split["fold"])), name="rows")
+
+
 def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=None, progress=False, label="folds",
               task_labels=None):
     """Fit (and score) every spec as prepare / part / finish tasks in one plan.
@@ -441,9 +466,10 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
                           retries=retries)
     plan = TaskPlan()
     X_ref, y_ref = plan.share(X), plan.share(y if task_labels is None else task_labels)
-    finishes, saved_parts, reused = {}, {}, 0
+    finishes, saved_parts, reused, assignments = {}, {}, 0, {}
     for spec in specs:
-        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=y, block_rows=block_rows)
+        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=y, block_rows=block_rows,
+                                           assignments=assignments)
         finishes[finish.id] = spec
         saved_parts.update(saved)
         reused += n_reused

@@ -24,7 +24,7 @@ from sklearn.utils import check_random_state
 
 from .._counts import unique_counts
 
-__all__ = ["chunk_class_counts", "chunk_fold_counts", "fold_indices", "minority_class", "repeat_seeds", "repeat_splits", "stratified_test_folds"]
+__all__ = ["chunk_class_counts", "chunk_fold_counts", "fold_indices", "fold_of_rows", "minority_class", "repeat_seeds", "repeat_splits", "stratified_test_folds"]
 
 #: The fast path counts labels with ``np.bincount`` over ``max - min + 1`` bins: wider label ranges (sparse,
 #: identifier-like values) go to scikit-learn.
@@ -139,11 +139,7 @@ def chunk_fold_counts(y, *, n_splits: int, seed: int, block_rows: int) -> tuple[
     y = np.asarray(y)
     n_splits, block_rows = int(n_splits), int(block_rows)
     classes = unique_counts(y)[0]
-    test_folds = stratified_test_folds(y, n_splits=n_splits, seed=seed)
-    if test_folds is None:  # labels of the slow path: the folds of scikit-learn's own split
-        test_folds = np.empty(y.size, dtype=np.int32)
-        for fold, (_, test) in enumerate(repeat_splits(y, n_splits=n_splits, seed=seed)):
-            test_folds[test] = fold
+    test_folds = fold_of_rows(y, n_splits=n_splits, seed=seed)
     n_chunks = -(-y.size // block_rows)
     cells = n_splits * classes.size
     counts = np.empty((n_chunks, cells), dtype=np.int64)
@@ -152,6 +148,25 @@ def chunk_fold_counts(y, *, n_splits: int, seed: int, block_rows: int) -> tuple[
         codes = np.searchsorted(classes, y[rows])
         counts[chunk] = np.bincount(test_folds[rows].astype(np.int64) * classes.size + codes, minlength=cells)
     return classes, counts.reshape(n_chunks, n_splits, classes.size)
+
+
+def fold_of_rows(y, *, n_splits: int, seed) -> np.ndarray:
+    """The fold each row of ``y`` is tested in under :func:`repeat_splits` (any labels).
+
+    :func:`stratified_test_folds` where it applies, else the folds of
+    scikit-learn's own split, numbered.
+
+    Examples
+    --------
+    >>> fold_of_rows(np.array(["a", "b"] * 3), n_splits=3, seed=0).tolist()
+    [2, 2, 1, 0, 0, 1]
+    """
+    test_folds = stratified_test_folds(y, n_splits=n_splits, seed=seed)
+    if test_folds is None:  # labels of the slow path: the folds of scikit-learn's own split
+        test_folds = np.empty(len(y), dtype=np.int32)
+        for fold, (_, test) in enumerate(repeat_splits(y, n_splits=n_splits, seed=seed)):
+            test_folds[test] = fold
+    return test_folds
 
 
 def chunk_class_counts(y, *, block_rows: int) -> tuple[np.ndarray, np.ndarray]:
