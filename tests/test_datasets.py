@@ -348,6 +348,27 @@ def test_csv_target_and_multiclass_order(tmp_path):
     assert ds.y.tolist() == [2, 1, 2, 0]
 
 
+@pytest.mark.parametrize("name", ["label", "Label", "TARGET", "class"])
+def test_csv_label_named_column_is_the_target_not_the_last_column(tmp_path, name):
+    """A column named as a label is the label wherever it stands; the last column is a feature (issue 50, item 2)."""
+    path = write(tmp_path, "t.csv", f"x0,{name},x1\n1,yes,5\n2,no,6\n3,no,7\n")
+    ds = load_csv(path)
+    named = load_csv(path, target=name)  # the truth: the column named explicitly
+    assert ds.feature_names == named.feature_names == ["x0", "x1"]
+    assert ds.class_map == named.class_map == {"no": 0, "yes": 1}
+    assert np.array_equal(ds.X, named.X) and np.array_equal(ds.y, named.y)
+    # a model's features read without names: the same column dropped
+    from dimbsvm.datasets import load_csv_features
+
+    assert load_csv_features(path, n_features=2).tolist() == ds.X.tolist()
+
+
+def test_csv_without_a_label_named_column_takes_the_last_and_two_label_names_are_refused(tmp_path):
+    assert load_csv(write(tmp_path, "last.csv", "x0,y\n1,a\n2,b\n")).feature_names == ["x0"]
+    with pytest.raises(DataError, match=r"columns \['label', 'Target'\] could each be the label"):
+        load_csv(write(tmp_path, "two.csv", "label,x0,Target\n1,2,a\n2,3,b\n"))
+
+
 @pytest.mark.parametrize(
     "text, kwargs, match",
     [

@@ -48,8 +48,9 @@ def load_csv(path, target="class", nominal=()) -> Dataset:
         The CSV file.
     target : str, default="class"
         Name of the label column. When left at ``"class"`` and the header has
-        no such column, the last column is the label; any other name must
-        exist.
+        no such column, the column named ``label``, ``class`` or ``target`` in
+        any case (exactly one) is the label, and in a header without one, the
+        last column; any other name must exist.
     nominal : sequence of str, default=()
         Columns to one-hot encode even though their values are numbers (or
         mostly numbers), e.g. numeric category codes.
@@ -71,12 +72,7 @@ def load_csv(path, target="class", nominal=()) -> Dataset:
     """
     path = _existing_file(path)
     header, rows, line_numbers = _read_csv_rows(path)
-    if target in header:
-        target_index = header.index(target)
-    elif target == "class":
-        target_index = len(header) - 1
-    else:
-        raise DataError(f"{path}: no target column {target!r}; columns are {header}")
+    target_index = _target_index(header, target, path)
 
     declared = [nominal] if isinstance(nominal, str) else list(nominal)
     unknown = sorted(set(declared) - set(header))
@@ -119,6 +115,28 @@ def load_csv(path, target="class", nominal=()) -> Dataset:
         name=path.stem,
         source=str(path),
     )
+
+
+#: Column names (in any case) that name a label: the default target is found by them before by position.
+TARGET_NAMES = ("class", "label", "target")
+
+
+def _target_index(header, target, path) -> int:
+    """The label column of ``header``: ``target``; by default (``"class"``) a column named as a label, else the last.
+
+    A header with a column called ``label`` (or ``Class``, ``TARGET``) whose
+    last column is something else must not have that last column taken as
+    the label: only a header with no such name is read by position.
+    """
+    if target in header:
+        return header.index(target)
+    if target != "class":
+        raise DataError(f"{path}: no target column {target!r}; columns are {header}")
+    named = [j for j, name in enumerate(header) if name.strip().lower() in TARGET_NAMES]
+    if len(named) > 1:
+        raise DataError(f"{path}: columns {[header[j] for j in named]} could each be the label; keep one of them "
+                        "(or rename the others), or ingest the file with --target NAME")
+    return named[0] if named else len(header) - 1
 
 
 def load_csv_features(path, *, n_features: int, feature_names=None, target: str = "class") -> np.ndarray:
@@ -193,7 +211,7 @@ def load_csv_features(path, *, n_features: int, feature_names=None, target: str 
     if len(header) == n_features:
         keep = list(range(len(header)))
     elif len(header) == n_features + 1:
-        label = header.index(target) if target in header else len(header) - 1
+        label = _target_index(header, target, path)  # the rule load_csv trained with
         keep = [j for j in range(len(header)) if j != label]
     else:
         raise DataError(f"{path} has {len(header)} columns; the model needs {n_features} feature columns "
