@@ -107,14 +107,48 @@ def test_npz_without_names_is_positional_and_checked_by_count(trained, tmp_path)
         prediction_features(path, meta)
 
 
-def test_placeholder_names_on_either_side_are_positional():
+def test_names_a_reader_made_up_on_either_side_are_positional():
+    from dimbsvm.predict import column_names
+
     X = np.arange(6.0).reshape(2, 3)
-    same = align_features(X, ["x0", "x1", "x2"], feature_names=["c", "a", "b"], n_features=3, source="s")
-    assert same is X
-    assert align_features(X, ["c", "a", "b"], feature_names=["x0", "x1", "x2"], n_features=3, source="s") is X
+    made_up = column_names({"feature_names": ["x0", "x1", "x2"], "named_columns": False})
+    assert made_up is None
+    assert align_features(X, made_up, feature_names=["c", "a", "b"], n_features=3, source="s") is X
+    assert align_features(X, ["c", "a", "b"], feature_names=made_up, n_features=3, source="s") is X
+    # meta an earlier dimbsvm wrote (no named_columns): x0, x1, ... were made up, as it took them
+    assert column_names({"feature_names": ["x0", "x1", "x2"]}) is None
     with pytest.raises(DataError, match=r"^s: feature column\(s\) 'c' the model was trained on are missing; "
                                         r"column\(s\) 'b' occur more than once$"):
         align_features(X, ["a", "b", "b"], feature_names=["a", "b", "c"], n_features=3, source="s")
+
+
+@pytest.mark.parametrize("as_store", [False, True], ids=["npz", "store"])
+def test_names_that_read_x0_x1_are_names_when_the_data_carries_them(tmp_path, as_store):
+    """An ``.npz`` (or a store) whose ``feature_names`` are ``x0, x1, ...``, its columns moved: scored by name, as
+    the original order scores (issue 50, item 2: before, by position, every decision value was wrong)."""
+    from dimbsvm.datasets import load
+    from dimbsvm.jobs.runner import model_meta
+    from dimbsvm.jobs.spec import validate_job
+    from dimbsvm.jobs.data import JobData
+
+    data = load_keel("ecoli1")
+    names = [f"x{j}" for j in range(data.X.shape[1])]
+    np.savez(tmp_path / "train.npz", X=data.X, y=data.y, feature_names=np.array(names))
+    train = load(tmp_path / "train.npz")
+    assert train.named_columns and train.feature_names == names
+    model = build_pipeline(make_estimator("svc_balanced", {}), scaler="minmax").fit(train.X, train.y)
+    job = validate_job({"data": {"source": "unused"}, "estimator": {"name": "svc_balanced"}})
+    meta = model_meta(model, job, JobData(X=train.X, y=train.y, meta=train.meta()), 1)
+    assert meta["named_columns"] is True
+    moved = tmp_path / "moved.npz"
+    np.savez(moved, X=data.X[:, ORDER], y=data.y, feature_names=np.array(names)[ORDER])
+    source = moved
+    if as_store:
+        source = ingest(load(moved), tmp_path / "moved.zarr", chunk_rows=64).path
+    X = prediction_features(source, meta, chunk_rows=100)
+    np.testing.assert_array_equal(X.compute(), data.X)
+    np.testing.assert_allclose(_decision(model, X, tmp_path / "p.zarr"), model.decision_function(data.X),
+                               rtol=1e-12)
 
 
 def _predict(*args):

@@ -28,6 +28,12 @@ class Dataset:
         Short dataset name (file stem).
     source : str
         Path the data was read from, or a description of the generator.
+    named_columns : bool, default=True
+        Whether ``feature_names`` came with the data (a header, attribute
+        names, an ``.npz`` ``feature_names`` array), even where they read
+        ``x0, x1, ...``; ``False`` where the format has none and the reader
+        made them up (svmlight, an ``.npz`` without names): prediction then
+        matches columns by position, never by those names.
     """
 
     X: np.ndarray
@@ -37,6 +43,7 @@ class Dataset:
     class_map: dict[str, int] = field(default_factory=dict)
     name: str = ""
     source: str = ""
+    named_columns: bool = True
 
     @property
     def n_samples(self) -> int:
@@ -51,6 +58,7 @@ class Dataset:
             "n_samples": self.n_samples,
             "shape": list(self.X.shape),
             "feature_names": list(self.feature_names),
+            "named_columns": bool(self.named_columns),
             "nominal_columns": list(self.nominal_columns),
             "class_map": {str(k): int(v) for k, v in self.class_map.items()},
             "class_counts": {str(int(k)): int(c) for k, c in zip(labels, counts)},

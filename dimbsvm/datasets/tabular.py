@@ -368,6 +368,7 @@ def load_npz(path) -> Dataset:
         X=X,
         y=y,
         feature_names=feature_names,
+        named_columns="feature_names" in arrays,
         class_map=class_map,
         name=path.stem,
         source=str(path),
@@ -410,6 +411,7 @@ def load_svmlight(path) -> Dataset:
         X=X,
         y=y,
         feature_names=[f"x{j}" for j in range(X.shape[1])],
+        named_columns=False,  # the format names no column
         class_map=class_map,
         name=path.stem,
         source=str(path),
@@ -466,6 +468,7 @@ def load_agnostic(path) -> Dataset:
         X=X,
         y=y,
         feature_names=[f"x{j}" for j in range(X.shape[1])],
+        named_columns=False,  # the format names no column
         class_map=class_map,
         name=name,
         source=str(data_path),

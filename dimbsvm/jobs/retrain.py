@@ -34,6 +34,7 @@ from sklearn.model_selection import train_test_split
 
 from ..parallel import map_tasks
 from ..predict.arrays import feature_order
+from ..predict.encoding import column_names
 from ..model_selection.folds import FoldSpec
 from ..model_selection.scoring import score_rows
 from ..exceptions import DataError
@@ -282,8 +283,8 @@ def _columns_as(hold_data: JobData, data: JobData, source: str) -> JobData:
     """
     if len(hold_data.X.shape) != 2:
         return hold_data  # time series: channels, not named feature columns
-    order = feature_order(hold_data.meta.get("feature_names"), hold_data.X.shape[1],
-                          feature_names=data.meta.get("feature_names"), n_features=data.X.shape[1], source=source)
+    order = feature_order(column_names(hold_data.meta), hold_data.X.shape[1],
+                          feature_names=column_names(data.meta), n_features=data.X.shape[1], source=source)
     if order is None:
         return hold_data
     if not isinstance(hold_data.X, np.ndarray):

@@ -508,6 +508,8 @@ def model_meta(model, job: JobSpec, data, pos_label) -> dict:
         "n_features": int(data.X.shape[1]), "input_shape": list(data.X.shape[1:]),
         "class_map": data.meta.get("class_map", {}), "data_fingerprint": content_fingerprint(data.meta) or None,
         "positive_label": pos_label, "feature_names": data.meta.get("feature_names"),
+        # whether those names came with the data (prediction matches them) or a reader made them up (by position)
+        **({"named_columns": data.meta["named_columns"]} if "named_columns" in data.meta else {}),
         # input columns, training categories, class names (dimbsvm.predict)
         **prediction_meta(data.meta, pos_label=pos_label, model=model,
                           unknown_categories=job.data.unknown_categories or "error"),

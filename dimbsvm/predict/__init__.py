@@ -20,14 +20,16 @@ from .._lazy import lazy_names
 _LAZY = {
     **dict.fromkeys(("align_features", "feature_order", "has_probability", "is_store", "predict_chunks",
                      "prediction_columns", "prediction_features", "write_prediction_csv", "write_predictions"), ".arrays"),
-    **dict.fromkeys(("UNKNOWN_CATEGORIES", "InputEncoding", "RowError", "class_names", "prediction_meta"), ".encoding"),
+    **dict.fromkeys(("UNKNOWN_CATEGORIES", "InputEncoding", "RowError", "class_names", "column_names",
+                     "prediction_meta"), ".encoding"),
     **dict.fromkeys(("DimbsvmModel", "load_model"), ".model"),
     **dict.fromkeys(("COMPLETE_MARKER", "Prediction", "Written", "check_output", "output_kind", "plan_prediction",
                      "predict_to"), ".tables"),
 }
 
 __all__ = ["COMPLETE_MARKER", "UNKNOWN_CATEGORIES", "DimbsvmModel", "InputEncoding", "Prediction", "RowError",
-           "Written", "align_features", "check_output", "class_names", "feature_order", "has_probability",
+           "Written", "align_features", "check_output", "class_names", "column_names", "feature_order",
+           "has_probability",
            "is_store", "load_model", "output_kind", "plan_prediction", "predict_chunks", "predict_to",
            "prediction_columns", "prediction_features", "prediction_meta", "write_prediction_csv",
            "write_predictions"]

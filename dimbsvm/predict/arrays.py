@@ -25,6 +25,7 @@ import numpy as np
 from ..datasets import load, load_csv_features
 from ..exceptions import DataError
 from ..model_selection.scoring import positive_scores
+from .encoding import column_names
 from ..store import create_checksummed_array, finish_stage, open_stage, open_store
 from ..store.location import filesystem, is_url
 
@@ -71,15 +72,15 @@ def prediction_features(source, meta: dict, *, chunk_rows: int = 100_000) -> da.
         names) the column count differs.
     """
     path = Path(source)
-    n_features, feature_names = int(meta["n_features"]), meta.get("feature_names")
+    n_features, feature_names = int(meta["n_features"]), column_names(meta)
     if is_store(source):
         stored = open_store(source)
-        X, names = stored.X, stored.meta.get("feature_names")
+        X, names = stored.X, column_names(stored.meta)
     elif path.suffix.lower() == ".csv":  # labelled or not: the model's names choose the columns, in its order
         X, names = load_csv_features(path, n_features=n_features, feature_names=feature_names), None
     else:
         dataset = load(source)
-        X, names = dataset.X, dataset.feature_names
+        X, names = dataset.X, column_names(dataset.meta())
     X = align_features(X, names, feature_names=feature_names, n_features=n_features, source=str(source))
     return X if isinstance(X, da.Array) else da.from_array(X, chunks=(chunk_rows, -1))
 
@@ -97,10 +98,10 @@ def align_features(X, names, *, feature_names, n_features: int, source: str):
     """``X`` with its columns in the model's training order, matched by name where both sides name them.
 
     * ``names`` and ``feature_names`` are the same names: the columns are
-      taken by name (reordered where the order differs);
-    * either side has no names (``None``, or the placeholders ``x0, x1, ...``
-      that readers of unnamed formats give): the columns are taken by
-      position, and only their count is checked;
+      taken by name (reordered where the order differs), also where they
+      read ``x0, x1, ...``;
+    * either side has no names (``None``: see :func:`column_names`): the
+      columns are taken by position, and only their count is checked;
     * otherwise the data is refused, naming the missing and the extra columns.
 
     Parameters
@@ -155,7 +156,8 @@ def feature_order(names, n_columns: int, *, feature_names, n_features: int, sour
     DataError
         As :func:`align_features`.
     """
-    names, feature_names = _named(names), _named(feature_names)
+    names = None if names is None else [str(name) for name in names]
+    feature_names = None if feature_names is None else [str(name) for name in feature_names]
     if names is not None and feature_names is not None and (set(names) != set(feature_names) or
                                                            len(names) != len(set(names))):
         raise DataError(f"{source}: {_differences(names, feature_names)}")
@@ -165,14 +167,6 @@ def feature_order(names, n_columns: int, *, feature_names, n_features: int, sour
         return None
     position = {name: j for j, name in enumerate(names)}
     return [position[name] for name in feature_names]
-
-
-def _named(names) -> list[str] | None:
-    """The column names, or None where there are none (the placeholders ``x0, x1, ...`` of unnamed formats)."""
-    if names is None:
-        return None
-    names = [str(name) for name in names]
-    return None if names == [f"x{j}" for j in range(len(names))] else names
 
 
 def _differences(names: list[str], feature_names: list[str]) -> str:

@@ -35,7 +35,7 @@ from ..store.sources._cells import (
 )
 from ..store.sources._columns import GUESSED_TARGETS
 
-__all__ = ["UNKNOWN_CATEGORIES", "InputEncoding", "RowError", "class_names", "prediction_meta"]
+__all__ = ["UNKNOWN_CATEGORIES", "InputEncoding", "RowError", "class_names", "column_names", "prediction_meta"]
 
 logger = logging.getLogger(__name__)
 
@@ -163,8 +163,8 @@ class InputEncoding:
         >>> InputEncoding.from_data_meta(meta).columns
         (('size', None), ('colour', ('blue', 'red')))
         """
-        names = [str(n) for n in (data_meta.get("feature_names") or [])]
-        if not names or names == [f"x{j}" for j in range(len(names))]:
+        names = column_names(data_meta) or []
+        if not names:
             return None
         nominal = [str(c) for c in (data_meta.get("nominal_columns") or [])]
         known = {str(c): [str(v) for v in values] for c, values in (data_meta.get("categories") or {}).items()}
@@ -329,3 +329,32 @@ def prediction_meta(data_meta: dict, *, pos_label, unknown_categories: str = "er
             "positive_class": names.get(int(pos_label)) if pos_label is not None else None,
             "unknown_categories": unknown_categories,
             "threshold": float(threshold) if isinstance(threshold, (int, float, np.floating)) else None}
+
+
+def column_names(meta: dict) -> list[str] | None:
+    """The column names data (or a model trained on it) carries, from its meta; ``None`` where it carries none.
+
+    A name the data carries is a name even where it reads ``x0``: an
+    ``.npz`` file's ``feature_names``, KEEL attributes, a CSV header, a
+    store's columns. Only the names a reader made up for a format without
+    any (``named_columns`` false: svmlight, an ``.npz`` without names,
+    arrays) are none, and such data is matched by position. Meta recorded
+    before dimbsvm told the two apart (no ``named_columns``) counts names
+    reading ``x0, x1, ...`` as made up, as it did then.
+
+    Examples
+    --------
+    >>> column_names({"feature_names": ["x1", "x0"], "named_columns": True})
+    ['x1', 'x0']
+    >>> column_names({"feature_names": ["x0", "x1"], "named_columns": False}) is None
+    True
+    >>> column_names({"feature_names": ["x0", "x1"]}) is None  # recorded by an earlier dimbsvm
+    True
+    """
+    names = meta.get("feature_names")
+    if names is None or meta.get("named_columns") is False:
+        return None
+    names = [str(name) for name in names]
+    if "named_columns" not in meta and names == [f"x{j}" for j in range(len(names))]:
+        return None
+    return names

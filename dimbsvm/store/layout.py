@@ -570,7 +570,7 @@ def _resolve_source(source, *, presume_numbers=False):
         meta = {
             "name": "arrays", "source": "arrays", "n_samples": int(X.shape[0]),
             "shape": list(X.shape), "feature_names": [f"x{i}" for i in range(n_features)],
-            "nominal_columns": [], "class_map": {}, "fingerprint": array_fingerprint(X, y),
+            "named_columns": False, "nominal_columns": [], "class_map": {}, "fingerprint": array_fingerprint(X, y),
         }
         if isinstance(X, da.Array) or isinstance(y, da.Array):
             meta["count_classes"] = True  # counted while streaming, never materialised
