@@ -142,6 +142,7 @@ def per_size(runs: list[dict]) -> list[dict]:
     for row in rows[1:]:
         millions = (row["n"] - base["n"]) / 1e6
         row["tree_mb_per_million"] = (row["peak_tree_bytes"] - base["peak_tree_bytes"]) / 2**20 / millions
+        row["driver_mb_per_million"] = (row["peak_driver_bytes"] - base["peak_driver_bytes"]) / 2**20 / millions
         row["cpu_s_per_million"] = (row["cpu_seconds"] - base["cpu_seconds"]) / millions
     return rows
 
@@ -149,14 +150,19 @@ def per_size(runs: list[dict]) -> list[dict]:
 def render_markdown(summary: dict) -> str:
     """The table: per size the medians, and the growth per million rows."""
     lines = ["| n | repeats | peak tree MB | peak driver MB | CPU s | wall s | tree MB per 10^6 rows | "
-             "CPU s per 10^6 rows | G-mean |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "driver MB per 10^6 rows | CPU s per 10^6 rows | G-mean |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for row in per_size(summary["runs"]):
         lines.append(f"| {row['n']:,} | {row['repeats']} | {row['peak_tree_bytes'] / 2**20:.0f} | "
                      f"{row['peak_driver_bytes'] / 2**20:.0f} | {row['cpu_seconds']:.1f} | {row['wall_seconds']:.1f}"
-                     f" | {row.get('tree_mb_per_million', float('nan')):.1f} | "
-                     f"{row.get('cpu_s_per_million', float('nan')):.2f} | {row['g_mean']:.4f} |")
+                     f" | {_growth(row, 'tree_mb_per_million', '.1f')} | {_growth(row, 'driver_mb_per_million', '.1f')}"
+                     f" | {_growth(row, 'cpu_s_per_million', '.2f')} | {row['g_mean']:.4f} |")
     return "\n".join(lines)
+
+
+def _growth(row: dict, key: str, spec: str) -> str:
+    """A growth per million rows as the table shows it; ``-`` for the smallest size (the baseline)."""
+    return format(row[key], spec) if key in row else "-"
 
 
 def main(argv=None) -> int:
@@ -185,7 +191,7 @@ def main(argv=None) -> int:
     summary = {"kind": "client_memory", "title": TITLE, "date": utc_now(), "machine": machine_info(),
                "packages": package_versions(),
                "command": "python -m benchmarks.client_memory " + command_line(sys.argv[1:] if argv is None else argv),
-               "description": docstring_text(__doc__, 2, note=args.note or ""), "runs": []}
+               "description": docstring_text(__doc__, 3, note=args.note or ""), "runs": []}
     tic = time.perf_counter()
     try:
         for n in args.sizes:

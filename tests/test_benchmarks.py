@@ -586,6 +586,21 @@ def test_ingest_scale_table_is_the_median_of_its_repeats():
     assert line == ("| 1,000 | parquet | local | 3.0 | 1.0 | 333 | 1,000 | 0.33 | 310 (+60) | 260 (+20) | 200 | 500 |")
 
 
+def test_client_memory_table_is_the_median_of_its_repeats_and_the_growth_per_million_rows():
+    from benchmarks.client_memory import per_size
+
+    def run(n, tree_mb, cpu):
+        return {"n": n, "peak_tree_bytes": tree_mb * 2**20, "peak_driver_bytes": tree_mb * 2**19,
+                "cpu_seconds": cpu, "wall_seconds": 1.0, "g_mean": 0.8}
+
+    rows = per_size([run(10**6, 500, 4.0), run(10**6, 520, 5.0), run(10**6, 600, 4.5),
+                     run(3 * 10**6, 700, 6.0), run(3 * 10**6, 720, 7.0)])
+    assert [(r["n"], r["repeats"], r["peak_tree_bytes"] / 2**20, r["cpu_seconds"]) for r in rows] == \
+        [(10**6, 3, 520.0, 4.5), (3 * 10**6, 2, 710.0, 6.5)]
+    # (710 - 520) MB and (6.5 - 4.5) CPU s over 2 million more rows
+    assert rows[1]["tree_mb_per_million"] == 95.0 and rows[1]["cpu_s_per_million"] == 1.0
+
+
 def test_default_scale_table_is_the_median_of_its_repeats_and_says_what_was_replaced():
     from benchmarks.default_scale import render_markdown
 
