@@ -580,3 +580,22 @@ def _two_columns(tmp_path):
     path = tmp_path / "two.csv"
     path.write_text("a,b\n1,2\n")
     return path
+
+
+@pytest.mark.parametrize("reader, text", [
+    ("csv", "x0,x1,class\n1,2,n\u00e9gatif\n2,3,positif\n3,1,n\u00e9gatif\n"),
+    ("keel", "@relation r\n@attribute x0 real [0.0, 9.0]\n@attribute class {n\u00e9gatif, positif}\n@inputs x0\n"
+             "@outputs class\n@data\n1, n\u00e9gatif\n2, positif\n")])
+def test_a_latin1_file_is_refused_in_one_line_not_decoded_with_replacement_characters(tmp_path, reader, text):
+    """Issue 50, item 2: 'n\u00e9gatif' saved as latin-1 used to become 'n\ufffdgatif' in the class map, silently."""
+    from dimbsvm.datasets import load
+
+    suffix, line = {"csv": (".csv", 2), "keel": (".dat", 3)}[reader]
+    path = tmp_path / f"data{suffix}"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(DataError, match=rf"data\{suffix}, line {line}: not UTF-8 text \(byte 0xe9 at column \d+\); "
+                                        r"save it as UTF-8") as caught:
+        load(path)
+    assert "\n" not in str(caught.value)
+    path.write_bytes(text.encode("utf-8"))  # the same text as UTF-8: read, names as written
+    assert "n\u00e9gatif" in load(path).class_map

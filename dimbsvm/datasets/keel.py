@@ -11,6 +11,7 @@ import numpy as np
 from ..exceptions import DataError
 from ._base import Dataset
 from ._labels import encode_labels
+from ._text import read_text
 
 __all__ = ["read_keel"]
 
@@ -76,7 +77,7 @@ def read_keel(path) -> Dataset:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     try:
-        lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
+        lines = read_text(path).splitlines()
     except OSError as exc:
         raise DataError(f"{path}: cannot read file: {exc}") from exc
     header = _parse_header(lines, path)

@@ -12,6 +12,7 @@ import numpy as np
 from ..exceptions import DataError
 from ._base import Dataset
 from ._labels import encode_labels
+from ._text import ENCODING, not_utf8, read_text
 
 __all__ = ["load_csv", "load_csv_features", "load_npz", "load_svmlight", "load_agnostic"]
 
@@ -228,7 +229,7 @@ def load_csv_features(path, *, n_features: int, feature_names=None, target: str 
 
 def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     try:
-        with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
+        with path.open(newline="", encoding=ENCODING) as handle:
             reader = csv.reader(handle)
             header = next((r for r in reader if any(c.strip() for c in r)), None)
             if header is None:
@@ -251,6 +252,8 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
                 line_numbers.append(reader.line_num)
     except csv.Error as exc:
         raise DataError(f"{path}: not a readable CSV file: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path) from exc
     if not rows:
         raise DataError(f"{path}: no data rows after the header")
     return header, rows, line_numbers
@@ -451,7 +454,7 @@ def load_agnostic(path) -> Dataset:
     X = _read_whitespace_matrix(data_path)
     label_lines = [
         (n, line.strip())
-        for n, line in enumerate(labels_path.read_text().splitlines(), start=1)
+        for n, line in enumerate(read_text(labels_path).splitlines(), start=1)
         if line.strip()
     ]
     if len(label_lines) != len(X):
@@ -504,7 +507,7 @@ def _read_whitespace_matrix(path: Path) -> np.ndarray:
 
 def _raise_row_error(path: Path) -> None:
     expected = None
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         fields = line.split()
         if not fields:
             continue

@@ -11,6 +11,7 @@ import numpy as np
 from ..exceptions import DataError
 from ._base import Dataset
 from ._labels import encode_labels
+from ._text import read_text
 
 __all__ = ["load_ts"]
 
@@ -75,7 +76,7 @@ def load_ts(path) -> Dataset:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
+    lines = read_text(path).splitlines()
     header = _parse_header(lines, path)
     cases, labels = _parse_cases(lines, header, path)
     X = _pad(cases, header, path)
