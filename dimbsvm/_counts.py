@@ -27,7 +27,8 @@ def unique_counts(y):
     The counts of a read-only array that owns its data (a store's labels as
     a job loads them: nothing can change them) are kept while the array
     lives, so counting the same labels again is free (the counts returned
-    for such an array are read-only).
+    for such an array are read-only). Labels that know their counts (a
+    ``counted_classes()`` method, e.g. a store's labels handle) are not read.
 
     Examples
     --------
@@ -35,6 +36,9 @@ def unique_counts(y):
     >>> classes.tolist(), counts.tolist()
     ([1, 3], [1, 3])
     """
+    known = getattr(y, "counted_classes", lambda: None)()
+    if known is not None:  # labels known by their counts (a store's, read only where tasks run)
+        return known
     y = np.asarray(y)
     immutable = not y.flags.writeable and y.flags.owndata
     if immutable:

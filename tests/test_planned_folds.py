@@ -245,3 +245,38 @@ def test_the_folds_of_a_stores_repeat_share_one_assignment_task(tmp_path):
             add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=None, block_rows=50, assignments=assignments)
     names = [task.name for task in plan.tasks]
     assert names.count("assignment") == 2 and names.count("rows") == 6
+
+
+@pytest.mark.parametrize("positive", ["positive", "negative"])  # 'negative': coded otherwise than the store
+def test_the_driver_of_a_store_job_reads_no_label(tmp_path, monkeypatch, positive):
+    """A store job on worker processes: this process never reads the store's labels (issue 49, item 1).
+
+    Reading them here is made to fail (the workers, processes of their own, read them as before); the run's
+    records equal those of the same job on the same data in memory.
+    """
+    from distributed import Client, LocalCluster
+
+    from dimbsvm.store.rows import StoreLabels
+
+    data = load_keel("ecoli1")
+    store_path = tmp_path / "ecoli1.zarr"
+    ingest(data, store_path, chunk_rows=40)
+    estimator = {"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3,
+                                                     "bootstrap": "balanced", "max_samples": 40}}
+    job = _job(store_path, estimator=estimator, n_splits=3, positive=positive)
+    stored = load_job_data(str(store_path))
+    assert isinstance(stored.y, StoreLabels)
+    in_memory = run_job(job, None, out=tmp_path / "memory-run", progress=False,
+                        data=JobData(X=np.asarray(stored.X[np.arange(len(data.y))]), y=data.y,
+                                     meta=dict(stored.meta)))
+    assert in_memory.summary["f_measure"]["mean"] > (0.8 if positive == "negative" else 0.5)
+
+    def read_here(self):
+        raise AssertionError("the driver read the store's labels")
+
+    monkeypatch.setattr(StoreLabels, "values", read_here)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        from_store = run_job(job, client, out=tmp_path / "store-run", progress=False)
+    assert _without_times(from_store.folds) == _without_times(in_memory.folds)
+    assert from_store.summary == in_memory.summary

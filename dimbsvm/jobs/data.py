@@ -30,7 +30,7 @@ from ..model_selection.scoring import BINARY_METRICS
 from ..model_selection.search import stage_params
 from ..model_selection.splits import minority_class
 from ..store.fingerprints import content_fingerprint, dataset_fingerprint
-from ..store.rows import StoreRows
+from ..store.rows import StoreLabels, StoreRows
 from ..store.location import is_url
 from ..artifacts import positive_class
 from .job_spec import JobSpec
@@ -89,10 +89,22 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
 
 
 def _store_data(path) -> JobData:
-    """A store's data: its labels read, its rows left in the store (tasks read them through a handle)."""
+    """A store's data: its rows and labels left in the store (tasks read them through handles).
+
+    A store that records its classes' counts (every store ingest writes)
+    gives a labels handle that counts without reading: the driver of a job
+    then holds no label (the checks, the coding and the plan need only the
+    counts). An older store's labels are read here.
+    """
     from ..store.layout import open_store  # Zarr and Dask: imported for stores only
 
     stored = open_store(path)
+    # the content fingerprint keys each process's cached chunks: a store rebuilt from other data is read again
+    rows = StoreRows(stored.path, stored.X.shape, content_fingerprint(stored.meta))
+    counts = stored.meta.get("class_counts")
+    if counts:
+        y = StoreLabels(stored.path, stored.X.shape[0], stored.meta.get("fingerprint", ""), counts=counts)
+        return JobData(X=rows, y=y, meta=dict(stored.meta, source=str(path)), lazy_X=stored.X)
     try:
         y = np.asarray(stored.y.compute(scheduler="threads"))
         y.setflags(write=False)  # the store's labels: never changed, so counted once (unique_counts)
@@ -100,8 +112,6 @@ def _store_data(path) -> JobData:
         raise
     except ValueError as exc:  # a chunk that fails its checksum or does not decode (truncated)
         raise _damaged(stored.path, exc) from exc
-    # the content fingerprint keys each process's cached chunks: a store rebuilt from other data is read again
-    rows = StoreRows(stored.path, stored.X.shape, content_fingerprint(stored.meta))
     return JobData(X=rows, y=y, meta=dict(stored.meta, source=str(path)), lazy_X=stored.X)
 
 
@@ -140,7 +150,12 @@ def coded_as(data: JobData, class_map: dict[str, int], *, reference: str) -> Job
         missing class), naming both.
     """
     names = class_names(data)
-    y = recode_labels(data.y, names, class_map, source=data.name, reference=reference)
+    if isinstance(data.y, StoreLabels):  # coded where the tasks read them: the present codes' new codes, checked
+        present = np.array(sorted(names.values()), dtype=np.int64)
+        new = recode_labels(present, names, class_map, source=data.name, reference=reference)
+        y = data.y.recoded(dict(zip(present.tolist(), new.tolist())))
+    else:
+        y = recode_labels(data.y, names, class_map, source=data.name, reference=reference)
     if names == {name: class_map[name] for name in names}:
         return data
     logger.info("%s: labels coded as %s codes them (%s), not as the class balance would", data.name, reference,

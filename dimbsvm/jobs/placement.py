@@ -204,7 +204,7 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
     >>> estimate_work(job, np.r_[np.zeros(900), np.ones(100)])
     WorkEstimate(n_fits=11, row_fits=9000.0)
     """
-    y = np.asarray(y)
+    y = y if hasattr(y, "counted_classes") else np.asarray(y)  # a store's labels handle: its counts, not its rows
     n_rows = len(y)
     n_minority = minority_count(y)
     if training_rows is None:

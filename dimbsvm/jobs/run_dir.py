@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .._counts import unique_counts
 from .._locks import HeldLock, LockHeld, exclusive_lock, write_atomic
 from ..exceptions import DataError, DimbsvmError, JobSpecError
 from .job_spec import JobSpec
@@ -577,7 +578,7 @@ def write_json(path: Path, payload) -> None:
 def summary_markdown(job: JobSpec, data, summary, records) -> str:
     from .data import class_names
 
-    labels, counts = np.unique(data.y, return_counts=True)
+    labels, counts = unique_counts(data.y)
     names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
     lines = [
         f"# {job.name}",

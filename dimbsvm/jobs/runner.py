@@ -48,6 +48,7 @@ from ..parallel.policy import in_order_threads
 from ..predict.encoding import prediction_meta
 from ..report.run_report import DataSummary, ThresholdSearch, class_names_by_code
 from ..store import StoreRows, content_fingerprint
+from ..store.rows import StoreLabels
 from ..store.finite import META_KEY as NONFINITE_KEY
 from ..artifacts import load_artifact, save_model
 from .checks import CheckedJob
@@ -138,7 +139,9 @@ def execute_folds(job: JobSpec, setup: FoldSetup, data: JobData, specs, *, clien
     :func:`~dimbsvm.model_selection.folds.run_folds` returns.
     """
     task_labels = None
-    if store_labels and isinstance(data.X, StoreRows):  # the labels in the job's codes, read where tasks run
+    if isinstance(data.y, StoreLabels):  # the driver holds no label: every task reads them from the store
+        task_labels = data.y
+    elif store_labels and isinstance(data.X, StoreRows):  # the labels in the job's codes, read where tasks run
         task_labels = data.X.labels(class_map=data.meta.get("class_map"))
     return run_folds(setup, data.X, data.y, specs, client=client, retries=job.execution.retries,
                      on_result=on_result, progress=progress, label=label, task_labels=task_labels)

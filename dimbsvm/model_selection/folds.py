@@ -436,8 +436,9 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
         feature stages, metrics, positive label, search, part store).
     X : ndarray or row handle
         The data (a :class:`~dimbsvm.store.StoreRows` reads only the rows asked for).
-    y : ndarray
-        All labels, in memory.
+    y : ndarray or labels handle
+        All labels: read into this process only where a spec is given by its
+        rows (a store's folds planned from counts need none of them here).
     specs : list of FoldSpec
     client : distributed.Client or None, keyword-only
         ``None`` runs every task here.
@@ -460,15 +461,16 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
     reused_parts : int
         Parts loaded from ``part_store`` rather than refitted.
     """
-    y = np.asarray(y)
+    # the labels in this process only where a fold is given by its rows (a fold planned from counts needs none)
+    labels = np.asarray(y) if any(spec.train is not None for spec in specs) else None
+    task_labels = (y if labels is None else labels) if task_labels is None else task_labels
     block_rows = None if is_in_memory(X) else block_rows_of(X)
-    specs = _with_layouts(specs, y if task_labels is None else task_labels, block_rows=block_rows, client=client,
-                          retries=retries)
+    specs = _with_layouts(specs, task_labels, block_rows=block_rows, client=client, retries=retries)
     plan = TaskPlan()
-    X_ref, y_ref = plan.share(X), plan.share(y if task_labels is None else task_labels)
+    X_ref, y_ref = plan.share(X), plan.share(task_labels)
     finishes, saved_parts, reused, assignments = {}, {}, 0, {}
     for spec in specs:
-        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=y, block_rows=block_rows,
+        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=labels, block_rows=block_rows,
                                            assignments=assignments)
         finishes[finish.id] = spec
         saved_parts.update(saved)

@@ -80,7 +80,7 @@ def minority_class(y):
     >>> minority_class([0, 1, 1]), minority_class(["b", "a", "b"]), minority_class(["a", "b"])
     (0, 'a', 'b')
     """
-    labels, counts = unique_counts(np.asarray(y))
+    labels, counts = unique_counts(y if hasattr(y, "counted_classes") else np.asarray(y))
     order = np.lexsort((-np.arange(labels.size), counts))  # labels are sorted: ties go to the larger
     return labels[order[0]].item()
 

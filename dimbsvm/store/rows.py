@@ -245,15 +245,41 @@ class StoreLabels:
     codes : dict, default=None
         ``{stored code: code}``: the labels as a job codes them, where it
         codes the classes otherwise than the store (every stored code named).
+    counts : dict, default=None
+        ``{stored code: rows}``, the store's record of its classes: the handle
+        then counts its classes without reading the labels
+        (:meth:`counted_classes`), so a driver holds none of them.
     """
 
     codes = None  # (a handle pickled before it had them)
+    counts = None
 
-    def __init__(self, path, n_rows, fingerprint="", codes=None):
+    def __init__(self, path, n_rows, fingerprint="", codes=None, counts=None):
         self.path = str(path)
         self.shape = (int(n_rows),)
         self.fingerprint = str(fingerprint)
         self.codes = None if not codes else {int(k): int(v) for k, v in sorted(codes.items())}
+        self.counts = None if counts is None else {int(k): int(v) for k, v in counts.items() if int(v)}
+
+    def counted_classes(self):
+        """``(classes, counts)`` as :func:`numpy.unique` would count the labels, from the store's record, or
+        ``None`` where the handle has none (then the labels are read and counted)."""
+        if self.counts is None:
+            return None
+        by_code = {}
+        for code, rows in self.counts.items():
+            code = code if self.codes is None else self.codes[code]
+            by_code[code] = by_code.get(code, 0) + rows
+        classes = np.array(sorted(by_code), dtype=np.int64)
+        return classes, np.array([by_code[c] for c in classes.tolist()], dtype=np.int64)
+
+    def recoded(self, codes: dict) -> "StoreLabels":
+        """The same labels with each of this handle's codes replaced by ``codes[code]``."""
+        stored = {code: code for code in self.counts} if self.codes is None and self.counts else self.codes
+        if stored is None:
+            raise ValueError("a handle without its class counts is recoded from its store's class map")
+        composed = {old: int(codes[new]) for old, new in stored.items()}
+        return StoreLabels(self.path, self.shape[0], self.fingerprint, codes=composed, counts=self.counts)
 
     def __len__(self):
         return self.shape[0]
