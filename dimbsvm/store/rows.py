@@ -299,9 +299,11 @@ class StoreLabels:
                     raise StoreError(f"store {self.path}: the labels have a damaged chunk: {exc}") from exc
                 if self.fingerprint:  # the labels of the store the handle was made for, not of its replacement
                     check_version(self.path, self.fingerprint, content=False)
+                values.setflags(write=False)  # shared by every task of this process
                 _LABELS[stored_key] = values
             if key != stored_key:
                 _LABELS[key] = _recoded(_LABELS[stored_key], self.codes)
+                _LABELS[key].setflags(write=False)
         return _LABELS[key]
 
     def __array__(self, dtype=None, copy=None):
