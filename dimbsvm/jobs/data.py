@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,10 +92,13 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
 def _store_data(path) -> JobData:
     """A store's data: its rows and labels left in the store (tasks read them through handles).
 
-    A store that records its classes' counts (every store ingest writes)
-    gives a labels handle that counts without reading: the driver of a job
-    then holds no label (the checks, the coding and the plan need only the
-    counts). An older store's labels are read here.
+    A store of at least :data:`SCAN_BYTES` of features that records its
+    classes' counts (every store ingest writes) gives a labels handle that
+    counts without reading: the driver of a job then holds no label (the
+    checks, the coding and the plan need only the counts), and a damaged
+    label chunk is met by the first task that reads it. A smaller store's
+    labels (or an older store's) are read here, where a damaged chunk is
+    found before any work starts, as its features are scanned.
     """
     from ..store.layout import open_store  # Zarr and Dask: imported for stores only
 
@@ -102,7 +106,7 @@ def _store_data(path) -> JobData:
     # the content fingerprint keys each process's cached chunks: a store rebuilt from other data is read again
     rows = StoreRows(stored.path, stored.X.shape, content_fingerprint(stored.meta))
     counts = stored.meta.get("class_counts")
-    if counts:
+    if counts and math.prod(stored.X.shape) * stored.X.dtype.itemsize >= SCAN_BYTES:
         y = StoreLabels(stored.path, stored.X.shape[0], stored.meta.get("fingerprint", ""), counts=counts)
         return JobData(X=rows, y=y, meta=dict(stored.meta, source=str(path)), lazy_X=stored.X)
     try:
