@@ -97,6 +97,10 @@ class ClassCounts:
         """Rows counted."""
         return int(self.counts.sum())
 
+    def counted_classes(self):
+        """``(classes, counts)``, as :func:`unique_counts` gives them for labels."""
+        return self.classes, self.counts
+
 
 def minority_count(y) -> int:
     """Rows of the smallest class of the labels ``y`` (0 for no labels).
@@ -107,7 +111,7 @@ def minority_count(y) -> int:
     >>> minority_count(np.array([0, 1, 1, 0, 0])), minority_count(np.array([], dtype=int))
     (2, 0)
     """
-    counts = y.counts if isinstance(y, ClassCounts) else unique_counts(y)[1]
+    counts = unique_counts(y)[1]
     return int(counts.min()) if len(counts) else 0
 
 

@@ -34,9 +34,8 @@ from .parts import Part
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
-__all__ = ["AssignedRows", "FoldRows", "PreparedFold", "assigned_rows", "every_row", "fold_assignment", "finish_fold", "fit_part", "fit_parts", "fitted_parts", "fold_rows",
-           "handed_predictions",
-           "prepare_fold"]
+__all__ = ["AssignedRows", "FoldRows", "PreparedFold", "assigned_rows", "every_row", "finish_fold", "fit_part",
+           "fit_parts", "fitted_parts", "fold_assignment", "fold_rows", "handed_predictions", "prepare_fold"]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from sklearn.utils import check_random_state
 
 from .._counts import unique_counts
 
-__all__ = ["chunk_class_counts", "chunk_fold_counts", "fold_indices", "fold_of_rows", "minority_class", "repeat_seeds", "repeat_splits", "stratified_test_folds"]
+__all__ = ["chunk_class_counts", "chunk_fold_counts", "fold_indices", "fold_of_rows", "minority_class", "repeat_seeds",
+           "repeat_splits", "stratified_test_folds"]
 
 #: The fast path counts labels with ``np.bincount`` over ``max - min + 1`` bins: wider label ranges (sparse,
 #: identifier-like values) go to scikit-learn.

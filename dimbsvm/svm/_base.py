@@ -252,13 +252,11 @@ def binary_classes(y, name):
     ValueError
         If ``y`` is continuous, has one class, or more than two.
     """
-    if isinstance(y, ClassCounts):  # labels known by their counts (a driver's plan)
-        classes, counts = y.classes, y.counts
-    else:
+    if not isinstance(y, ClassCounts):  # (labels known by their counts are counted as they are)
         y = np.asarray(y)
         if y.ndim != 1 or y.dtype.kind not in "iu":  # 1-d integers are class labels; the rest is checked
             check_classification_targets(y)
-        classes, counts = unique_counts(y)
+    classes, counts = unique_counts(y)
     if classes.size > 2:
         raise ValueError(
             f"Only binary classification is supported. {name} got {classes.size} classes "

@@ -603,20 +603,20 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
 
     def _set_classes(self, y):
         y = np.asarray(y)
-        classes, counts = binary_classes(y, type(self).__name__)
-        self.classes_ = classes
-        self.pos_label_ = positive_label(classes, counts, self.pos_label)
+        self._learn_classes(y)
         return y == self.pos_label_
 
-    def _class_sizes(self, y):
+    def _learn_classes(self, y):
         """Set ``classes_`` and ``pos_label_`` from labels or their :class:`~dimbsvm._counts.ClassCounts`;
-        ``(n_samples, n_minority)``."""
-        if not isinstance(y, ClassCounts):
-            positive = self._set_classes(y)
-            return positive.size, int(np.count_nonzero(positive))
+        the classes and their counts."""
         classes, counts = binary_classes(y, type(self).__name__)
         self.classes_ = classes
         self.pos_label_ = positive_label(classes, counts, self.pos_label)
+        return classes, counts
+
+    def _class_sizes(self, y):
+        """Set ``classes_`` and ``pos_label_``; ``(n_samples, n_minority)`` of the labels (or their counts)."""
+        classes, counts = self._learn_classes(y if isinstance(y, ClassCounts) else np.asarray(y))
         return int(counts.sum()), int(counts[classes == self.pos_label_][0])
 
     def _threshold_search(self):
