@@ -283,3 +283,21 @@ def test_the_driver_of_a_store_job_reads_no_label(tmp_path, monkeypatch, positiv
         from_store = run_job(job, client, out=tmp_path / "store-run", progress=False)
     assert _without_times(from_store.folds) == _without_times(in_memory.folds)
     assert from_store.summary == in_memory.summary
+
+
+def test_a_searched_store_job_equals_the_searched_job_in_memory(scheduler, tmp_path):
+    """A search over a store: its outer folds' rows come from the repeat's fold assignment where the tasks run;
+    the records (the chosen parameters too) equal those of the same job on the data in memory."""
+    data = load_keel("ecoli1")
+    store_path = tmp_path / "ecoli1.zarr"
+    ingest((data.X, data.y), store_path, chunk_rows=50)
+    job = validate_job({"name": "searched", "data": {"source": str(store_path)}, "estimator": {"name": "svc_balanced"},
+                        "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 2}, "metrics": ["g_mean"],
+                        "search": {"params": {"C": [0.5, 4.0]}, "cv": 2}})
+    stored = load_job_data(str(store_path))
+    from_store = run_job(job, scheduler, out=tmp_path / "store-run", progress=False, data=stored)
+    in_memory = run_job(job, scheduler, out=tmp_path / "memory-run", progress=False,
+                        data=JobData(X=np.asarray(stored.X[np.arange(len(data.y))]), y=data.y,
+                                     meta=dict(stored.meta)))
+    assert _without_times(from_store.folds) == _without_times(in_memory.folds)
+    assert {r["params"]["C"] for r in from_store.folds} <= {0.5, 4.0}

@@ -234,7 +234,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         Parts loaded from ``part_store``.
     """
     if setup.search is not None:
-        finish = add_searched_fold(plan, spec, setup, X=X, y=y, labels=labels, in_store=bool(block_rows))
+        finish = add_searched_fold(plan, spec, setup, X=X, y=y, labels=labels, in_store=bool(block_rows),
+                                   assignments=assignments)
         return finish, {}, 0
     estimator, scaler, impute, features = setup.estimator, setup.scaler, setup.impute, setup.features
     metrics, pos_label, stage, part_store = setup.metrics, setup.pos_label, setup.stage, setup.part_store

@@ -40,7 +40,8 @@ import numpy as np
 
 from ..parallel import TaskPlan
 from ..parallel.policy import is_transient
-from .bodies import FoldRows, finish_fold, fit_part, fold_rows, prepare_fold
+from .bodies import FoldRows, finish_fold, fit_part, prepare_fold
+from .fold_layout import store_fold_rows
 from .parts import parts_of
 from .scoring import TIME_METRICS
 from .search import Search, inner_splits, select_candidate, stage_params
@@ -56,7 +57,7 @@ __all__ = ["MEMBER_TASKS_FROM_ROWS", "FailedFit", "add_searched_fold", "fit_and_
 MEMBER_TASKS_FROM_ROWS = 100_000
 
 
-def add_searched_fold(plan: TaskPlan, spec, setup, *, X, y, labels, in_store=False):
+def add_searched_fold(plan: TaskPlan, spec, setup, *, X, y, labels, in_store=False, assignments=None):
     """Add one outer fold's search, selection and refit to ``plan``; return its watched finish task.
 
     The inner folds' scoring tasks are watched too, so that progress counts
@@ -78,6 +79,9 @@ def add_searched_fold(plan: TaskPlan, spec, setup, *, X, y, labels, in_store=Fal
         The labels in memory (inner folds and ensemble members are planned from them).
     in_store : bool, default=False
         The data is a store: the outer fold's rows are computed where the tasks run.
+    assignments : dict, default=None
+        The repeats' fold assignments already in ``plan``
+        (:func:`~dimbsvm.model_selection.fold_layout.store_fold_rows`).
     """
     search, scaler, impute, features, stage = setup.search, setup.scaler, setup.impute, setup.features, setup.stage
     metrics, pos_label, keep_predictions = setup.metrics, setup.pos_label, setup.keep_predictions
@@ -88,7 +92,7 @@ def add_searched_fold(plan: TaskPlan, spec, setup, *, X, y, labels, in_store=Fal
     setting = [json.dumps(stage_params(params), sort_keys=True, default=str) for params in search.candidates]
     first_of = {key: setting.index(key) for key in setting}
     if spec.split is not None and in_store:
-        outer = plan.add(fold_rows, dict(y=y, **spec.split), name="rows")
+        outer = store_fold_rows(plan, y, spec.split, assignments)
     else:
         outer = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
     scored, error_score = [], search.error_score
