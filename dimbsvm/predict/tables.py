@@ -401,7 +401,10 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy()
     for name in text:
         column = frame[name]
-        risky = column.map(lambda cell: isinstance(cell, str) and cell.startswith(FORMULA_STARTS)).astype(bool)
+        try:  # (vectorised: a CSV of millions of ids is written part by part on the workers)
+            risky = column.str.startswith(FORMULA_STARTS, na=False).astype(bool)
+        except AttributeError:  # no text in the column at all
+            continue
         if risky.any():
             frame[name] = column.where(~risky, "'" + column.astype(str))
     return frame.rename(columns=quoted)
