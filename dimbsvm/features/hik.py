@@ -17,7 +17,7 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -76,6 +76,28 @@ def unary_code(rows, cols, q, n_rows, n_features, levels):
                          shape=(n_rows, n_features * levels))
 
 
+def _input_names(estimator, input_features):
+    """A fitted transformer's input feature names, checked as scikit-learn checks them.
+
+    ``feature_names_in_`` where ``fit`` saw column names, else ``x0, x1, ...``;
+    ``input_features`` given must have ``n_features_in_`` names (and equal
+    ``feature_names_in_`` where that is set). The rules, their errors and the
+    ``NotFittedError`` before ``fit`` are those of scikit-learn's public
+    :meth:`sklearn.base.OneToOneFeatureMixin.get_feature_names_out`, whose
+    output names are its input names.
+    """
+    return OneToOneFeatureMixin.get_feature_names_out(estimator, input_features)
+
+
+def _code_names(input_names, levels):
+    """Names of the unary code's columns: ``<feature>_hik<j>``, j = 1..levels, in column order.
+
+    Column ``<feature>_hik<j>`` is 1 where the feature's level ``round(v * levels)``
+    is at least ``j``.
+    """
+    return np.asarray([f"{name}_hik{j}" for name in input_names for j in range(1, int(levels) + 1)], dtype=object)
+
+
 def histogram_intersection(A, B):
     """The HIK matrix ``K[i, j] = sum_f min(A[i, f], B[j, f])`` of two dense arrays (for checks)."""
     A, B = np.asarray(A), np.asarray(B)
@@ -115,6 +137,12 @@ class HIKEncoder(TransformerMixin, BaseEstimator):
         training rows need (they can fall slightly outside the training
         range, and are then as extreme as the most extreme training value).
         With ``False`` such a value raises ``ValueError``. NaN always raises.
+    sparse_output : bool, default=True
+        Return the codes as a CSR matrix. ``False`` returns a dense ndarray
+        (``levels`` times as many columns as the input, mostly zeros where
+        values are small): what pandas output
+        (``set_output(transform="pandas")``, alone or in a ``Pipeline``)
+        needs, since scikit-learn wraps only dense output in a DataFrame.
 
     Attributes
     ----------
@@ -129,16 +157,29 @@ class HIKEncoder(TransformerMixin, BaseEstimator):
     >>> (codes @ codes.T).toarray()          # min(2, 5) + min(10, 3) = 5
     array([[12.,  5.],
            [ 5.,  8.]])
+
+    Column ``<feature>_hik<j>`` is 1 where ``round(v * levels) >= j``:
+
+    >>> encoder = HIKEncoder(levels=2, sparse_output=False).fit(X)
+    >>> encoder.get_feature_names_out().tolist()
+    ['x0_hik1', 'x0_hik2', 'x1_hik1', 'x1_hik2']
+    >>> encoder.transform(np.array([[0.5, 1.0]]))
+    array([[1., 0., 1., 1.]])
     """
 
     _parameter_constraints: dict = {
         "levels": [Interval(Integral, 1, None, closed="left")],
         "clip": ["boolean"],
+        "sparse_output": ["boolean"],
     }
 
-    def __init__(self, levels=100, *, clip=True):
+    def __init__(self, levels=100, *, clip=True, sparse_output=True):
         self.levels = levels
         self.clip = clip
+        self.sparse_output = sparse_output
+
+    def __setstate__(self, state):
+        super().__setstate__({"sparse_output": True, **state})  # saved before the parameter existed
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -168,10 +209,32 @@ class HIKEncoder(TransformerMixin, BaseEstimator):
         Returns
         -------
         codes : scipy.sparse.csr_matrix of shape (n_samples, n_features * levels)
+            An ndarray with ``sparse_output=False``.
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", reset=False)
-        return encode(X, self.levels, clip=self.clip)
+        codes = encode(X, self.levels, clip=self.clip)
+        return codes if self.sparse_output else codes.toarray()
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the code's columns: ``<feature>_hik<j>`` for j = 1..levels, per input feature.
+
+        Column ``<feature>_hik<j>`` is 1 where the feature's quantised level
+        ``round(v * levels)`` is at least ``j`` (so the block of a feature
+        holds ``q`` ones, then zeros).
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Input feature names: ``feature_names_in_`` when None (or
+            ``x0, x1, ...`` where ``fit`` saw no column names); given, they
+            must match those.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects, shape (n_features_in_ * levels,)
+        """
+        return _code_names(_input_names(self, input_features), self.levels)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -27,7 +27,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..graph.knn import KNN_METHODS, KNNIndex
-from .hik import encode
+from .hik import _code_names, _input_names, encode
 
 __all__ = ["NORMALIZATIONS", "StructuralFeatures", "neighborhood_matrix", "neighbors_among",
            "structural_rows"]
@@ -189,6 +189,13 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
         Quantisation levels of ``base="hik"``.
     random_state : int, RandomState instance or None, default=None
         Seeds an approximate neighbour search.
+    sparse_output : bool, default=True
+        Return the augmented vectors as a CSR matrix. ``False`` returns a
+        dense ndarray: one column per training row, so ``n_samples`` times
+        ``n_features_out_`` floats - only for small training sets. Pandas
+        output (``set_output(transform="pandas")``, alone or in a
+        ``Pipeline``) needs it, since scikit-learn wraps only dense output in
+        a DataFrame.
 
     Attributes
     ----------
@@ -201,7 +208,7 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
     n_features_in_ : int
     n_features_out_ : int
         ``n_features_in_`` (or ``n_features_in_ * levels`` for HIK) plus the
-        number of training rows.
+        number of training rows. Their names: :meth:`get_feature_names_out`.
 
     Notes
     -----
@@ -230,6 +237,8 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
     array([[1.02, 0.  , 0.  , 0.  , 1.  , 0.  ]])
     >>> features.fit_transform(X).toarray()[3]              # row 3 lists row 4, not itself
     array([1., 0., 0., 0., 0., 1.])
+    >>> features.get_feature_names_out()[:3].tolist()       # x, then one column per training row
+    ['x0', 'structuralfeatures_neighbor0', 'structuralfeatures_neighbor1']
     """
 
     _parameter_constraints: dict = {
@@ -242,10 +251,11 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
         "base": [StrOptions({"linear", "hik"})],
         "levels": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
+        "sparse_output": ["boolean"],
     }
 
     def __init__(self, n_neighbors=10, *, weight=1.0, metric="euclidean", method="auto", build_neighbors=None,
-                 normalize="none", base="linear", levels=100, random_state=None):
+                 normalize="none", base="linear", levels=100, random_state=None, sparse_output=True):
         self.n_neighbors = n_neighbors
         self.weight = weight
         self.metric = metric
@@ -255,6 +265,10 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
         self.base = base
         self.levels = levels
         self.random_state = random_state
+        self.sparse_output = sparse_output
+
+    def __setstate__(self, state):
+        super().__setstate__({"sparse_output": True, **state})  # saved before the parameter existed
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -298,6 +312,7 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
         Returns
         -------
         scipy.sparse.csr_matrix of shape (n_samples, n_features_out_)
+            An ndarray with ``sparse_output=False``.
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
@@ -309,7 +324,37 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
         weight = self.weight / np.sqrt(self.n_neighbors) if self.normalize == "l2" else self.weight
         structural = neighborhood_matrix(neighbors, n_train, weight=weight, column_scale=self.column_scale_)
         base = encode(X, self.levels) if self.base == "hik" else sp.csr_matrix(X, dtype=np.float64)
-        return sp.hstack([base, structural], format="csr")
+        augmented = sp.hstack([base, structural], format="csr")
+        return augmented if self.sparse_output else augmented.toarray()
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the output columns: the x part's, then one per training row.
+
+        The x part keeps the input feature names (``base="linear"``) or names
+        its histogram-intersection code ``<feature>_hik<j>``, j = 1..levels
+        (``base="hik"``; see :meth:`HIKEncoder.get_feature_names_out
+        <dimbsvm.features.HIKEncoder.get_feature_names_out>`). Column
+        ``structuralfeatures_neighbor<i>`` is lambda * n_i(x): non-zero where
+        training row ``i`` (in the order ``fit`` saw them) is among the row's
+        ``n_neighbors`` nearest.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Input feature names: ``feature_names_in_`` when None (or
+            ``x0, x1, ...`` where ``fit`` saw no column names); given, they
+            must match those.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects, shape (n_features_out_,)
+        """
+        check_is_fitted(self)
+        names = _input_names(self, input_features)
+        if self.base == "hik":
+            names = _code_names(names, self.levels)
+        neighbours = [f"structuralfeatures_neighbor{i}" for i in range(self.index_.n_samples_fit_)]
+        return np.asarray([*names, *neighbours], dtype=object)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
