@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dimbsvm.report.oof_sections import fold_summaries_of_rows
+
 
 @pytest.mark.parametrize("with_proba", [(True, True), (True, False)])
 def test_out_of_fold_files_load_as_numpy_concatenates_them(tmp_path, with_proba):
@@ -54,12 +56,12 @@ def _store_folds(tmp_path):
 
 def test_a_folds_tasks_write_its_predictions_and_the_driver_receives_none(scheduler, tmp_path):
     """The files the tasks write equal those the driver writes from the predictions handed back to it."""
-    from dimbsvm.jobs.oof import FoldPredictionWriter, load_oof, save_fold_predictions
+    from dimbsvm.jobs.oof import FoldPredictionWriter, load_fold_summaries, load_oof, save_fold_predictions
     from dimbsvm.model_selection.folds import run_folds
 
     stored, specs, setup = _store_folds(tmp_path)
     labels = stored.X.labels()
-    writer = FoldPredictionWriter.open(tmp_path / "by-tasks" / "oof")
+    writer = FoldPredictionWriter.open(tmp_path / "by-tasks" / "oof", pos_label=1)
     written, _ = run_folds(setup(prediction_sink=writer), stored.X, stored.y, specs, client=scheduler,
                            task_labels=labels)
     writer.close()
@@ -70,12 +72,40 @@ def test_a_folds_tasks_write_its_predictions_and_the_driver_receives_none(schedu
     for spec, result in zip(specs, handed):
         p = result["predictions"]
         save_fold_predictions(tmp_path / "by-driver" / "oof", spec.key, p["rows"], stored.y[p["rows"]], p["y_pred"],
-                              p["score"], p["proba"])
+                              p["score"], p["proba"], pos_label=1)
     assert [r["record"] for r in written] == [r["record"] for r in handed]
     by_tasks, by_driver = load_oof(tmp_path / "by-tasks"), load_oof(tmp_path / "by-driver")
     assert by_tasks.keys() == by_driver.keys()
     for name in by_tasks:
         assert by_tasks[name].dtype == by_driver[name].dtype and np.array_equal(by_tasks[name], by_driver[name])
+    # the summaries the report reads are those of the rows, wherever written
+    _assert_summaries_equal(load_fold_summaries(tmp_path / "by-tasks", 1), fold_summaries_of_rows(by_tasks, 1))
+    _assert_summaries_equal(load_fold_summaries(tmp_path / "by-driver", 1), fold_summaries_of_rows(by_tasks, 1))
+
+
+def _assert_summaries_equal(got, expected):
+    assert got.keys() == expected.keys()
+    for key in got:
+        a, b = got[key], expected[key]
+        assert (a.rows, a.confusion, a.highest_unpredicted) == (b.rows, b.confusion, b.highest_unpredicted)
+        assert a.scores.errors == b.scores.errors and (a.scores.n_pos, a.scores.n_neg) == (b.scores.n_pos, b.scores.n_neg)
+        for name in ("thresholds", "tp", "fp", "pp"):
+            np.testing.assert_array_equal(getattr(a.scores, name), getattr(b.scores, name))
+        assert (a.calibration is None) == (b.calibration is None)
+        for name, values in (b.calibration or {}).items():
+            np.testing.assert_array_equal(a.calibration[name], values)
+
+
+def test_fold_files_without_summaries_or_for_another_class_are_summarised_from_their_rows(tmp_path):
+    """A run written before the summaries existed (or a summary for the other class) still gives the report."""
+    from dimbsvm.jobs.oof import load_fold_summaries, load_oof, save_fold_predictions
+
+    rng = np.random.default_rng(2)
+    for fold, pos_label in ((0, None), (1, 0)):
+        y = rng.integers(0, 2, 50)
+        save_fold_predictions(tmp_path / "oof", (0, fold), np.arange(50), y, 1 - y, rng.normal(size=50),
+                              pos_label=pos_label)
+    _assert_summaries_equal(load_fold_summaries(tmp_path, 1), fold_summaries_of_rows(load_oof(tmp_path), 1))
 
 
 def test_a_task_that_cannot_reach_the_run_directory_hands_its_predictions_back(tmp_path):

@@ -15,7 +15,12 @@ dimbsvm), each holding
 ``proba`` (optional)
     the positive class's predicted probability, in files of folds whose
     model has probabilities and whose writer passed them (the report draws
-    a reliability diagram and gives the Brier score from it).
+    a reliability diagram and gives the Brier score from it);
+``summary_*`` (optional)
+    what the report draws of the fold (:class:`dimbsvm.report.fold_summary.FoldSummary`,
+    counts of a size independent of the fold's rows), for the positive class
+    ``summary_pos_label``: the report reads these alone
+    (:func:`load_fold_summaries`), not the rows.
 
 One file per fold, written when the fold finishes (before its record, so a
 fold recorded as finished has its predictions), keeps a resumed run's
@@ -37,10 +42,14 @@ import numpy as np
 
 from .._locks import atomic_file
 
-__all__ = ["OOF_DIR", "FoldPredictionWriter", "fold_predictions_path", "load_oof", "save_fold_predictions"]
+__all__ = ["OOF_DIR", "FoldPredictionWriter", "fold_predictions_path", "load_fold_summaries", "load_oof",
+           "save_fold_predictions"]
 
 #: The run directory's subdirectory of out-of-fold predictions.
 OOF_DIR = "oof"
+
+#: The prefix of a fold file's summary arrays.
+_SUMMARY = "summary_"
 
 _NAME = re.compile(r"seed(-?\d+)-fold(\d+)\.npz$")
 
@@ -51,11 +60,12 @@ def fold_predictions_path(directory, key) -> Path:
     return Path(directory) / f"seed{int(seed)}-fold{int(fold)}.npz"
 
 
-def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=None) -> Path:
+def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=None, pos_label=None) -> Path:
     """Write one fold's test-row predictions atomically; return the file's path.
 
     ``proba``, the positive class's probability, is written only when given
-    (files without it are as before).
+    (files without it are as before); the fold's summary for the report
+    (``summary_*``) where ``pos_label``, the positive class's code, is.
     """
     Path(directory).mkdir(parents=True, exist_ok=True)
     path = fold_predictions_path(directory, key)
@@ -67,6 +77,11 @@ def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=Non
     lengths = {name: len(values) for name, values in arrays.items()}
     if len(set(lengths.values())) != 1:
         raise ValueError(f"out-of-fold arrays of fold {key} differ in length: {lengths}")
+    if pos_label is not None:
+        from ..report.fold_summary import FoldSummary
+
+        summary = FoldSummary.of(arrays["y_true"], arrays["y_pred"], arrays["score"], pos_label, arrays.get("proba"))
+        arrays |= summary.to_arrays(_SUMMARY) | {f"{_SUMMARY}pos_label": np.array(pos_label)}
     with atomic_file(path) as handle:  # a temporary name of this writer's own, on disk before the rename
         np.savez(handle, **arrays)
     return path
@@ -93,10 +108,11 @@ class FoldPredictionWriter:
 
     directory: str
     token: str
+    pos_label: int | None = None
 
     @classmethod
-    def open(cls, directory) -> "FoldPredictionWriter":
-        """Create ``directory`` and its marker: a writer for this run's tasks.
+    def open(cls, directory, pos_label=None) -> "FoldPredictionWriter":
+        """Create ``directory`` and its marker: a writer for this run's tasks (``pos_label``: summaries for it).
 
         Markers an interrupted run left there are removed first (the run
         directory is claimed by this process: no other writer uses them).
@@ -104,7 +120,7 @@ class FoldPredictionWriter:
         Path(directory).mkdir(parents=True, exist_ok=True)
         for stale in Path(directory).glob(".tasks-write-*"):
             stale.unlink(missing_ok=True)
-        writer = cls(str(directory), secrets.token_hex(8))
+        writer = cls(str(directory), secrets.token_hex(8), pos_label)
         Path(writer.marker).touch()
         return writer
 
@@ -119,8 +135,41 @@ class FoldPredictionWriter:
     def __call__(self, key, rows, y_true, y_pred, score, proba) -> bool:
         if not os.path.exists(self.marker):  # not the driver's directory where this task runs
             return False
-        save_fold_predictions(self.directory, key, rows, y_true, y_pred, score, proba)
+        save_fold_predictions(self.directory, key, rows, y_true, y_pred, score, proba, self.pos_label)
         return True
+
+
+def _fold_files(run_dir) -> list:
+    """``[((seed, fold), path)]`` of a run directory's out-of-fold files, in order; an error where there are none."""
+    directory = Path(run_dir) / OOF_DIR
+    files = sorted((tuple(map(int, _NAME.search(p.name).groups())), p)
+                   for p in directory.glob("seed*-fold*.npz") if _NAME.search(p.name))
+    if not files:
+        raise FileNotFoundError(f"{run_dir} has no out-of-fold predictions ({OOF_DIR}/seed*-fold*.npz)")
+    return files
+
+
+def load_fold_summaries(run_dir, pos_label) -> dict:
+    """Each fold's summary of its out-of-fold predictions, for the report: ``{(seed, fold): FoldSummary}``.
+
+    A fold file's ``summary_*`` arrays are read alone (a ``.npz`` member is
+    read only when asked for); a file written without them, or for another
+    positive class, is summarised from its rows, one fold at a time.
+    Raises ``FileNotFoundError`` as :func:`load_oof` does.
+    """
+    from ..report.fold_summary import FoldSummary
+
+    summaries = {}
+    for key, path in _fold_files(run_dir):
+        with np.load(path) as saved:
+            label = f"{_SUMMARY}pos_label"
+            if label in saved.files and saved[label] == pos_label:
+                summaries[key] = FoldSummary.from_arrays({name: saved[name] for name in saved.files
+                                                          if name.startswith(_SUMMARY) and name != label}, _SUMMARY)
+            else:
+                summaries[key] = FoldSummary.of(saved["y_true"], saved["y_pred"], saved["score"], pos_label,
+                                                saved["proba"] if "proba" in saved.files else None)
+    return summaries
 
 
 def load_oof(run_dir) -> dict:
@@ -144,11 +193,7 @@ def load_oof(run_dir) -> dict:
         If the run directory has no out-of-fold predictions (a run written
         before they were saved).
     """
-    directory = Path(run_dir) / OOF_DIR
-    files = sorted((tuple(map(int, _NAME.search(p.name).groups())), p)
-                   for p in directory.glob("seed*-fold*.npz") if _NAME.search(p.name))
-    if not files:
-        raise FileNotFoundError(f"{run_dir} has no out-of-fold predictions ({OOF_DIR}/seed*-fold*.npz)")
+    files = _fold_files(run_dir)
     # every file's lengths and dtypes first, read from the .npy headers alone: the columns are then filled in
     # place, so that the peak is the result, not the result and every file's arrays beside it
     layouts = [_npz_layout(path) for _, path in files]

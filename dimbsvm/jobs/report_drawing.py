@@ -28,7 +28,7 @@ import numpy as np
 from .._side_process import SideProcess, SideProcessError
 from ..report import figures, interactive
 from ..report.run_report import Section, draw_sections, fold_figures, out_of_fold_sections, write_run_report
-from .oof import load_oof
+from .oof import load_fold_summaries
 
 __all__ = ["draw_ahead", "prepare_drawing", "report_process", "write_report"]
 
@@ -95,7 +95,8 @@ def draw_ahead(partial, class_names, pos_label, n_repeats, folds, metric_names, 
     ``(sections, figures)`` for :func:`write_report`. ``split`` in the side
     process only (:func:`~dimbsvm.report.run_report.draw_sections`).
     """
-    sections = out_of_fold_sections(load_oof(partial), class_names, pos_label, n_repeats=n_repeats)
+    sections = out_of_fold_sections(load_fold_summaries(partial, pos_label), class_names, pos_label,
+                                    n_repeats=n_repeats)
     records = Section("the folds' figures", [("figure", name, figure, "")
                                               for name, figure in fold_figures(folds, metric_names).items()])
     draw_sections([*sections, records], split=split)
@@ -134,5 +135,6 @@ def _drawn(future):
 
 def _write(partial, drawn, inputs, split=False):
     sections, figures_of_folds = drawn if drawn is not None else (None, None)
-    return write_run_report(partial, oof=load_oof(partial) if sections is None else None, oof_sections=sections,
+    oof = load_fold_summaries(partial, inputs["metrics"]["positive_label"]) if sections is None else None
+    return write_run_report(partial, oof=oof, oof_sections=sections,
                             drawn_folds=figures_of_folds, split=split, **inputs)

@@ -388,7 +388,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
             if predictions is not None:
                 test = predictions["rows"]
                 save_fold_predictions(partial / OOF_DIR, spec.key, test, data.y[test],
-                                      predictions["y_pred"], predictions["score"], predictions.get("proba"))
+                                      predictions["y_pred"], predictions["score"], predictions.get("proba"),
+                                      plan.pos_label)
             save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
             records[spec.key] = result["record"]
             unsaved.discard(spec.key)
@@ -401,7 +402,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
         stage = build_stored_stage(stage, data, client=client)
         phases["stored stage"] = time.perf_counter() - phase
     parts = PartDirectory(partial / "members", background=True)  # members saved while the next one fits
-    writer = FoldPredictionWriter.open(partial / OOF_DIR)  # the folds' tasks write their predictions there
+    # the folds' tasks write their predictions there, each with its summary for the report
+    writer = FoldPredictionWriter.open(partial / OOF_DIR, plan.pos_label)
     setup = fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True, part_store=parts,
                        prediction_sink=writer)
     phase = time.perf_counter()

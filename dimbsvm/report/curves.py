@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MAX_POINTS", "precision_recall_from_sorted", "roc_from_sorted", "run_starts", "spaced_vertices",
-           "threshold_counts"]
+__all__ = ["MAX_POINTS", "precision_recall_from_counts", "precision_recall_from_sorted", "roc_from_counts",
+           "roc_from_sorted", "run_starts", "spaced_vertices", "threshold_counts"]
 
 
 def run_starts(values):
@@ -78,13 +78,22 @@ def roc_from_sorted(score, positive):
         from sklearn.metrics import roc_curve
 
         return roc_curve(positive, score)
-    fps, tps, thresholds = threshold_counts(score, positive)
+    return roc_from_counts(*threshold_counts(score, positive))
+
+
+def roc_from_counts(fps, tps, thresholds):
+    """``roc_curve``'s ``(fpr, tpr, thresholds)`` from :func:`threshold_counts`' (both classes counted).
+
+    Rates of a class with no row are NaN, as scikit-learn gives them (with its warning, here none).
+    """
+    fps, tps = np.asarray(fps, dtype=np.float64), np.asarray(tps, dtype=np.float64)
     if fps.size > 2:  # the collinear points between corners, as scikit-learn drops them
         kept = np.flatnonzero(np.concatenate([[True], np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), [True]]))
         fps, tps, thresholds = fps[kept], tps[kept], thresholds[kept]
     tps, fps = np.concatenate([[0.0], tps]), np.concatenate([[0.0], fps])
-    thresholds = np.concatenate([[np.inf], thresholds.astype(np.float64)])
-    return fps / fps[-1], tps / tps[-1], thresholds
+    thresholds = np.concatenate([[np.inf], np.asarray(thresholds, dtype=np.float64)])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return fps / fps[-1], tps / tps[-1], thresholds
 
 
 def precision_recall_from_sorted(score, positive):
@@ -97,10 +106,16 @@ def precision_recall_from_sorted(score, positive):
         from sklearn.metrics import precision_recall_curve
 
         return precision_recall_curve(positive, score)
-    fps, tps, thresholds = threshold_counts(score, positive)
+    return precision_recall_from_counts(*threshold_counts(score, positive))
+
+
+def precision_recall_from_counts(fps, tps, thresholds):
+    """``precision_recall_curve``'s ``(precision, recall, thresholds)`` from :func:`threshold_counts`' output."""
+    fps, tps = np.asarray(fps, dtype=np.float64), np.asarray(tps, dtype=np.float64)
     predicted = tps + fps  # at least one row: every threshold is a score
     precision = tps / predicted
-    recall = tps / tps[-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        recall = tps / tps[-1]
     return np.concatenate([precision[::-1], [1.0]]), np.concatenate([recall[::-1], [0.0]]), thresholds[::-1]
 
 

@@ -14,12 +14,13 @@ import io
 
 import numpy as np
 
-from .curves import spaced_vertices
+from .curves import precision_recall_from_sorted, roc_from_sorted, spaced_vertices
 
-__all__ = ["average_precision", "calibration_bins", "confusion_repeats_figure", "fold_spread_figure",
-           "member_thresholds_figure", "operating_point", "png", "precision_recall_and_average", "reliability_figure",
-           "repeat_curves", "roc_area", "roc_pr_figure", "rows_by_score", "score_orders",
-           "stable_argsort", "step_vertices", "threshold_figure"]
+__all__ = ["average_precision", "calibration_bins", "confusion_repeats_figure", "curve_of_counts", "curves_figure",
+           "fold_spread_figure", "member_thresholds_figure", "operating_point", "operating_point_of_counts", "png",
+           "precision_recall_and_average", "probability_bins", "reliability_figure", "reliability_figure_of_bins", "repeat_curves",
+           "roc_area", "roc_pr_figure", "rows_by_score", "score_orders", "stable_argsort", "step_vertices",
+           "threshold_figure"]
 
 #: Figure size in inches for one panel; 100 dpi.
 PANEL = (4.6, 3.8)
@@ -62,11 +63,29 @@ def roc_pr_figure(positive, score, repeat, predicted=None, curves=None):
         computed here where it has not.
     """
     curves = curves if curves is not None else repeat_curves(positive, score, repeat)
+    points = None
+    if predicted is not None:
+        points = {seed: operating_point(positive[repeat == seed], predicted[repeat == seed]) for seed in curves}
+    return curves_figure(curves, points, positive_share=float(np.mean(positive)))
+
+
+def curves_figure(curves, points=None, *, positive_share):
+    """ROC and precision-recall curves, one per CV repeat (:func:`roc_pr_figure`, from the curves).
+
+    Parameters
+    ----------
+    curves : dict
+        ``{repeat: curve}``, as :func:`repeat_curves` gives them.
+    points : dict, default=None
+        ``{repeat: (TPR, FPR, precision)}`` of each repeat's predictions
+        (:func:`operating_point`), marked on its curves.
+    positive_share : float
+        The positive class's share of the rows: the precision of chance.
+    """
     fig, (roc, pr) = _figure(2)
     for i, seed in enumerate(curves):  # every repeat, in order (np.unique of millions of rows, done once)
-        if predicted is not None:  # the point the predictions sit at: what the chosen threshold gives
-            mask = repeat == seed
-            tpr, fpr, precision = operating_point(positive[mask], predicted[mask])
+        if points is not None:  # the point the predictions sit at: what the chosen threshold gives
+            tpr, fpr, precision = points[seed]
             label = "chosen threshold" if i == 0 else None
             roc.plot([fpr], [tpr], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
             pr.plot([tpr], [precision], "o", color=f"C{i}", markeredgecolor="k", markersize=7, zorder=5, label=label)
@@ -83,7 +102,7 @@ def roc_pr_figure(positive, score, repeat, predicted=None, curves=None):
     for ax in (roc, pr):  # the displays' axes: a unit square with a margin
         ax.set(xlim=(-0.01, 1.01), ylim=(-0.01, 1.01), aspect="equal")
     roc.plot([0, 1], [0, 1], color="0.7", linestyle=":", linewidth=1)
-    pr.axhline(positive.mean(), color="0.7", linestyle=":", linewidth=1, label="chance")
+    pr.axhline(positive_share, color="0.7", linestyle=":", linewidth=1, label="chance")
     roc.set_title("ROC (out-of-fold)")
     pr.set_title("Precision-recall (out-of-fold)")
     # scikit-learn's labels name the positive class by its code ("Positive label: 1"): the report names classes
@@ -105,13 +124,14 @@ def operating_point(positive, predicted):
     (0.5, 0.5, 0.5)
     """
     positive, predicted = np.asarray(positive, dtype=bool), np.asarray(predicted, dtype=bool)
-    tp = int(np.sum(positive & predicted))
-    fp = int(np.sum(~positive & predicted))
-    tpr = tp / max(int(positive.sum()), 1)
-    fpr = fp / max(int((~positive).sum()), 1)
+    return operating_point_of_counts(int(np.sum(positive & predicted)), int(np.sum(~positive & predicted)),
+                                     int(positive.sum()), int((~positive).sum()))
+
+
+def operating_point_of_counts(tp, fp, n_pos, n_neg):
+    """:func:`operating_point` of counts: true and false positives among ``n_pos`` positive and ``n_neg`` negative rows."""
     # scikit-learn's precision_recall_curve ends at (recall 0, precision 1): the same convention
-    precision = tp / (tp + fp) if tp + fp else 1.0
-    return tpr, fpr, precision
+    return tp / max(n_pos, 1), fp / max(n_neg, 1), tp / (tp + fp) if tp + fp else 1.0
 
 
 def precision_recall_and_average(positive, score):
@@ -197,20 +217,29 @@ def repeat_curves(positive, score, repeat, orders=None) -> dict:
         ``recall``, ``pr_thresholds`` and their ``average_precision``; and
         the repeat's ``n_pos`` and ``n_neg``.
     """
-    from .curves import precision_recall_from_sorted, roc_from_sorted
-
     orders = orders if orders is not None else score_orders(score, repeat)
     curves = {}
     for seed, rows in orders.items():
         here_positive, here_score = positive[rows], score[rows]  # sorted by score: the curves are counts
-        fpr, tpr, roc_thresholds = roc_from_sorted(here_score, here_positive)
-        precision, recall, pr_thresholds = precision_recall_from_sorted(here_score, here_positive)
         n_pos = int(here_positive.sum())
-        curves[seed] = {"fpr": fpr, "tpr": tpr, "roc_thresholds": roc_thresholds, "roc_auc": roc_area(fpr, tpr),
-                        "precision": precision, "recall": recall, "pr_thresholds": pr_thresholds,
-                        "average_precision": average_precision(precision, recall), "n_pos": n_pos,
-                        "n_neg": int(rows.size) - n_pos}
+        curves[seed] = _curve(*roc_from_sorted(here_score, here_positive),
+                              *precision_recall_from_sorted(here_score, here_positive), n_pos, int(rows.size) - n_pos)
     return curves
+
+
+def curve_of_counts(counts) -> dict:
+    """One repeat's curve (an entry of :func:`repeat_curves`) from its :class:`~.fold_summary.ScoreCounts`."""
+    from .curves import precision_recall_from_counts, roc_from_counts
+
+    at_thresholds = (counts.fp, counts.tp, counts.thresholds)
+    return _curve(*roc_from_counts(*at_thresholds), *precision_recall_from_counts(*at_thresholds), counts.n_pos,
+                  counts.n_neg)
+
+
+def _curve(fpr, tpr, roc_thresholds, precision, recall, pr_thresholds, n_pos, n_neg) -> dict:
+    return {"fpr": fpr, "tpr": tpr, "roc_thresholds": roc_thresholds, "roc_auc": roc_area(fpr, tpr),
+            "precision": precision, "recall": recall, "pr_thresholds": pr_thresholds,
+            "average_precision": average_precision(precision, recall), "n_pos": n_pos, "n_neg": n_neg}
 
 
 def roc_area(fpr, tpr) -> float:
@@ -235,12 +264,22 @@ def calibration_bins(positive, proba, n_bins=10):
     >>> calibration_bins(np.array([0, 1, 1]), np.array([0.1, 0.8, 0.9]), n_bins=2)
     (array([0., 1.]), array([0.1 , 0.85]))
     """
+    bins = probability_bins(positive, proba, n_bins)
+    kept = bins["rows"] != 0
+    return bins["positives"][kept] / bins["rows"][kept], bins["proba_sum"][kept] / bins["rows"][kept]
+
+
+def probability_bins(positive, proba, n_bins=10) -> dict:
+    """The rows, the positive rows and the sum of the probabilities in each bin of equal width on [0, 1].
+
+    The bins of scikit-learn's ``calibration_curve`` (``strategy="uniform"``):
+    counts, so that the bins of folds add up.
+    """
     proba = np.asarray(proba, dtype=float)
     bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], proba)
-    rows = np.bincount(bins, minlength=n_bins)
-    kept = rows != 0
-    observed = np.bincount(bins, weights=np.asarray(positive, dtype=float), minlength=n_bins)[kept] / rows[kept]
-    return observed, np.bincount(bins, weights=proba, minlength=n_bins)[kept] / rows[kept]
+    return {"rows": np.bincount(bins, minlength=n_bins).astype(np.int64),
+            "positives": np.bincount(bins, weights=np.asarray(positive, dtype=float), minlength=n_bins),
+            "proba_sum": np.bincount(bins, weights=proba, minlength=n_bins)}
 
 
 def step_vertices(recall):
@@ -292,19 +331,33 @@ def reliability_figure(positive, proba, repeat, *, n_bins=10):
     ``strategy="uniform"``); empty bins are left out. Below: how many rows
     fall in each bin, pooled over repeats.
     """
+    positive, proba = np.asarray(positive, dtype=float), np.asarray(proba, dtype=float)
+    by_repeat = {seed: probability_bins(positive[repeat == seed], proba[repeat == seed], n_bins)
+                 for seed in np.unique(repeat)}
+    return reliability_figure_of_bins(by_repeat, np.histogram(proba, bins=np.linspace(0.0, 1.0, n_bins + 1))[0])
+
+
+def reliability_figure_of_bins(by_repeat, histogram):
+    """:func:`reliability_figure` from each repeat's bins and the pooled histogram of the probabilities.
+
+    ``by_repeat``: ``{repeat: {"rows", "positives", "proba_sum"}}``, each an
+    array over the equal-width bins; ``histogram``: the rows in each bin
+    (numpy's ``histogram``), every repeat pooled.
+    """
     from matplotlib.figure import Figure
 
+    edges = np.linspace(0.0, 1.0, len(histogram) + 1)
     fig = Figure(figsize=(PANEL[0], PANEL[1] * 1.3), dpi=100, layout="constrained")
     curve, counts = fig.subplots(2, 1, height_ratios=[3, 1], sharex=True)
     curve.plot([0, 1], [0, 1], color="0.7", linestyle=":", linewidth=1, label="perfectly calibrated")
-    for i, seed in enumerate(np.unique(repeat)):
-        here = repeat == seed
-        observed, predicted = calibration_bins(positive[here], proba[here], n_bins=n_bins)
+    for i, (seed, bins) in enumerate(by_repeat.items()):
+        kept = bins["rows"] != 0
+        observed, predicted = (bins[name][kept] / bins["rows"][kept] for name in ("positives", "proba_sum"))
         curve.plot(predicted, observed, "o-", color=f"C{i}", markersize=4, linewidth=1, label=f"repeat {seed}")
     curve.set_ylabel("observed positive rate")
     curve.set_title("Reliability (out-of-fold probabilities)", fontsize=9)
     curve.legend(fontsize=7, loc="upper left")
-    counts.hist(proba, bins=np.linspace(0, 1, n_bins + 1), color="0.5")
+    counts.stairs(histogram, edges, fill=True, color="0.5")
     counts.set_yscale("log")
     counts.set_xlabel("predicted probability of the positive class")
     counts.set_ylabel("rows")

@@ -25,7 +25,7 @@ import numpy as np
 from . import figures
 from .curves import MAX_POINTS, spaced_vertices
 
-__all__ = ["bokehjs", "continue_model_ids", "document_json", "last_model_id", "pr_points", "roc_points", "roc_pr_plots",
+__all__ = ["bokehjs", "continue_model_ids", "curves_plots", "document_json", "last_model_id", "pr_points", "roc_points", "roc_pr_plots",
            "threshold_plot"]
 
 logger = logging.getLogger(__name__)
@@ -171,16 +171,38 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
         The two plots in a row; their data sources are named ``"roc repeat
         {seed}"``, ``"pr repeat {seed}"`` and ``"chosen repeat {seed}"``.
     """
+    positive, score, repeat = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float), np.asarray(repeat)
+    curves = curves if curves is not None else figures.repeat_curves(positive, score, repeat)
+    points = None
+    if predicted is not None:
+        points = {seed: figures.operating_point(positive[repeat == seed], predicted[repeat == seed])
+                  for seed in curves}
+    return curves_plots(curves, points, cutoffs, positive_share=float(positive.mean()), max_points=max_points)
+
+
+def curves_plots(curves, points=None, cutoffs=None, *, positive_share, max_points=MAX_POINTS):
+    """:func:`roc_pr_plots` from each repeat's curves and operating point.
+
+    Parameters
+    ----------
+    curves : dict
+        ``{repeat: curve}``, as :func:`.figures.repeat_curves` gives them.
+    points : dict, default=None
+        ``{repeat: (TPR, FPR, precision)}`` of each repeat's predictions,
+        marked on its curves.
+    cutoffs : dict, default=None
+        As :func:`roc_pr_plots` takes them.
+    positive_share : float
+        The positive class's share of the rows: the precision of chance.
+    max_points : int, default=MAX_POINTS
+    """
     from bokeh.layouts import row
     from bokeh.models import ColumnDataSource, LegendItem, Span
 
-    positive, score, repeat = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float), np.asarray(repeat)
     roc = _figure("ROC (out-of-fold)", "false positive rate", "true positive rate (recall)")
     pr = _figure("Precision-recall (out-of-fold)", "recall (true positive rate)", "precision")
-    renderers, chosen, points = {roc: [], pr: []}, {roc: [], pr: []}, []
-    curves = curves if curves is not None else figures.repeat_curves(positive, score, repeat)
+    renderers, chosen, marked = {roc: [], pr: []}, {roc: [], pr: []}, []
     for i, seed in enumerate(curves):  # every repeat, in order (np.unique of millions of rows, done once)
-        here = repeat == seed
         color = PALETTE[i % len(PALETTE)]
         data, area = roc_points(curves[seed])
         renderers[roc].append(_repeat_curve(roc, _spaced(data, "fpr", "tpr", max_points), seed, x="fpr", y="tpr",
@@ -189,24 +211,24 @@ def roc_pr_plots(positive, score, repeat, predicted=None, cutoffs=None, max_poin
         renderers[pr].append(_repeat_curve(pr, _spaced(data, "tpr", "precision", max_points), seed, x="tpr",
                                            y="precision", color=color, label=f"repeat {seed} (AP = {average:.2f})",
                                            name="pr", step=True))
-        if predicted is not None:  # where the predictions sit: what the threshold the folds chose gives
-            tpr, fpr, precision = figures.operating_point(positive[here], predicted[here])
+        if points is not None:  # where the predictions sit: what the threshold the folds chose gives
+            tpr, fpr, precision = points[seed]
             cutoff = (cutoffs or {}).get(seed, np.nan)
-            points.append((color, ColumnDataSource(
+            marked.append((color, ColumnDataSource(
                 {"repeat": [int(seed)], "tpr": [tpr], "fpr": [fpr], "precision": [precision],
                  "threshold_text": ["each fold's own" if np.isnan(cutoff) else f"{cutoff:.4g}"]},
                 name=f"chosen repeat {seed}")))
-    for color, source in points:  # after every curve: on top of them
+    for color, source in marked:  # after every curve: on top of them
         for fig, axes in ((roc, ("fpr", "tpr")), (pr, ("tpr", "precision"))):
             chosen[fig].append(fig.scatter(*axes, source=source, size=11, color=color, line_color="black"))
-    if points:
+    if marked:
         for fig in (roc, pr):
             # one legend entry for every repeat's marker (a click hides them all); the legend draws each of its
             # renderers' glyphs, the last on top: a circle of no repeat's colour, itself not drawn (NaN)
             neutral = fig.scatter([np.nan], [np.nan], size=11, fill_color="white", line_color="black")
             fig.legend.items.append(LegendItem(label="chosen threshold", renderers=[*chosen[fig], neutral]))
     roc.line([0, 1], [0, 1], color="#b3b3b3", line_dash="dotted", line_width=1)
-    pr.add_layout(Span(location=float(positive.mean()), dimension="width", line_color="#b3b3b3",
+    pr.add_layout(Span(location=positive_share, dimension="width", line_color="#b3b3b3",
                        line_dash="dotted", line_width=1))
     for fig, place in ((roc, "bottom_right"), (pr, "top_right")):
         _hover(fig, renderers[fig], CURVE_TOOLTIPS)

@@ -26,8 +26,7 @@ from __future__ import annotations
 import base64
 import html
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +34,15 @@ import numpy as np
 from .._counts import unique_counts
 from .._forked import ForkedCallError, start_in_fork
 from . import figures, interactive
-from .curves import run_starts
+from .blocks import PendingFigure, Section
+from .blocks import fmt as _fmt
+from .blocks import pending_png as _png
+from .oof_sections import brier_scores, chosen_cutoff, class_counts, out_of_fold_sections, threshold_rows
 
+# (the out-of-fold sections' functions are here too, where they were before :mod:`.oof_sections` held them)
 __all__ = ["DataSummary", "PendingFigure", "Section", "ThresholdSearch", "brier_scores", "chosen_cutoff",
-           "class_counts", "class_names_by_code", "draw_sections", "fold_figures", "out_of_fold_sections", "run_report_sections",
-           "render_html", "render_markdown", "threshold_rows", "write_run_report"]
+           "class_counts", "class_names_by_code", "draw_sections", "fold_figures", "out_of_fold_sections",
+           "run_report_sections", "render_html", "render_markdown", "threshold_rows", "write_run_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,56 +52,6 @@ FIGURE_DIR = "report"
 #: How long the side process waits for the interactive figures drawn in its forked copy before it draws them
 #: itself: their curves are thinned to MAX_POINTS vertices, so this is far more than drawing them takes.
 FORKED_DRAWING_SECONDS = 120
-
-
-@dataclass(frozen=True)
-class PendingFigure:
-    """A block's figure, drawn when the report's sections are (:func:`draw_sections`).
-
-    Attributes
-    ----------
-    kind : {"png", "bokeh"}
-        What ``draw()`` returns: PNG bytes (matplotlib) or a Bokeh
-        document's JSON (:func:`.interactive.document_json`).
-    draw : callable
-    """
-
-    kind: str
-    draw: Callable
-
-
-@dataclass
-class Section:
-    """A titled part of a report: blocks of ``("text", str)``, ``("table", headers, rows)``,
-    ``("figure", name, png_bytes, caption)`` or ``("interactive", name, bokeh_json, png_bytes, caption)``
-    (:func:`.interactive.document_json`; the PNG is the same figure for the Markdown). A figure is a
-    :class:`PendingFigure` until :func:`draw_sections` draws it."""
-
-    title: str
-    blocks: list = field(default_factory=list)
-
-    def text(self, value):
-        self.blocks.append(("text", value))
-
-    def table(self, headers, rows):
-        self.blocks.append(("table", list(headers), [list(row) for row in rows]))
-
-    def figure(self, name, fig, caption):
-        """A matplotlib figure, drawn as PNG (or its PNG, drawn already)."""
-        self.blocks.append(("figure", name, _png(fig), caption))
-
-    def interactive(self, name, model, fig, caption):
-        """A Bokeh model for the HTML page (``model()`` builds it), ``fig`` (the same figure drawn by matplotlib) for
-        the Markdown."""
-        document = PendingFigure("bokeh", lambda: interactive.document_json(model(), f"{name}-plot"))
-        self.blocks.append(("interactive", name, document, _png(fig), caption))
-
-
-def _png(fig):
-    """A matplotlib figure as a pending PNG; PNG bytes, or a pending figure, as they are."""
-    if isinstance(fig, (bytes, PendingFigure)):
-        return fig
-    return PendingFigure("png", lambda: figures.png(fig))
 
 
 def draw_sections(sections, *, split=False):
@@ -243,9 +196,11 @@ def write_run_report(directory, *, job, data, metrics, resources, oof=None, fina
         The job's data (labels, class names, shape), or its summary.
     metrics, resources : dict
         What the run writes to ``metrics.json`` and ``resources.json``.
-    oof : dict of ndarray, default=None
-        The out-of-fold predictions (:func:`dimbsvm.jobs.oof.load_oof`);
-        needed only where ``oof_sections`` is not given.
+    oof : dict, default=None
+        Each fold's summary of its out-of-fold predictions
+        (:func:`dimbsvm.jobs.oof.load_fold_summaries`), or the predictions
+        (:func:`dimbsvm.jobs.oof.load_oof`); needed only where
+        ``oof_sections`` is not given.
     final_estimator : estimator or ThresholdSearch, default=None
         The final model's estimator, for its threshold search (or that
         search, :meth:`ThresholdSearch.of`); ``None`` when the job saves no
@@ -277,14 +232,6 @@ def class_names_by_code(data) -> dict:
     """``{label code: class name}`` (the code itself where the data names no classes)."""
     names = {int(code): str(name) for name, code in (data.meta.get("class_map") or {}).items()}
     return {int(code): names.get(int(code), str(code)) for code in unique_counts(data.y)[0]}
-
-
-def _fmt(value, digits=4):
-    if value is None:
-        return ""
-    if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}g}" if abs(value) >= 1e4 or (value and abs(value) < 1e-3) else f"{value:.{digits}f}"
-    return str(value)
 
 
 def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=None, oof_sections=None,
@@ -352,9 +299,6 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
     return f"dimbsvm run report: {job.name}", sections
 
 
-#: The repeats whose confusion matrices are drawn (the table lists every repeat).
-MATRICES_DRAWN = 4
-
 #: The candidates listed in a report's search table (best first); ``search_summary.csv`` has them all.
 SEARCH_ROWS_SHOWN = 20
 
@@ -404,258 +348,6 @@ def _folds_section(folds, metric_names, timing_names):
                   [[r["seed"], r["fold"], r.get("n_train", ""), r.get("n_test", "")]
                    + [_fmt(r.get(name)) for name in names] for r in folds])
     return section
-
-
-def out_of_fold_sections(oof, names, pos_label, *, n_repeats):
-    """The report's sections drawn from the out-of-fold predictions alone (curves, confusion, thresholds, calibration).
-
-    They need neither the final model nor the run's records, so a run draws
-    them in a thread of its own once every fold is saved, while the final
-    model fits. Each repeat's rows are sorted by score once, for every curve
-    and table. Safe in a thread of its own while nothing else draws
-    (matplotlib's object API; Bokeh models of their own document).
-
-    Parameters
-    ----------
-    oof : dict of ndarray
-        The out-of-fold predictions (:func:`dimbsvm.jobs.oof.load_oof`).
-    names : dict
-        ``{label code: class name}`` of every class.
-    pos_label : int
-        The positive class's code.
-    n_repeats : int
-        The CV repeats (every row is a test row once per repeat).
-
-    Returns
-    -------
-    list of Section
-    """
-    ranked = len(names) == 2 and bool(np.isfinite(oof["score"]).all())
-    orders = figures.score_orders(oof["score"], oof["seed"]) if ranked else None
-    repeat_curves = (figures.repeat_curves(oof["y_true"] == pos_label, oof["score"], oof["seed"], orders)
-                     if ranked else None)
-    cutoffs = _repeat_cutoffs(oof, pos_label, orders) if ranked else None
-    sections = [_oof_section(oof, names, pos_label, n_repeats=n_repeats, orders=orders, curves=repeat_curves,
-                             cutoffs=cutoffs)]
-    if ranked:
-        # every repeat pooled: one repeat's order, and its cutoff, are the pooled ones (rows_by_score of every row)
-        if len(orders) == 1:
-            sections.append(_thresholds_section(oof, names, pos_label, order=next(iter(orders.values())),
-                                                chosen=next(iter(cutoffs.values()))))
-        else:
-            sections.append(_thresholds_section(oof, names, pos_label, order=figures.stable_argsort(oof["score"])))
-    if len(names) == 2 and "proba" in oof:
-        sections.append(_calibration_section(oof, names, pos_label))
-    return sections
-
-
-def chosen_cutoff(score, predicted, order=None):
-    """The score cutoff that reproduces the predictions best, and the share of rows it reproduces.
-
-    A row is predicted positive at cutoff ``t`` when ``score >= t`` (scikit-learn's
-    ``roc_curve`` convention). Where every fold predicted with the same
-    threshold on the score (a decision value shifted by the chosen threshold
-    is positive from 0), the share is 1; where folds chose thresholds of their
-    own on an unshifted score, it is the cutoff closest to all of them.
-    ``order``: the rows' stable sort by score (``np.argsort(score,
-    kind="stable")``) where the caller has it; computed here where not.
-
-    Examples
-    --------
-    >>> chosen_cutoff(np.array([-1.0, -0.2, 0.1, 0.5]), np.array([False, False, True, True]))
-    (0.1, 1.0)
-    """
-    score, predicted = np.asarray(score, dtype=float), np.asarray(predicted, dtype=bool)
-    order = np.argsort(score, kind="stable") if order is None else order
-    s, p = score[order], predicted[order]
-    cutoffs, first = _distinct_sorted(s)
-    negatives_below = np.concatenate([[0], np.cumsum(~p)])[first]  # predicted negative, and below the cutoff
-    positives_below = np.concatenate([[0], np.cumsum(p)])[first]
-    agree = negatives_below + (p.sum() - positives_below)
-    best = int(np.argmax(agree))
-    if (~p).sum() > agree[best]:  # predicting nothing positive agrees more: a cutoff above every score
-        return float("inf"), float((~p).sum() / len(p))
-    return float(cutoffs[best]), float(agree[best] / len(p))
-
-
-def _distinct_sorted(s):
-    """``np.unique(s, return_index=True)`` of increasing ``s``: one pass instead of a sort (NaN: the sort)."""
-    if s.size and np.isnan(s[-1]):
-        return np.unique(s, return_index=True)
-    first = run_starts(s)
-    return s[first], first
-
-
-def threshold_rows(positive, score, cutoff, *, around=2, steps=50, order=None):
-    """TPR, FPR, precision, G-mean and F-measure at thresholds around ``cutoff``, every repeat pooled.
-
-    The thresholds are the distinct scores (a row is positive when its score is
-    at least the threshold); ``around`` of them on each side of ``cutoff``,
-    about ``1/steps`` of the distinct scores apart, so that the rows show a
-    visible change.
-
-    ``order``: the rows' stable sort by score, as :func:`chosen_cutoff` takes it.
-
-    Returns
-    -------
-    rows : list of dict
-        ``threshold``, ``tpr``, ``fpr``, ``precision``, ``g_mean``,
-        ``f_measure``, ``chosen``, by decreasing threshold.
-    """
-    positive, score = np.asarray(positive, dtype=bool), np.asarray(score, dtype=float)
-    order = np.argsort(score, kind="stable") if order is None else order
-    s, positive_sorted = score[order], positive[order]
-    scored = len(s) - int(np.isnan(s).sum())  # NaN sorts last: below every threshold, and none itself
-    thresholds = _distinct_sorted(s[:scored])[0][::-1]  # decreasing, as roc_curve lists them
-    at = int(np.searchsorted(-thresholds, -cutoff, side="left")) if np.isfinite(cutoff) else 0
-    at = min(at, len(thresholds) - 1)
-    step = max(1, len(thresholds) // steps)
-    picks = sorted({min(max(at + k * step, 0), len(thresholds) - 1) for k in range(-around, around + 1)})
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    positives_below = np.concatenate([[0], np.cumsum(positive_sorted)])
-    rows = []
-    for i in picks:
-        below = int(np.searchsorted(s[:scored], thresholds[i], side="left"))  # the rows predicted negative
-        tp = int(positives_below[scored] - positives_below[below])
-        fp = (scored - below) - tp
-        tpr, fpr = tp / max(n_pos, 1), fp / max(n_neg, 1)
-        precision = tp / (tp + fp)  # a threshold is a score: at least one row is predicted positive
-        f_measure = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
-        rows.append({"threshold": float(thresholds[i]), "tpr": tpr, "fpr": fpr, "precision": precision,
-                     "g_mean": float(np.sqrt(tpr * (1 - fpr))), "f_measure": f_measure, "chosen": i == at})
-    return rows
-
-
-def brier_scores(positive, proba, repeat) -> dict:
-    """The Brier score (mean squared error of the positive class's probability) per repeat, and ``"all"`` pooled."""
-    positive, proba = np.asarray(positive, dtype=float), np.asarray(proba, dtype=float)
-    out = {int(seed): float(np.mean((proba[repeat == seed] - positive[repeat == seed]) ** 2))
-           for seed in np.unique(repeat)}
-    out["all"] = float(np.mean((proba - positive) ** 2))
-    return out
-
-
-def _thresholds_section(oof, names, pos_label, order=None, chosen=None):
-    """``chosen``: :func:`chosen_cutoff` of every row where the caller has it."""
-    section = Section("Thresholds")
-    positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
-    order = figures.stable_argsort(oof["score"]) if order is None else order
-    cutoff, share = chosen_cutoff(oof["score"], predicted, order=order) if chosen is None else chosen
-    below = oof["score"][~predicted]
-    if share == 1 and (below.size == 0 or below.max() < 0) and cutoff >= 0:
-        where = ("Every fold predicted positive from score 0: the scores are decision values already shifted by "
-                 "the threshold each fold chose (see Folds); the chosen row's threshold is the lowest score "
-                 "predicted positive")
-    elif share == 1:
-        where = f"The predictions are the rows whose score is at least {_fmt(cutoff)}"
-    else:
-        where = (f"The folds chose thresholds of their own: the score cutoff {_fmt(cutoff)} reproduces {share:.2%} "
-                 "of the predictions, and the last row is the predictions themselves")
-    section.text(f"Positive class: {names[pos_label]}. TPR (recall), FPR, precision, G-mean and F-measure of the "
-                 "out-of-fold scores at thresholds around the chosen one (a row is predicted "
-                 f"{names[pos_label]} when its score is at least the threshold), every repeat pooled. {where}.")
-    rows = threshold_rows(positive, oof["score"], cutoff, order=order)
-    table = [[_fmt(r["threshold"]), _fmt(r["tpr"]), _fmt(r["fpr"]), _fmt(r["precision"]), _fmt(r["g_mean"]),
-              _fmt(r["f_measure"]), "chosen" if r["chosen"] else ""] for r in rows]
-    if share < 1:
-        tpr, fpr, precision = figures.operating_point(positive, predicted)
-        f_measure = 2 * precision * tpr / (precision + tpr) if precision + tpr else 0.0
-        table.append(["each fold's own", _fmt(tpr), _fmt(fpr), _fmt(precision), _fmt(float(np.sqrt(tpr * (1 - fpr)))),
-                      _fmt(f_measure), "the predictions"])
-    section.table(["threshold (score >=)", "TPR (recall)", "FPR", "precision", "G-mean", "F-measure", ""], table)
-    return section
-
-
-def _calibration_section(oof, names, pos_label):
-    section = Section("Calibration")
-    positive = oof["y_true"] == pos_label
-    brier = brier_scores(positive, oof["proba"], oof["seed"])
-    section.text(f"The out-of-fold probabilities of {names[pos_label]}: the Brier score (mean squared error of the "
-                 f"probability; 0 is perfect, {positive.mean() * (1 - positive.mean()):.4f} is predicting the class "
-                 "share for every row) and the reliability diagram.")
-    section.table(["repeat", "Brier score", "rows"],
-                  [[seed, _fmt(value), int(np.sum(oof["seed"] == seed))]
-                   for seed, value in brier.items() if seed != "all"]
-                  + [["all repeats", _fmt(brier["all"]), len(positive)]])
-    section.figure("reliability", figures.reliability_figure(positive, oof["proba"], oof["seed"]),
-                   f"Observed share of {names[pos_label]} against the mean predicted probability, in ten bins of "
-                   "equal width, per repeat; below, how many rows fall in each bin (log scale).")
-    return section
-
-
-def _oof_section(oof, names, pos_label, *, n_repeats, orders=None, curves=None, cutoffs=None):
-    section = Section("Out-of-fold predictions")
-    section.text(f"Every row is a test row once per repeat ({n_repeats} repeat(s)); the predictions are in the "
-                 "run directory's `oof/` files (one `.npz` per fold: row, y_true, y_pred, score).")
-    codes = sorted(names)
-    if len(codes) == 2 and np.isfinite(oof["score"]).all():  # (curves of two classes and finite scores only)
-        positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
-        section.interactive("roc_pr", lambda: _roc_pr_plots(oof, pos_label, orders=orders, curves=curves,
-                                                            cutoffs=cutoffs),
-                            figures.roc_pr_figure(positive, oof["score"], oof["seed"], predicted=predicted,
-                                                  curves=curves),
-                            "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
-                            "(AUC and average precision in the legends); dotted: chance; circles: where each "
-                            "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
-                            "gives the rates around it). On the page, hovering a curve gives the threshold and "
-                            "the rates at that point; a legend entry hides its curve.")
-    repeats = [int(seed) for seed in (orders if orders is not None else np.unique(oof["seed"]))]
-    matrices = [class_counts(oof["y_true"][oof["seed"] == seed], oof["y_pred"][oof["seed"] == seed], codes)
-                for seed in repeats]
-    class_names = [names[c] for c in codes]
-    rows = []
-    for seed, matrix in zip(repeats, matrices):  # each repeat on its own: every row once, not once per repeat
-        totals = np.maximum(matrix.sum(axis=1), 1)
-        rows += [[seed, class_names[i]] + [f"{count} ({count / totals[i]:.1%})" for count in matrix[i]]
-                 + [int(matrix[i].sum())] for i in range(len(codes))]
-    section.table(["repeat", "true class"] + [f"predicted {name}" for name in class_names] + ["rows"], rows)
-    shown = repeats[:MATRICES_DRAWN]
-    section.figure("confusion", figures.confusion_repeats_figure(matrices[:MATRICES_DRAWN], class_names, shown),
-                   "Confusion matrix of each repeat's out-of-fold predictions (rows: true class): the count, and "
-                   "its share of the true class's rows."
-                   + (f" The first {MATRICES_DRAWN} of {len(repeats)} repeats are drawn; the table has them all."
-                      if len(repeats) > MATRICES_DRAWN else ""))
-    return section
-
-
-def class_counts(y_true, y_pred, codes):
-    """scikit-learn's ``confusion_matrix(y_true, y_pred, labels=codes)`` of integer class codes, by one ``bincount``.
-
-    Examples
-    --------
-    >>> class_counts(np.array([0, 0, 1, 1]), np.array([0, 1, 1, 1]), [0, 1]).tolist()
-    [[1, 1], [0, 2]]
-    """
-    codes = np.asarray(codes)
-    true_at, pred_at = np.searchsorted(codes, y_true), np.searchsorted(codes, y_pred)
-    if not (np.array_equal(codes[np.minimum(true_at, codes.size - 1)], y_true)
-            and np.array_equal(codes[np.minimum(pred_at, codes.size - 1)], y_pred)):
-        raise ValueError("a label is not one of the class codes")
-    return np.bincount(true_at * codes.size + pred_at, minlength=codes.size ** 2).reshape(codes.size, codes.size)
-
-
-def _repeat_cutoffs(oof, pos_label, orders):
-    """``{repeat: chosen_cutoff(...)}`` of each repeat's rows (``orders``: :func:`.figures.score_orders`)."""
-    predicted = oof["y_pred"] == pos_label
-    # a repeat's rows sorted by score: their stable order by score
-    return {seed: chosen_cutoff(oof["score"][rows], predicted[rows], order=np.arange(rows.size))
-            for seed, rows in orders.items()}
-
-
-def _roc_pr_plots(oof, pos_label, orders=None, curves=None, cutoffs=None):
-    """The interactive ROC and precision-recall plots, each repeat's operating point with its score cutoff.
-
-    ``cutoffs``: :func:`_repeat_cutoffs` where the caller has them.
-    """
-    positive, predicted = oof["y_true"] == pos_label, oof["y_pred"] == pos_label
-    orders = orders if orders is not None else figures.score_orders(oof["score"], oof["seed"])
-    cutoffs = cutoffs if cutoffs is not None else _repeat_cutoffs(oof, pos_label, orders)
-    # no one cutoff gives a repeat's predictions (share < 1): none is shown
-    shown = {seed: cutoff if share == 1 else np.nan for seed, (cutoff, share) in cutoffs.items()}
-    if curves is None:
-        curves = figures.repeat_curves(positive, oof["score"], oof["seed"], orders)
-    return interactive.roc_pr_plots(positive, oof["score"], oof["seed"], predicted=predicted, cutoffs=shown,
-                                    curves=curves)
 
 
 def fold_figures(folds, metric_names) -> dict:
