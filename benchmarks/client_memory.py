@@ -24,7 +24,11 @@ started (the report's side process and the copy it forks to draw) from
 system seconds of the driver and its descendants (``RUSAGE_CHILDREN`` before and
 after; the workers are still running, so they are not counted). Per size the
 medians over the repeats, and the growth from the smallest size per million
-rows: what a row costs the driver.
+rows: what a row costs the driver. Beside them: the largest worker's peak
+resident memory (``VmHWM``, from the run's ``resources.json``), the store's
+bytes on disk, and the G-mean's standard deviation over the folds (the spread
+two sizes' G-means are compared within). ``--chunk-rows`` keeps the chunks'
+size, rather than their number, equal across sizes.
 """
 
 from __future__ import annotations
@@ -122,10 +126,12 @@ def run_driver(store: Path, workdir: Path, *, n_members: int, bag: int, memory_l
         raise RuntimeError(f"dimbsvm run failed ({proc.returncode}):\n"
                            f"{(workdir / 'driver.log').read_text()[-4000:]}")
     metrics = json.loads((run_dir / "metrics.json").read_text())
+    resources = json.loads((run_dir / "resources.json").read_text())
     shutil.rmtree(run_dir, ignore_errors=True)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return dict(watched, wall_seconds=wall, cpu_seconds=cpu,
-                g_mean=metrics["summary"]["g_mean"]["mean"])
+    return dict(watched, wall_seconds=wall, cpu_seconds=cpu, g_mean=metrics["summary"]["g_mean"]["mean"],
+                g_mean_std=metrics["summary"]["g_mean"]["std"],
+                peak_worker_bytes=resources.get("peak_worker_memory_max_bytes") or 0)
 
 
 def per_size(runs: list[dict]) -> list[dict]:
@@ -137,7 +143,9 @@ def per_size(runs: list[dict]) -> list[dict]:
         rows.append({"n": n, "repeats": len(mine), **{key: float(np.median([run[key] for run in mine])) for key in
                                                       ("peak_tree_bytes", "peak_driver_bytes", "cpu_seconds",
                                                        "wall_seconds")},
-                     "g_mean": mine[0]["g_mean"]})
+                     "g_mean": mine[0]["g_mean"], "g_mean_std": mine[0].get("g_mean_std"),
+                     "peak_worker_bytes": max(run.get("peak_worker_bytes", 0) for run in mine),
+                     "store_bytes": mine[0].get("store_bytes")})
     base = rows[0]
     for row in rows[1:]:
         millions = (row["n"] - base["n"]) / 1e6
@@ -149,14 +157,18 @@ def per_size(runs: list[dict]) -> list[dict]:
 
 def render_markdown(summary: dict) -> str:
     """The table: per size the medians, and the growth per million rows."""
-    lines = ["| n | repeats | peak tree MB | peak driver MB | CPU s | wall s | tree MB per 10^6 rows | "
-             "driver MB per 10^6 rows | CPU s per 10^6 rows | G-mean |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| n | store on disk GB | repeats | peak tree MB | peak driver MB | peak worker MB | CPU s | wall s | "
+             "tree MB per 10^6 rows | driver MB per 10^6 rows | CPU s per 10^6 rows | G-mean (std over folds) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in per_size(summary["runs"]):
-        lines.append(f"| {row['n']:,} | {row['repeats']} | {row['peak_tree_bytes'] / 2**20:.0f} | "
-                     f"{row['peak_driver_bytes'] / 2**20:.0f} | {row['cpu_seconds']:.1f} | {row['wall_seconds']:.1f}"
-                     f" | {_growth(row, 'tree_mb_per_million', '.1f')} | {_growth(row, 'driver_mb_per_million', '.1f')}"
-                     f" | {_growth(row, 'cpu_s_per_million', '.2f')} | {row['g_mean']:.4f} |")
+        store = f"{row['store_bytes'] / 1e9:.2f}" if row.get("store_bytes") else "-"
+        worker = f"{row['peak_worker_bytes'] / 2**20:.0f}" if row.get("peak_worker_bytes") else "-"
+        spread = f" ({row['g_mean_std']:.4f})" if row.get("g_mean_std") is not None else ""
+        lines.append(f"| {row['n']:,} | {store} | {row['repeats']} | {row['peak_tree_bytes'] / 2**20:.0f} | "
+                     f"{row['peak_driver_bytes'] / 2**20:.0f} | {worker} | {row['cpu_seconds']:.1f} | "
+                     f"{row['wall_seconds']:.1f} | {_growth(row, 'tree_mb_per_million', '.1f')} | "
+                     f"{_growth(row, 'driver_mb_per_million', '.1f')} | {_growth(row, 'cpu_s_per_million', '.2f')} | "
+                     f"{row['g_mean']:.4f}{spread} |")
     return "\n".join(lines)
 
 
@@ -175,6 +187,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.client_memory", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--chunks", type=int, default=64, help="equal chunks of the store")
+    parser.add_argument("--chunk-rows", type=int, help="rows per chunk instead (chunks: rows / this, rounded up)")
     parser.add_argument("--members", type=int, default=N_MEMBERS)
     parser.add_argument("--bag", type=int, default=BAG)
     parser.add_argument("--memory-limit", default="6GiB", help="per worker")
@@ -195,11 +208,12 @@ def main(argv=None) -> int:
     tic = time.perf_counter()
     try:
         for n in args.sizes:
-            store = make_store(n, args.chunks, workdir)
+            store = make_store(n, -(-n // args.chunk_rows) if args.chunk_rows else args.chunks, workdir)
+            store_bytes = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
             for repeat in range(args.repeats):
                 run = run_driver(store, workdir, n_members=args.members, bag=args.bag,
                                  memory_limit=args.memory_limit, poll=args.poll)
-                summary["runs"].append(dict(run, n=n, repeat=repeat))
+                summary["runs"].append(dict(run, n=n, repeat=repeat, store_bytes=store_bytes))
                 logger.info("n=%d: peak tree %.0f MB, driver %.0f MB, CPU %.1f s, wall %.1f s", n,
                             run["peak_tree_bytes"] / 2**20, run["peak_driver_bytes"] / 2**20, run["cpu_seconds"],
                             run["wall_seconds"])
