@@ -321,3 +321,32 @@ def test_a_prediction_output_in_a_bucket_that_does_not_exist_is_refused_and_not_
     assert "\n" not in str(caught.value)
     fs.invalidate_cache()
     assert not fs.exists(missing)
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv"])
+def test_a_second_writer_of_one_output_at_a_url_is_refused_and_replaces_nothing(trained, tmp_path, s3_bucket,
+                                                                               suffix):
+    """Two runs to one ``s3://`` output, the second checked before the first wrote (issue 50, item 3): the second
+    is refused in one line when it would write, and the first's output is as it wrote it."""
+    import s3fs
+
+    from dimbsvm.predict.tables import plan_prediction
+
+    frame, source = _new_rows(tmp_path, parts=2)
+    model = dimbsvm.load_model(trained)
+    out = f"s3://{s3_bucket}/race/pred.{suffix}"
+    second = plan_prediction(model, str(source), out)  # checked while the output does not exist yet
+    predict_to(model, str(source), out)  # the first writer finishes
+    fs = s3fs.S3FileSystem()
+    fs.invalidate_cache()
+    before = {path: fs.cat(path) for path in fs.find(f"{s3_bucket}/race")}
+    with pytest.raises(DimbsvmError, match=r"prediction output s3://.*/race/pred\.\w+ appeared while the "
+                                           r"predictions were written") as caught:
+        second.run()
+    assert "\n" not in str(caught.value)
+    fs.invalidate_cache()
+    assert {path: fs.cat(path) for path in fs.find(f"{s3_bucket}/race")} == before
+    names = _expected(trained, frame)[0]
+    read = pd.read_parquet(out) if suffix == "parquet" else pd.read_csv(fs.open(f"{s3_bucket}/race/pred.csv"))
+    assert read["prediction"].tolist() == names
+    assert not any(path.endswith("/_CLAIMED") for path in before)  # the first writer's claim is gone

@@ -17,12 +17,17 @@ probabilities, ``proba_<positive class>``:
   into place when all are written; the completion marker ``_SUCCESS`` is
   written last (readers of Parquet datasets ignore ``_`` files);
 - ``.csv``: one file, its parts written by the workers and concatenated by
-  one task under a hidden name, then moved into place;
+  one task under a hidden name, then moved into place (at a URL: into the
+  output itself, by an upload that completes only where no object of that
+  name exists);
 - anything else: a new Zarr store (``y_pred`` codes, ``decision``,
   ``probability``), local, from a store or a file.
 
 The client holds the model and the partitions' row counts, never the rows.
 An output that exists is refused: nothing dimbsvm did not write is replaced.
+Of two runs writing one output, the second is refused when it would write
+(at a URL by S3's conditional writes: ``_CLAIMED``, created first, claims a
+Parquet output; it is removed once ``_SUCCESS`` is written).
 """
 
 from __future__ import annotations
@@ -58,6 +63,9 @@ logger = logging.getLogger(__name__)
 
 #: Written last into a Parquet output directory: without it the directory is not a finished output.
 COMPLETE_MARKER = "_SUCCESS"
+
+#: The object a writer of a Parquet output at a URL creates first, and only where none exists: its claim.
+CLAIM = "_CLAIMED"
 #: Bytes of CSV text per partition when ``chunk_rows`` cannot be turned into bytes.
 _CSV_SAMPLE_BYTES = 1 << 16
 #: Fewest bytes of CSV text per partition that --chunk-rows may ask for.
@@ -410,12 +418,21 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.rename(columns=quoted)
 
 
-def _concatenate(urls: list, target: str, counts: list, storage_options) -> int:
-    with _open(target, "wb", storage_options) as out:
-        for url in urls:
-            with _open(url, "rb", storage_options) as part:
-                shutil.copyfileobj(part, out, 1 << 20)
+def _concatenate(urls: list, target: str, counts: list, storage_options, *, exclusive=False) -> int:
+    """Copy the parts, in order, into ``target``; ``exclusive``: created only where no object of that name exists."""
+    try:
+        with _open(target, "xb" if exclusive else "wb", storage_options) as out:
+            for url in urls:
+                with _open(url, "rb", storage_options) as part:
+                    shutil.copyfileobj(part, out, 1 << 20)
+    except FileExistsError:
+        raise DimbsvmError(_appeared(target)) from None
     return int(sum(counts))
+
+
+def _appeared(out: str) -> str:
+    return (f"prediction output {out} appeared while the predictions were written (another writer?); nothing was "
+            "replaced and these predictions are left unwritten")
 
 
 def _staging(out: str, what: str) -> str:
@@ -452,11 +469,13 @@ def _write_csv(parts: list, out: str, storage_options) -> int:
         _makedirs(staging, storage_options)
         counts = [dask.delayed(_write_csv_part)(part, url, k == 0, storage_options)
                   for k, (part, url) in enumerate(zip(parts, urls))]
-        (n_rows,) = _compute_all([dask.delayed(_concatenate)(urls, whole, counts, storage_options)])
-        if is_url(out):  # an object appears whole under its name
-            fs, path = filesystem(out, storage_options)
-            fs.mv(filesystem(whole, storage_options)[1], path)
+        if is_url(out):
+            # an object appears whole under its name when its upload completes, and only where none of that name
+            # exists (a conditional write): a second writer is refused, not replacing the first's
+            (n_rows,) = _compute_all([dask.delayed(_concatenate)(urls, out, counts, storage_options,
+                                                                 exclusive=True)])
         else:
+            (n_rows,) = _compute_all([dask.delayed(_concatenate)(urls, whole, counts, storage_options)])
             _rename_no_replace(whole, out)
     finally:
         _remove(staging, storage_options)
@@ -489,14 +508,27 @@ def _compute_all(tasks: list) -> tuple:
 
 
 def _commit_url(staging: str, out: str, urls: list, marker: str, storage_options) -> None:
-    """Move the parts under ``out`` and write the completion marker last (object storage has no rename)."""
+    """Claim ``out``, move the parts under it and write the completion marker last (object storage has no rename).
+
+    The claim is an object created only where none of its name exists (a
+    conditional write): of two writers of one output the second is refused
+    before it moves a part, so that the parts of two runs never mix.
+    """
     fs, root = filesystem(out, storage_options)
     if fs.exists(root):
-        raise DimbsvmError(f"prediction output {out} appeared while the predictions were written; they are left "
-                           "unwritten")
+        raise DimbsvmError(_appeared(out))
+    claim = f"{root}/{CLAIM}"
+    try:
+        fs.pipe_file(claim, b"", mode="create")
+    except FileExistsError:
+        raise DimbsvmError(_appeared(out)) from None
     for url in urls:
         fs.mv(filesystem(url, storage_options)[1], f"{root}/{url.rsplit('/', 1)[-1]}")
     fs.pipe_file(f"{root}/{COMPLETE_MARKER}", marker.encode())
+    try:
+        fs.rm(claim)
+    except OSError as exc:  # the output is complete; the claim left beside it is said, not fatal
+        logger.warning("could not remove %s: %s", claim, exc)
 
 
 def _makedirs(location: str, storage_options) -> None:
