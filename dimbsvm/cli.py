@@ -166,6 +166,13 @@ def _main(argv: list) -> int:
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: still one line, traceback with -v
         if args.verbose:
             traceback.print_exc()
+        if _from_object_storage(exc) and _unanswered(exc):
+            from .store.location import READ_TIMEOUT_VARIABLE, s3_call_limits
+
+            print(f"dimbsvm: error: object storage did not answer: {_one_line(exc)} (each call waits "
+                  f"{s3_call_limits()['read_timeout']:g} s, set by {READ_TIMEOUT_VARIABLE}; check the endpoint, "
+                  "AWS_ENDPOINT_URL, and the network)", file=sys.stderr)
+            return 2
         if _from_object_storage(exc):
             print(f"dimbsvm: error: object storage refused the request: {_one_line(exc)} (check the credentials "
                   "and endpoint: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...)", file=sys.stderr)
@@ -186,6 +193,12 @@ def _from_object_storage(exc: BaseException) -> bool:
     """Whether an error was raised by an object-storage client (credentials, endpoint, permissions)."""
     roots = ("botocore", "aiobotocore", "google.auth", "google.api_core", "azure.core")
     return any(cls.__module__.startswith(roots) for cls in type(exc).__mro__)
+
+
+def _unanswered(exc: BaseException) -> bool:
+    """Whether an object-storage client's error is an endpoint that did not answer (timeouts, connections lost)."""
+    names = {"ConnectTimeoutError", "ReadTimeoutError", "EndpointConnectionError", "ConnectionClosedError"}
+    return any(cls.__name__ in names for cls in type(exc).__mro__)
 
 
 def _describe(exc: BaseException) -> str:

@@ -683,3 +683,29 @@ def test_progress_accuracy_compares_each_estimate_with_the_time_to_the_last_task
     near_end = [(0.0, 1, 4, 3.0), (1.0, 2, 4, 2.0), (2.5, 3, 4, 0.1), (3.0, 4, 4, 0.0)]  # 0.1 s said, 0.5 s true
     assert accuracy(near_end)["worst_factor"] == 5.0
     assert accuracy(near_end)["worst_factor_shown"] == 1.0  # truths under a second are not what the line can show
+
+
+def _graph(**tasks):
+    """``{key: (deps, recorded start, seconds)}`` as :func:`benchmarks.task_graph_replay.load_graph` gives them."""
+    return {key: {"deps": list(deps), "start": start, "stop": start + seconds, "seconds": seconds}
+            for key, (deps, start, seconds) in tasks.items()}
+
+
+def test_a_replayed_graph_gives_the_schedules_worked_out_by_hand():
+    """The replay against schedules computed by hand: a chain takes its sum whatever the workers; independent tasks
+    spread over workers; a submission that waited for a task (the client's own seconds after it) moves with it."""
+    from benchmarks.task_graph_replay import replay
+
+    chain = _graph(a=((), 0.0, 2.0), b=(("a",), 2.0, 3.0), c=(("b",), 5.0, 1.0))
+    for workers in (1, 2, 64):
+        assert replay(chain, [(0.0, ["a", "b", "c"])], 0.0, 6.5, workers)["wall"] == pytest.approx(6.5)
+    # four independent 2-s tasks recorded on two workers after 1 s of the client's, 0.5 s of it after them
+    wide = _graph(**{k: ((), 1.0 + 2.0 * (i // 2), 2.0) for i, k in enumerate("abcd")})
+    submitted = [(1.0, list("abcd"))]
+    walls = {w: replay(wide, submitted, 0.0, 5.5, w)["wall"] for w in (1, 2, 4, 8)}
+    assert walls == pytest.approx({1: 9.5, 2: 5.5, 4: 3.5, 8: 3.5})
+    # a second submission 1 s after task a finished (the client planned from a's result): e waits for a + 1 s
+    staged = _graph(a=((), 0.0, 4.0), b=((), 0.0, 4.0), e=((), 5.0, 1.0))
+    result = replay(staged, [(0.0, ["a", "b"]), (5.0, ["e"])], 0.0, 6.0, 2)
+    assert result["wall"] == pytest.approx(6.0) and result["critical"] == pytest.approx(6.0)
+    assert replay(staged, [(0.0, ["a", "b"]), (5.0, ["e"])], 0.0, 6.0, 1)["wall"] == pytest.approx(10.0)

@@ -489,6 +489,15 @@ def _rows() -> list:
         Row("scheduler-unreachable", "ok",
             lambda d: _run(d, None, "--scheduler", f"tcp://127.0.0.1:{_closed_port()}", "--connect-timeout", "2"),
             r"cannot connect to the scheduler at tcp://127\.0\.0\.1:\d+ \(waited up to 2 s\)", cluster=True),
+        Row("scheduler-not-dask", "50.hang",
+            lambda d: _run(d, None, "--scheduler", f"tcp://127.0.0.1:{_silent_port()}", "--connect-timeout", "2"),
+            r"the server at tcp://127\.0\.0\.1:\d+ accepted the connection but sent no Dask handshake within 2 s: it "
+            r"is not a Dask scheduler's tcp:// port", cluster=True),
+        Row("object-storage-silent", "50.hang",
+            lambda d: ["ingest", "s3://bucket/train.parquet", d / "s.zarr"],
+            r"Read timeout on endpoint URL: \"http://127\.0\.0\.1:\d+/bucket",
+            env={"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_silent_port()}", "AWS_ACCESS_KEY_ID": "dimbsvm-test",
+                 "AWS_SECRET_ACCESS_KEY": "dimbsvm-test", "DIMBSVM_S3_READ_TIMEOUT": "1"}),
         Row("scheduler-file-missing", "ok", lambda d: _run(d, None, "--scheduler-file", d / "sched.json"),
             r"scheduler file .*sched\.json \(--scheduler-file\) does not exist"),
         Row("tls-file-missing", "ok",
@@ -619,6 +628,29 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_SILENT = []
+
+
+def _silent_port() -> int:
+    """A port on 127.0.0.1 whose server accepts every connection and never sends a byte (started once)."""
+    import socket
+    import threading
+
+    if not _SILENT:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        accepted = []  # kept open: the client waits on them
+
+        def accept():
+            while True:
+                accepted.append(server.accept()[0])
+
+        threading.Thread(target=accept, daemon=True, name="silent-server").start()
+        _SILENT.append(server.getsockname()[1])
+    return _SILENT[0]
 
 
 def _hide_cryptography(d: Path) -> bool:

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -147,6 +148,43 @@ def check_scheduler_address(address: str) -> str:
     return text
 
 
+def probe_scheduler(address: str, timeout: float) -> None:
+    """Refuse, in one line, a ``tcp://`` address whose server does not greet as a Dask scheduler does.
+
+    A Dask server writes its handshake as soon as it accepts a connection;
+    distributed's client, connected to a server that never does (an HTTP
+    server, a scheduler that wants ``tls://``), waits for it without bound.
+    So this connects first, and reads for at most ``timeout`` seconds. A
+    connection refused or unreachable is left to the client to report, as
+    before; ``tls://`` addresses are not probed (the server speaks first only
+    after TLS's own handshake).
+
+    Raises
+    ------
+    ClusterConnectionError
+        Naming the address, what the server did, and what it may be.
+    """
+    text = address if "://" in address else f"tcp://{address}"
+    parts = urlsplit(text)
+    if parts.scheme != "tcp":
+        return
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 8786), timeout=timeout) as connection:
+            connection.settimeout(timeout)
+            first = connection.recv(16)
+    except TimeoutError:
+        raise ClusterConnectionError(
+            f"the server at {address} accepted the connection but sent no Dask handshake within {timeout:g} s: it is "
+            "not a Dask scheduler's tcp:// port (a scheduler that wants tls://? a web server or the dashboard's "
+            "port? the scheduler's is 8786 by default)") from None
+    except OSError:
+        return  # refused, unreachable: the client says so, with its own wait
+    if first.startswith(b"HTTP/") or not first:
+        what = "answered as a web server" if first else "closed the connection"
+        raise ClusterConnectionError(f"the server at {address} {what} without a Dask handshake: it is not a Dask "
+                                     "scheduler's tcp:// port (the scheduler's is 8786 by default)")
+
+
 def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str | None = None,
                           tls: TLSSettings | None = None, require_encryption: bool = False) -> str:
     """Check everything about where a job will run that can be checked without contacting anything.
@@ -268,6 +306,8 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
     if address or scheduler_file:
         target = address or f"scheduler file {scheduler_file}"
         logger.info("connecting to %s", target)
+        if address:
+            probe_scheduler(address, timeout)
         try:
             client = Client(address, scheduler_file=scheduler_file, security=security, timeout=timeout)
         except (OSError, TimeoutError, RuntimeError, ValueError) as exc:

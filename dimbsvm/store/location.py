@@ -11,17 +11,58 @@ local path ``s3:/b/k``, which is how a run once wrote a directory named
 Credentials and endpoints come from the environment the filesystem package
 reads (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ... for s3fs), so a
 worker reads the same store as the client without being handed secrets.
+
+Every call to S3 has bounded waits (:func:`bound_remote_calls`, applied when
+this module is imported): an endpoint that accepts connections and never
+answers is an error within about a minute and a half, not a hang.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..exceptions import StoreError
 
 __all__ = ["EXTRAS", "filesystem", "is_url", "join", "local_path", "location", "name_of", "read_json", "zarr_store"]
+
+#: The environment variable that sets how long a call to S3 waits for the endpoint's next bytes (seconds).
+READ_TIMEOUT_VARIABLE = "DIMBSVM_S3_READ_TIMEOUT"
+
+#: Its default: botocore's own is 60 s, and with its and s3fs' retries an endpoint that never answers held a
+#: command for minutes without a word.
+READ_TIMEOUT = 10.0
+
+#: Tries of a call by botocore within each of s3fs' own (five, with backoff): one, so that a dead endpoint costs
+#: five waits, not ten.
+S3_ATTEMPTS = 1
+
+
+def s3_call_limits() -> dict:
+    """botocore's ``config_kwargs`` of every S3 filesystem dimbsvm opens, unless the caller gives its own.
+
+    A connection within 5 s (or the read timeout, if shorter), the answer's
+    next bytes within ``DIMBSVM_S3_READ_TIMEOUT`` seconds (default
+    :data:`READ_TIMEOUT`), :data:`S3_ATTEMPTS` tries.
+    """
+    read = float(os.environ.get(READ_TIMEOUT_VARIABLE) or READ_TIMEOUT)
+    return {"connect_timeout": min(5.0, read), "read_timeout": read,
+            "retries": {"max_attempts": S3_ATTEMPTS, "mode": "standard"}}
+
+
+def bound_remote_calls() -> None:
+    """Make :func:`s3_call_limits` fsspec's default for ``s3://`` in this process (a user's configuration kept).
+
+    fsspec applies its configuration to every filesystem it makes, so the
+    readers of Dask, Zarr and pandas get the limits too; a filesystem is
+    pickled to the workers with them.
+    """
+    import fsspec.config
+
+    fsspec.config.conf.setdefault("s3", {}).setdefault("config_kwargs", s3_call_limits())
+
 
 #: The extra that installs each URL scheme's filesystem package.
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
@@ -140,3 +181,6 @@ def read_json(loc):
         return json.loads(fs.cat_file(path))
     except FileNotFoundError:
         return None
+
+
+bound_remote_calls()
