@@ -86,6 +86,20 @@ def test_npz_with_feature_names_is_matched_by_name(trained, tmp_path):
                                rtol=1e-12)
 
 
+def test_an_unlabelled_npz_is_scored_as_the_labelled_one(trained, tmp_path):
+    """New rows come without labels: an ``.npz`` of ``X`` (and names) alone is scored (issue 51, item 8)."""
+    data, model, meta, _ = trained
+    named, plain = tmp_path / "named.npz", tmp_path / "plain.npz"
+    np.savez(named, X=data.X[:, ORDER], feature_names=np.array(data.feature_names)[ORDER])
+    np.savez(plain, X=data.X)
+    for path in (named, plain):
+        np.testing.assert_allclose(_decision(model, prediction_features(path, meta), tmp_path / f"{path.stem}.zarr"),
+                                   model.decision_function(data.X), rtol=1e-12)
+    np.savez(plain, features=data.X)
+    with pytest.raises(DataError, match=r"plain\.npz: missing array\(s\) \['X'\]; found \['features'\]$"):
+        prediction_features(plain, meta)
+
+
 def test_store_with_moved_columns_is_matched_by_name(trained, tmp_path):
     data, model, meta, _ = trained
     moved = Dataset(X=data.X[:, ORDER], y=data.y, feature_names=[data.feature_names[j] for j in ORDER],

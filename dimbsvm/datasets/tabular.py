@@ -14,7 +14,7 @@ from ._base import Dataset
 from ._labels import encode_labels
 from ._text import ENCODING, not_utf8, read_text
 
-__all__ = ["load_csv", "load_csv_features", "load_npz", "load_svmlight", "load_agnostic"]
+__all__ = ["load_csv", "load_csv_features", "load_npz", "load_npz_features", "load_svmlight", "load_agnostic"]
 
 # Cell values read as "missing" in CSV files: NaN in numeric columns,
 # an all-zero block in nominal ones.
@@ -309,6 +309,58 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def load_npz_features(path):
+    """The features of a ``.npz`` archive to score with a model: ``X``, labelled (``y``) or not.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), float64
+    feature_names : list of str or None
+        The archive's ``feature_names`` array; None where it has none (its
+        columns are then matched by position).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, numpy as np
+    >>> tmp = pathlib.Path(tempfile.mkdtemp()) / "new.npz"
+    >>> np.savez(tmp, X=np.eye(2), feature_names=np.array(["a", "b"]))
+    >>> X, names = load_npz_features(tmp)
+    >>> X.shape, names
+    ((2, 2), ['a', 'b'])
+    """
+    X, feature_names, _ = _npz_features(_existing_file(path), required=("X",))
+    return X, feature_names
+
+
+def _npz_features(path, *, required):
+    """``(X, feature_names or None, every array)`` of a ``.npz`` archive holding the ``required`` arrays."""
+    if not zipfile.is_zipfile(path):  # else numpy tries it as a pickle and suggests loading it unsafely
+        raise DataError(f"{path}: not a .npz archive (not a zip file); write one with numpy.savez(path, X=..., y=...)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{path}: not a readable .npz archive: {exc}") from exc
+    missing = [key for key in required if key not in arrays]
+    if missing:
+        raise DataError(f"{path}: missing array(s) {missing}; found {sorted(arrays)}")
+    try:
+        X = np.asarray(arrays["X"], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{path}: array 'X' is not numeric: {exc}") from exc
+    if X.ndim != 2:
+        raise DataError(f"{path}: array 'X' must be 2-D, got shape {X.shape}")
+    feature_names = None
+    if "feature_names" in arrays:
+        feature_names = [str(n) for n in np.asarray(arrays["feature_names"]).ravel()]
+        if len(feature_names) != X.shape[1]:
+            raise DataError(
+                f"{path}: 'feature_names' has {len(feature_names)} entries for "
+                f"{X.shape[1]} columns of X"
+            )
+    return X, feature_names, arrays
+
+
 def load_npz(path) -> Dataset:
     """Read a NumPy ``.npz`` archive with arrays ``X`` and ``y``.
 
@@ -335,37 +387,14 @@ def load_npz(path) -> Dataset:
     ([1, 0, 0], {'7': 0, '5': 1})
     """
     path = _existing_file(path)
-    if not zipfile.is_zipfile(path):  # else numpy tries it as a pickle and suggests loading it unsafely
-        raise DataError(f"{path}: not a .npz archive (not a zip file); write one with numpy.savez(path, X=..., y=...)")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise DataError(f"{path}: not a readable .npz archive: {exc}") from exc
-    missing = [key for key in ("X", "y") if key not in arrays]
-    if missing:
-        raise DataError(f"{path}: missing array(s) {missing}; found {sorted(arrays)}")
-    try:
-        X = np.asarray(arrays["X"], dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"{path}: array 'X' is not numeric: {exc}") from exc
+    X, feature_names, arrays = _npz_features(path, required=("X", "y"))
     y_source = np.asarray(arrays["y"])
-    if X.ndim != 2:
-        raise DataError(f"{path}: array 'X' must be 2-D, got shape {X.shape}")
     if y_source.ndim != 1 or len(y_source) != len(X):
         raise DataError(
             f"{path}: array 'y' must be 1-D with one label per row of X ({len(X)}), "
             f"got shape {y_source.shape}"
         )
-    if "feature_names" in arrays:
-        feature_names = [str(n) for n in np.asarray(arrays["feature_names"]).ravel()]
-        if len(feature_names) != X.shape[1]:
-            raise DataError(
-                f"{path}: 'feature_names' has {len(feature_names)} entries for "
-                f"{X.shape[1]} columns of X"
-            )
-    else:
-        feature_names = [f"x{j}" for j in range(X.shape[1])]
+    feature_names = feature_names or [f"x{j}" for j in range(X.shape[1])]
     y, class_map = encode_labels(y_source, source=str(path))
     return Dataset(
         X=X,

@@ -23,6 +23,7 @@ import dask.array as da
 import numpy as np
 
 from ..datasets import load, load_csv_features
+from ..datasets.tabular import load_npz_features
 from ..exceptions import DataError
 from ..model_selection.scoring import positive_scores
 from .encoding import column_names
@@ -78,6 +79,8 @@ def prediction_features(source, meta: dict, *, chunk_rows: int = 100_000) -> da.
         X, names = stored.X, column_names(stored.meta)
     elif path.suffix.lower() == ".csv":  # labelled or not: the model's names choose the columns, in its order
         X, names = load_csv_features(path, n_features=n_features, feature_names=feature_names), None
+    elif path.suffix.lower() == ".npz":  # labelled or not; named by its feature_names array where it has one
+        X, names = load_npz_features(path)
     else:
         dataset = load(source)
         X, names = dataset.X, column_names(dataset.meta())
