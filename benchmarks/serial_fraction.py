@@ -394,13 +394,18 @@ class ExternalCluster:
     log_length : int, default=2_000_000
         The scheduler's ``distributed.admin.low-level-log-length``: its
         transition log must hold every transition of the job (default 1,000).
+    scheduler_args : sequence of str, default=()
+        More arguments of ``dask scheduler`` (e.g. a ``--preload``).
+    scheduler_env : dict, default=None
+        More environment variables of the scheduler's process.
     """
 
     def __init__(self, workdir: Path, *, n_workers: int = 2, memory_limit: str = "6GiB",
-                 log_length: int = 2_000_000):
+                 log_length: int = 2_000_000, scheduler_args: Sequence[str] = (), scheduler_env: dict | None = None):
         self.workdir = Path(workdir)
         self.scheduler_file = self.workdir / "scheduler.json"
         self.n_workers, self.memory_limit, self.log_length = n_workers, memory_limit, log_length
+        self.scheduler_args, self.scheduler_env = list(scheduler_args), dict(scheduler_env or {})
         self.procs: list[subprocess.Popen] = []
 
     def _start(self, args: list[str], name: str, env: dict) -> None:
@@ -413,7 +418,8 @@ class ExternalCluster:
 
         self.scheduler_file.unlink(missing_ok=True)
         self._start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
-                     str(self.scheduler_file)], "scheduler", _env(self.log_length))
+                     str(self.scheduler_file), *self.scheduler_args], "scheduler",
+                    _env(self.log_length) | self.scheduler_env)
         deadline = time.monotonic() + 60
         while not self.scheduler_file.exists():
             if time.monotonic() > deadline or self.procs[0].poll() is not None:

@@ -171,6 +171,9 @@ YAML would silently keep the last one: remove one of them
         node = loader.get_single_node()
         return None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):  # libyaml's own limit (1000 levels), met before ours when it scans ahead
+            line = getattr(getattr(exc, "problem_mark", None), "line", 0) + 1
+            raise JobSpecError(f"{where}: nested more than {MAX_DEPTH} levels deep at line {line}") from None
         raise JobSpecError(f"{where} is not valid YAML: {exc}") from exc
     finally:
         if hasattr(loader, "dispose"):
