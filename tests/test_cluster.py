@@ -337,6 +337,7 @@ output: {{model: false}}
 """
 
 
+@pytest.mark.timeout(1800)  # the run's own bound is its 900 s: under load the test may not end at pytest's default
 def test_job_over_store_larger_than_worker_memory(tmp_path, sequential_fold):
     """A 1.6 GB store (float32; 3.3 GB as the float64 rows tasks compute on) through workers limited to 500 MiB.
 
