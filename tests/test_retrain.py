@@ -211,3 +211,21 @@ def test_retrain_identical_to_the_champion_adds_no_version_unless_forced(client,
     assert forced.version != first.version and len(registry.versions()) == 2
     other = retrain(_job("svc"), client, reg, job_text="x")  # other parameters: a challenger as always
     assert other.version not in (first.version, forced.version) and len(registry.versions()) == 3
+
+
+def test_a_challenger_the_gates_kept_out_is_not_fitted_again_on_the_same_data(client, tmp_path):
+    """Retraining on data and a job already tried and kept out against this champion stores no duplicate version
+    (issue 51, item 3); a new champion, or --force, fits it again."""
+    reg = tmp_path / "reg"
+    registry = ModelRegistry(reg)
+    champion = retrain(_job("svc_balanced"), client, reg, job_text="x")
+    worse = retrain(_job("svc"), client, reg, job_text="x")  # unweighted on imbalanced data: below the gates
+    assert champion.promoted and not worse.promoted, worse.reason
+    again = retrain(_job("svc"), client, reg, job_text="x")
+    assert again.unchanged and again.version == worse.version and again.champion == champion.version
+    assert f"{worse.version} was fitted on the same data with the same parameters" in again.reason
+    assert again.summary().startswith(f"champion {champion.version} unchanged, no challenger fitted")
+    assert [v["id"] for v in registry.versions()] == [champion.version, worse.version]
+    assert registry.history()[-1]["action"] == "unchanged"
+    forced = retrain(_job("svc"), client, reg, job_text="x", force=True)
+    assert forced.version not in (champion.version, worse.version) and len(registry.versions()) == 3

@@ -15,10 +15,11 @@ One retraining run:
    gated metric is at least the champion's minus its tolerance (the first run
    always promotes), recording the decision in the registry's history.
 
-A retraining whose data and model parameters are those of the champion (the
-same data fingerprint and :func:`model_fingerprint`) would fit the same model
-again: it is recorded in the history as ``unchanged`` and writes no version,
-unless forced.
+A retraining whose data and model parameters are those of the champion, or of
+a challenger the gates kept out against the same champion (the same data
+fingerprint and :func:`model_fingerprint`), would fit the same model and reach
+the same decision again: it is recorded in the history as ``unchanged`` and
+writes no version, unless forced.
 """
 
 from __future__ import annotations
@@ -60,21 +61,23 @@ class RetrainOutcome:
     Attributes
     ----------
     version : str
-        The challenger's version id; for an ``unchanged`` run, the champion's
-        (no challenger was fitted).
+        The challenger's version id; for an ``unchanged`` run, the version
+        already fitted on the same data with the same parameters (the
+        champion, or a challenger the gates kept out against it): no
+        challenger was fitted.
     promoted : bool
         Whether the challenger became the champion.
     champion : str or None
         The champion when the run started (None on the first run).
     challenger_metrics, champion_metrics : dict
-        Holdout metrics of both (the champion's recorded ones when unchanged).
+        Holdout metrics of both (those recorded when unchanged).
     reason : str
         Why, in words (the gates, or why nothing was fitted).
     search_params : dict or None
         The parameters a search chose for the challenger.
     unchanged : bool
-        No challenger was fitted: the champion was fitted on the same data
-        with the same parameters.
+        No challenger was fitted: ``version`` was fitted on the same data
+        with the same parameters, and its outcome would repeat.
     """
 
     version: str
@@ -104,7 +107,7 @@ class RetrainOutcome:
         'champion v0001 unchanged, no challenger fitted (same data)'
         """
         if self.unchanged:
-            return f"champion {self.version} unchanged, no challenger fitted ({self.reason})"
+            return f"champion {self.champion} unchanged, no challenger fitted ({self.reason})"
         if self.promoted:
             over = f" over champion {self.champion}" if self.champion else ""
             return f"challenger {self.version} promoted{over} ({self.reason})"
@@ -193,14 +196,17 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
     fingerprints = {"data_fingerprint": content_fingerprint(data.meta) or None,
                     "model_fingerprint": model_fingerprint(job)}
     if champion and not force and fingerprints["data_fingerprint"]:
-        info = next((v for v in registry.versions() if v["id"] == champion), {})
-        if all(info.get(key) == value for key, value in fingerprints.items()):
-            reason = (f"the champion {champion} was fitted on the same data with the same parameters; no new "
-                      "version (force to retrain anyway)")
-            registry.record({"action": "unchanged", "version": champion, "reason": reason, **fingerprints})
+        tried = _already_tried(registry, champion, fingerprints)
+        if tried is not None:
+            version, reason = tried
+            info = next((v for v in registry.versions() if v["id"] == champion), {})
+            registry.record({"action": "unchanged", "version": version, "reason": reason, **fingerprints})
             metrics = info.get("holdout_metrics") or {}
-            outcome = RetrainOutcome(version=champion, promoted=False, champion=champion, challenger_metrics=metrics,
-                                     champion_metrics=metrics, reason=reason, unchanged=True)
+            tried_metrics = next((v.get("holdout_metrics") for v in registry.versions() if v["id"] == version),
+                                 None) or metrics
+            outcome = RetrainOutcome(version=version, promoted=False, champion=champion,
+                                     challenger_metrics=tried_metrics, champion_metrics=metrics, reason=reason,
+                                     unchanged=True)
             logger.info("retrain %s: %s", job.name, outcome.summary())
             track_retrain(job, registry_dir, outcome)  # the champion alias, should it have moved meanwhile
             return outcome
@@ -252,6 +258,23 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
     logger.log(logging.WARNING if raced else logging.INFO, "retrain %s: %s", job.name, outcome.summary())
     track_retrain(job, registry_dir, outcome)  # after the registry recorded it; an MLflow error is a warning
     return outcome
+
+
+def _already_tried(registry, champion: str, fingerprints: dict):
+    """``(version, reason)`` of a version fitted on the same data with the same parameters whose outcome would
+    repeat: the champion itself, or a challenger the gates kept out against this same champion; else None."""
+    same = {v["id"] for v in registry.versions()
+            if all(v.get(key) == value for key, value in fingerprints.items())}
+    if champion in same:
+        return champion, (f"the champion {champion} was fitted on the same data with the same parameters; no new "
+                          "version (--force retrains anyway)")
+    for event in reversed(registry.history()):
+        if (event.get("action") == "keep_champion" and event.get("version") in same
+                and event.get("champion") == champion):
+            version = event["version"]
+            return version, (f"{version} was fitted on the same data with the same parameters and the gates kept it "
+                             f"out against the champion {champion}; no new version (--force retrains anyway)")
+    return None
 
 
 def _holdout(job: JobSpec, data: JobData):
