@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .curves import run_starts
-from .figures import probability_bins
+from .figures import probability_bins, stable_argsort
 
 __all__ = ["SUMMARY_STEPS", "FoldSummary", "ScoreCounts", "merge_summaries"]
 
@@ -75,9 +75,39 @@ class ScoreCounts:
         ([0.9, 0.5, 0.2], [1, 2, 2], [0, 0, 1], (0, 0, 0))
         """
         score = np.asarray(score, dtype=np.float64)
-        positive, predicted = np.asarray(positive, dtype=bool), np.asarray(predicted, dtype=bool)
-        order = np.argsort(score, kind="stable")
-        s, p, q = score[order], positive[order], predicted[order]
+        order = stable_argsort(score)
+        s = score[order]
+        p = np.asarray(positive, dtype=bool)[order]
+        q = np.asarray(predicted, dtype=bool)[order]
+        del order
+        n, n_pos, n_pp = s.size, int(p.sum()), int(q.sum())
+        sizes = (n_pos, n - n_pos, n_pp)
+        widths = [max(1, -(-size // steps)) for size in sizes]  # ceil(size / steps) rows per kept threshold
+        if max(widths) == 1:  # a fold of at most 2 x steps rows: every distinct score, the exact counts
+            return cls._every_threshold(s, p, q)
+        # the rows from the top (highest score) down at which a count reaches a multiple of its width: a distinct
+        # score whose count crosses a multiple is one whose run of equal scores holds such a row. Counts of the
+        # top rows in the narrowest integers they fit: a fold of 10^8 rows is sorted and counted in one task
+        dtype = np.int32 if n < 2**31 else np.int64
+        top = {"tp": np.cumsum(p[::-1], dtype=dtype), "pp": np.cumsum(q[::-1], dtype=dtype)}
+        top["fp"] = np.arange(1, n + 1, dtype=dtype) - top["tp"]
+        marked = [np.searchsorted(top[name], np.arange(width, size + 1, width), side="left")
+                  for name, width, size in zip(("tp", "fp", "pp"), widths, sizes)]
+        rows = n - 1 - np.concatenate(marked)  # the marked rows' positions in increasing score
+        # the runs at the ends, and where the predictions change class (a cutoff that reproduces them is exact)
+        ends = [0, n - 1]
+        if 0 < n_pp < n:
+            ends += [int(np.argmax(q)), n - 1 - int(np.argmax(~q[::-1]))]
+        values = np.unique(s[np.concatenate([rows, ends])])[::-1]  # the kept thresholds, decreasing
+        first = np.searchsorted(s, values, side="left")  # each kept run's first row
+        last = np.searchsorted(s, values, side="right") - 1
+        above = n - first  # rows at or above each threshold
+        tp, pp = (top[name][above - 1].astype(np.int64) for name in ("tp", "pp"))
+        return cls(s[last], tp, above - tp, pp, *sizes, errors=tuple(width - 1 for width in widths))
+
+    @classmethod
+    def _every_threshold(cls, s, p, q) -> "ScoreCounts":
+        """The exact counts at every distinct score of rows sorted by increasing score ``s``."""
         n = s.size
         starts = run_starts(s) if n else np.empty(0, dtype=np.int64)
         ends = np.append(starts[1:], n)
@@ -89,24 +119,7 @@ class ScoreCounts:
         tp, pp = (n_pos - below_pos)[::-1], (n_pp - below_pred)[::-1]
         fp = (n - starts)[::-1] - tp
         thresholds = s[ends - 1][::-1] if n else np.empty(0)
-        counts = (tp, fp, pp)
-        sizes = (n_pos, n - n_pos, n_pp)
-        widths = [max(1, -(-size // steps)) for size in sizes]  # ceil(size / steps) rows per kept threshold
-        if max(widths) == 1:  # every distinct score moves tp or fp: keeping them all is the exact counts
-            return cls(thresholds, tp, fp, pp, *sizes)
-        kept = np.zeros(thresholds.size, dtype=bool)
-        kept[[0, -1]] = True
-        for values, width in zip(counts, widths):
-            step = values // width
-            kept[1:] |= step[1:] != step[:-1]
-        # where the predictions change class, so that predictions made at one score cutoff are found exactly
-        lowest_predicted = s[q].min() if n_pp else None
-        highest_unpredicted = s[~q].max() if n_pp < n else None
-        for value in (lowest_predicted, highest_unpredicted):
-            if value is not None:
-                kept |= thresholds == value
-        return cls(thresholds[kept], tp[kept], fp[kept], pp[kept], *sizes,
-                   errors=tuple(width - 1 for width in widths))
+        return cls(thresholds, tp, fp, pp, n_pos, n - n_pos, n_pp)
 
     def at(self, thresholds) -> tuple:
         """``(tp, fp, pp)`` at each of ``thresholds``, each taken at the smallest kept threshold at least it."""
@@ -185,8 +198,7 @@ class FoldSummary:
         """The summary of a fold's test rows: their label codes, score and (optionally) positive-class probability."""
         y_true, y_pred, score = np.asarray(y_true), np.asarray(y_pred), np.asarray(score, dtype=np.float64)
         positive, predicted = y_true == pos_label, y_pred == pos_label
-        pairs, pair_rows = np.unique(np.stack([y_true, y_pred]), axis=1, return_counts=True)
-        confusion = {(int(t), int(p)): int(n) for (t, p), n in zip(pairs.T, pair_rows)}
+        confusion = _pair_counts(y_true, y_pred)
         finite = bool(np.isfinite(score).all())
         scores = ScoreCounts.of(score, positive, predicted, steps) if finite else None
         unpredicted = score[~predicted]
@@ -221,6 +233,18 @@ class FoldSummary:
         return cls(rows=int(read["rows"]), confusion={(int(t), int(p)): int(n) for t, p, n in read["confusion"]},
                    scores=ScoreCounts.from_arrays(scores) if scores else None,
                    highest_unpredicted=float(read["highest_unpredicted"]), calibration=calibration or None)
+
+
+def _pair_counts(y_true, y_pred) -> dict:
+    """``{(true code, predicted code): rows}`` of two arrays of class codes, without sorting the rows."""
+    low, high = min(y_true.min(initial=0), y_pred.min(initial=0)), max(y_true.max(initial=0), y_pred.max(initial=0))
+    if np.issubdtype(np.result_type(y_true, y_pred), np.integer) and low >= 0 and high < 2**10:
+        codes = np.arange(high + 1)  # label codes: counted in place, no sort
+    else:
+        codes = np.union1d(np.unique(y_true), np.unique(y_pred))
+    k = codes.size
+    pairs = np.bincount(np.searchsorted(codes, y_true) * k + np.searchsorted(codes, y_pred), minlength=k * k)
+    return {(int(codes[i // k]), int(codes[i % k])): int(rows) for i, rows in enumerate(pairs) if rows}
 
 
 def merge_summaries(summaries) -> FoldSummary:
