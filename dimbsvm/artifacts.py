@@ -39,8 +39,8 @@ from .store.location import filesystem, is_url, location
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["save_model", "load_artifact", "verify_model", "save_object", "load_object",
-           "positive_class"]
+__all__ = ["MODEL_FORMAT", "READABLE_MODEL_FORMATS", "save_model", "load_artifact", "verify_model", "save_object",
+           "load_object", "positive_class"]
 
 
 #: Held while ``skops.io`` is imported, by a loader or by the writer (:func:`_skops_dump`).
@@ -123,6 +123,12 @@ _MODEL = "model.skops"
 _META = "meta.json"
 _MANIFEST = "manifest.json"
 
+#: The format :func:`save_model` writes into a model's manifest.
+MODEL_FORMAT = "dimbsvm-model-1"
+
+#: The model formats this release loads (CHANGELOG.md states the promise): a model of any other is refused.
+READABLE_MODEL_FORMATS = frozenset({MODEL_FORMAT})
+
 
 def save_model(model, directory, *, meta: dict) -> Path:
     """Write ``model`` and its manifest to ``directory`` (created; must not exist).
@@ -142,7 +148,7 @@ def save_model(model, directory, *, meta: dict) -> Path:
     _skops_dump()(model, tmp / _MODEL)
     (tmp / _META).write_text(json.dumps(dict(meta, dimbsvm_version=__version__), indent=2, default=str) + "\n")
     manifest = {
-        "format": "dimbsvm-model-1",
+        "format": MODEL_FORMAT,
         "files": {name: _sha256(tmp / name) for name in (_MODEL, _META)},
     }
     (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -156,13 +162,19 @@ def verify_model(directory) -> dict:
     Raises
     ------
     StoreError
-        Missing manifest or file, or a SHA-256 mismatch (naming the file).
+        Missing manifest or file, a SHA-256 mismatch (naming the file), or a
+        format this release does not read (:data:`READABLE_MODEL_FORMATS`).
     """
     directory = Path(directory)
     try:
         manifest = json.loads((directory / _MANIFEST).read_text())
     except (OSError, ValueError) as exc:
         raise StoreError(f"model {directory}: cannot read {_MANIFEST} ({exc})") from exc
+    written = manifest.get("format") if isinstance(manifest, dict) else None
+    if written not in READABLE_MODEL_FORMATS:
+        raise StoreError(f"model {directory}: its format {written!r} is not one dimbsvm {__version__} reads "
+                         f"({', '.join(sorted(READABLE_MODEL_FORMATS))}); load it with the release that wrote it "
+                         "(meta.json's dimbsvm_version), or retrain")
     for name, expected in manifest.get("files", {}).items():
         path = directory / name
         if not path.is_file():
@@ -218,6 +230,10 @@ def _load_verified(directory: Path, *, shown: str):
         meta = verify_model(directory)
     except StoreError as exc:
         raise StoreError(str(exc).replace(f"model {directory}", f"model {shown}", 1)) from None
+    if meta.get("dimbsvm_version") not in (None, __version__):
+        logger.warning("model %s was written by dimbsvm %s; this is %s: its format is one this release reads, and "
+                       "its scores may still differ where the estimators changed (CHANGELOG.md)", shown,
+                       meta["dimbsvm_version"], __version__)
     path = directory / _MODEL
     untrusted = [t for t in _skops().get_untrusted_types(file=path) if t not in trusted_types()]
     if untrusted:

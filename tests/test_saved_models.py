@@ -65,6 +65,38 @@ def test_a_model_saved_now_names_the_members_module_and_loads(tmp_path):
     assert type(loaded.members_[0]) is type(old.members_[0])  # one class under both names
 
 
+def test_the_model_formats_a_release_reads_are_its_promise(tmp_path, caplog):
+    """A model of a format this release does not read is refused in one line; one of a format it reads but written
+    by another release loads, with a warning naming both releases (the promise in CHANGELOG.md)."""
+    import json
+    import shutil
+
+    from dimbsvm import __version__
+    from dimbsvm.artifacts import MODEL_FORMAT, READABLE_MODEL_FORMATS, _sha256
+    from dimbsvm.exceptions import StoreError
+
+    assert json.loads((SAVED / "hpc" / "manifest.json").read_text())["format"] in READABLE_MODEL_FORMATS
+    newer = tmp_path / "newer"
+    shutil.copytree(SAVED / "hpc", newer)
+    manifest = json.loads((newer / "manifest.json").read_text())
+    (newer / "manifest.json").write_text(json.dumps(dict(manifest, format="dimbsvm-model-2")))
+    with pytest.raises(StoreError, match=rf"format 'dimbsvm-model-2' is not one dimbsvm {__version__} reads "
+                                         rf"\({MODEL_FORMAT}\); load it with the release that wrote it") as caught:
+        load_artifact(newer)
+    assert "\n" not in str(caught.value)
+
+    other = tmp_path / "other"
+    shutil.copytree(SAVED / "hpc", other)
+    meta = json.loads((other / "meta.json").read_text())
+    (other / "meta.json").write_text(json.dumps(dict(meta, dimbsvm_version="0.0.9")))
+    (other / "manifest.json").write_text(json.dumps(dict(manifest, files=dict(
+        manifest["files"], **{"meta.json": _sha256(other / "meta.json")}))))
+    with caplog.at_level("WARNING", logger="dimbsvm.artifacts"):
+        model, _ = load_artifact(other)
+    assert f"written by dimbsvm 0.0.9; this is {__version__}" in caplog.text
+    np.testing.assert_array_equal(model.predict(EXPECTED["X_test"]), EXPECTED["hpc-predict"])
+
+
 #: In a fresh interpreter: models written by dimbsvm's writer before ``skops.io`` is imported (without skops' list of
 #: trusted types), then by ``skops.io.dump``; prints what was imported when, and whether the files are the same.
 _WRITER_PROBE = """
