@@ -67,17 +67,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} -h`)\n")
 
 
-def build_parser(handlers: dict) -> argparse.ArgumentParser:
-    """The ``dimbsvm`` command line: every verb and flag, each verb's ``handler`` taken from ``handlers`` (by verb)."""
-    parser = _Parser(prog="dimbsvm", description="SVMs for class-imbalanced data on Dask.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    verbs = parser.add_subparsers(dest="verb", required=True)
-
+def _cluster_flags(default: str) -> argparse.ArgumentParser:
+    """The cluster flags of a verb; ``default``: where the verb runs without ``--scheduler`` (its help says it)."""
     cluster = _Parser(add_help=False)
     group = cluster.add_argument_group("cluster")
-    group.add_argument("--scheduler", help="scheduler address, tcp:// or tls:// (default: "
-                                           "$DASK_SCHEDULER_ADDRESS, else an embedded LocalCluster)")
+    group.add_argument("--scheduler", help=f"scheduler address, tcp:// or tls:// (default: {default})")
     group.add_argument("--scheduler-file", help="file written by `dask scheduler --scheduler-file`")
     group.add_argument("--workers", type=positive_int, metavar="N",
                        help="workers of the embedded cluster, at least 1 (default: one per core)")
@@ -91,8 +85,21 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     group.add_argument("--no-progress", action="store_true", help="do not show task progress")
     group.add_argument("--dashboard-address", type=dashboard_address, default=":0", metavar="[HOST]:PORT",
                        help="where an embedded cluster serves the Dask dashboard (default :0, a free port)")
+    return cluster
 
-    run = verbs.add_parser("run", parents=[cluster], help="run a job (YAML) on a Dask cluster")
+
+def build_parser(handlers: dict) -> argparse.ArgumentParser:
+    """The ``dimbsvm`` command line: every verb and flag, each verb's ``handler`` taken from ``handlers`` (by verb)."""
+    parser = _Parser(prog="dimbsvm", description="SVMs for class-imbalanced data on Dask.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+
+    placed = _cluster_flags("$DASK_SCHEDULER_ADDRESS, else small work in this process, else an embedded "
+                            "LocalCluster; the first line printed says which")
+    embedded = _cluster_flags("$DASK_SCHEDULER_ADDRESS, else an embedded LocalCluster")
+    run = verbs.add_parser("run", parents=[placed],
+                           help="run a job (YAML): small ones in this process, others on a Dask cluster")
     run.add_argument("job", help="job spec file (YAML)")
     _mlflow_flag(run)  # issue 35: experiment tracking
     run.add_argument("--out", help="run directory to create (default: runs/<job name>-<timestamp>); "
@@ -100,7 +107,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     _resume_flags(run)
     run.set_defaults(handler=handlers["run"])
 
-    validate = verbs.add_parser("validate", parents=[cluster],
+    validate = verbs.add_parser("validate", parents=[placed],
                                 help="run every check of `dimbsvm run` (job, data, folds, paths, scheduler "
                                      "address, TLS files) without starting anything")
     validate.add_argument("job", help="job spec file (YAML)")
@@ -109,7 +116,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     _resume_flags(validate)
     validate.set_defaults(handler=handlers["validate"])
 
-    predict = verbs.add_parser("predict", parents=[cluster],
+    predict = verbs.add_parser("predict", parents=[embedded],
                                help="score data with a model, partition by partition on the cluster")
     predict.add_argument("model", help="model directory (a run directory's model/), or REGISTRY@champion, "
                                        "REGISTRY@VERSION (a version id or its unique prefix, e.g. v0003)")
@@ -130,19 +137,20 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                               "at once within a partition")
     predict.set_defaults(handler=handlers["predict"])
 
-    retrain = verbs.add_parser("retrain", parents=[cluster],
+    retrain = verbs.add_parser("retrain", parents=[placed],
                                help="train a challenger and promote it if it beats the champion")
     retrain.add_argument("job", help="job spec file (YAML) with a retrain section")
     retrain.add_argument("--registry", required=True, help="model registry directory")
     _mlflow_flag(retrain)
     retrain.add_argument("--force", action="store_true",
-                         help="retrain even when the champion was fitted on the same data with the same parameters")
+                         help="retrain even when the champion, or a challenger the gates kept out against it, was "
+                              "fitted on the same data with the same parameters")
     retrain.add_argument("--exit-code", action="store_true",
                          help="exit with the decision: 0 promoted, 4 champion kept (the challenger failed a gate), "
                               "5 unchanged (nothing fitted); without it, 0 for all three. Failures: 1, 2, 3, 130")
     retrain.set_defaults(handler=handlers["retrain"])
 
-    schedule = verbs.add_parser("schedule", parents=[cluster], help="retrain on a cron schedule (foreground); "
+    schedule = verbs.add_parser("schedule", parents=[embedded], help="retrain on a cron schedule (foreground); "
                                 "logs the next run and each outcome at INFO, exits 0 when stopped")
     schedule.add_argument("job", help="job spec file (YAML)")
     schedule.add_argument("--registry", required=True, help="model registry directory")
@@ -167,7 +175,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     rollback.add_argument("--reason", required=True, help="why (recorded in the registry's history)")
     rollback.set_defaults(handler=handlers["rollback"])
 
-    ingest = verbs.add_parser("ingest", parents=[cluster],
+    ingest = verbs.add_parser("ingest", parents=[_cluster_flags("this process reads the source, in threads")],
                               help="write a data file into a Zarr store (read in this process, or by the "
                                    "workers of the cluster that --scheduler, --scheduler-file or --workers name)")
     ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts), bundled name, or Parquet/CSV "
@@ -198,7 +206,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     datasets = verbs.add_parser("datasets", help="list bundled and shared datasets")
     datasets.set_defaults(handler=handlers["datasets"])
 
-    bench = verbs.add_parser("bench", parents=[cluster],
+    bench = verbs.add_parser("bench", parents=[embedded],
                              help="run a quality benchmark suite against the peers (needs dimbsvm[bench])")
     bench.add_argument("suite", nargs="?", help="suite file (YAML), e.g. benchmarks/smoke.yaml")
     bench.add_argument("--out", help="results directory (default: bench-results/<suite name>); an earlier "
