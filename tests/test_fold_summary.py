@@ -121,3 +121,25 @@ def test_small_folds_draw_no_bound():
     oof = _oof(np.random.default_rng(5), 900)
     sections = out_of_fold_sections(oof, {0: "neg", 1: "pos"}, 1, n_repeats=2)
     assert not any("may be low" in block[1] for s in sections for block in s.blocks if block[0] == "text")
+
+
+def test_many_parts_merged_then_thinned_keep_within_their_stated_error():
+    """Chunks summarised exactly, merged (one sort of their steps), then thinned to a fold's size: every count
+    within the merged errors of the exact count, the cutoff of predictions made at one score still exact."""
+    rng = np.random.default_rng(4)
+    y, score, chunk = _folds(rng, 60_000, 40, ties=True)
+    positive, predicted = y == 1, score >= 1.1
+    parts = [ScoreCounts.of(score[chunk == c], positive[chunk == c], predicted[chunk == c], steps=10**6)
+             for c in range(40)]
+    merged = ScoreCounts.merged(parts)
+    assert merged.exact
+    exact = _counts_at(score, positive, predicted, merged.thresholds)
+    for got, truth in zip((merged.tp, merged.fp, merged.pp), exact):
+        np.testing.assert_array_equal(got, truth)
+    thinned = merged.thinned(steps=25)
+    assert thinned.thresholds.size < 4 * 25 + 4 and not thinned.exact
+    probes = np.quantile(score, np.linspace(0, 1, 57))
+    for got, truth, error in zip(thinned.at(probes), _counts_at(score, positive, predicted, probes),
+                                 thinned.errors):
+        assert np.all(got <= truth) and np.all(got >= truth - error)
+    assert thinned.cutoff() == chosen_cutoff(score, predicted)

@@ -60,12 +60,15 @@ def fold_predictions_path(directory, key) -> Path:
     return Path(directory) / f"seed{int(seed)}-fold{int(fold)}.npz"
 
 
-def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=None, pos_label=None) -> Path:
+def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=None, pos_label=None,
+                          summary=None) -> Path:
     """Write one fold's test-row predictions atomically; return the file's path.
 
     ``proba``, the positive class's probability, is written only when given
     (files without it are as before); the fold's summary for the report
-    (``summary_*``) where ``pos_label``, the positive class's code, is.
+    (``summary_*``) where ``pos_label``, the positive class's code, is:
+    ``summary`` where the caller made it (merged from the fold's chunks),
+    else made here from the rows.
     """
     Path(directory).mkdir(parents=True, exist_ok=True)
     path = fold_predictions_path(directory, key)
@@ -80,7 +83,9 @@ def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=Non
     if pos_label is not None:
         from ..report.fold_summary import FoldSummary
 
-        summary = FoldSummary.of(arrays["y_true"], arrays["y_pred"], arrays["score"], pos_label, arrays.get("proba"))
+        if summary is None:
+            summary = FoldSummary.of(arrays["y_true"], arrays["y_pred"], arrays["score"], pos_label,
+                                     arrays.get("proba"))
         arrays |= summary.to_arrays(_SUMMARY) | {f"{_SUMMARY}pos_label": np.array(pos_label)}
     with atomic_file(path) as handle:  # a temporary name of this writer's own, on disk before the rename
         np.savez(handle, **arrays)
@@ -132,11 +137,26 @@ class FoldPredictionWriter:
         """Remove the marker (the run directory keeps only the fold files)."""
         Path(self.marker).unlink(missing_ok=True)
 
-    def __call__(self, key, rows, y_true, y_pred, score, proba) -> bool:
+    def __call__(self, key, rows, y_true, y_pred, score, proba, summaries=None) -> bool:
         if not os.path.exists(self.marker):  # not the driver's directory where this task runs
             return False
-        save_fold_predictions(self.directory, key, rows, y_true, y_pred, score, proba, self.pos_label)
+        summary = None
+        if summaries and self.pos_label is not None:
+            from ..report.fold_summary import merge_summaries
+
+            summary = merge_summaries(summaries).thinned()
+        save_fold_predictions(self.directory, key, rows, y_true, y_pred, score, proba, self.pos_label,
+                              summary=summary)
         return True
+
+    def summarise(self, y_true, y_pred, score, proba):
+        """One chunk's :class:`~dimbsvm.report.fold_summary.FoldSummary`, made where it is scored (None without
+        a positive class)."""
+        if self.pos_label is None:
+            return None
+        from ..report.fold_summary import FoldSummary
+
+        return FoldSummary.of(y_true, y_pred, score, self.pos_label, proba)
 
 
 def _fold_files(run_dir) -> list:

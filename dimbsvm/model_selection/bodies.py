@@ -336,12 +336,13 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
     return out
 
 
-def handed_predictions(sink, key, test, y_true, y_pred, score, proba):
+def handed_predictions(sink, key, test, y_true, y_pred, score, proba, summaries=None):
     """A fold's out-of-fold predictions for its result: ``None`` where ``sink`` wrote them where the task runs.
 
     The driver then receives the fold's record alone, not an array of its
     test rows (:class:`~dimbsvm.model_selection.folds.PredictionSink`).
+    ``summaries``: the sink's summaries of the fold's chunks, if it made them.
     """
-    if sink is not None and sink(key, test, y_true, y_pred, score, proba):
+    if sink is not None and sink(key, test, y_true, y_pred, score, proba, summaries=summaries):
         return None
     return {"rows": test, "y_pred": y_pred, "score": score, "proba": proba}

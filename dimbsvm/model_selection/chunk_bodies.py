@@ -192,14 +192,23 @@ def _pooled_margins(chunks, n_rows):
                                                  for chunk in chunks])
 
 
-def score_block(X, assembled, *, rows: FoldRows, span, pos_label, scores, probabilities=False):
-    """Task body: predictions (positive-class scores, probabilities) of one chunk's test rows, read once."""
+def score_block(X, assembled, *, rows: FoldRows, span, pos_label, scores, probabilities=False, y=None,
+                summarise=None):
+    """Task body: predictions (positive-class scores, probabilities) of one chunk's test rows, read once.
+
+    ``summarise`` (a prediction sink's, :class:`~dimbsvm.model_selection.folds.PredictionSink`):
+    called with the chunk's labels (from ``y``) and predictions; what it
+    returns is the result's fifth item.
+    """
     start = time.perf_counter()
     first, stop = rows_within(rows.test, span)
     predictor, data = scoring_inputs(X, assembled["prepared"], rows, assembled["final"], assembled["model"])
     y_pred, values, proba = predict_and_score_rows(predictor, data, rows.test[first:stop], pos_label=pos_label,
                                                    scores=scores, probabilities=probabilities)
-    return y_pred, values, time.perf_counter() - start, proba
+    summary = None
+    if summarise is not None:
+        summary = summarise(np.asarray(y)[rows.test[first:stop]], y_pred, values, proba)
+    return y_pred, values, time.perf_counter() - start, proba, summary
 
 
 def model_of(assembled):
@@ -225,7 +234,9 @@ def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label
     if keep_predictions:
         with_proba = all(part[3] is not None for part in scored)
         proba = np.concatenate([part[3] for part in scored]) if with_proba and scored else None
-        kept = handed_predictions(prediction_sink, key, rows.test, np.asarray(y)[rows.test], y_pred, values, proba)
+        summaries = [part[4] for part in scored]
+        kept = handed_predictions(prediction_sink, key, rows.test, np.asarray(y)[rows.test], y_pred, values, proba,
+                                  summaries=summaries if scored and all(s is not None for s in summaries) else None)
         if kept is not None:
             out["predictions"] = kept
     return out

@@ -172,8 +172,15 @@ class PredictionSink(Protocol):
     it is pickled into the tasks, so it must be small and picklable.
     """
 
-    def __call__(self, key, rows, y_true, y_pred, score, proba) -> bool:
-        """Write fold ``key``'s predictions if this process can reach their place; whether it did."""
+    def __call__(self, key, rows, y_true, y_pred, score, proba, summaries=None) -> bool:
+        """Write fold ``key``'s predictions if this process can reach their place; whether it did.
+
+        ``summaries``: what :meth:`summarise` made of each of a store fold's
+        chunks, in the tasks that scored them (None for a fold in memory).
+        """
+
+    def summarise(self, y_true, y_pred, score, proba):
+        """Something small of one chunk's test rows, made where they are scored, for :meth:`__call__`."""
 
 
 class PartStore(Protocol):
@@ -344,9 +351,12 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                          name="assemble", cost=costs.assemble())
     if not n_test:
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
+    # a sink's summary of each chunk, made by the task that scores it (the fold's task then merges small parts)
+    summarise = getattr(setup.prediction_sink, "summarise", None) if keep_predictions else None
+    summarised = dict(y=y, summarise=summarise) if summarise is not None else {}
     scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
                                          scores=needs_scores(metrics) or keep_predictions,
-                                         probabilities=keep_predictions), name="score",
+                                         probabilities=keep_predictions, **summarised), name="score",
                        cost=costs.scored(n_test / max(len(test_chunks), 1)), affinity=chunk_index(span))
               for span in test_chunks]
     finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,

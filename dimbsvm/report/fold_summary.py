@@ -19,6 +19,7 @@ two kept thresholds a count is taken at the kept one above: it misses at most
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,12 +160,50 @@ class ScoreCounts:
 
     @classmethod
     def merged(cls, parts) -> "ScoreCounts":
-        """The counts of every part's rows together, at every part's thresholds; the parts' errors add up."""
+        """The counts of every part's rows together, at every part's thresholds; the parts' errors add up.
+
+        A part's count at a threshold is its count at its smallest kept
+        threshold at least it: the sum of the steps its count takes at its
+        kept thresholds from the top down to there. So the parts' steps,
+        sorted together by threshold and summed from the top, are the merged
+        counts (one sort of every part's thresholds, however many parts).
+        """
         parts = list(parts)
-        thresholds = np.unique(np.concatenate([part.thresholds for part in parts]))[::-1]
-        totals = [sum(values) for values in zip(*(part.at(thresholds) for part in parts))]
-        return cls(thresholds, *totals, *(sum(getattr(p, name) for p in parts) for name in ("n_pos", "n_neg", "n_pp")),
+        values = np.concatenate([part.thresholds for part in parts])
+        order = np.argsort(-values, kind="stable")
+        values = values[order]
+        # the last of each run of equal thresholds carries every step taken down to it
+        last = np.flatnonzero(np.append(values[1:] != values[:-1], True)) if values.size else np.empty(0, int)
+        counts = []
+        for name in ("tp", "fp", "pp"):
+            steps = np.concatenate([np.diff(getattr(part, name), prepend=0) for part in parts])
+            counts.append(np.cumsum(steps[order])[last] if values.size else np.empty(0, np.int64))
+        return cls(values[last], *counts, *(sum(getattr(p, name) for p in parts) for name in ("n_pos", "n_neg", "n_pp")),
                    errors=tuple(sum(e) for e in zip(*(part.errors for part in parts))))
+
+    def thinned(self, steps=SUMMARY_STEPS) -> "ScoreCounts":
+        """These counts kept at the thresholds where a count crosses a multiple of its class's rows / ``steps``.
+
+        The rule of :meth:`of`, applied to counts already summarised: each
+        count's error grows by the width it is thinned to (nothing is
+        dropped where every width is one row).
+        """
+        sizes = (self.n_pos, self.n_neg, self.n_pp)
+        widths = [max(1, -(-size // steps)) for size in sizes]
+        if max(widths) == 1 or self.thresholds.size <= 2:
+            return self
+        kept = np.zeros(self.thresholds.size, dtype=bool)
+        kept[[0, -1]] = True
+        for values, width in zip((self.tp, self.fp, self.pp), widths):
+            level = values // width
+            kept[1:] |= level[1:] != level[:-1]
+        # where the predictions change class: the highest threshold with every predicted row at or above it, and
+        # the next below it, so that predictions made at one cutoff are still found exactly
+        whole = np.flatnonzero(self.pp == self.n_pp)
+        if whole.size:
+            kept[int(whole[0]):int(whole[0]) + 2] = True
+        return ScoreCounts(self.thresholds[kept], self.tp[kept], self.fp[kept], self.pp[kept], *sizes,
+                           errors=tuple(e + w - 1 for e, w in zip(self.errors, widths)))
 
 
 @dataclass(frozen=True)
@@ -211,6 +250,12 @@ class FoldSummary:
         return cls(rows=int(y_true.size), confusion=confusion, scores=scores,
                    highest_unpredicted=float(unpredicted.max()) if unpredicted.size else float("-inf"),
                    calibration=calibration)
+
+    def thinned(self, steps=SUMMARY_STEPS) -> "FoldSummary":
+        """This summary with its score counts thinned (:meth:`ScoreCounts.thinned`); everything else exact."""
+        if self.scores is None:
+            return self
+        return dataclasses.replace(self, scores=self.scores.thinned(steps))
 
     def to_arrays(self, prefix="summary_") -> dict:
         """The summary as named arrays (what a ``.npz`` file holds), every name starting with ``prefix``."""
