@@ -65,6 +65,27 @@ def test_a_model_saved_now_names_the_members_module_and_loads(tmp_path):
     assert type(loaded.members_[0]) is type(old.members_[0])  # one class under both names
 
 
+def test_a_model_with_an_exact_structural_stage_saves_loads_and_answers_the_same(tmp_path):
+    """An exact kNN index is saved without scikit-learn's KDTree (not a trusted type) and built again when loaded:
+    the model loads with only trusted types and its decision values are the fitted model's."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler
+    from sklearn.svm import LinearSVC
+
+    from dimbsvm.artifacts import save_model
+    from dimbsvm.features.structural import StructuralFeatures
+
+    rng = np.random.default_rng(0)
+    X, X_new = rng.normal(size=(80, 3)), rng.normal(size=(30, 3))
+    y = (X[:, 0] > 0.8).astype(int)
+    model = make_pipeline(MinMaxScaler(), StructuralFeatures(), LinearSVC()).fit(X, y)
+    assert model[1].index_.method_ == "exact"
+    save_model(model, tmp_path / "m", meta={})
+    assert set(sio.get_untrusted_types(file=tmp_path / "m" / "model.skops")) <= set(trusted_types())
+    loaded, _ = load_artifact(tmp_path / "m")
+    np.testing.assert_array_equal(loaded.decision_function(X_new), model.decision_function(X_new))
+
+
 def test_the_model_formats_a_release_reads_are_its_promise(tmp_path, caplog):
     """A model of a format this release does not read is refused in one line; one of a format it reads but written
     by another release loads, with a warning naming both releases (the promise in CHANGELOG.md)."""

@@ -280,6 +280,19 @@ class KNNIndex:
         # converts the k columns it returns (an int64/float64 copy of the whole width would
         # double the index's memory).
 
+    def __getstate__(self):
+        # An exact index is saved without scikit-learn's tree: a model file then asks only for types dimbsvm
+        # trusts (a KDTree is not one), and the tree is built again from the same rows when loaded, the same tree.
+        state = dict(self.__dict__)
+        if state.get("method_") == "exact":
+            state.pop("_nn", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if state.get("method_") == "exact" and "_nn" not in state:
+            self._nn = NearestNeighbors(metric=self.metric).fit(self._X)
+
     def _check_fitted(self):
         if not hasattr(self, "method_"):
             raise ValueError("this KNNIndex is not fitted yet; call fit(X) first")
