@@ -491,8 +491,8 @@ def _rows() -> list:
             r"cannot connect to the scheduler at tcp://127\.0\.0\.1:\d+ \(waited up to 2 s\)", cluster=True),
         Row("scheduler-not-dask", "50.hang",
             lambda d: _run(d, None, "--scheduler", f"tcp://127.0.0.1:{_silent_port()}", "--connect-timeout", "2"),
-            r"the server at tcp://127\.0\.0\.1:\d+ accepted the connection but sent no Dask handshake within 2 s: it "
-            r"is not a Dask scheduler's tcp:// port", cluster=True),
+            r"cannot connect to the scheduler at tcp://127\.0\.0\.1:\d+: the server accepted the connection but sent "
+            r"no Dask handshake within 2 s, so it is not a Dask scheduler's tcp:// port", cluster=True),
         Row("object-storage-silent", "50.hang",
             lambda d: ["ingest", "s3://bucket/train.parquet", d / "s.zarr"],
             r"Read timeout on endpoint URL: \"http://127\.0\.0\.1:\d+/bucket",

@@ -174,15 +174,16 @@ def probe_scheduler(address: str, timeout: float) -> None:
             first = connection.recv(16)
     except TimeoutError:
         raise ClusterConnectionError(
-            f"the server at {address} accepted the connection but sent no Dask handshake within {timeout:g} s: it is "
-            "not a Dask scheduler's tcp:// port (a scheduler that wants tls://? a web server or the dashboard's "
-            "port? the scheduler's is 8786 by default)") from None
+            f"cannot connect to the scheduler at {address}: the server accepted the connection but sent no Dask "
+            f"handshake within {timeout:g} s, so it is not a Dask scheduler's tcp:// port (a scheduler that wants "
+            "tls://? a web server or the dashboard's port? the scheduler's is 8786 by default)") from None
     except OSError:
         return  # refused, unreachable: the client says so, with its own wait
     if first.startswith(b"HTTP/") or not first:
         what = "answered as a web server" if first else "closed the connection"
-        raise ClusterConnectionError(f"the server at {address} {what} without a Dask handshake: it is not a Dask "
-                                     "scheduler's tcp:// port (the scheduler's is 8786 by default)")
+        raise ClusterConnectionError(f"cannot connect to the scheduler at {address}: the server {what} without a "
+                                     "Dask handshake, so it is not a Dask scheduler's tcp:// port (the scheduler's is "
+                                     "8786 by default)")
 
 
 def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str | None = None,
