@@ -83,7 +83,11 @@ def test_changelog():
     from dimbsvm.store.layout import STORE_FORMAT
 
     assert f"`dimbsvm.store.layout.STORE_FORMAT` (now {STORE_FORMAT})" in text
-    assert '"dimbsvm-model-1"' in text and '"dimbsvm-model-1"' in (ROOT / "dimbsvm" / "artifacts.py").read_text()
+    from dimbsvm.artifacts import MODEL_FORMAT, READABLE_MODEL_FORMATS
+
+    assert f"(`dimbsvm.artifacts.MODEL_FORMAT`, today `{MODEL_FORMAT}`)" in text
+    assert "`dimbsvm.artifacts.READABLE_MODEL_FORMATS`: today\n  `dimbsvm-model-1`" in text
+    assert READABLE_MODEL_FORMATS == {"dimbsvm-model-1"}
 
 
 def _build_wheel(tmp_path):
