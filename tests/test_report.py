@@ -1049,3 +1049,37 @@ def test_the_figures_curves_of_many_rows_are_drawn_from_at_most_max_points_of_sc
         theirs = set(zip(x.tolist(), y.tolist()))
         assert all((a, b) in theirs for a, b in drawn.tolist())
         assert tuple(drawn[0]) == (x[0], y[0]) and tuple(drawn[-1]) == (x[-1], y[-1])
+
+
+def test_the_metrics_table_says_what_its_numbers_are_and_plots_of_zeros_are_left_out(tmp_path):
+    """Issue 51's report contradictions: the Metrics section says its numbers are means over folds and that the
+    pooled curves' AUC differs; times are pointed to; an ensemble whose members all kept shift 0 gets a sentence,
+    not a plot of zeros; one number format."""
+    from dimbsvm.jobs import load_job_data
+    from dimbsvm.jobs.oof import save_fold_predictions
+    from dimbsvm.report.run_report import run_report_sections
+
+    rng = np.random.default_rng(0)
+    data = load_keel("yeast5")
+    for fold in range(2):
+        test = np.arange(fold, len(data.y), 2)
+        score = rng.normal(size=test.size) + 2.0 * (data.y[test] == 1)
+        save_fold_predictions(tmp_path / "oof", (0, fold), test, data.y[test], (score > 1).astype(int), score)
+    folds = [{"seed": 0, "fold": f, "auc": a, "g_mean": 0.8, "member_thresholds": [0.0, 0.0, 0.0]}
+             for f, a in enumerate((0.91, 0.93))]
+    summary = {"auc": {"mean": 0.92, "std": 0.0008318, "min": 0.91, "max": 0.93, "n": 2},
+               "g_mean": {"mean": 0.8, "std": 0.0, "min": 0.8, "max": 0.8, "n": 2}}
+    metrics = {"positive_label": 1, "summary": summary, "folds": folds,
+               "timings": {"fit_time": {"mean": 1.0, "min": 1.0, "max": 1.0}}}
+    _, sections = run_report_sections(job=_job(tmp_path, cv={"n_splits": 2, "n_repeats": 1, "random_state": 0}),
+                                      data=load_job_data("yeast5"), metrics=metrics, resources={},
+                                      oof=load_oof(tmp_path))
+    by_title = {section.title: section for section in sections}
+    text = " ".join(block[1] for block in by_title["Metrics"].blocks if block[0] == "text")
+    assert "mean, standard deviation" in text and "the curves below pool a repeat's rows" in text
+    assert "Times (fit_time) are under Time and memory" in text
+    [table] = [block for block in by_title["Metrics"].blocks if block[0] == "table"]
+    assert table[2][0][:5] == ["auc", "0.9200", "0.0008", "0.9100", "0.9300"]
+    threshold = by_title["Decision threshold"]
+    assert not any(block[0] == "figure" for block in threshold.blocks)
+    assert any("Every ensemble member's shift is 0" in block[1] for block in threshold.blocks if block[0] == "text")

@@ -63,9 +63,17 @@ def pending_png(fig):
 
 
 def fmt(value, digits=4):
-    """A value as the report prints it: 4 decimals, or 4 significant digits in scientific notation when large or tiny."""
+    """A value as the report prints it: 4 decimals (one format for a table's means, spreads and extremes), or 4
+    significant digits where 4 decimals would show no digit (below 0.00005) or too many (10^4 and above).
+
+    Examples
+    --------
+    >>> fmt(0.84071), fmt(0.0008318), fmt(0.00001234), fmt(0.0), fmt(123456.7)
+    ('0.8407', '0.0008', '1.234e-05', '0.0000', '1.235e+05')
+    """
     if value is None:
         return ""
     if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}g}" if abs(value) >= 1e4 or (value and abs(value) < 1e-3) else f"{value:.{digits}f}"
+        tiny = value and abs(value) < 0.5 * 10.0 ** -digits
+        return f"{value:.{digits}g}" if abs(value) >= 1e4 or tiny else f"{value:.{digits}f}"
     return str(value)

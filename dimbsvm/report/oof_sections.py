@@ -132,8 +132,10 @@ def _oof_section(by_repeat, pooled, names, pos_label, *, n_repeats, ranked):
         share = _positives(pooled, pos_label)[2] / max(pooled.rows, 1)
         section.interactive("roc_pr", lambda: interactive.curves_plots(curves, points, cutoffs, positive_share=share),
                             figures.curves_figure(curves, points, positive_share=share),
-                            "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat "
-                            "(AUC and average precision in the legends); dotted: chance; circles: where each "
+                            "ROC and precision-recall curves of the out-of-fold scores, one curve per repeat, "
+                            "every out-of-fold row of the repeat pooled (the legends' AUC and average precision are "
+                            "those of the pooled rows; the Metrics table's are means over folds, and differ from "
+                            "them); dotted: chance; circles: where each "
                             "repeat's predictions sit, at the threshold its folds chose (the Thresholds table "
                             "gives the rates around it). On the page, hovering a curve gives the threshold and "
                             "the rates at that point; a legend entry hides its curve.")

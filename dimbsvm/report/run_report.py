@@ -276,6 +276,12 @@ def run_report_sections(*, job, data, metrics, resources, oof, final_estimator=N
 
     quality = Section("Metrics")
     summary = metrics["summary"]
+    timings = list(metrics.get("timings") or {})
+    quality.text("Each metric over the folds of every repeat: its mean, standard deviation, least and greatest "
+                 "value, each fold scored on its own test rows"
+                 + (" (the curves below pool a repeat's rows: their AUC and average precision differ)"
+                    if {"auc", "average_precision"} & set(summary) else "")
+                 + (f". Times ({', '.join(timings)}) are under Time and memory." if timings else "."))
     quality.table(["metric", "mean", "std", "min", "max", "folds"],
                   [[name, _fmt(s["mean"]), _fmt(s["std"]), _fmt(s["min"]), _fmt(s["max"]), s["n"]]
                    for name, s in summary.items()])
@@ -364,9 +370,13 @@ def fold_figures(folds, metric_names) -> dict:
         drawn["fold_spread"] = _png(figures.fold_spread_figure({name: [r[name] for r in folds]
                                                                 for name in metric_names}))
     members = {f"s{r['seed']} f{r['fold']}": r["member_thresholds"] for r in folds if "member_thresholds" in r}
-    if members:
+    if members and not _all_zero(members.values()):  # a plot of zeros says less than the sentence that replaces it
         drawn["member_thresholds"] = _png(figures.member_thresholds_figure(members))
     return drawn
+
+
+def _all_zero(shifts) -> bool:
+    return all(not np.any(np.asarray(values, dtype=float)) for values in shifts)
 
 
 def _threshold_section(folds, search, member_thresholds=None):
@@ -386,6 +396,9 @@ def _threshold_section(folds, search, member_thresholds=None):
     if member_thresholds is not None:
         section.figure("member_thresholds", member_thresholds,
                        "Each ensemble member's shift (after perturbation) in each fold.")
+    elif any("member_thresholds" in r for r in folds) and _all_zero(r["member_thresholds"] for r in folds
+                                                                   if "member_thresholds" in r):
+        section.text("Every ensemble member's shift is 0 in every fold: no member moved its threshold.")
     return section
 
 
