@@ -156,6 +156,8 @@ def test_rollback_steps_back_through_the_promotions(registry, tmp_path):
     assert main(["rollback", str(root), "--reason", "again"]) == 2 and reg.champion() == a  # nothing before a
     assert main(["promote", str(root), "v0003", "--reason", "fixed"]) == 0 and reg.champion() == c  # a prefix
     assert reg.lineage() == [a, c]
+    # promoting the champion again changes nothing: a rollback still steps back, not "back" to the same version
+    assert main(["promote", str(root), "v0003", "--reason", "re-promoted"]) == 0 and reg.lineage() == [a, c]
     assert main(["rollback", str(root), "--reason", "once more"]) == 0 and reg.champion() == a
 
 

@@ -588,7 +588,8 @@ def _lineage(events: list) -> list:
     for event in events:
         action = event.get("action")
         if action in ("promote", "manual_promote"):
-            stack.append(event["version"])
+            if not stack or stack[-1] != event["version"]:  # promoting the champion again changes nothing
+                stack.append(event["version"])
         elif action == "rollback":
             if stack:
                 stack.pop()
