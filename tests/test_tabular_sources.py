@@ -607,3 +607,16 @@ def test_client_memory_does_not_grow_with_the_rows(tmp_path):
     size_of_X = 20 * 50_000 * 4 * 8
     assert peaks[20] < 3 * peaks[2], peaks
     assert peaks[20] < size_of_X / 2, (peaks, size_of_X)
+
+
+def test_parquet_files_of_one_source_without_the_first_files_columns_are_refused_in_one_line(tmp_path):
+    """Dask reads every file with the first file's columns; a file without one failed in a task as pandas'
+    KeyError (issue 50's poor messages). Now one line names the file and the columns, before anything is read."""
+    frame = pd.DataFrame({"a": np.arange(10.0), "b": np.arange(10.0), "label": ["x", "y"] * 5})
+    (tmp_path / "src").mkdir()
+    frame.to_parquet(tmp_path / "src" / "part0.parquet")
+    frame.drop(columns="b").to_parquet(tmp_path / "src" / "part1.parquet")
+    with pytest.raises(DataError, match=r"part1\.parquet has no column\(s\) \['b'\] that .*part0\.parquet has; "
+                                        r"the Parquet files of one source must all have the same columns") as caught:
+        ingest(str(tmp_path / "src"), tmp_path / "s.zarr")
+    assert "\n" not in str(caught.value) and not (tmp_path / "s.zarr").exists()

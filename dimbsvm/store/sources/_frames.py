@@ -120,6 +120,7 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
     location = locate(source, storage_options)
     options = dict(storage_options or {})
     if location.format == "parquet":
+        _check_same_columns(location)
         frame = dd.read_parquet(list(location.urls), storage_options=options or None,
                                 blocksize=_parquet_blocksize(location, blocksize))
         frame = _string_columns(frame, location.text)
@@ -132,6 +133,35 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
                             compression=location.compression, storage_options=options)
     return Opened(frame=frame, format=location.format, description=location.text, name=location.name,
                   location=location, blocksize=blocksize, storage_options=options or None, csv=blocks)
+
+
+#: A source of more Parquet files than this has its files' columns checked against the first's on up to this many
+#: (each file's footer is a read; a lake of thousands is checked where its partitions are read, in a task's error).
+MAX_SCHEMA_CHECKS = 256
+
+
+def _check_same_columns(location: Location) -> None:
+    """Refuse, in one line, Parquet files of one source that do not all have the first file's columns.
+
+    Dask reads every file with the first one's columns: a file without one
+    failed inside a task as pandas' ``KeyError``, naming neither the file nor
+    the cause.
+    """
+    paths = location.paths or location.urls
+    if len(paths) < 2:
+        return
+    import pyarrow.parquet as pq
+
+    def names(path):
+        with location.fs.open(path, "rb") as handle:
+            return pq.read_schema(handle).names
+
+    first = names(paths[0])
+    for path in paths[1:MAX_SCHEMA_CHECKS]:
+        missing = [name for name in first if name not in set(names(path))]
+        if missing:
+            raise DataError(f"{location.text}: {path} has no column(s) {missing} that {paths[0]} has; the Parquet "
+                            "files of one source must all have the same columns")
 
 
 def _parquet_blocksize(location: Location, blocksize):
