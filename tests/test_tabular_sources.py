@@ -155,7 +155,6 @@ CSV_CASES = {
     "numeric labels sort as numbers": "x0,label_col,class\n1,a,10\n2,b,9\n3,a,10\n4,c,2\n",
     "whitespace, quotes, blank lines": "x0 , note,class\n 1.5 ,\"a, b\",pos\n\n,,\n2.25,c , neg\n3,\"a, b\",neg\n",
     "positive is the majority (KEEL names)": "x0,class\n1,positive\n2,positive\n3,negative\n",
-    "a column with nothing in it": "x0,empty,class\n1,,a\n2,?,b\n3,,b\n",
     "a byte-order mark": "\ufeffx0,x1,class\n1e3,-0.1,a\n2.5e-3,inf,b\n1_000,nan,b\n",
     "many rows": "a,b,c,class\n" + "".join(f"{i * 0.37:.6f},{i % 7},{'lmh'[i % 3]},{'pn'[i % 5 == 0]}\n"
                                                 for i in range(3000)),
@@ -620,3 +619,16 @@ def test_parquet_files_of_one_source_without_the_first_files_columns_are_refused
                                         r"the Parquet files of one source must all have the same columns") as caught:
         ingest(str(tmp_path / "src"), tmp_path / "s.zarr")
     assert "\n" not in str(caught.value) and not (tmp_path / "s.zarr").exists()
+
+
+def test_a_column_empty_in_every_row_is_refused_not_dropped_in_silence(tmp_path):
+    """An all-empty column became a nominal column of no category: no feature, and no word (issue 50). Both
+    readers, the streamed one and the in-memory one, refuse it alike."""
+    (tmp_path / "empty.csv").write_text("a,b,c,label\n1,2,,x\n3,4,?,y\n5,6,,x\n7,8,,y\n")
+    message = r"empty\.csv: column 'c' has no value in any row; leave it out with --drop c, or fill it$"
+    with pytest.raises(DataError, match=message):
+        ingest(str(tmp_path / "empty.csv"), tmp_path / "s.zarr")
+    with pytest.raises(DataError, match=message):
+        load_csv(tmp_path / "empty.csv", target="label")
+    stored = ingest(TabularSource(str(tmp_path / "empty.csv"), drop=("c",)), tmp_path / "s.zarr")
+    assert stored.X.shape == (4, 2)

@@ -90,6 +90,9 @@ def load_csv(path, target="class", nominal=()) -> Dataset:
             names.append(column_name)
             continue
         categories = sorted({v for v in values if v not in CSV_MISSING})
+        if not categories:  # else a nominal column of no category: no feature, and no word of why
+            raise DataError(f"{path}: column {column_name!r} has no value in any row; leave it out with "
+                            f"--drop {column_name}, or fill it")
         index = {c: k for k, c in enumerate(categories)}
         block = np.zeros((len(values), len(categories)), dtype=np.float64)
         for i, v in enumerate(values):

@@ -107,6 +107,9 @@ def decide(scan: Scan, roles: Roles, kinds: dict, *, source: str, max_categories
         if kind == "text" and seen.numbers:
             _refuse_words(column, seen, row, source)
         found = sorted(seen.values)
+        if not found:  # else a nominal column of no category: no feature, and no word of why
+            raise DataError(f"{source}: column {column!r} has no value in any row; leave it out with --drop {column}, "
+                            "or fill it")
         if len(found) > max_categories:
             _refuse_categories(column, max(len(found), seen.most_in_a_part), max_categories, source)
         columns.append((column, "nominal", tuple(found)))
