@@ -20,6 +20,8 @@ answers is an error within about a minute and a half, not a hang.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,6 +29,8 @@ from urllib.parse import urlsplit
 from ..exceptions import StoreError
 
 __all__ = ["EXTRAS", "filesystem", "is_url", "join", "local_path", "location", "name_of", "read_json", "zarr_store"]
+
+logger = logging.getLogger(__name__)
 
 #: The environment variable that sets how long a call to S3 waits for the endpoint's next bytes (seconds).
 READ_TIMEOUT_VARIABLE = "DIMBSVM_S3_READ_TIMEOUT"
@@ -47,7 +51,15 @@ def s3_call_limits() -> dict:
     next bytes within ``DIMBSVM_S3_READ_TIMEOUT`` seconds (default
     :data:`READ_TIMEOUT`), :data:`S3_ATTEMPTS` tries.
     """
-    read = float(os.environ.get(READ_TIMEOUT_VARIABLE) or READ_TIMEOUT)
+    text = os.environ.get(READ_TIMEOUT_VARIABLE) or ""
+    try:
+        read = float(text) if text.strip() else READ_TIMEOUT
+    except ValueError:
+        read = math.nan
+    if not (math.isfinite(read) and read > 0):  # read when dimbsvm is imported: a warning, never a failed import
+        logger.warning("%s=%r is not a positive number of seconds; S3 calls wait %g s", READ_TIMEOUT_VARIABLE, text,
+                       READ_TIMEOUT)
+        read = READ_TIMEOUT
     return {"connect_timeout": min(5.0, read), "read_timeout": read,
             "retries": {"max_attempts": S3_ATTEMPTS, "mode": "standard"}}
 
