@@ -17,7 +17,7 @@ def test_the_read_timeout_comes_from_the_environment_and_a_bad_value_is_a_warnin
         assert f"{READ_TIMEOUT_VARIABLE}={bad!r} is not a positive number of seconds" in caplog.text
     monkeypatch.delenv(READ_TIMEOUT_VARIABLE)
     assert s3_call_limits() == {"connect_timeout": 5.0, "read_timeout": READ_TIMEOUT,
-                                "retries": {"max_attempts": 1, "mode": "standard"}}
+                                "retries": {"total_max_attempts": 2, "mode": "standard"}}
 
 
 def test_every_s3_filesystem_gets_the_limits_unless_given_its_own():
