@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .curves import run_starts
+from .curves import threshold_counts
 from .figures import probability_bins, stable_argsort
 
 __all__ = ["SUMMARY_STEPS", "FoldSummary", "ScoreCounts", "merge_summaries"]
@@ -108,19 +108,16 @@ class ScoreCounts:
 
     @classmethod
     def _every_threshold(cls, s, p, q) -> "ScoreCounts":
-        """The exact counts at every distinct score of rows sorted by increasing score ``s``."""
-        n = s.size
-        starts = run_starts(s) if n else np.empty(0, dtype=np.int64)
-        ends = np.append(starts[1:], n)
-        # rows at or above each distinct score, by decreasing score (the last row of a run names it, as
-        # scikit-learn's stable sort leaves equal scores such as -0.0 and 0.0)
-        below_pos = np.concatenate([[0], np.cumsum(p, dtype=np.int64)])[starts]
-        below_pred = np.concatenate([[0], np.cumsum(q, dtype=np.int64)])[starts]
+        """The exact counts at every distinct score of rows sorted by increasing score ``s`` (the report's
+        :func:`~.curves.threshold_counts`, of the positives and of the rows predicted positive)."""
+        if s.size == 0:
+            empty = np.empty(0, dtype=np.int64)
+            return cls(np.empty(0), empty, empty, empty, 0, 0, 0)
+        fp, tp, thresholds = threshold_counts(s, p)
+        pp = threshold_counts(s, q)[1]
         n_pos, n_pp = int(p.sum()), int(q.sum())
-        tp, pp = (n_pos - below_pos)[::-1], (n_pp - below_pred)[::-1]
-        fp = (n - starts)[::-1] - tp
-        thresholds = s[ends - 1][::-1] if n else np.empty(0)
-        return cls(thresholds, tp, fp, pp, n_pos, n - n_pos, n_pp)
+        return cls(thresholds.astype(np.float64), tp.astype(np.int64), fp.astype(np.int64), pp.astype(np.int64),
+                   n_pos, s.size - n_pos, n_pp)
 
     def at(self, thresholds) -> tuple:
         """``(tp, fp, pp)`` at each of ``thresholds``, each taken at the smallest kept threshold at least it."""
