@@ -10,7 +10,7 @@ wall time of ``subprocess.run``), dimbsvm and scikit-learn alternated so that dr
 - ``quickstart``: ``dimbsvm run jobs/quickstart.yaml --out TMP`` (class-weighted RBF SVC on the bundled
   yeast5, min-max scaling fitted per training fold, stratified 5-fold CV repeated twice with seeds 0
   and 1, ten metrics, the final model on every row, its model and report written) against
-  :data:`QUICKSTART_SKLEARN`: the same folds (StratifiedKFold, shuffle, seeds 0 and 1), the same
+  :data:`QUICKSTART_SKLEARN`: the same folds (dimbsvm's StratifiedBlockKFold, seeds 0 and 1), the same
   pipeline and metrics, and the final model's fit, in one scikit-learn process (no files written);
 - ``ensemble``: a job on 2x10^5 x 20 rows (``make_imbalanced``, 5 % minority, saved as ``.npz``):
   EnsembleOTHRClassifier with 10 LinearSVC members on bags of 20,000 rows (stratified bags, a
@@ -83,7 +83,7 @@ import sys
 import numpy as np
 from sklearn.metrics import (average_precision_score, f1_score, matthews_corrcoef, precision_score,
                              recall_score, roc_auc_score)
-from sklearn.model_selection import StratifiedKFold
+from dimbsvm.model_selection import StratifiedBlockKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
@@ -96,7 +96,7 @@ def pipeline():
 
 g_means = []
 for seed in (0, 1):
-    for train, test in StratifiedKFold(5, shuffle=True, random_state=seed).split(X, y):
+    for train, test in StratifiedBlockKFold(5, random_state=seed).split(X, y):
         model = pipeline().fit(X[train], y[train])
         pred, score = model.predict(X[test]), model.decision_function(X[test])
         tpr = recall_score(y[test], pred)
@@ -116,7 +116,7 @@ ENSEMBLE_SKLEARN = f"""\
 import sys
 import numpy as np
 from sklearn.metrics import recall_score, roc_auc_score
-from sklearn.model_selection import StratifiedKFold
+from dimbsvm.model_selection import StratifiedBlockKFold
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import LinearSVC
 
@@ -142,7 +142,7 @@ def predict(model, X):
     return (2 * (margins > 0).sum(axis=0) > len(members)).astype(int), margins.mean(axis=0)
 
 g_means = []
-for train, test in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y):
+for train, test in StratifiedBlockKFold(3, random_state=0).split(X, y):
     pred, score = predict(fit(X[train], y[train], 0), X[test])
     g_means.append(np.sqrt(recall_score(y[test], pred) * recall_score(y[test], pred, pos_label=0)))
     roc_auc_score(y[test], score)

@@ -30,21 +30,21 @@ def reference_fold(X, y, estimator, *, n_splits, seed, fold, metrics=("g_mean", 
                    features=(), pos_label=None):
     """The independent sequential truth for one fold: explicit split, scikit-learn pipeline, direct scoring.
 
-    No dimbsvm engine code: ``StratifiedKFold`` with shuffling, ``MinMaxScaler`` ->
+    No dimbsvm engine code: the folds of ``StratifiedBlockKFold`` (tested against their definition), ``MinMaxScaler`` ->
     feature stages -> the estimator fitted by ``Pipeline.fit`` in this process, then
     G-mean from per-class recalls, F-measure and ROC-AUC from scikit-learn.
     """
     import numpy as np
     from sklearn.base import clone
     from sklearn.metrics import f1_score, recall_score, roc_auc_score
-    from sklearn.model_selection import StratifiedKFold
+    from dimbsvm.model_selection import StratifiedBlockKFold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import MinMaxScaler
 
     X, y = np.asarray(X), np.asarray(y)
     labels, counts = np.unique(y, return_counts=True)
     pos = labels[np.lexsort((-labels, counts))[0]] if pos_label is None else pos_label
-    train, test = list(StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(X, y))[fold]
+    train, test = list(StratifiedBlockKFold(n_splits, random_state=seed).split(X, y))[fold]
     model = make_pipeline(MinMaxScaler(), *[clone(f) for f in features], clone(estimator)).fit(X[train], y[train])
     y_pred = model.predict(X[test])
     record = {"seed": seed, "fold": fold, "n_train": len(train), "n_test": len(test)}

@@ -12,7 +12,6 @@ pytest.importorskip("imblearn")
 pytest.importorskip("scikit_posthocs")
 pytest.importorskip("matplotlib")
 
-from sklearn.model_selection import StratifiedKFold  # noqa: E402
 from sklearn.preprocessing import MinMaxScaler  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
@@ -23,6 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from dimbsvm.bench import quality, stats  # noqa: E402
+from dimbsvm.model_selection import StratifiedBlockKFold  # noqa: E402
 from dimbsvm.bench.peers import fold_random_state, make_peer  # noqa: E402
 from benchmarks.results import render_results  # noqa: E402
 from dimbsvm.bench.suite import build_method, load_suite, validate_suite  # noqa: E402
@@ -87,7 +87,7 @@ def test_all_methods_see_identical_folds(smoke):
     assert (sizes == 1).all().all()
     # and the sizes are those of the stratified split itself
     y = load_keel("yeast5").y
-    split = list(StratifiedKFold(3, shuffle=True, random_state=0).split(y, y))
+    split = list(StratifiedBlockKFold(3, random_state=0).split(y, y))
     yeast = folds[folds["dataset"] == "yeast5"].groupby("fold")["n_test"].first()
     assert yeast.tolist() == [len(test) for _, test in split]
 
@@ -97,7 +97,7 @@ def _sequential_g_means(name, n_splits, seed):
     data = load_keel(name)
     X, y = data.X, data.y
     values = []
-    for train, test in StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(X, y):
+    for train, test in StratifiedBlockKFold(n_splits, random_state=seed).split(X, y):
         scaler = MinMaxScaler().fit(X[train])
         model = SVC(kernel="rbf", C=1.0, gamma="scale", class_weight="balanced")
         pred = model.fit(scaler.transform(X[train]), y[train]).predict(scaler.transform(X[test]))

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from sklearn.model_selection import StratifiedKFold
+from dimbsvm.model_selection import StratifiedBlockKFold
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 
@@ -75,7 +75,7 @@ def _sequential_reference(X, y, seeds, n_splits):
     """Independent computation: explicit folds, scaler and SVC, G-mean from counts."""
     values = []
     for seed in seeds:
-        for train, test in StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(X, y):
+        for train, test in StratifiedBlockKFold(n_splits, random_state=seed).split(X, y):
             scaler = MinMaxScaler().fit(X[train])
             model = SVC(class_weight="balanced").fit(scaler.transform(X[train]), y[train])
             pred = model.predict(scaler.transform(X[test]))

@@ -1,7 +1,8 @@
 """A store's folds planned from per-chunk counts (issue 49, item 1): the driver holds no fold's rows.
 
-The truth is scikit-learn's ``StratifiedKFold(shuffle=True)`` on the same
-labels (the rows of each fold, counted per chunk here with plain numpy) and
+The truth is the folds of the labels in memory (:func:`repeat_splits`,
+itself tested row by row against its definition in ``test_splits.py``),
+counted per chunk here with plain numpy, and
 the same job run on the same data held in memory, whose folds are index
 arrays as before.
 """
@@ -12,7 +13,6 @@ import json
 
 import numpy as np
 import pytest
-from sklearn.model_selection import StratifiedKFold
 
 from dimbsvm._counts import ClassCounts
 from dimbsvm.datasets import load_keel
@@ -20,18 +20,17 @@ from dimbsvm.jobs import run_job, validate_job
 from dimbsvm.jobs.data import JobData, load_job_data
 from dimbsvm.model_selection.folds import FoldLayout
 from dimbsvm.model_selection.spans import chunk_spans
-from dimbsvm.model_selection.splits import MAX_LABEL_RANGE, chunk_class_counts, chunk_fold_counts
+from dimbsvm.model_selection.splits import chunk_class_counts, chunk_fold_counts, repeat_splits
 from dimbsvm.store import StoreRows, ingest
 from dimbsvm.svm import EnsembleOTHRClassifier
 
 
-def _sklearn_counts(y, n_splits, seed, block_rows):
-    """``counts[chunk, fold, class]`` of scikit-learn's folds, counted row by row."""
+def _counted(y, n_splits, seed, block_rows):
+    """``counts[chunk, fold, class]`` of the in-memory folds, counted row by row."""
     classes = np.unique(y)
     n_chunks = -(-len(y) // block_rows)
     counts = np.zeros((n_chunks, n_splits, classes.size), dtype=np.int64)
-    splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-    for fold, (_, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
+    for fold, (_, test) in enumerate(repeat_splits(y, n_splits=n_splits, seed=seed)):
         for row in test:
             counts[row // block_rows, fold, np.searchsorted(classes, y[row])] += 1
     return classes, counts
@@ -40,24 +39,23 @@ def _sklearn_counts(y, n_splits, seed, block_rows):
 @pytest.mark.parametrize("n, weights, n_splits, block_rows, seed", [
     (97, (0.9, 0.1), 2, 10, 0), (500, (0.7, 0.2, 0.1), 5, 33, 3), (64, (0.5, 0.5), 4, 64, 1),
     (1000, (0.99, 0.01), 3, 7, 11)])
-def test_chunk_fold_counts_are_those_of_scikit_learns_folds(n, weights, n_splits, block_rows, seed):
+def test_chunk_fold_counts_are_those_of_the_folds_in_memory(n, weights, n_splits, block_rows, seed):
     rng = np.random.default_rng(seed)
     y = rng.choice(len(weights), size=n, p=weights) + 2  # codes not starting at 0
     y[:len(weights)] = np.arange(len(weights))[::-1] + 2  # every class present, the last one seen first
     classes, counts = chunk_fold_counts(y, n_splits=n_splits, seed=seed, block_rows=block_rows)
-    expected_classes, expected = _sklearn_counts(y, n_splits, seed, block_rows)
+    expected_classes, expected = _counted(y, n_splits, seed, block_rows)
     assert classes.tolist() == expected_classes.tolist()
     assert np.array_equal(counts, expected)
     every_classes, every = chunk_class_counts(y, block_rows=block_rows)
     assert np.array_equal(every_classes, classes) and np.array_equal(every, counts.sum(axis=1))
 
 
-def test_chunk_fold_counts_of_labels_left_to_scikit_learn():
-    # a label range wider than the fast path's: scikit-learn's own split, counted the same way
+def test_chunk_fold_counts_of_labels_of_a_wide_range():
     rng = np.random.default_rng(0)
-    y = np.where(rng.random(300) < 0.2, MAX_LABEL_RANGE * 4, 0)
+    y = np.where(rng.random(300) < 0.2, 2**40, -3)
     classes, counts = chunk_fold_counts(y, n_splits=3, seed=5, block_rows=40)
-    assert np.array_equal(counts, _sklearn_counts(y, 3, 5, 40)[1])
+    assert np.array_equal(counts, _counted(y, 3, 5, 40)[1])
 
 
 @pytest.mark.parametrize("block_rows", [3, 25, 1000])
@@ -65,8 +63,7 @@ def test_a_layout_gives_the_chunks_counts_and_classes_of_its_folds_rows(block_ro
     rng = np.random.default_rng(1)
     y = (rng.random(200) < 0.15).astype(np.int64)
     classes, counts = chunk_fold_counts(y, n_splits=4, seed=2, block_rows=block_rows)
-    splitter = StratifiedKFold(n_splits=4, shuffle=True, random_state=2)
-    for fold, (train, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
+    for fold, (train, test) in enumerate(repeat_splits(y, n_splits=4, seed=2)):
         layout = FoldLayout.of_repeat(classes, counts, fold=fold, block_rows=block_rows)
         assert layout.spans("train") == chunk_spans(train, block_rows)
         assert layout.spans("test") == chunk_spans(test, block_rows)
@@ -207,7 +204,7 @@ def test_a_store_coded_otherwise_than_the_job_is_scored_in_the_jobs_codes(tmp_pa
 
 
 
-def test_a_fold_assigned_by_its_repeat_gives_scikit_learns_rows_and_pickles_one_byte_a_row():
+def test_a_fold_assigned_by_its_repeat_gives_the_folds_rows_and_pickles_one_byte_a_row():
     import pickle
 
     from dimbsvm.model_selection.bodies import assigned_rows, every_row, fold_assignment
@@ -215,8 +212,7 @@ def test_a_fold_assigned_by_its_repeat_gives_scikit_learns_rows_and_pickles_one_
     rng = np.random.default_rng(3)
     y = (rng.random(10_000) < 0.05).astype(np.int64)
     assignment = fold_assignment(y, n_splits=3, seed=7)
-    splitter = StratifiedKFold(n_splits=3, shuffle=True, random_state=7)
-    for fold, (train, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
+    for fold, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=7)):
         rows = assigned_rows(assignment, fold=fold)
         assert np.array_equal(rows.train, train) and np.array_equal(rows.test, test)
         shipped = pickle.dumps(rows)  # after its index arrays were built here: they stay here
@@ -244,7 +240,8 @@ def test_the_folds_of_a_stores_repeat_share_one_assignment_task(tmp_path):
                                                                            block_rows=50), fold=fold, block_rows=50))
             add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=None, block_rows=50, assignments=assignments)
     names = [task.name for task in plan.tasks]
-    assert names.count("assignment") == 2 and names.count("rows") == 6
+    n_chunks = -(-len(data.y) // 50)
+    assert names.count("assignment") == 2 and names.count("rows") == 6 and names.count("folds") == 2 * n_chunks
 
 
 @pytest.mark.parametrize("positive", ["positive", "negative"])  # 'negative': coded otherwise than the store
@@ -368,3 +365,30 @@ def test_the_client_of_a_store_job_receives_no_array_with_a_row_dimension(tmp_pa
         assert longest < smallest_fold, f"the client received an array of {longest} rows"
     else:
         assert longest >= smallest_fold
+
+
+@pytest.mark.parametrize("chunk_rows", [7, 50, 333])
+def test_a_stores_fold_assignment_made_a_chunk_at_a_time_is_the_in_memory_one(tmp_path, chunk_rows):
+    """Each chunk's folds from its first ranks, joined: the folds of the labels in memory, for any chunking."""
+    from dimbsvm.model_selection.folds import FoldSpec, layouts_of
+    from dimbsvm.model_selection.fold_layout import store_fold_rows
+    from dimbsvm.parallel import TaskPlan, run_plan
+    from dimbsvm.store.rows import StoreLabels
+
+    data = load_keel("ecoli1")
+    store = tmp_path / "ecoli1.zarr"
+    ingest((data.X, data.y), store, chunk_rows=chunk_rows)
+    handle = StoreLabels(store, len(data.y), counts={int(k): int(c) for k, c in zip(*np.unique(data.y,
+                                                                                                 return_counts=True))})
+    specs = [FoldSpec((4, f), None, None, split={"n_splits": 5, "seed": 4, "fold": f}) for f in range(5)]
+    laid = layouts_of(specs, handle, block_rows=chunk_rows, client=None, retries=0)
+    plan, assignments = TaskPlan(), {}
+    y_ref = plan.share(handle)
+    refs = [store_fold_rows(plan, y_ref, spec.split, assignments, spec.layout) for spec in laid]
+    for ref in refs:
+        plan.tasks[ref.id].watch = True
+    results = run_plan(plan, client=None, retries=0)
+    for (train, test), ref, spec in zip(repeat_splits(data.y, n_splits=5, seed=4), refs, laid):
+        rows = results[ref.id]
+        assert np.array_equal(rows.train, train) and np.array_equal(rows.test, test)
+        assert (spec.layout.n_train, spec.layout.n_test) == (len(train), len(test))

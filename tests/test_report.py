@@ -675,7 +675,7 @@ def test_roc_and_pr_mark_each_repeats_operating_point_and_name_no_class_code(ens
 def test_brier_score_and_reliability_diagram_from_out_of_fold_probabilities(tmp_path):
     """Out-of-fold probabilities of a real model (EnsembleOTHR with Platt probabilities), saved as a run saves them."""
     from sklearn.metrics import brier_score_loss
-    from sklearn.model_selection import StratifiedKFold
+    from dimbsvm.model_selection import StratifiedBlockKFold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import MinMaxScaler
 
@@ -686,7 +686,7 @@ def test_brier_score_and_reliability_diagram_from_out_of_fold_probabilities(tmp_
 
     data = load_keel("yeast5")
     for seed in (0, 1):
-        for fold, (train, test) in enumerate(StratifiedKFold(3, shuffle=True, random_state=seed).split(data.X, data.y)):
+        for fold, (train, test) in enumerate(StratifiedBlockKFold(3, random_state=seed).split(data.X, data.y)):
             model = make_pipeline(MinMaxScaler(), EnsembleOTHRClassifier(n_estimators=3, probability=True,
                                                                          random_state=0))
             model.fit(data.X[train], data.y[train])

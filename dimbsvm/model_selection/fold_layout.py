@@ -1,11 +1,16 @@
 """A store's folds by their counts: what the driver plans a store's fold from without holding its rows.
 
-:func:`layouts_of` runs one task per repeat over the labels where they are read
-(:func:`~dimbsvm.model_selection.splits.chunk_fold_counts`) and gives each
-fold its :class:`FoldLayout` (the chunks holding its rows, its sizes, its
-training rows' class counts); :func:`store_fold_rows` adds the task of a fold's
-rows, which the workers build from one fold assignment per repeat. No Dask
-here: tasks go through :mod:`dimbsvm.parallel`.
+:func:`layouts_of` runs tasks over the labels where they are read, a stored
+chunk each: first each chunk's class counts
+(:func:`~dimbsvm.model_selection.span_folds.span_class_counts`), which give
+each chunk's first rank in each class, then each chunk's rows of each class
+and fold (:func:`~dimbsvm.model_selection.span_folds.span_fold_counts`), and
+gives each fold its :class:`FoldLayout` (the chunks holding its rows, its
+sizes, its training rows' class counts, the chunks' first ranks);
+:func:`store_fold_rows` adds the tasks of a fold's rows: one task a chunk for
+its rows' folds, one joining them into the repeat's assignment. No task
+reads every label to plan or split a store, and no Dask here: tasks go
+through :mod:`dimbsvm.parallel`.
 """
 
 from __future__ import annotations
@@ -14,10 +19,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._counts import ClassCounts
+from .._counts import ClassCounts, unique_counts
 from ..parallel import TaskPlan, run_plan
 from .bodies import assigned_rows, every_row, fold_assignment, fold_rows
-from .splits import chunk_class_counts, chunk_fold_counts
+from .span_folds import joined_folds, span_class_counts, span_fold_counts, span_folds
 
 __all__ = ["FoldLayout", "layouts_of", "store_fold_rows"]
 
@@ -53,6 +58,17 @@ class FoldLayout:
         return cls(np.asarray(classes), every - test, test, int(block_rows))
 
     @property
+    def first_ranks(self) -> np.ndarray:
+        """``(n_chunks, n_classes)``: rows of each class before each chunk (what a chunk's folds start from)."""
+        every = self.train + self.test
+        return np.cumsum(every, axis=0) - every
+
+    @property
+    def class_totals(self) -> np.ndarray:
+        """Rows of each class in the data."""
+        return (self.train + self.test).sum(axis=0)
+
+    @property
     def n_train(self) -> int:
         return int(self.train.sum())
 
@@ -71,13 +87,17 @@ class FoldLayout:
         return [(int(c) * self.block_rows, (int(c) + 1) * self.block_rows) for c in held]
 
 
-def store_fold_rows(plan: TaskPlan, y, split: dict, assignments: dict | None):
+def store_fold_rows(plan: TaskPlan, y, split: dict, assignments: dict | None, layout: FoldLayout | None = None):
     """The task of a store fold's rows, computed where the tasks run from the labels handle ``y``.
 
-    A CV fold's rows are its repeat's fold assignment (one task per repeat,
-    shared by its folds: one byte a row travels to a worker, not two index
-    arrays of eight) and its number (:class:`~dimbsvm.model_selection.bodies.AssignedRows`);
-    a final model's are every row, built where used.
+    A CV fold's rows are its repeat's fold assignment and the fold's number
+    (:class:`~dimbsvm.model_selection.bodies.AssignedRows`): one byte a row
+    travels to a worker, not two index arrays of eight. The assignment is
+    computed a chunk at a time from ``layout``'s first ranks (one task a
+    chunk, :func:`~dimbsvm.model_selection.span_folds.span_folds`) and
+    joined by one task; the repeat's tasks are added once, shared by its
+    folds through ``assignments``. A final model's rows are every row, built
+    where used.
     """
     if "test_from" in split:
         return plan.add(fold_rows, dict(y=y, **split), name="rows")
@@ -85,50 +105,68 @@ def store_fold_rows(plan: TaskPlan, y, split: dict, assignments: dict | None):
         return plan.add(every_row, dict(y=y), name="rows")
     key = (int(split["n_splits"]), int(split["seed"]))
     assignments = {} if assignments is None else assignments
-    if key not in assignments:
+    if key not in assignments and layout is None:  # a fold whose rows the driver holds: the same folds, one task
         assignments[key] = plan.add(fold_assignment, dict(y=y, n_splits=key[0], seed=key[1]), name="assignment",
                                     priority=10)
+    if key not in assignments:
+        ranks, totals, step = layout.first_ranks, layout.class_totals, layout.block_rows
+        n_rows = int(totals.sum())
+        parts = [plan.add(span_folds, dict(y=y, classes=layout.classes, start=c * step, stop=min((c + 1) * step, n_rows),
+                                           first_ranks=ranks[c], totals=totals, n_splits=key[0], seed=key[1]),
+                          name="folds", priority=10)
+                 for c in range(ranks.shape[0])]
+        assignments[key] = plan.add(joined_folds, dict(parts=parts), name="assignment", priority=10)
     return plan.add(assigned_rows, dict(assignment=assignments[key], fold=int(split["fold"])), name="rows")
 
 
 def layouts_of(specs, labels, *, block_rows, client, retries):
     """``specs`` with the :class:`FoldLayout` of each fold planned from counts, computed by tasks over ``labels``.
 
-    One task per repeat (and one for a final model's chunks, if no repeat
-    runs) counts each chunk's rows of each class and fold where the labels
-    are read; the driver receives those counts, a few numbers per chunk.
+    One task a stored chunk counts its classes; the driver turns the counts
+    into each chunk's first rank in each class; then one task a chunk and
+    repeat counts its rows of each class in each fold. The driver receives
+    those counts, a few numbers per chunk, and checks them against the
+    classes the labels record.
     """
     wanted = [spec for spec in specs if spec.train is None and spec.layout is None]
     if not wanted:
         return specs
     if not block_rows:
         raise ValueError(f"fold {wanted[0].key} has no rows: only the folds of a store are planned from counts")
-    plan = TaskPlan()
-    y_ref = plan.share(labels)
-    repeats = {}
-    for spec in wanted:
-        n_splits, seed = spec.split["n_splits"], spec.split["seed"]
-        if seed is not None and (n_splits, seed) not in repeats:
-            repeats[n_splits, seed] = plan.add(chunk_fold_counts, dict(y=y_ref, n_splits=n_splits, seed=seed,
-                                                                        block_rows=block_rows),
-                                               watch=True, name="fold_counts")
-    every = None
-    if any(spec.split["seed"] is None for spec in wanted) and not repeats:
-        every = plan.add(chunk_class_counts, dict(y=y_ref, block_rows=block_rows), watch=True, name="class_counts")
-    results = run_plan(plan, client=client, retries=retries, progress=False, label="fold counts")
-    counted = {key: results[ref.id] for key, ref in repeats.items()}
-    if every is not None:
-        classes, by_chunk = results[every.id]
-    else:  # every row's classes per chunk: any repeat's folds summed
-        classes, by_fold = next(iter(counted.values()))
-        by_chunk = by_fold.sum(axis=1)
+    classes, counts = unique_counts(labels)  # a store's handle knows them without reading a label
+    n_rows, block_rows = len(labels), int(block_rows)
+    spans = [(start, min(start + block_rows, n_rows)) for start in range(0, n_rows, block_rows)]
+    by_chunk = _run_spans(span_class_counts, labels, spans, dict(classes=classes), client=client, retries=retries,
+                          label="class counts")
+    if not np.array_equal(by_chunk.sum(axis=0), counts):
+        raise ValueError(f"the labels' classes {classes.tolist()} number {by_chunk.sum(axis=0).tolist()} rows, "
+                         f"not the {np.asarray(counts).tolist()} recorded for them: the data changed while it was read")
+    first_ranks = np.cumsum(by_chunk, axis=0) - by_chunk
+    repeats = sorted({(spec.split["n_splits"], spec.split["seed"]) for spec in wanted if spec.split["seed"] is not None})
+    counted = {}
+    for n_splits, seed in repeats:  # one pass a repeat: each chunk's rows of each class in each fold
+        per_chunk = [dict(first_ranks=first_ranks[c], totals=counts, n_splits=n_splits, seed=seed)
+                     for c in range(len(spans))]
+        counted[n_splits, seed] = _run_spans(span_fold_counts, labels, spans, dict(classes=classes), per_chunk,
+                                             client=client, retries=retries, label="fold counts")
     laid = {}
     for spec in wanted:
         split = spec.split
         if split["seed"] is None:
             layout = FoldLayout(classes, by_chunk, np.zeros_like(by_chunk), block_rows)
         else:
-            layout = FoldLayout.of_repeat(*counted[split["n_splits"], split["seed"]], fold=split["fold"],
+            layout = FoldLayout.of_repeat(classes, counted[split["n_splits"], split["seed"]], fold=split["fold"],
                                           block_rows=block_rows)
         laid[spec.key] = replace(spec, layout=layout)
     return [laid.get(spec.key, spec) for spec in specs]
+
+
+def _run_spans(body, labels, spans, common, per_span=None, *, client, retries, label) -> np.ndarray:
+    """``body`` over each span of the labels, one task each; their results stacked in span order."""
+    plan = TaskPlan()
+    y_ref = plan.share(labels)
+    refs = [plan.add(body, dict(common, y=y_ref, start=start, stop=stop, **(per_span[i] if per_span else {})),
+                     watch=True, name=label.replace(" ", "_"))
+            for i, (start, stop) in enumerate(spans)]
+    results = run_plan(plan, client=client, retries=retries, progress=False, label=label)
+    return np.stack([results[ref.id] for ref in refs])

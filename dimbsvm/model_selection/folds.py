@@ -252,7 +252,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         raise ValueError(f"fold {spec.key} has no rows: only a store's CV fold with its layout is planned from counts")
     if spec.split is not None and block_rows:
         # a store's fold: its rows are computed where the tasks run, not sent in the graph
-        rows = store_fold_rows(plan, y, spec.split, assignments)
+        rows = store_fold_rows(plan, y, spec.split, assignments, layout)
     else:
         rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
     # a fold planned from its layout is known by counts: the driver holds none of its rows or labels

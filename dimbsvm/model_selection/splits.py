@@ -1,38 +1,41 @@
 """Cross-validation splits and the one positive-label rule.
 
-A fold is identified by its repeat seed and fold number; the split is computed
-once, on the client, for all folds of a repeat (shuffled stratified k-fold
-is deterministic given the seed), so every method evaluated on the same
-(seed, fold) sees exactly the same rows.
-
-The split is scikit-learn's ``StratifiedKFold(n_splits, shuffle=True,
-random_state=seed)``, bit for bit. :func:`stratified_test_folds` computes it
-in O(n) for integer-valued labels (dimbsvm's coded labels): scikit-learn's own
-code spends almost all its time in ``np.unique`` and ``np.sort`` of the
-labels (O(n log n): 0.75 s at 4x10^6 labels, on the client before a run
-starts, and again in every fold's ``rows`` task). Any other labels go to
-scikit-learn itself.
+A fold is identified by its repeat seed and fold number, so every method
+evaluated on the same (seed, fold) sees exactly the same rows. The split is
+stratified and shuffled, and defined row by row (:func:`class_folds`): a
+row's fold depends on the seed, the number of folds, its class, the class's
+size and the row's rank among the rows of its class, nothing else. So the
+folds of a stored data set are computed by tasks, a chunk at a time, from
+the counts of each class in the chunks before it, and are the same whatever
+the chunking, the number of workers, or whether the rows are in memory.
+:class:`StratifiedBlockKFold` gives these folds to scikit-learn.
 """
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
-from sklearn.utils import check_random_state
+from sklearn.model_selection import BaseCrossValidator
+from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils.multiclass import type_of_target
 
 from .._counts import unique_counts
 
-__all__ = ["chunk_class_counts", "chunk_fold_counts", "fold_indices", "fold_of_rows", "minority_class", "repeat_seeds",
-           "repeat_splits", "stratified_test_folds"]
+__all__ = ["StratifiedBlockKFold", "chunk_class_counts", "chunk_fold_counts", "class_codes", "class_folds",
+           "fold_class_counts", "fold_indices", "fold_of_rows", "minority_class", "repeat_seeds", "repeat_splits",
+           "run_folds"]
 
-#: The fast path counts labels with ``np.bincount`` over ``max - min + 1`` bins: wider label ranges (sparse,
-#: identifier-like values) go to scikit-learn.
-MAX_LABEL_RANGE = 1 << 20
+#: A class's rows are dealt to the folds in blocks of about this many (a multiple of the number of folds):
+#: each block's rows are spread evenly over the folds, in an order drawn by hash.
+FOLD_BLOCK = 1024
 #: Up to this many classes, each class's rows are found with a comparison pass over the labels; more classes
-#: are grouped by one stable (radix) argsort instead, which costs the same whatever the number of classes.
+#: are grouped by one stable argsort instead, which costs the same whatever the number of classes.
 MASK_CLASSES = 4
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment
 
 
 def repeat_seeds(n_repeats: int, random_state: int) -> list[int]:
@@ -50,7 +53,7 @@ def repeat_seeds(n_repeats: int, random_state: int) -> list[int]:
 
 
 def fold_indices(y, *, n_splits: int, seed: int, fold: int):
-    """Train and test row indices of one fold of a shuffled stratified k-fold.
+    """Train and test row indices of one fold of :func:`repeat_splits`.
 
     Examples
     --------
@@ -59,15 +62,10 @@ def fold_indices(y, *, n_splits: int, seed: int, fold: int):
     >>> len(train), len(test), int(y[test].sum())
     (9, 3, 1)
     """
-    test_folds = stratified_test_folds(y, n_splits=n_splits, seed=seed)
-    if test_folds is None:  # labels of the slow path: scikit-learn's own split
-        splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-        for i, (train, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
-            if i == fold:
-                return train, test
-    elif 0 <= fold < n_splits:  # only this fold's masks: a task that needs one fold does not build them all
-        return _fold_of(test_folds, fold)
-    raise ValueError(f"fold {fold} does not exist with n_splits={n_splits}")
+    test_folds = fold_of_rows(y, n_splits=n_splits, seed=seed)
+    if not 0 <= fold < n_splits:
+        raise ValueError(f"fold {fold} does not exist with n_splits={n_splits}")
+    return _fold_of(test_folds, fold)  # only this fold's masks: a task that needs one fold does not build them all
 
 
 def minority_class(y):
@@ -95,20 +93,65 @@ def repeat_splits(y, *, n_splits: int, seed: int) -> list[tuple[np.ndarray, np.n
     >>> [len(test) for _, test in repeat_splits(y, n_splits=4, seed=0)]
     [3, 3, 3, 3]
     """
-    test_folds = stratified_test_folds(y, n_splits=n_splits, seed=seed)
-    if test_folds is None:  # labels of the slow path: scikit-learn's own split
-        splitter = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-        return [(train, test) for train, test in splitter.split(np.zeros(len(y)), y)]
+    test_folds = fold_of_rows(y, n_splits=n_splits, seed=seed)
     return [_fold_of(test_folds, fold) for fold in range(n_splits)]
+
+
+def fold_of_rows(y, *, n_splits: int, seed) -> np.ndarray:
+    """The fold each row of ``y`` is tested in: :func:`run_folds` over every row.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Class labels (any values :func:`numpy.unique` orders).
+    n_splits : int
+        Number of folds (at least 2).
+    seed : int, RandomState instance or None
+        The shuffle's seed; a RandomState (or None: numpy's global one) gives
+        one integer seed, as scikit-learn's estimators draw theirs.
+
+    Returns
+    -------
+    test_folds : ndarray of int8 (int32 for 128 folds or more) of shape (n_samples,)
+
+    Raises
+    ------
+    ValueError
+        ``n_splits`` is not an integer of at least 2, ``y`` is not 1-D, or
+        every class has fewer than ``n_splits`` rows (scikit-learn's
+        messages).
+
+    Warns
+    -----
+    UserWarning
+        Some class has fewer than ``n_splits`` rows (scikit-learn's warning).
+
+    Examples
+    --------
+    >>> fold_of_rows(np.array(["a", "b"] * 3), n_splits=3, seed=0).tolist()
+    [0, 1, 2, 0, 1, 2]
+    """
+    StratifiedKFold(n_splits=n_splits)  # scikit-learn's parameter errors
+    y = column_or_1d(y)
+    if y.dtype.kind not in "iub":  # integer labels are classes; others as scikit-learn's splitter checks them
+        kind = type_of_target(y, input_name="y")
+        if kind not in ("binary", "multiclass"):
+            raise ValueError(f"Supported target types are: ('binary', 'multiclass'). Got {kind!r} instead.")
+    if y.size < n_splits:
+        raise ValueError(f"Cannot have number of splits n_splits={n_splits} greater than the number of samples: "
+                         f"n_samples={y.size}.")
+    classes, counts = unique_counts(y)
+    _check_class_counts(counts, n_splits)
+    codes = class_codes(y, classes)
+    return run_folds(codes, np.zeros(classes.size, dtype=np.int64), counts, n_splits=n_splits,
+                     seed=_integer_seed(seed))
 
 
 def chunk_fold_counts(y, *, n_splits: int, seed: int, block_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of each class in each fold of one repeat, per stored chunk: a fold's layout, without its rows.
 
     The folds are :func:`repeat_splits`' (the same rows, bit for bit); only
-    their counts leave this function, so a driver can plan the tasks of
-    every chunk of a store's folds from a few numbers per chunk and never
-    hold a fold's index arrays (a task computes this where the labels are).
+    their counts leave this function.
 
     Parameters
     ----------
@@ -142,32 +185,24 @@ def chunk_fold_counts(y, *, n_splits: int, seed: int, block_rows: int) -> tuple[
     classes = unique_counts(y)[0]
     test_folds = fold_of_rows(y, n_splits=n_splits, seed=seed)
     n_chunks = -(-y.size // block_rows)
-    cells = n_splits * classes.size
-    counts = np.empty((n_chunks, cells), dtype=np.int64)
+    counts = np.empty((n_chunks, n_splits, classes.size), dtype=np.int64)
     for chunk in range(n_chunks):  # a chunk at a time: no temporary of the labels' size
         rows = slice(chunk * block_rows, (chunk + 1) * block_rows)
-        codes = np.searchsorted(classes, y[rows])
-        counts[chunk] = np.bincount(test_folds[rows].astype(np.int64) * classes.size + codes, minlength=cells)
-    return classes, counts.reshape(n_chunks, n_splits, classes.size)
+        counts[chunk] = fold_class_counts(test_folds[rows], class_codes(y[rows], classes), n_splits, classes.size)
+    return classes, counts
 
 
-def fold_of_rows(y, *, n_splits: int, seed) -> np.ndarray:
-    """The fold each row of ``y`` is tested in under :func:`repeat_splits` (any labels).
-
-    :func:`stratified_test_folds` where it applies, else the folds of
-    scikit-learn's own split, numbered.
+def fold_class_counts(folds, codes, n_splits: int, n_classes: int) -> np.ndarray:
+    """``counts[f, k]``: rows of class ``k`` (a position in the classes) in fold ``f``, of int64.
 
     Examples
     --------
-    >>> fold_of_rows(np.array(["a", "b"] * 3), n_splits=3, seed=0).tolist()
-    [2, 2, 1, 0, 0, 1]
+    >>> fold_class_counts(np.array([0, 1, 1]), np.array([1, 1, 0]), 2, 2).tolist()
+    [[0, 1], [1, 1]]
     """
-    test_folds = stratified_test_folds(y, n_splits=n_splits, seed=seed)
-    if test_folds is None:  # labels of the slow path: the folds of scikit-learn's own split
-        test_folds = np.empty(len(y), dtype=np.int32)
-        for fold, (_, test) in enumerate(repeat_splits(y, n_splits=n_splits, seed=seed)):
-            test_folds[test] = fold
-    return test_folds
+    cells = int(n_splits) * int(n_classes)
+    flat = np.bincount(np.asarray(folds).astype(np.int64) * int(n_classes) + codes, minlength=cells)
+    return flat.reshape(int(n_splits), int(n_classes))
 
 
 def chunk_class_counts(y, *, block_rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -184,9 +219,71 @@ def chunk_class_counts(y, *, block_rows: int) -> tuple[np.ndarray, np.ndarray]:
     n_chunks = -(-y.size // block_rows)
     counts = np.empty((n_chunks, classes.size), dtype=np.int64)
     for chunk in range(n_chunks):
-        counts[chunk] = np.bincount(np.searchsorted(classes, y[chunk * block_rows:(chunk + 1) * block_rows]),
+        counts[chunk] = np.bincount(class_codes(y[chunk * block_rows:(chunk + 1) * block_rows], classes),
                                     minlength=classes.size)
     return classes, counts
+
+
+class StratifiedBlockKFold(BaseCrossValidator):
+    """dimbsvm's folds as a scikit-learn splitter: stratified, shuffled, and the same for any chunking.
+
+    ``cross_validate(estimator, X, y, cv=StratifiedBlockKFold(5, random_state=0))``
+    tests on exactly the rows a dimbsvm job with ``cv: {n_splits: 5}`` and
+    repeat seed 0 tests on (:func:`repeat_splits`), so results can be
+    compared fold by fold with plain scikit-learn.
+
+    Parameters
+    ----------
+    n_splits : int, default=5
+        Number of folds (at least 2).
+    random_state : int, RandomState instance or None, default=None
+        The seed of the folds (see :func:`fold_of_rows`).
+
+    Examples
+    --------
+    >>> y = np.array([0] * 8 + [1] * 4)
+    >>> [test.tolist() for _, test in StratifiedBlockKFold(2, random_state=0).split(np.zeros((12, 1)), y)]
+    [[2, 5, 6, 7, 9, 10], [0, 1, 3, 4, 8, 11]]
+    """
+
+    def __init__(self, n_splits=5, random_state=None):
+        self.n_splits = n_splits
+        self.random_state = random_state
+
+    def split(self, X, y, groups=None):
+        """Yield ``(train, test)`` index arrays of each fold, in fold order."""
+        yield from repeat_splits(y, n_splits=self.n_splits, seed=self.random_state)
+
+    def get_n_splits(self, X=None, y=None, groups=None):
+        """The number of folds."""
+        return self.n_splits
+
+    def _iter_test_indices(self, X=None, y=None, groups=None):  # BaseCrossValidator's abstract method
+        for _, test in self.split(X, y, groups):
+            yield test
+
+
+def class_codes(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Each label's position in the increasing ``classes`` (a label not among them gets a wrong one: callers check).
+
+    Examples
+    --------
+    >>> class_codes(np.array([7, 3, 7]), np.array([3, 7])).tolist()
+    [1, 0, 1]
+    """
+    if (y.dtype.kind in "iub" and classes.size and classes[0] >= 0 and classes[-1] < 1 << 20
+            and (not y.size or (y.min() >= 0 and y.max() <= classes[-1]))):
+        lookup = np.zeros(int(classes[-1]) + 1, dtype=np.int64)
+        lookup[classes.astype(np.int64)] = np.arange(classes.size)
+        return lookup[y.astype(np.int64, copy=False)] if y.dtype.kind == "b" else lookup[y]
+    return np.minimum(np.searchsorted(classes, y), max(classes.size - 1, 0))
+
+
+def _integer_seed(seed) -> int:
+    """``seed`` as the integer the folds are drawn from (scikit-learn's ``random_state`` values)."""
+    if isinstance(seed, numbers.Integral):
+        return int(seed)
+    return int(check_random_state(seed).randint(np.iinfo(np.int32).max))
 
 
 def _fold_of(test_folds: np.ndarray, fold: int) -> tuple[np.ndarray, np.ndarray]:
@@ -195,137 +292,121 @@ def _fold_of(test_folds: np.ndarray, fold: int) -> tuple[np.ndarray, np.ndarray]
     return np.flatnonzero(~test), np.flatnonzero(test)
 
 
-def stratified_test_folds(y, *, n_splits: int, seed) -> np.ndarray | None:
-    """The fold of each row under ``StratifiedKFold(n_splits, shuffle=True, random_state=seed)``, or None.
+def class_folds(start: int, stop: int, total: int, *, klass: int, n_splits: int, seed: int) -> np.ndarray:
+    """The folds of the rows of rank ``start`` up to ``stop`` of one class of ``total`` rows (the definition).
 
-    The same folds as scikit-learn's ``_make_test_folds``, bit for bit, in
-    O(n) for integer-valued labels: classes are numbered by first appearance,
-    counted with ``np.bincount`` instead of ``np.unique``; each class's
-    share of each fold (scikit-learn deals the sorted labels round robin,
-    ``bincount(y_sorted[i::n_splits])``) follows in closed form from the
-    class counts; and the random state shuffles each class's fold labels in
-    class order, the same calls on arrays of the same lengths.
-
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,)
-        Class labels.
-    n_splits : int
-        Number of folds (at least 2).
-    seed : int, RandomState instance or None
-        ``random_state`` of the shuffle.
-
-    Returns
-    -------
-    test_folds : ndarray of shape (n_samples,) or None
-        ``test_folds[j]`` is the fold row ``j`` is tested in (int8 for fewer
-        than 128 folds). None where the fast path does not apply (labels that
-        are not 1-D integer values in a range of at most
-        :data:`MAX_LABEL_RANGE`, fewer rows than folds): the caller then
-        asks scikit-learn, which also raises its own errors for such labels.
-
-    Raises
-    ------
-    ValueError
-        ``n_splits`` is not an integer of at least 2 (scikit-learn's
-        messages), or every class has fewer than ``n_splits`` rows.
-
-    Warns
-    -----
-    UserWarning
-        Some class has fewer than ``n_splits`` rows (scikit-learn's warning).
+    A class's rows, by their rank among its rows in row order, are cut into
+    blocks of :func:`fold_block` rows; in each block every row draws a key
+    from a counter-based hash of (``seed``, ``n_splits``, ``klass``, its
+    rank), and the block's rows, ordered by key, are dealt to the folds in
+    turn from a fold drawn for the block. Every fold so receives exactly a
+    block's share of each whole block and the class's last block is dealt
+    as evenly as it can be: each class's rows in each fold differ by at most
+    one. A row's fold depends on nothing but those four numbers and the
+    class's size, so any run of rows (a stored chunk) is assigned alone,
+    and the same way whatever the chunking.
 
     Examples
     --------
-    >>> stratified_test_folds(np.array([1, 1, 1, 0, 0, 0]), n_splits=3, seed=0).tolist()
-    [2, 1, 0, 2, 0, 1]
-    >>> stratified_test_folds(np.array(["a", "b"] * 3), n_splits=3, seed=0) is None  # scikit-learn's
+    >>> class_folds(0, 10, 10, klass=0, n_splits=5, seed=0).tolist()
+    [4, 2, 3, 0, 2, 3, 1, 1, 4, 0]
+    >>> np.array_equal(class_folds(3, 7, 10, klass=0, n_splits=5, seed=0), _[3:7])
     True
     """
-    StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)  # scikit-learn's parameter errors
-    codes = _integer_codes(y, n_splits)
-    if codes is None:
-        return None
-    codes, by_value, first_seen = codes
-    n_splits = int(n_splits)
-    counts = by_value[first_seen]  # per class, in order of appearance
-    _check_class_counts(counts, n_splits)
-    # scikit-learn sorts the class numbers and deals them round robin: fold i receives positions i, i + k,
-    # i + 2k, ... of the sorted labels, and class c holds positions [ends[c - 1], ends[c]). Positions below x
-    # that fold i receives: ceil((x - i) / k) = (x - i + k - 1) // k, so its share of class c is a difference.
-    ends = np.concatenate(([0], np.cumsum(counts)))
-    dealt = (ends[None, :] - np.arange(n_splits)[:, None] + n_splits - 1) // n_splits
-    allocation = np.diff(dealt, axis=1)  # (n_splits, n_classes), scikit-learn's ``allocation``
-    rng = check_random_state(seed)
-    dtype = np.int8 if n_splits < 128 else np.int32
-    test_folds = np.empty(codes.size, dtype=dtype)
-    # RandomState.shuffle draws the same numbers for any dtype of a 1-D array (one per position, Fisher-Yates),
-    # and swaps int8 twice as fast as scikit-learn's int64: the shuffles are most of the remaining time
-    fold_numbers = np.arange(n_splits, dtype=dtype)
-    if first_seen.size <= MASK_CLASSES:
-        for k, value in enumerate(first_seen):
-            folds_for_class = fold_numbers.repeat(allocation[:, k])
-            rng.shuffle(folds_for_class)  # one shuffle per class, in class order: the same random draws
-            test_folds[codes == value] = folds_for_class
-        return test_folds
-    # many classes: one stable grouping of the rows by label value (a radix sort for 16-bit codes) replaces a
-    # comparison pass per class; each class's shuffled folds go to its rows in row order, as a mask assigns them
-    shuffled = []
-    for k in range(first_seen.size):  # the same shuffles, in the same class order
-        shuffled.append(fold_numbers.repeat(allocation[:, k]))
-        rng.shuffle(shuffled[-1])
-    small = codes.astype(np.uint16) if int(first_seen.max()) < 1 << 16 else codes
-    value_order = np.argsort(first_seen)  # classes in increasing label value: the order the sort groups them in
-    test_folds[np.argsort(small, kind="stable")] = np.concatenate([shuffled[k] for k in value_order])
-    return test_folds
+    start, stop, total, n_splits = int(start), int(stop), int(total), int(n_splits)
+    if not 0 <= start <= stop <= total:
+        raise ValueError(f"ranks {start}..{stop} are not within a class of {total} rows")
+    if start == stop:
+        return np.empty(0, dtype=np.int8)
+    block = fold_block(n_splits)
+    low = start // block * block
+    high = min(((stop - 1) // block + 1) * block, total)  # whole blocks around the ranks asked for
+    keys = _hashed(_stream(seed, n_splits, klass, 0), np.arange(low, high, dtype=np.uint64))
+    ranks = np.empty(high - low, dtype=np.int64)
+    whole = (high - low) // block * block  # every block but the class's last is whole
+    if whole:
+        order = np.argsort(keys[:whole].reshape(-1, block), axis=1, kind="stable")
+        np.put_along_axis(ranks[:whole].reshape(-1, block), order, np.arange(block), axis=1)
+    if whole < high - low:  # the class's last block: dealt among the rows it has
+        order = np.argsort(keys[whole:], kind="stable")
+        ranks[whole + order] = np.arange(order.size)
+    blocks = np.arange(low // block, -(-high // block), dtype=np.uint64)
+    firsts = (_hashed(_stream(seed, n_splits, klass, 1), blocks) % np.uint64(n_splits)).astype(np.int64)
+    folds = (ranks + np.repeat(firsts, block)[:high - low]) % n_splits
+    return folds[start - low:stop - low].astype(np.int8 if n_splits < 128 else np.int32)
 
 
-def _integer_codes(y, n_splits) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(codes, by_value, first_seen)``: non-negative integer labels, their bincount, the classes by first appearance.
+def fold_block(n_splits: int) -> int:
+    """Rows of a class dealt together to the folds: a multiple of ``n_splits`` of about :data:`FOLD_BLOCK`."""
+    return int(n_splits) * -(-FOLD_BLOCK // int(n_splits))
 
-    None for labels the fast path leaves to scikit-learn: not 1-D, not
-    integer-valued (strings, objects, fractional or non-finite floats), a range
-    wider than :data:`MAX_LABEL_RANGE`, or fewer rows than folds.
+
+def run_folds(codes, first_ranks, class_totals, *, n_splits: int, seed: int) -> np.ndarray:
+    """The fold of each row of a run of rows (a stored chunk, or all rows): :func:`class_folds` per class.
+
+    Parameters
+    ----------
+    codes : ndarray of int of shape (n_rows,)
+        Each row's class, as its position in the increasing classes.
+    first_ranks : array-like of int of shape (n_classes,)
+        The rank of the run's first row of each class among all the rows of
+        that class (the rows of that class before the run).
+    class_totals : array-like of int of shape (n_classes,)
+        Rows of each class in the whole data.
+    n_splits, seed : int
+
+    Returns
+    -------
+    ndarray of int8 (int32 for 128 folds or more) of shape (n_rows,)
+
+    Examples
+    --------
+    >>> codes = np.array([0, 1, 0, 0, 1, 0])
+    >>> whole = run_folds(codes, [0, 0], [4, 2], n_splits=2, seed=3)
+    >>> halves = [run_folds(codes[:3], [0, 0], [4, 2], n_splits=2, seed=3),
+    ...           run_folds(codes[3:], [2, 1], [4, 2], n_splits=2, seed=3)]
+    >>> np.array_equal(whole, np.concatenate(halves))
+    True
     """
-    if isinstance(y, (list, tuple)) or not hasattr(y, "__array__"):
-        return None  # e.g. a list of strings or mixed values: scikit-learn's checks apply as they are
-    y = np.asarray(y)
-    if y.ndim != 1 or y.size < max(int(n_splits), 1) or y.dtype.kind not in "biuf":
-        return None
-    if y.dtype.kind == "b":
-        codes = y.view(np.uint8)
-    else:
-        low, high = y.min(), y.max()
-        if y.dtype.kind == "f":
-            # beyond 2**52 a float's integer value and its difference from the lowest are no longer exact
-            if not (-2.0 ** 52 <= low and high <= 2.0 ** 52) or high - low > MAX_LABEL_RANGE:
-                return None
-            codes = (y - low).astype(np.int64)  # -0.0 and 0.0 are one class, as for np.unique
-            if not np.array_equal(codes + low, y):  # fractional labels: not a class code (scikit-learn refuses)
-                return None
-        else:
-            if int(high) - int(low) > MAX_LABEL_RANGE:
-                return None
-            # np.bincount takes non-negative values castable to intp: shift to 0 in int64 (no overflow)
-            codes = y if low == 0 and y.dtype.kind == "i" else np.subtract(y, low, dtype=np.int64)
-    by_value = np.bincount(codes)
-    return codes, by_value, _first_seen(codes, by_value)
+    codes = np.asarray(codes)
+    n_classes = len(class_totals)
+    folds = np.empty(codes.size, dtype=np.int8 if int(n_splits) < 128 else np.int32)
+    if n_classes <= MASK_CLASSES:
+        members = (np.flatnonzero(codes == k) for k in range(n_classes))
+    else:  # many classes: one stable grouping of the rows by class replaces a comparison pass per class
+        order = np.argsort(codes, kind="stable")
+        members = np.split(order, np.searchsorted(codes[order], np.arange(1, n_classes)))
+    for k, rows in enumerate(members):
+        first = int(first_ranks[k])
+        folds[rows] = class_folds(first, first + rows.size, int(class_totals[k]), klass=k, n_splits=n_splits,
+                                  seed=seed)
+    return folds
 
 
-def _first_seen(codes: np.ndarray, by_value: np.ndarray) -> np.ndarray:
-    """The distinct values of ``codes`` in order of first appearance (``by_value``: their bincount).
+def _stream(seed: int, n_splits: int, klass: int, salt: int) -> int:
+    """The hash's starting point for one class of one split (``salt`` 0: the rows' keys, 1: the blocks' folds)."""
+    state = _mix_int(int(seed) & _MASK)
+    state = _mix_int((state + int(n_splits)) & _MASK)
+    return _mix_int((state + 2 * int(klass) + int(salt)) & _MASK)
 
-    Looks at a prefix that grows until it holds every value present (the
-    bincount says how many there are), so labels whose classes all appear
-    early cost one short ``np.unique``.
-    """
-    n_present = int(np.count_nonzero(by_value))
-    size = 1024
-    while True:
-        values, first = np.unique(codes[:size], return_index=True)  # first: the index of each first occurrence
-        if values.size == n_present or size >= codes.size:
-            return values[np.argsort(first)]
-        size *= 4
+
+def _mix_int(z: int) -> int:
+    """SplitMix64's finaliser on a Python int."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def _hashed(stream: int, counters: np.ndarray) -> np.ndarray:
+    """SplitMix64 output number ``counter + 1`` of the generator started at ``stream`` (uint64 arithmetic wraps)."""
+    z = counters + np.uint64(1)
+    z *= np.uint64(_GOLDEN)
+    z += np.uint64(stream)
+    for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        z ^= z >> np.uint64(shift)
+        z *= np.uint64(factor)
+    z ^= z >> np.uint64(31)
+    return z
 
 
 def _check_class_counts(counts: np.ndarray, n_splits: int) -> None:

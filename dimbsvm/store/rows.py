@@ -289,22 +289,37 @@ class StoreLabels:
         key = stored_key if self.codes is None else (*stored_key, tuple(self.codes.items()))
         if key not in _LABELS:
             if stored_key not in _LABELS:
-                try:
-                    from ._zarr import open_group
-
-                    values = np.asarray(open_group(self.path, mode="r")["y"][:])
-                except StoreError:
-                    raise
-                except ValueError as exc:  # a failed checksum
-                    raise StoreError(f"store {self.path}: the labels have a damaged chunk: {exc}") from exc
-                if self.fingerprint:  # the labels of the store the handle was made for, not of its replacement
-                    check_version(self.path, self.fingerprint, content=False)
+                values = self._read(slice(None))
                 values.setflags(write=False)  # shared by every task of this process
                 _LABELS[stored_key] = values
             if key != stored_key:
                 _LABELS[key] = _recoded(_LABELS[stored_key], self.codes)
                 _LABELS[key].setflags(write=False)
         return _LABELS[key]
+
+    def span(self, start: int, stop: int) -> np.ndarray:
+        """Labels ``start`` up to ``stop``: only the stored chunks holding them are read (a task over one
+        chunk), unless this process holds every label already."""
+        stored_key = (self.path, self.fingerprint)
+        key = stored_key if self.codes is None else (*stored_key, tuple(self.codes.items()))
+        if key in _LABELS or stored_key in _LABELS:
+            return self.values()[start:stop]
+        values = self._read(slice(int(start), int(stop)))
+        return values if self.codes is None else _recoded(values, self.codes)
+
+    def _read(self, rows: slice) -> np.ndarray:
+        """The stored labels ``rows``, checked against the store the handle was made for."""
+        try:
+            from ._zarr import open_group
+
+            values = np.asarray(open_group(self.path, mode="r")["y"][rows])
+        except StoreError:
+            raise
+        except ValueError as exc:  # a failed checksum
+            raise StoreError(f"store {self.path}: the labels have a damaged chunk: {exc}") from exc
+        if self.fingerprint:  # the labels of the store the handle was made for, not of its replacement
+            check_version(self.path, self.fingerprint, content=False)
+        return values
 
     def __array__(self, dtype=None, copy=None):
         values = self.values()
