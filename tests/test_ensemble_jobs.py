@@ -551,7 +551,8 @@ def test_small_folds_batch_their_members_and_give_the_same_records(small, sequen
     setup = FoldSetup(estimator, minority_class(y), scaler="minmax", impute="none", metrics=METRICS)
     finish, _, _ = add_fold(plan, spec, setup, X=plan.share(X), y=plan.share(y), labels=y)
     names = [task.name for task in plan.tasks]
-    assert len(spec.train) == 400 and members_per_task(400) == MEMBER_TASK_ROWS // 400 == 50
+    # 600 rows in 3 stratified folds: 400 training rows, give or take one per class
+    assert abs(len(spec.train) - 400) <= 2 and members_per_task(len(spec.train)) == MEMBER_TASK_ROWS // 400 == 50
     assert names.count("members") == 3 and "member" not in names
     _same_records([run_plan(plan)[finish.id]["record"]],
                   [sequential_fold(X, y, estimator, n_splits=3, seed=0, fold=0)])

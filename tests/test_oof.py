@@ -66,7 +66,10 @@ def test_a_folds_tasks_write_its_predictions_and_the_driver_receives_none(schedu
                            task_labels=labels)
     writer.close()
     assert all("predictions" not in result and "record" in result for result in written)
-    assert sorted(p.name for p in (tmp_path / "by-tasks" / "oof").iterdir()) == [f"seed0-fold{f}.npz" for f in range(3)]
+    # a store fold is written a chunk at a time: each fold's file over the parts its chunks' tasks wrote
+    files = sorted(p.name for p in (tmp_path / "by-tasks" / "oof").iterdir())
+    assert files == sorted([f"seed0-fold{f}.npz" for f in range(3)] + [f"seed0-fold{f}.parts" for f in range(3)])
+    assert len(list((tmp_path / "by-tasks" / "oof" / "seed0-fold0.parts").iterdir())) == -(-len(labels) // 40)
 
     handed, _ = run_folds(setup(), stored.X, stored.y, specs, client=scheduler, task_labels=labels)
     for spec, result in zip(specs, handed):
@@ -130,3 +133,30 @@ def test_markers_of_an_interrupted_run_are_removed_when_its_tasks_write_again(tm
     assert [p.name for p in tmp_path.iterdir()] == [f".tasks-write-{again.token}"] and left.token != again.token
     again.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fold_written_in_parts_reads_as_one_and_a_missing_part_is_named(tmp_path):
+    """Parts first, the fold's file last: parts an interrupted attempt left are not read, a lost part is an error."""
+    from dimbsvm.jobs.oof import FoldPredictionWriter, load_fold_summaries, load_oof, save_fold_predictions
+
+    rng = np.random.default_rng(0)
+    rows, y = np.arange(0, 60, 2), (rng.random(30) < 0.3).astype(np.int64)
+    pred, score = (rng.random(30) < 0.3).astype(np.int64), rng.normal(size=30)
+    writer = FoldPredictionWriter.open(tmp_path / "parts" / "oof", pos_label=1)
+    summaries = []
+    for first, stop in ((0, 12), (12, 25), (25, 30)):
+        assert writer.write_part((0, 1), first, rows[first:stop], y[first:stop], pred[first:stop], score[first:stop],
+                                 None)
+        summaries.append(writer.summarise(y[first:stop], pred[first:stop], score[first:stop], None))
+    assert writer.write_part((0, 1), 99, rows[:3], y[:3], pred[:3], score[:3], None)  # a stale part: not listed
+    with pytest.raises(FileNotFoundError):
+        load_oof(tmp_path / "parts")  # parts without the fold's file: no fold is complete
+    assert writer.finish_parts((0, 1), [0, 12, 25], [12, 13, 5], summaries)
+    save_fold_predictions(tmp_path / "whole" / "oof", (0, 1), rows, y, pred, score, pos_label=1)
+    parts, whole = load_oof(tmp_path / "parts"), load_oof(tmp_path / "whole")
+    assert parts.keys() == whole.keys() and all(np.array_equal(parts[k], whole[k]) for k in parts)
+    merged, of_rows = (load_fold_summaries(tmp_path / d, 1)[0, 1].to_arrays("") for d in ("parts", "whole"))
+    assert merged.keys() == of_rows.keys() and all(np.array_equal(merged[k], of_rows[k]) for k in merged)
+    (tmp_path / "parts" / "oof" / "seed0-fold1.parts" / f"{12:012d}.npz").unlink()
+    with pytest.raises(FileNotFoundError, match="lists part 000000000012.npz of 13 rows"):
+        load_oof(tmp_path / "parts")

@@ -104,9 +104,18 @@ def _without_times(records):
     return [{k: v for k, v in record.items() if not k.endswith("_time")} for record in records]
 
 
-def _out_of_fold(run_dir):
-    files = sorted((run_dir / "oof").iterdir())
-    return [(f.name, {k: v for k, v in np.load(f).items()}) for f in files]
+def _out_of_fold(run_dir, pos_label=1):
+    """``[((seed, fold), arrays)]``: each fold's rows (from its file or its parts) and its summary's arrays."""
+    from dimbsvm.jobs.oof import load_fold_summaries, load_oof
+
+    columns = load_oof(run_dir)
+    summaries = load_fold_summaries(run_dir, pos_label)
+    folds = []
+    for key, summary in sorted(summaries.items()):
+        mine = (columns["seed"] == key[0]) & (columns["fold"] == key[1])
+        arrays = {name: values[mine] for name, values in columns.items() if name not in ("seed", "fold")}
+        folds.append((key, arrays | summary.to_arrays("summary_")))
+    return folds
 
 
 @pytest.mark.parametrize("estimator", [
@@ -198,7 +207,7 @@ def test_a_store_coded_otherwise_than_the_job_is_scored_in_the_jobs_codes(tmp_pa
     for name, oof in _out_of_fold(from_store.run_dir):
         is_negative = data.y[oof["row"]] == data.class_map["negative"]
         assert np.array_equal(oof["y_true"] == 1, is_negative)
-        fold = [r for r in from_store.folds if f"seed{r['seed']}-fold{r['fold']}.npz" == name][0]
+        fold = [r for r in from_store.folds if (r["seed"], r["fold"]) == name][0]
         assert fold["f_measure"] == pytest.approx(f1_score(is_negative, oof["y_pred"] == 1))
         assert fold["f_measure"] > 0.9
 

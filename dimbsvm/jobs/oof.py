@@ -27,7 +27,16 @@ fold recorded as finished has its predictions), keeps a resumed run's
 predictions and the memory of the process that writes them bounded by one
 fold. The task that scores a fold writes its file where it can reach the run
 directory (:class:`FoldPredictionWriter`), else the driver does.
-:func:`load_oof` gathers them.
+
+A fold of a store scored a chunk at a time is written a chunk at a time: the
+task that scores each chunk writes its rows to
+``oof/seed<seed>-fold<fold>.parts/<first>.npz`` (the same arrays, ``first``
+the position of the chunk's first row among the fold's test rows), and the
+fold's file, written last, holds its summary and ``part_first`` /
+``part_rows``, the parts it is made of (so a fold's file still means the
+fold's predictions are complete, and parts an interrupted attempt left are
+ignored). No process then holds the fold's rows. :func:`load_oof` gathers
+them.
 """
 
 from __future__ import annotations
@@ -42,8 +51,8 @@ import numpy as np
 
 from .._locks import atomic_file
 
-__all__ = ["OOF_DIR", "FoldPredictionWriter", "fold_predictions_path", "load_fold_summaries", "load_oof",
-           "save_fold_predictions"]
+__all__ = ["OOF_DIR", "FoldPredictionWriter", "fold_parts_path", "fold_predictions_path", "load_fold_summaries",
+           "load_oof", "save_fold_predictions"]
 
 #: The run directory's subdirectory of out-of-fold predictions.
 OOF_DIR = "oof"
@@ -53,11 +62,20 @@ _SUMMARY = "summary_"
 
 _NAME = re.compile(r"seed(-?\d+)-fold(\d+)\.npz$")
 
+#: The columns of every fold (and of every part of one).
+_COLUMNS = ("row", "y_true", "y_pred", "score")
+
 
 def fold_predictions_path(directory, key) -> Path:
     """The file of fold ``key = (seed, fold)`` under ``directory``."""
     seed, fold = key
     return Path(directory) / f"seed{int(seed)}-fold{int(fold)}.npz"
+
+
+def fold_parts_path(directory, key) -> Path:
+    """The directory of fold ``key``'s parts, one file per scored chunk, under ``directory``."""
+    seed, fold = key
+    return Path(directory) / f"seed{int(seed)}-fold{int(fold)}.parts"
 
 
 def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=None, pos_label=None,
@@ -72,14 +90,7 @@ def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=Non
     """
     Path(directory).mkdir(parents=True, exist_ok=True)
     path = fold_predictions_path(directory, key)
-    rows = np.asarray(rows, dtype=np.int64)
-    arrays = {"row": rows, "y_true": np.asarray(y_true), "y_pred": np.asarray(y_pred),
-              "score": np.asarray(score, dtype=np.float64)}
-    if proba is not None:
-        arrays["proba"] = np.asarray(proba, dtype=np.float64)
-    lengths = {name: len(values) for name, values in arrays.items()}
-    if len(set(lengths.values())) != 1:
-        raise ValueError(f"out-of-fold arrays of fold {key} differ in length: {lengths}")
+    arrays = _columns(key, rows, y_true, y_pred, score, proba)
     if pos_label is not None:
         from ..report.fold_summary import FoldSummary
 
@@ -90,6 +101,18 @@ def save_fold_predictions(directory, key, rows, y_true, y_pred, score, proba=Non
     with atomic_file(path) as handle:  # a temporary name of this writer's own, on disk before the rename
         np.savez(handle, **arrays)
     return path
+
+
+def _columns(key, rows, y_true, y_pred, score, proba) -> dict:
+    """The arrays of a fold's (or a part's) file, checked to be of one length."""
+    arrays = {"row": np.asarray(rows, dtype=np.int64), "y_true": np.asarray(y_true), "y_pred": np.asarray(y_pred),
+              "score": np.asarray(score, dtype=np.float64)}
+    if proba is not None:
+        arrays["proba"] = np.asarray(proba, dtype=np.float64)
+    lengths = {name: len(values) for name, values in arrays.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"out-of-fold arrays of fold {key} differ in length: {lengths}")
+    return arrays
 
 
 @dataclass(frozen=True)
@@ -137,8 +160,38 @@ class FoldPredictionWriter:
         """Remove the marker (the run directory keeps only the fold files)."""
         Path(self.marker).unlink(missing_ok=True)
 
+    def reaches(self) -> bool:
+        """Whether this process sees the run's directory (the marker the driver wrote)."""
+        return os.path.exists(self.marker)
+
+    def write_part(self, key, first, rows, y_true, y_pred, score, proba) -> bool:
+        """Write one chunk's test rows of fold ``key`` (``first``: the position of its first among the fold's
+        test rows) as a part of the fold, if this process reaches the directory; whether it did."""
+        if not self.reaches():
+            return False
+        arrays = _columns(key, rows, y_true, y_pred, score, proba)
+        parts = fold_parts_path(self.directory, key)
+        parts.mkdir(exist_ok=True)
+        with atomic_file(parts / f"{int(first):012d}.npz") as handle:
+            np.savez(handle, **arrays)
+        return True
+
+    def finish_parts(self, key, firsts, lengths, summaries) -> bool:
+        """Write fold ``key``'s file over its parts (:meth:`write_part`) with the fold's merged summary."""
+        if not self.reaches():
+            return False
+        arrays = {"part_first": np.asarray(firsts, dtype=np.int64), "part_rows": np.asarray(lengths, dtype=np.int64)}
+        if summaries and self.pos_label is not None:
+            from ..report.fold_summary import merge_summaries
+
+            arrays |= merge_summaries(summaries).thinned().to_arrays(_SUMMARY)
+            arrays[f"{_SUMMARY}pos_label"] = np.array(self.pos_label)
+        with atomic_file(fold_predictions_path(self.directory, key)) as handle:
+            np.savez(handle, **arrays)
+        return True
+
     def __call__(self, key, rows, y_true, y_pred, score, proba, summaries=None) -> bool:
-        if not os.path.exists(self.marker):  # not the driver's directory where this task runs
+        if not self.reaches():  # not the driver's directory where this task runs
             return False
         summary = None
         if summaries and self.pos_label is not None:
@@ -187,8 +240,9 @@ def load_fold_summaries(run_dir, pos_label) -> dict:
                 summaries[key] = FoldSummary.from_arrays({name: saved[name] for name in saved.files
                                                           if name.startswith(_SUMMARY) and name != label}, _SUMMARY)
             else:
-                summaries[key] = FoldSummary.of(saved["y_true"], saved["y_pred"], saved["score"], pos_label,
-                                                saved["proba"] if "proba" in saved.files else None)
+                columns = _fold_columns(path, saved)
+                summaries[key] = FoldSummary.of(columns["y_true"], columns["y_pred"], columns["score"], pos_label,
+                                                columns.get("proba"))
     return summaries
 
 
@@ -213,11 +267,11 @@ def load_oof(run_dir) -> dict:
         If the run directory has no out-of-fold predictions (a run written
         before they were saved).
     """
-    files = _fold_files(run_dir)
-    # every file's lengths and dtypes first, read from the .npy headers alone: the columns are then filled in
-    # place, so that the peak is the result, not the result and every file's arrays beside it
-    layouts = [_npz_layout(path) for _, path in files]
-    names = ["row", "y_true", "y_pred", "score"]
+    # every file's (or part's) lengths and dtypes first, read from the .npy headers alone: the columns are then
+    # filled in place, so that the peak is the result, not the result and every file's arrays beside it
+    pieces = [(key, piece) for key, path in _fold_files(run_dir) for piece in _row_files(path)]
+    layouts = [_npz_layout(piece) for _, piece in pieces]
+    names = list(_COLUMNS)
     if all("proba" in layout for layout in layouts):  # some fold (or every one) without: no probabilities to show
         names.append("proba")
     total = sum(layout["row"][0] for layout in layouts)
@@ -225,14 +279,40 @@ def load_oof(run_dir) -> dict:
     for name in names:
         columns[name] = np.empty(total, dtype=np.result_type(*[layout[name][1] for layout in layouts]))
     start = 0
-    for ((seed, fold), path), layout in zip(files, layouts):
+    for ((seed, fold), piece), layout in zip(pieces, layouts):
         stop = start + layout["row"][0]
         columns["seed"][start:stop], columns["fold"][start:stop] = seed, fold
-        with np.load(path) as saved:
+        with np.load(piece) as saved:
             for name in names:
                 columns[name][start:stop] = saved[name]
         start = stop
     return columns
+
+
+def _row_files(path) -> list:
+    """The files holding a fold's rows, in order: its parts where its file lists them, else the file itself."""
+    with np.load(path) as saved:
+        if "part_first" not in saved.files:
+            return [path]
+        firsts, lengths = saved["part_first"], saved["part_rows"]
+    parts = fold_parts_path(Path(path).parent, tuple(map(int, _NAME.search(Path(path).name).groups())))
+    files = [parts / f"{int(first):012d}.npz" for first in firsts]
+    for file, length in zip(files, lengths):
+        if not file.exists() or _npz_layout(file)["row"][0] != length:
+            raise FileNotFoundError(f"{path} lists part {file.name} of {int(length)} rows, which is missing or "
+                                    "of another length: the run directory was changed after the run")
+    return files
+
+
+def _fold_columns(path, saved) -> dict:
+    """A fold's columns, read from its file (``saved``, open) or its parts."""
+    if "part_first" not in saved.files:
+        return {name: saved[name] for name in (*_COLUMNS, "proba") if name in saved.files}
+    read = []
+    for piece in _row_files(path):
+        with np.load(piece) as part:
+            read.append({name: part[name] for name in part.files})
+    return {name: np.concatenate([part[name] for part in read]) for name in read[0] if all(name in p for p in read)}
 
 
 def _npz_layout(path) -> dict:

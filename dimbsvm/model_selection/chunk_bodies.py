@@ -4,8 +4,8 @@ A fold of a large store is then not two long single tasks around its
 members: the scaler's statistics (:func:`minmax_block_range`, merged exactly
 by :func:`prepare_from_ranges`), the members' pooled out-of-bag margins
 (:func:`pooled_oob_block`) and the scoring of the test rows
-(:func:`score_block`) run as one task per chunk, around
-:func:`assemble_fold`; :func:`record_fold` scores the fold. No Dask here.
+(:mod:`~dimbsvm.model_selection.chunk_scoring`) run as one task per chunk,
+around :func:`assemble_fold`. No Dask here.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ import numpy as np
 from sklearn.base import clone
 
 from ..rows import RowSubset, cache_blocks, take_rows
-from .bodies import (FoldRows, PreparedFold, fold_pipeline, handed_predictions, row_view, scoring_inputs,
-                     training_data)
-from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
+from .bodies import (FoldRows, PreparedFold, fold_pipeline, row_view, training_data)
+from .scoring import fitted_thresholds
 from .spans import block_range, rows_within
 
 __all__ = ["PooledChunk", "assemble_fold", "minmax_block_range", "model_of", "pooled_oob_block",
-           "prepare_from_ranges", "record_fold", "score_block"]
+           "prepare_from_ranges"]
 
 
 def minmax_block_range(X, *, rows: FoldRows, span):
@@ -192,51 +191,6 @@ def _pooled_margins(chunks, n_rows):
                                                  for chunk in chunks])
 
 
-def score_block(X, assembled, *, rows: FoldRows, span, pos_label, scores, probabilities=False, y=None,
-                summarise=None):
-    """Task body: predictions (positive-class scores, probabilities) of one chunk's test rows, read once.
-
-    ``summarise`` (a prediction sink's, :class:`~dimbsvm.model_selection.folds.PredictionSink`):
-    called with the chunk's labels (from ``y``) and predictions; what it
-    returns is the result's fifth item.
-    """
-    start = time.perf_counter()
-    first, stop = rows_within(rows.test, span)
-    predictor, data = scoring_inputs(X, assembled["prepared"], rows, assembled["final"], assembled["model"])
-    y_pred, values, proba = predict_and_score_rows(predictor, data, rows.test[first:stop], pos_label=pos_label,
-                                                   scores=scores, probabilities=probabilities)
-    summary = None
-    if summarise is not None:
-        summary = summarise(np.asarray(y)[rows.test[first:stop]], y_pred, values, proba)
-    return y_pred, values, time.perf_counter() - start, proba, summary
-
-
 def model_of(assembled):
     """Task body: the result of a fold without test rows (a final model): ``{"model": ...}``."""
     return {"model": assembled["model"]}
-
-
-def record_fold(y, assembled, rows: FoldRows, scored, *, key, metrics, pos_label, keep_model=False,
-                keep_predictions=False, prediction_sink=None):
-    """Task body: the fold's record from its scored chunks (in test-row order); as :func:`finish_fold`."""
-    y_pred = np.concatenate([part[0] for part in scored])
-    values = np.concatenate([part[1] for part in scored]) if needs_scores(metrics) or keep_predictions else None
-    record = {"seed": int(key[0]), "fold": int(key[1]), "n_train": int(len(rows.train)),
-              "n_test": int(len(rows.test))}
-    record.update(metrics_from_predictions(np.asarray(y)[rows.test], y_pred, values, metrics=metrics,
-                                           pos_label=pos_label, predict_time=sum(part[2] for part in scored)))
-    if "fit_time" in metrics:
-        record["fit_time"] = assembled["fit_time"]
-    record.update(assembled["thresholds"])
-    out = {"record": record}
-    if keep_model:
-        out["model"] = assembled["model"]
-    if keep_predictions:
-        with_proba = all(part[3] is not None for part in scored)
-        proba = np.concatenate([part[3] for part in scored]) if with_proba and scored else None
-        summaries = [part[4] for part in scored]
-        kept = handed_predictions(prediction_sink, key, rows.test, np.asarray(y)[rows.test], y_pred, values, proba,
-                                  summaries=summaries if scored and all(s is not None for s in summaries) else None)
-        if kept is not None:
-            out["predictions"] = kept
-    return out

@@ -26,13 +26,13 @@ from typing import Protocol
 import numpy as np
 from sklearn.base import clone
 
-from .._counts import minority_count
+from .._counts import minority_count, unique_counts
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bag_bodies import gather_block, member_bag, range_and_gather_block
 from .bodies import FoldRows, finish_fold, fit_part, fit_parts, prepare_fold
-from .chunk_bodies import (assemble_fold, minmax_block_range, model_of, pooled_oob_block, prepare_from_ranges,
-                           record_fold, score_block)
+from .chunk_bodies import assemble_fold, minmax_block_range, model_of, pooled_oob_block, prepare_from_ranges
+from .chunk_scoring import fold_positives, rank_chunk, record_from_tallies, score_chunk, tally_chunk
 from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
 from .spans import chunk_index, chunk_spans
@@ -166,21 +166,29 @@ class FoldSetup:
 
 
 class PredictionSink(Protocol):
-    """Where a fold's task writes its out-of-fold predictions itself, so that they never reach the driver.
+    """Where a fold's tasks write its out-of-fold predictions themselves, so that they never reach the driver.
 
     The job layer gives one (:class:`dimbsvm.jobs.oof.FoldPredictionWriter`);
-    it is pickled into the tasks, so it must be small and picklable.
+    it is pickled into the tasks, so it must be small and picklable. Each
+    method returns whether it wrote (False: this process does not reach the
+    place, and the predictions go back to the driver).
     """
 
     def __call__(self, key, rows, y_true, y_pred, score, proba, summaries=None) -> bool:
-        """Write fold ``key``'s predictions if this process can reach their place; whether it did.
+        """Write fold ``key``'s predictions, all its test rows at once (a fold scored in one task).
 
         ``summaries``: what :meth:`summarise` made of each of a store fold's
         chunks, in the tasks that scored them (None for a fold in memory).
         """
 
+    def write_part(self, key, first, rows, y_true, y_pred, score, proba) -> bool:
+        """Write one chunk's test rows of fold ``key``, ``first`` the position of its first test row."""
+
+    def finish_parts(self, key, firsts, lengths, summaries) -> bool:
+        """Write fold ``key``'s entry over the parts it is made of, with its chunks' summaries."""
+
     def summarise(self, y_true, y_pred, score, proba):
-        """Something small of one chunk's test rows, made where they are scored, for :meth:`__call__`."""
+        """Something small of one chunk's test rows, made where they are scored, for the fold's entry."""
 
 
 class PartStore(Protocol):
@@ -351,17 +359,31 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                          name="assemble", cost=costs.assemble())
     if not n_test:
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
-    # a sink's summary of each chunk, made by the task that scores it (the fold's task then merges small parts)
-    summarise = getattr(setup.prediction_sink, "summarise", None) if keep_predictions else None
-    summarised = dict(y=y, summarise=summarise) if summarise is not None else {}
-    scored = [plan.add(score_block, dict(X=X, assembled=assembled, rows=rows, span=span, pos_label=pos_label,
-                                         scores=needs_scores(metrics) or keep_predictions,
-                                         probabilities=keep_predictions, **summarised), name="score",
+    # each chunk's test rows scored where it is read and kept there (written as a part of the fold's file
+    # where the sink reaches the run directory); the fold's record is made from their counts
+    sink = setup.prediction_sink if keep_predictions else None
+    score_metrics = needs_scores(metrics)
+    classes = layout.classes if spec.train is None else unique_counts(labels)[0]
+    scored = [plan.add(score_chunk, dict(X=X, assembled=assembled, rows=rows, span=span, y=y, pos_label=pos_label,
+                                         scores=score_metrics or keep_predictions, probabilities=keep_predictions,
+                                         key=spec.key, prediction_sink=sink), name="score",
                        cost=costs.scored(n_test / max(len(test_chunks), 1)), affinity=chunk_index(span))
               for span in test_chunks]
-    finish = plan.add(record_fold, dict(y=y, assembled=assembled, rows=rows, scored=scored, key=spec.key,
-                                        metrics=tuple(metrics), pos_label=pos_label, keep_model=spec.keep_model,
-                                        keep_predictions=keep_predictions, prediction_sink=setup.prediction_sink),
+    tallies = [plan.add(tally_chunk, dict(scored=chunk, classes=classes, pos_label=pos_label,
+                                          score_metrics=score_metrics, keep_predictions=keep_predictions),
+                        name="tally") for chunk in scored]
+    ranked = {}
+    if score_metrics:
+        positives = plan.add(fold_positives, dict(tallies=tallies), name="positives")
+        ranks = [plan.add(rank_chunk, dict(scored=chunk, positives=positives, pos_label=pos_label,
+                                           precision_curve="average_precision" in metrics), name="rank")
+                 for chunk in scored]
+        ranked = dict(ranks=ranks, positives=positives)
+    finish = plan.add(record_from_tallies, dict(assembled=assembled, tallies=tallies, key=spec.key,
+                                                n_train=n_train, n_test=n_test, classes=classes,
+                                                metrics=tuple(metrics), pos_label=pos_label,
+                                                keep_model=spec.keep_model, keep_predictions=keep_predictions,
+                                                prediction_sink=sink, **ranked),
                       watch=True, name="finish")
     return finish, saved_parts, reused
 

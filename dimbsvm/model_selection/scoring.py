@@ -8,11 +8,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from sklearn.metrics import (average_precision_score, balanced_accuracy_score, matthews_corrcoef, precision_score,
-                             recall_score, roc_auc_score)
 from sklearn.pipeline import Pipeline
 
-from ..metrics import a_mean, f_measure, g_mean
 from ..rows import block_rows_of, cache_blocks, is_in_memory, row_blocks, take_rows
 
 __all__ = [
@@ -121,36 +118,21 @@ def metrics_from_predictions(y, y_pred, scores, *, metrics, pos_label, predict_t
     """The requested metrics from true labels, predictions and positive-class scores.
 
     ``scores`` is needed only for ``auc`` and ``average_precision``;
-    ``fit_time`` is skipped (the caller's).
+    ``fit_time`` is skipped (the caller's). The rows are counted as one chunk
+    (:mod:`~dimbsvm.model_selection.counted_metrics`): the same computation
+    as a store fold's, whose counts are made a chunk at a time.
     """
-    record = {}
-    positive = np.asarray(y) == pos_label
-    for name in metrics:
-        if name == "g_mean":
-            record[name] = g_mean(y, y_pred)
-        elif name == "f_measure":
-            record[name] = f_measure(y, y_pred, pos_label=pos_label)
-        elif name == "a_mean":
-            record[name] = a_mean(y, y_pred)
-        elif name == "auc":
-            record[name] = float(roc_auc_score(positive, scores))
-        elif name == "average_precision":
-            record[name] = float(average_precision_score(positive, scores))
-        elif name == "precision":
-            record[name] = float(precision_score(positive, np.asarray(y_pred) == pos_label, zero_division=0))
-        elif name == "recall":
-            record[name] = float(recall_score(positive, np.asarray(y_pred) == pos_label, zero_division=0))
-        elif name == "specificity":
-            record[name] = float(recall_score(~positive, np.asarray(y_pred) != pos_label, zero_division=0))
-        elif name == "mcc":
-            record[name] = float(matthews_corrcoef(y, y_pred))
-        elif name == "balanced_accuracy":
-            record[name] = float(balanced_accuracy_score(y, y_pred))
-        elif name == "predict_time":
-            record[name] = predict_time
-        elif name != "fit_time":
-            raise ValueError(f"unknown metric {name!r}; accepted: {', '.join(METRICS)}")
-    return record
+    from .counted_metrics import confusion_counts, metrics_from_counts, rank_counts, sorted_positive_scores
+
+    y, y_pred = np.asarray(y), np.asarray(y_pred)
+    classes = np.unique(np.concatenate([np.unique(y), np.unique(y_pred)]))
+    positives = ranks = None
+    if needs_scores(metrics):
+        positives = sorted_positive_scores(y, scores, pos_label)
+        ranks = rank_counts(np.asarray(scores, dtype=np.float64)[y != pos_label], positives,
+                            precision_curve="average_precision" in metrics)
+    return metrics_from_counts(confusion_counts(y, y_pred, classes), classes, metrics=metrics, pos_label=pos_label,
+                               positives=positives, ranks=ranks, predict_time=predict_time)
 
 
 def predictions_and_scores(model, X, pos_label):
