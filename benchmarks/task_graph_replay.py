@@ -97,7 +97,9 @@ def replay(tasks: dict, submissions: list, start: float, stop: float, n_workers:
         ``wall`` (seconds from the client's start to its end), ``busy``
         (the tasks' seconds summed), ``critical`` (the longest chain of
         dependencies and submissions, with the client's time: the wall time
-        no number of workers beats).
+        no number of workers beats), ``kinds`` (per kind of task, the name
+        before its first ``-``: ``first`` start and ``last`` finish in the
+        replay, seconds from the client's start, and ``busy`` seconds).
 
     Examples
     --------
@@ -141,8 +143,14 @@ def replay(tasks: dict, submissions: list, start: float, stop: float, n_workers:
         heapq.heappush(free, finish[key])
     last = max(task["stop"] for task in tasks.values())
     tail = stop - last  # the client's own time after the last task, as recorded
+    kinds = {}  # each kind of task: its first start and last finish in the replay, and its seconds
+    for key, task in tasks.items():
+        kind = key.split("-")[0]
+        first, end, busy = kinds.get(kind, (float("inf"), 0.0, 0.0))
+        kinds[kind] = (min(first, finish[key] - task["seconds"]), max(end, finish[key]), busy + task["seconds"])
     return {"wall": max(finish.values()) + tail, "busy": sum(task["seconds"] for task in tasks.values()),
-            "critical": max(earliest.values()) + tail}
+            "critical": max(earliest.values()) + tail,
+            "kinds": {kind: {"first": a, "last": b, "busy": c} for kind, (a, b, c) in kinds.items()}}
 
 
 def record_run(store: Path, workdir: Path, *, n_members: int, bag: int, memory_limit: str) -> dict:
@@ -181,6 +189,19 @@ def render_markdown(summary: dict) -> str:
             cells.append(f"{run['amdahl'].get('16', {}).get('speedup', float('nan')):.2f}x")
         lines.append(f"| {run['n']:,} | {run['tasks']:,} | {run['measured']:.1f} | {run['busy']:.1f} | "
                      f"{run.get('client', float('nan')):.1f} | {run['critical']:.1f} | " + " | ".join(cells) + " |")
+    for run in summary["runs"]:
+        at = run["replayed"].get("16", {}).get("kinds")
+        if not at:
+            continue
+        lines += ["", f"Replayed on 16 workers at n = {run['n']:,}: each kind of task's first start and last finish "
+                  "(seconds from the client's start) and its seconds; workers on average = seconds / (last - first).",
+                  "", "| kind | tasks' seconds | first start s | last finish s | workers on average |",
+                  "|---|---|---|---|---|"]
+        for kind, span in sorted(at.items(), key=lambda item: item[1]["first"]):
+            if span["busy"] >= 0.5:
+                width = max(span["last"] - span["first"], 1e-9)
+                lines.append(f"| {kind} | {span['busy']:.1f} | {span['first']:.1f} | {span['last']:.1f} | "
+                             f"{span['busy'] / width:.1f} |")
     lines += ["", "Speed-ups are against the same graph replayed on one worker; Amdahl's bound: the serial-fraction "
               "benchmark's projection from the same run (T1 = o + s + 2p over Tn = o + s + 2p/n; an upper bound "
               "that assumes n ready tasks throughout the parallel part). busy: the tasks' seconds summed; "
@@ -206,7 +227,12 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", help="where the stores and the cluster's files go (default: temporary)")
     parser.add_argument("--out", default="benchmarks/results/replay")
     parser.add_argument("--note", help="appended to the description")
+    parser.add_argument("--replay-only", action="store_true",
+                        help="replay the graphs an earlier run kept in --workdir (graph-N.jsonl, window-N.json) "
+                             "instead of running the job again")
     args = parser.parse_args(argv)
+    if args.replay_only and not args.workdir:
+        parser.error("--replay-only replays the graphs kept in --workdir: name it")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="dimbsvm-replay-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -219,12 +245,16 @@ def main(argv=None) -> int:
     tic = time.perf_counter()
     try:
         for n in args.sizes:
-            store = make_store(n, args.chunks, workdir)
-            recorded = record_run(store, workdir, n_members=args.members, bag=args.bag,
-                                  memory_limit=args.memory_limit)
-            (workdir / f"graph-{n}.jsonl").write_text(recorded["graph"])
-            (workdir / f"window-{n}.json").write_text(json.dumps({"start": recorded["start"],
-                                                                  "stop": recorded["stop"]}))
+            store = None
+            if args.replay_only:
+                recorded = json.loads((workdir / f"window-{n}.json").read_text())
+            else:
+                store = make_store(n, args.chunks, workdir)
+                recorded = record_run(store, workdir, n_members=args.members, bag=args.bag,
+                                      memory_limit=args.memory_limit)
+                (workdir / f"graph-{n}.jsonl").write_text(recorded["graph"])
+                (workdir / f"window-{n}.json").write_text(json.dumps({"start": recorded["start"],
+                                                                      "stop": recorded["stop"]}))
             tasks, submissions = load_graph(workdir / f"graph-{n}.jsonl")
             replayed = {str(w): replay(tasks, submissions, recorded["start"], recorded["stop"], w) for w in workers}
             instant = {key: dict(task, seconds=0.0) for key, task in tasks.items()}
@@ -241,7 +271,8 @@ def main(argv=None) -> int:
                         {w: round(r["wall"], 1) for w, r in replayed.items()})
             summary["wall_seconds"] = time.perf_counter() - tic
             write_summary(args.out, summary, render_markdown(summary))
-            shutil.rmtree(store, ignore_errors=True)
+            if store is not None:
+                shutil.rmtree(store, ignore_errors=True)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

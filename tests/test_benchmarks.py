@@ -709,3 +709,7 @@ def test_a_replayed_graph_gives_the_schedules_worked_out_by_hand():
     result = replay(staged, [(0.0, ["a", "b"]), (5.0, ["e"])], 0.0, 6.0, 2)
     assert result["wall"] == pytest.approx(6.0) and result["critical"] == pytest.approx(6.0)
     assert replay(staged, [(0.0, ["a", "b"]), (5.0, ["e"])], 0.0, 6.0, 1)["wall"] == pytest.approx(10.0)
+    # each kind's span in the replay: the four 2-s tasks of kind "x" on two workers run from 1 s to 5 s
+    kinds = replay(_graph(**{f"x-{k}": ((), 1.0 + 2.0 * (i // 2), 2.0) for i, k in enumerate("abcd")}),
+                   [(1.0, [f"x-{k}" for k in "abcd"])], 0.0, 5.5, 2)["kinds"]
+    assert kinds == {"x": pytest.approx({"first": 1.0, "last": 5.0, "busy": 8.0})}
