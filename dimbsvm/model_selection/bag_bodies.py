@@ -3,7 +3,7 @@
 A bag of a few thousand rows drawn from a large store touches every chunk, so
 a member reading its own bag would decompress the whole store, once per
 member (memory bandwidth, not the SVMs, then bounds the member stage).
-Instead each bag is drawn ahead of its member (:func:`member_bag`) and one
+Instead the bags are drawn ahead of the members (:func:`member_bags`) and one
 task per chunk slices every member's rows out of that chunk, read once
 (:func:`gather_block`, or :func:`range_and_gather_block` when the same read
 also gives the scaler's statistics); the member reads them as
@@ -19,13 +19,12 @@ import numpy as np
 
 from ..rows import take_rows
 from ..store.rows import StoreRows
-from .parts import Part
 from .spans import block_range, rows_within
 
 if TYPE_CHECKING:  # annotations only: the fold bodies import this module
     from .bodies import FoldRows
 
-__all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bag", "range_and_gather_block"]
+__all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bags", "range_and_gather_block"]
 
 
 @dataclass(frozen=True)
@@ -36,19 +35,26 @@ class MemberBag:
     rows: np.ndarray
 
 
-def member_bag(y, rows: FoldRows, *, part: Part) -> MemberBag:
-    """Task body: one member's bag, drawn as the member draws it, and its distinct rows (dataset row numbers, sorted).
+def member_bags(y, rows: FoldRows, *, parts) -> list:
+    """Task body: every member's bag of one fold, drawn as the member draws it, from one pass over the labels.
 
     :func:`~dimbsvm.svm.members.fit_member` draws its bag first from
     ``RandomState(seed)`` over the positive labels of the fold's training
-    rows; this draws the same bag (one task per member: a draw without
-    replacement from millions of rows takes a fraction of a second), the
-    gather tasks cut its rows out of the chunks and the member task fits on
-    it without drawing again.
+    rows; this draws the same bags (a :class:`MemberBag` per part, in part
+    order: the draw and its distinct dataset rows, sorted), the gather tasks
+    cut their rows out of the chunks and each member task fits on its bag
+    without drawing again. The draws need the positions of each class among
+    the training rows, the same for every member: found once here, each bag
+    then costs the time of its own draw.
     """
     train = rows.train
-    drawn = part.member.draw_bag(np.asarray(y)[train], part.seed)
-    return MemberBag(drawn, train[np.unique(drawn.bag)])
+    positive = np.asarray(y)[train] == parts[0].member.pos_label
+    classes = (np.flatnonzero(positive), np.flatnonzero(~positive))
+    bags = []
+    for part in parts:
+        drawn = part.member.draw_bag(None, part.seed, positive=positive, classes=classes)
+        bags.append(MemberBag(drawn, train[np.unique(drawn.bag)]))
+    return bags
 
 
 def gather_block(X, bags, *, span):

@@ -222,16 +222,18 @@ def scoring_inputs(X, prepared: PreparedFold, rows: FoldRows, final, model):
     return model, X
 
 
-def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part, gathered=None, bag=None):
+def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part, gathered=None, bags=None):
     """Task body: fit one part of the fold's estimator; return ``(fitted part, seconds)``.
 
     An ensemble member (:func:`~dimbsvm.svm.ensemble.fit_member`) reads only
     its bag (and its out-of-bag rows a block at a time); a whole estimator
     reads the fold's training rows. ``gathered``: the member's bag rows, one
     piece per chunk (:func:`gather_block`), so that it reads no store;
-    ``bag``: its :func:`member_bag`, so that it does not draw the bag again.
+    ``bags``: every member's bag (:func:`member_bags`), so that it does not
+    draw its own again.
     """
     start = time.perf_counter()
+    bag = None if bags is None else bags[part.index]
     X_train, y_train, train = training_data(X, y, prepared, rows)
     if gathered is not None:
         X_train = GatheredRows([getattr(pieces, "pieces", pieces)[part.index] for pieces in gathered],

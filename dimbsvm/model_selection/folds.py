@@ -29,7 +29,7 @@ from sklearn.base import clone
 from .._counts import minority_count, unique_counts
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
-from .bag_bodies import gather_block, member_bag, range_and_gather_block
+from .bag_bodies import gather_block, member_bags, range_and_gather_block
 from .bodies import FoldRows, finish_fold, fit_part, fit_parts, prepare_fold
 from .chunk_bodies import assemble_fold, minmax_block_range, model_of, pooled_oob_block, prepare_from_ranges
 from .chunk_scoring import fold_positives, rank_chunk, record_from_tallies, score_chunk, tally_chunk
@@ -285,12 +285,13 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     costs = FoldCosts.of(estimator, parts, n_train=n_train, n_test=n_test,
                          n_minority=minority_count(y_train), n_feature_stages=len(features or ()))
     merged_ranges = len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features
-    gathered, bags = None, [None] * len(parts)
+    gathered, bags = None, None
     if pool_by_chunk and stage is None:
         # the members' bags cut out of each chunk in one pass (not a full read per member), in the
         # same read as the chunk's scaler statistics when those are merged from chunks
-        bags = [plan.add(member_bag, dict(y=y, rows=rows, part=part), name="bag", priority=10, cost=costs.bag())
-                for part in parts]
+        # every member's bag drawn in one task (one pass over the fold's training labels, not one per member)
+        bags = plan.add(member_bags, dict(y=y, rows=rows, parts=parts), name="bag", priority=10,
+                        cost=costs.bag() * len(parts))
         gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, rows=rows, span=span), name="read",
                              cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
                     if merged_ranges else plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather",
@@ -320,14 +321,14 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                            cost=costs.part() * len(parts[i:i + batch]))
                   for i in range(0, len(parts), batch)]
     else:
-        for part, bag in zip(parts, bags):
+        for part in parts:
             found = part_store.load(spec.key, part.index) if saving else None
             if found is not None:
                 fitted.append(found)
                 reused += 1
                 continue
             ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part,
-                                          gathered=gathered, bag=bag), watch=saving,
+                                          gathered=gathered, bags=bags), watch=saving,
                            name="member" if seeds is not None else "fit", cost=costs.part())
             if saving:
                 saved_parts[ref.id] = (spec.key, part.index)

@@ -41,7 +41,7 @@ READ_ROW_SECONDS = 1e-6
 #: Seconds of preparing one training row in a prepare task: taken out of the data, the scaler fitted, the row
 #: scaled and kept scaled for the members (about two reads).
 PREPARE_ROW_SECONDS = 2e-6
-#: Seconds per training row of drawing a member's bag from the fold's labels (a store's member_bag task).
+#: Seconds per training row of drawing a member's bag from the fold's labels (a store's member_bags task draws a fold's).
 BAG_ROW_SECONDS = 5e-8
 #: Seconds per training row of assembling an ensemble: pooling its members' out-of-bag margins, sorting them.
 ASSEMBLE_ROW_SECONDS = 1.2e-6

@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 BOOTSTRAPS = ("plain", "stratified", "balanced")
 
 
-def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max_draws=20):
+def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max_draws=20, classes=None):
     """Draw one bag of row numbers that holds both classes.
 
     Parameters
@@ -47,6 +47,9 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
         stratified, in halves for balanced).
     max_draws : int, default=20
         Attempts before giving up (only ``"plain"`` can miss a class).
+    classes : tuple of two ndarray, default=None
+        ``(np.flatnonzero(positive), np.flatnonzero(~positive))`` where the
+        caller has them already (one pass over the labels for many bags).
 
     Returns
     -------
@@ -69,7 +72,7 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
     [True, True, False, False]
     """
     positive = np.asarray(positive, dtype=bool)
-    minority, majority = np.flatnonzero(positive), np.flatnonzero(~positive)
+    minority, majority = (np.flatnonzero(positive), np.flatnonzero(~positive)) if classes is None else classes
     n_samples, n_minority = positive.size, minority.size
     if n_minority == 0 or n_minority == n_samples:
         raise ValueError("Bags need training rows of both classes.")

@@ -120,11 +120,18 @@ class MemberSpec:
         """``fit_member(X, y, seed, rows=rows, drawn=drawn, **options)``."""
         return fit_member(X, y, int(seed), rows=rows, drawn=drawn, **self.options())
 
-    def draw_bag(self, y, seed):
-        """The bag :meth:`fit` with this ``seed`` draws over labels ``y`` (a :class:`~dimbsvm.svm.bagging.DrawnBag`)."""
-        positive = np.asarray(np.asarray(y) == self.pos_label)
+    def draw_bag(self, y, seed, *, positive=None, classes=None):
+        """The bag :meth:`fit` with this ``seed`` draws over labels ``y`` (a :class:`~dimbsvm.svm.bagging.DrawnBag`).
+
+        ``positive`` (``y == pos_label``) and ``classes`` (the positions of
+        the positive rows and of the others) where the caller has them: many
+        members' bags drawn over one fold's labels from one pass over them
+        (``y`` is then not read).
+        """
+        if positive is None:
+            positive = np.asarray(np.asarray(y) == self.pos_label)
         return draw_seeded_bag(positive, int(seed), bootstrap=self.bootstrap, max_samples=self.max_samples,
-                               max_draws=self.max_bag_draws)
+                               max_draws=self.max_bag_draws, classes=classes)
 
     def keeping_bag_only(self) -> MemberSpec:
         """This spec with ``keep_oob="bag"``: the member returns its bag's rows, not out-of-bag margins."""
@@ -258,26 +265,32 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
     # The bag is drawn from the labels alone, so a handle on a store is asked
     # only for the bag's rows (and the out-of-bag rows a block at a time).
     rows = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
-    y = np.asarray(y)[rows]
-    positive = np.asarray(y == pos_label)
+    n_rows = rows.size
+    # every row's label only where the member draws its bag or uses its out-of-bag rows; a bag drawn ahead
+    # needs the labels of its own rows alone (not a pass over millions of a fold's labels per member)
+    every_label = drawn is None or keep_oob is True or margins == "oob"
+    if every_label:
+        y = np.asarray(y)[rows]
+        positive = np.asarray(y == pos_label)
     if drawn is None:
         drawn = draw_seeded_bag(positive, seed, bootstrap=bootstrap, max_samples=max_samples,
                                 max_draws=max_bag_draws)
-    elif (drawn.seed, drawn.n_rows) != (int(seed), positive.size):
-        raise ValueError(f"member {seed} over {positive.size} rows was given the bag drawn for member "
+    elif (drawn.seed, drawn.n_rows) != (int(seed), n_rows):
+        raise ValueError(f"member {seed} over {n_rows} rows was given the bag drawn for member "
                          f"{drawn.seed} over {drawn.n_rows} rows")
     bag, n_draws, random_state = drawn.bag, drawn.n_draws, drawn.generator()
     u = random_state.uniform(-1.0, 1.0)
     template = clone(default_estimator() if estimator is None else estimator)
     set_random_states(template, seed)
-    X_bag, y_bag, positive_bag = take_rows(X, rows[bag]), y[bag], positive[bag]
+    y_bag = y[bag] if every_label else np.asarray(y[rows[bag]])
+    X_bag, positive_bag = take_rows(X, rows[bag]), np.asarray(y_bag == pos_label)
     fitted = clone(template).fit(X_bag, y_bag)
     sign = margin_sign(fitted, pos_label, np.unique(y_bag))
 
     oob_rows = oob_margins = None
     if keep_oob is True or margins == "oob":
         # int32 halves what a member returns when folds hold millions of rows
-        index_type = np.int32 if positive.size < np.iinfo(np.int32).max else np.int64
+        index_type = np.int32 if n_rows < np.iinfo(np.int32).max else np.int64
         # a mask, not np.setdiff1d: the same sorted rows without sorting all n (which dominated a
         # default member's CPU at a million rows)
         in_bag = np.zeros(positive.size, dtype=bool)
@@ -339,7 +352,7 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
         margins=used,
         oob_rows=oob_rows if keep_oob is True else None,
         oob_margins=oob_margins if keep_oob is True else None,
-        in_bag=np.unique(bag).astype(np.int32 if positive.size < np.iinfo(np.int32).max else np.int64)
+        in_bag=np.unique(bag).astype(np.int32 if n_rows < np.iinfo(np.int32).max else np.int64)
         if keep_oob == "bag" else None,
     )
 
