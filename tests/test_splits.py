@@ -74,6 +74,14 @@ def test_the_folds_are_their_definition_row_by_row():
     np.testing.assert_array_equal(fold_of_rows(y, n_splits=3, seed=9), _reference(y, 3, 9))
 
 
+def test_a_large_class_computed_a_slice_of_blocks_at_a_time_gives_the_same_folds(monkeypatch):
+    from dimbsvm.model_selection import splits
+
+    y = (np.random.default_rng(5).random(7 * FOLD_BLOCK + 300) < 0.8).astype(np.int64)
+    monkeypatch.setattr(splits, "RANKS_AT_ONCE", 1)  # one block of a class at a time
+    np.testing.assert_array_equal(fold_of_rows(y, n_splits=4, seed=2), _reference(y, 4, 2))
+
+
 @pytest.mark.parametrize("n_splits", [2, 3, 5, 10])
 def test_each_class_is_spread_over_the_folds_within_one_row(n_splits):
     rng = np.random.default_rng(n_splits)

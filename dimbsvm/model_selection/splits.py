@@ -31,6 +31,8 @@ __all__ = ["StratifiedBlockKFold", "chunk_class_counts", "chunk_fold_counts", "c
 #: A class's rows are dealt to the folds in blocks of about this many (a multiple of the number of folds):
 #: each block's rows are spread evenly over the folds, in an order drawn by hash.
 FOLD_BLOCK = 1024
+#: Blocks of a class whose folds are computed at once (a few MiB of keys and ranks), however large the class.
+RANKS_AT_ONCE = 256
 #: Up to this many classes, each class's rows are found with a comparison pass over the labels; more classes
 #: are grouped by one stable argsort instead, which costs the same whatever the number of classes.
 MASK_CLASSES = 4
@@ -376,10 +378,13 @@ def run_folds(codes, first_ranks, class_totals, *, n_splits: int, seed: int) -> 
     else:  # many classes: one stable grouping of the rows by class replaces a comparison pass per class
         order = np.argsort(codes, kind="stable")
         members = np.split(order, np.searchsorted(codes[order], np.arange(1, n_classes)))
+    step = fold_block(n_splits) * RANKS_AT_ONCE  # a class's keys made a slice at a time: bounded temporaries
     for k, rows in enumerate(members):
         first = int(first_ranks[k])
-        folds[rows] = class_folds(first, first + rows.size, int(class_totals[k]), klass=k, n_splits=n_splits,
-                                  seed=seed)
+        for at in range(0, rows.size, step):
+            piece = rows[at:at + step]
+            folds[piece] = class_folds(first + at, first + at + piece.size, int(class_totals[k]), klass=k,
+                                       n_splits=n_splits, seed=seed)
     return folds
 
 
