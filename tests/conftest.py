@@ -30,16 +30,17 @@ def reference_fold(X, y, estimator, *, n_splits, seed, fold, metrics=("g_mean", 
                    features=(), pos_label=None):
     """The independent sequential truth for one fold: explicit split, scikit-learn pipeline, direct scoring.
 
-    No dimbsvm engine code: the folds of ``StratifiedBlockKFold`` (tested against their definition), ``MinMaxScaler`` ->
-    feature stages -> the estimator fitted by ``Pipeline.fit`` in this process, then
+    No dimbsvm engine code but the folds (``StratifiedBlockKFold``, tested row by row against their definition):
+    ``MinMaxScaler`` -> feature stages -> the estimator fitted by ``Pipeline.fit`` in this process, then
     G-mean from per-class recalls, F-measure and ROC-AUC from scikit-learn.
     """
     import numpy as np
     from sklearn.base import clone
     from sklearn.metrics import f1_score, recall_score, roc_auc_score
-    from dimbsvm.model_selection import StratifiedBlockKFold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import MinMaxScaler
+
+    from dimbsvm.model_selection import StratifiedBlockKFold
 
     X, y = np.asarray(X), np.asarray(y)
     labels, counts = np.unique(y, return_counts=True)
