@@ -16,7 +16,7 @@ from sklearn.svm import LinearSVC
 
 from dimbsvm.model_selection.bodies import fold_rows
 from dimbsvm.model_selection.splits import (FOLD_BLOCK, StratifiedBlockKFold, chunk_class_counts, chunk_fold_counts,
-                                            fold_indices, fold_of_rows, repeat_splits, run_folds)
+                                            fold_indices, fold_of_rows, folds_of_codes, repeat_splits)
 
 MASK = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
@@ -104,7 +104,7 @@ def test_the_folds_do_not_depend_on_how_the_rows_are_chunked():
         cuts = np.sort(rng.choice(np.arange(1, y.size), size=int(rng.integers(1, 60)), replace=False))
         parts, seen = [], np.zeros(classes.size, dtype=np.int64)
         for chunk in np.split(y, cuts):
-            parts.append(run_folds(chunk, seen, totals, n_splits=5, seed=17))
+            parts.append(folds_of_codes(chunk, seen, totals, n_splits=5, seed=17))
             seen += np.bincount(chunk, minlength=classes.size)
         np.testing.assert_array_equal(np.concatenate(parts), whole)
     for block_rows in (1000, 4096, 39_999):  # the counts per chunk are those of the rows

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._splitmix import GOLDEN, splitmix64
 from ..exceptions import DataError
 
 __all__ = ["row_keys", "stratified_counts", "choose_rows", "choose_rows_chunked"]
@@ -30,11 +31,8 @@ def row_keys(seed, start, stop):
 
 def _hash(seed, rows):
     """splitmix64 of ``seed * golden + row``: distinct keys in practice, no chunking dependence."""
-    with np.errstate(over="ignore"):  # the hash relies on wrap-around uint64 arithmetic
-        z = np.asarray(rows, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+    with np.errstate(over="ignore"):  # the state wraps around in uint64 arithmetic
+        return splitmix64(np.asarray(rows, dtype=np.uint64) + np.uint64(seed) * np.uint64(GOLDEN))
 
 
 def stratified_counts(classes, counts, k):

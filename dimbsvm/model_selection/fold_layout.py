@@ -60,8 +60,7 @@ class FoldLayout:
     @property
     def first_ranks(self) -> np.ndarray:
         """``(n_chunks, n_classes)``: rows of each class before each chunk (what a chunk's folds start from)."""
-        every = self.train + self.test
-        return np.cumsum(every, axis=0) - every
+        return _first_ranks(self.train + self.test)
 
     @property
     def class_totals(self) -> np.ndarray:
@@ -109,12 +108,11 @@ def store_fold_rows(plan: TaskPlan, y, split: dict, assignments: dict | None, la
         assignments[key] = plan.add(fold_assignment, dict(y=y, n_splits=key[0], seed=key[1]), name="assignment",
                                     priority=10)
     if key not in assignments:
-        ranks, totals, step = layout.first_ranks, layout.class_totals, layout.block_rows
-        n_rows = int(totals.sum())
-        parts = [plan.add(span_folds, dict(y=y, classes=layout.classes, start=c * step, stop=min((c + 1) * step, n_rows),
-                                           first_ranks=ranks[c], totals=totals, n_splits=key[0], seed=key[1]),
+        ranks, totals = layout.first_ranks, layout.class_totals
+        parts = [plan.add(span_folds, dict(y=y, classes=layout.classes, start=start, stop=stop, first_ranks=ranks[c],
+                                           totals=totals, n_splits=key[0], seed=key[1]),
                           name="folds", priority=10)
-                 for c in range(ranks.shape[0])]
+                 for c, (start, stop) in enumerate(_spans(int(totals.sum()), layout.block_rows))]
         assignments[key] = plan.add(joined_folds, dict(parts=parts), name="assignment", priority=10)
     return plan.add(assigned_rows, dict(assignment=assignments[key], fold=int(split["fold"])), name="rows")
 
@@ -134,14 +132,14 @@ def layouts_of(specs, labels, *, block_rows, client, retries):
     if not block_rows:
         raise ValueError(f"fold {wanted[0].key} has no rows: only the folds of a store are planned from counts")
     classes, counts = unique_counts(labels)  # a store's handle knows them without reading a label
-    n_rows, block_rows = len(labels), int(block_rows)
-    spans = [(start, min(start + block_rows, n_rows)) for start in range(0, n_rows, block_rows)]
+    block_rows = int(block_rows)
+    spans = _spans(len(labels), block_rows)
     by_chunk = _run_spans(span_class_counts, labels, spans, dict(classes=classes), client=client, retries=retries,
                           label="class counts")
     if not np.array_equal(by_chunk.sum(axis=0), counts):
         raise ValueError(f"the labels' classes {classes.tolist()} number {by_chunk.sum(axis=0).tolist()} rows, "
                          f"not the {np.asarray(counts).tolist()} recorded for them: the data changed while it was read")
-    first_ranks = np.cumsum(by_chunk, axis=0) - by_chunk
+    first_ranks = _first_ranks(by_chunk)
     repeats = sorted({(spec.split["n_splits"], spec.split["seed"]) for spec in wanted if spec.split["seed"] is not None})
     counted = {}
     for n_splits, seed in repeats:  # one pass a repeat: each chunk's rows of each class in each fold
@@ -159,6 +157,16 @@ def layouts_of(specs, labels, *, block_rows, client, retries):
                                           block_rows=block_rows)
         laid[spec.key] = replace(spec, layout=layout)
     return [laid.get(spec.key, spec) for spec in specs]
+
+
+def _spans(n_rows: int, block_rows: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` of the stored chunks of ``n_rows`` rows."""
+    return [(start, min(start + block_rows, n_rows)) for start in range(0, n_rows, block_rows)]
+
+
+def _first_ranks(by_chunk: np.ndarray) -> np.ndarray:
+    """Rows of each class before each chunk, from each chunk's rows of each class."""
+    return np.cumsum(by_chunk, axis=0) - by_chunk
 
 
 def _run_spans(body, labels, spans, common, per_span=None, *, client, retries, label) -> np.ndarray:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .splits import class_codes, fold_class_counts, run_folds
+from .splits import class_codes, fold_class_counts, folds_of_codes
 
 __all__ = ["joined_folds", "span_class_counts", "span_fold_counts", "span_folds"]
 
@@ -49,7 +49,7 @@ def span_class_counts(y, *, classes, start: int, stop: int) -> np.ndarray:
 
 
 def span_folds(y, *, classes, start: int, stop: int, first_ranks, totals, n_splits: int, seed: int) -> np.ndarray:
-    """Task body: the fold of each row ``start`` up to ``stop`` (see :func:`~dimbsvm.model_selection.splits.run_folds`).
+    """Task body: the fold of each row ``start`` up to ``stop`` (see :func:`~dimbsvm.model_selection.splits.folds_of_codes`).
 
     ``first_ranks``: the rows of each class before ``start``; ``totals``:
     each class's rows in all the data.
@@ -63,14 +63,14 @@ def span_folds(y, *, classes, start: int, stop: int, first_ranks, totals, n_spli
     True
     """
     codes = _span_codes(y, classes, start, stop)
-    return run_folds(codes, first_ranks, totals, n_splits=n_splits, seed=seed)
+    return folds_of_codes(codes, first_ranks, totals, n_splits=n_splits, seed=seed)
 
 
 def span_fold_counts(y, *, classes, start: int, stop: int, first_ranks, totals, n_splits: int,
                      seed: int) -> np.ndarray:
     """Task body: ``counts[f, k]``, rows of class ``classes[k]`` in fold ``f`` among rows ``start`` up to ``stop``."""
     codes = _span_codes(y, classes, start, stop)
-    folds = run_folds(codes, first_ranks, totals, n_splits=n_splits, seed=seed)
+    folds = folds_of_codes(codes, first_ranks, totals, n_splits=n_splits, seed=seed)
     return fold_class_counts(folds, codes, n_splits, len(classes))
 
 

@@ -17,16 +17,16 @@ import numbers
 import warnings
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold
-from sklearn.model_selection import BaseCrossValidator
+from sklearn.model_selection import BaseCrossValidator, StratifiedKFold
 from sklearn.utils import check_random_state, column_or_1d
 from sklearn.utils.multiclass import type_of_target
 
 from .._counts import unique_counts
+from .._splitmix import GOLDEN, splitmix64, splitmix64_int
 
 __all__ = ["StratifiedBlockKFold", "chunk_class_counts", "chunk_fold_counts", "class_codes", "class_folds",
-           "fold_class_counts", "fold_indices", "fold_of_rows", "minority_class", "repeat_seeds", "repeat_splits",
-           "run_folds"]
+           "fold_class_counts", "fold_indices", "fold_of_rows", "folds_of_codes", "minority_class", "repeat_seeds",
+           "repeat_splits"]
 
 #: A class's rows are dealt to the folds in blocks of about this many (a multiple of the number of folds):
 #: each block's rows are spread evenly over the folds, in an order drawn by hash.
@@ -36,8 +36,6 @@ RANKS_AT_ONCE = 256
 #: Up to this many classes, each class's rows are found with a comparison pass over the labels; more classes
 #: are grouped by one stable argsort instead, which costs the same whatever the number of classes.
 MASK_CLASSES = 4
-_MASK = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment
 
 
 def repeat_seeds(n_repeats: int, random_state: int) -> list[int]:
@@ -100,7 +98,7 @@ def repeat_splits(y, *, n_splits: int, seed: int) -> list[tuple[np.ndarray, np.n
 
 
 def fold_of_rows(y, *, n_splits: int, seed) -> np.ndarray:
-    """The fold each row of ``y`` is tested in: :func:`run_folds` over every row.
+    """The fold each row of ``y`` is tested in: :func:`folds_of_codes` over every row.
 
     Parameters
     ----------
@@ -145,7 +143,7 @@ def fold_of_rows(y, *, n_splits: int, seed) -> np.ndarray:
     classes, counts = unique_counts(y)
     _check_class_counts(counts, n_splits)
     codes = class_codes(y, classes)
-    return run_folds(codes, np.zeros(classes.size, dtype=np.int64), counts, n_splits=n_splits,
+    return folds_of_codes(codes, np.zeros(classes.size, dtype=np.int64), counts, n_splits=n_splits,
                      seed=_integer_seed(seed))
 
 
@@ -343,7 +341,7 @@ def fold_block(n_splits: int) -> int:
     return int(n_splits) * -(-FOLD_BLOCK // int(n_splits))
 
 
-def run_folds(codes, first_ranks, class_totals, *, n_splits: int, seed: int) -> np.ndarray:
+def folds_of_codes(codes, first_ranks, class_totals, *, n_splits: int, seed: int) -> np.ndarray:
     """The fold of each row of a run of rows (a stored chunk, or all rows): :func:`class_folds` per class.
 
     Parameters
@@ -364,9 +362,9 @@ def run_folds(codes, first_ranks, class_totals, *, n_splits: int, seed: int) -> 
     Examples
     --------
     >>> codes = np.array([0, 1, 0, 0, 1, 0])
-    >>> whole = run_folds(codes, [0, 0], [4, 2], n_splits=2, seed=3)
-    >>> halves = [run_folds(codes[:3], [0, 0], [4, 2], n_splits=2, seed=3),
-    ...           run_folds(codes[3:], [2, 1], [4, 2], n_splits=2, seed=3)]
+    >>> whole = folds_of_codes(codes, [0, 0], [4, 2], n_splits=2, seed=3)
+    >>> halves = [folds_of_codes(codes[:3], [0, 0], [4, 2], n_splits=2, seed=3),
+    ...           folds_of_codes(codes[3:], [2, 1], [4, 2], n_splits=2, seed=3)]
     >>> np.array_equal(whole, np.concatenate(halves))
     True
     """
@@ -390,28 +388,14 @@ def run_folds(codes, first_ranks, class_totals, *, n_splits: int, seed: int) -> 
 
 def _stream(seed: int, n_splits: int, klass: int, salt: int) -> int:
     """The hash's starting point for one class of one split (``salt`` 0: the rows' keys, 1: the blocks' folds)."""
-    state = _mix_int(int(seed) & _MASK)
-    state = _mix_int((state + int(n_splits)) & _MASK)
-    return _mix_int((state + 2 * int(klass) + int(salt)) & _MASK)
-
-
-def _mix_int(z: int) -> int:
-    """SplitMix64's finaliser on a Python int."""
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
+    state = splitmix64_int(int(seed))
+    state = splitmix64_int(state + int(n_splits))
+    return splitmix64_int(state + 2 * int(klass) + int(salt))
 
 
 def _hashed(stream: int, counters: np.ndarray) -> np.ndarray:
     """SplitMix64 output number ``counter + 1`` of the generator started at ``stream`` (uint64 arithmetic wraps)."""
-    z = counters + np.uint64(1)
-    z *= np.uint64(_GOLDEN)
-    z += np.uint64(stream)
-    for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
-        z ^= z >> np.uint64(shift)
-        z *= np.uint64(factor)
-    z ^= z >> np.uint64(31)
-    return z
+    return splitmix64(np.uint64(stream) + (counters + np.uint64(1)) * np.uint64(GOLDEN))
 
 
 def _check_class_counts(counts: np.ndarray, n_splits: int) -> None:

@@ -284,9 +284,13 @@ class StoreLabels:
     def __len__(self):
         return self.shape[0]
 
-    def values(self) -> np.ndarray:
+    def _cache_keys(self) -> tuple:
+        """``(key, stored_key)`` of this process's cache: the labels as coded, and as stored."""
         stored_key = (self.path, self.fingerprint)
-        key = stored_key if self.codes is None else (*stored_key, tuple(self.codes.items()))
+        return (stored_key if self.codes is None else (*stored_key, tuple(self.codes.items()))), stored_key
+
+    def values(self) -> np.ndarray:
+        key, stored_key = self._cache_keys()
         if key not in _LABELS:
             if stored_key not in _LABELS:
                 values = self._read(slice(None))
@@ -300,9 +304,7 @@ class StoreLabels:
     def span(self, start: int, stop: int) -> np.ndarray:
         """Labels ``start`` up to ``stop``: only the stored chunks holding them are read (a task over one
         chunk), unless this process holds every label already."""
-        stored_key = (self.path, self.fingerprint)
-        key = stored_key if self.codes is None else (*stored_key, tuple(self.codes.items()))
-        if key in _LABELS or stored_key in _LABELS:
+        if any(key in _LABELS for key in self._cache_keys()):
             return self.values()[start:stop]
         values = self._read(slice(int(start), int(stop)))
         return values if self.codes is None else _recoded(values, self.codes)
