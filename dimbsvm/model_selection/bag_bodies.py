@@ -19,7 +19,7 @@ import numpy as np
 
 from ..rows import take_rows
 from ..store.rows import StoreRows
-from .spans import block_range, rows_within
+from .spans import ChunkPlace, block_range, chunk_rows, rows_within
 
 if TYPE_CHECKING:  # annotations only: the fold bodies import this module
     from .bodies import FoldRows
@@ -80,14 +80,14 @@ class ChunkPass:
     pieces: list  # as gather_block returns them
 
 
-def range_and_gather_block(X, bags, *, rows: FoldRows, span) -> ChunkPass:
+def range_and_gather_block(X, bags, *, rows, span, place: ChunkPlace | None = None) -> ChunkPass:
     """Task body: :func:`minmax_block_range` and :func:`gather_block` of one chunk from a single read.
 
     The bags are cheap to draw, so waiting for them costs less than reading
-    every chunk a second time (a read is most of either task).
+    every chunk a second time (a read is most of either task). ``rows``,
+    ``place``: as :func:`~dimbsvm.model_selection.spans.chunk_rows` takes them.
     """
-    first, stop = rows_within(rows.train, span)
-    train_rows = rows.train[first:stop]
+    train_rows = chunk_rows(rows, span, place).train
     # as stored (float32 stores: half the bytes read, converted and sent); members convert their rows
     block = X.take(train_rows, dtype=None) if isinstance(X, StoreRows) else take_rows(X, train_rows)
     pieces = []

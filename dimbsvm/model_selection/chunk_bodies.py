@@ -19,16 +19,18 @@ from sklearn.base import clone
 from ..rows import RowSubset, cache_blocks, take_rows
 from .bodies import (FoldRows, PreparedFold, fold_pipeline, row_view, training_data)
 from .scoring import fitted_thresholds
-from .spans import block_range, rows_within
+from .spans import ChunkPlace, block_range, chunk_rows
 
 __all__ = ["PooledChunk", "assemble_fold", "minmax_block_range", "model_of", "pooled_oob_block",
            "prepare_from_ranges"]
 
 
-def minmax_block_range(X, *, rows: FoldRows, span):
-    """Task body: per-feature minimum and maximum of the fold's training rows in one chunk (NaN ignored)."""
-    first, stop = rows_within(rows.train, span)
-    return block_range(take_rows(X, rows.train[first:stop]))
+def minmax_block_range(X, *, rows, span, place: ChunkPlace | None = None):
+    """Task body: per-feature minimum and maximum of the fold's training rows in one chunk (NaN ignored).
+
+    ``rows``, ``place``: as :func:`~dimbsvm.model_selection.spans.chunk_rows` takes them.
+    """
+    return block_range(take_rows(X, chunk_rows(rows, span, place).train))
 
 def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) -> PreparedFold:
     """Task body: the fold's ``MinMaxScaler`` from per-chunk ranges (exactly as fitted on all rows).
@@ -75,7 +77,7 @@ class PooledChunk:
     order: np.ndarray
 
 
-def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span) -> PooledChunk:
+def pooled_oob_block(X, prepared: PreparedFold, rows, parts, *, span, place: ChunkPlace | None = None) -> PooledChunk:
     """Task body: the pooled out-of-bag margins of one chunk's training rows over an ensemble's members.
 
     The members were fitted with ``keep_oob="bag"`` and carry their bag's
@@ -90,6 +92,9 @@ def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span) 
     ----------
     span : (int, int)
         The chunk's rows ``start:stop``.
+    place : ChunkPlace, default=None
+        With ``rows`` the chunk's folds, as :func:`~dimbsvm.model_selection.spans.chunk_rows`
+        takes them (a fold without a stored stage).
 
     Returns
     -------
@@ -99,8 +104,9 @@ def pooled_oob_block(X, prepared: PreparedFold, rows: FoldRows, parts, *, span) 
 
     from ..svm._base import signed_margins
 
-    first, stop = rows_within(rows.train, span)
-    block = row_view(X, prepared, rows)[rows.train[first:stop]]
+    here = chunk_rows(rows, span, place)
+    first, stop = here.train_first, here.train_first + here.train.size
+    block = row_view(X, prepared, rows)[here.train]
     total = np.zeros(stop - first)
     counts = np.zeros(stop - first, dtype=np.int64)
     # every member would check the same block for NaN and infinity: checked once here (a block that

@@ -23,7 +23,7 @@ from .bodies import handed_predictions, scoring_inputs
 from .counted_metrics import RankCounts, confusion_counts, metrics_from_counts, rank_counts, sorted_positive_scores
 from .scoring import predict_and_score_rows
 from .span_folds import span_labels
-from .spans import rows_within
+from .spans import chunk_rows
 
 __all__ = ["ChunkTally", "ScoredChunk", "fold_positives", "rank_chunk", "record_from_tallies", "score_chunk",
            "tally_chunk"]
@@ -78,11 +78,14 @@ class ChunkTally:
 
 
 def score_chunk(X, assembled, *, rows, span, y, pos_label, scores, probabilities=False, key=None,
-                prediction_sink=None) -> ScoredChunk:
-    """Task body: one chunk's test rows predicted and scored, read once; written as a part where the sink can."""
+                prediction_sink=None, place=None) -> ScoredChunk:
+    """Task body: one chunk's test rows predicted and scored, read once; written as a part where the sink can.
+
+    ``rows``, ``place``: as :func:`~dimbsvm.model_selection.spans.chunk_rows` takes them.
+    """
     start = time.perf_counter()
-    first, stop = rows_within(rows.test, span)
-    test = rows.test[first:stop]
+    here = chunk_rows(rows, span, place)
+    first, test = here.test_first, here.test
     predictor, data = scoring_inputs(X, assembled["prepared"], rows, assembled["final"], assembled["model"])
     y_pred, values, proba = predict_and_score_rows(predictor, data, test, pos_label=pos_label, scores=scores,
                                                    probabilities=probabilities)

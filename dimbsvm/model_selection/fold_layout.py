@@ -23,8 +23,9 @@ from .._counts import ClassCounts, unique_counts
 from ..parallel import TaskPlan, run_plan
 from .bodies import assigned_rows, every_row, fold_assignment, fold_rows
 from .span_folds import joined_folds, span_class_counts, span_fold_counts, span_folds
+from .spans import ChunkPlace
 
-__all__ = ["FoldLayout", "layouts_of", "store_fold_rows"]
+__all__ = ["FoldLayout", "layouts_of", "store_chunk_folds", "store_fold_rows"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,14 @@ class FoldLayout:
         """The training rows' classes and counts, for an ensemble's member plan."""
         return ClassCounts.of(self.classes, self.train.sum(axis=0))
 
+    def places(self, fold) -> list[ChunkPlace]:
+        """Each stored chunk's :class:`~dimbsvm.model_selection.spans.ChunkPlace` in fold ``fold`` (``None``:
+        every row trains), from the counts alone."""
+        train, test = self.train.sum(axis=1), self.test.sum(axis=1)
+        train_first, test_first = np.cumsum(train) - train, np.cumsum(test) - test
+        return [ChunkPlace(None if fold is None else int(fold), int(train_first[c]), int(test_first[c]),
+                           int(train[c]), int(test[c])) for c in range(train.size)]
+
     def spans(self, which: str) -> list[tuple[int, int]]:
         """``[(start, stop), ...]`` of the chunks holding ``which`` (``"train"`` or ``"test"``) rows, in order:
         what :func:`~dimbsvm.model_selection.spans.chunk_spans` gives for those rows."""
@@ -108,13 +117,30 @@ def store_fold_rows(plan: TaskPlan, y, split: dict, assignments: dict | None, la
         assignments[key] = plan.add(fold_assignment, dict(y=y, n_splits=key[0], seed=key[1]), name="assignment",
                                     priority=10)
     if key not in assignments:
-        ranks, totals = layout.first_ranks, layout.class_totals
-        parts = [plan.add(span_folds, dict(y=y, classes=layout.classes, start=start, stop=stop, first_ranks=ranks[c],
-                                           totals=totals, n_splits=key[0], seed=key[1]),
-                          name="folds", priority=10)
-                 for c, (start, stop) in enumerate(_spans(int(totals.sum()), layout.block_rows))]
+        parts = store_chunk_folds(plan, y, split, assignments, layout)
         assignments[key] = plan.add(joined_folds, dict(parts=parts), name="assignment", priority=10)
     return plan.add(assigned_rows, dict(assignment=assignments[key], fold=int(split["fold"])), name="rows")
+
+
+def store_chunk_folds(plan: TaskPlan, y, split: dict, assignments: dict, layout: FoldLayout):
+    """The tasks of each stored chunk's rows' folds in a store fold's repeat, by chunk; ``None`` for a final model.
+
+    One task a chunk (:func:`~dimbsvm.model_selection.span_folds.span_folds`)
+    from ``layout``'s first ranks, added once a repeat and shared by its
+    folds through ``assignments``: what the per-chunk tasks find their rows
+    in (:func:`~dimbsvm.model_selection.spans.chunk_rows`), and what
+    :func:`store_fold_rows` joins where a task needs every row.
+    """
+    if split.get("fold") is None:
+        return None
+    key = ("chunks", int(split["n_splits"]), int(split["seed"]))
+    if key not in assignments:
+        ranks, totals = layout.first_ranks, layout.class_totals
+        assignments[key] = [plan.add(span_folds, dict(y=y, classes=layout.classes, start=start, stop=stop,
+                                                      first_ranks=ranks[c], totals=totals, n_splits=key[1],
+                                                      seed=key[2]), name="folds", priority=10)
+                            for c, (start, stop) in enumerate(_spans(int(totals.sum()), layout.block_rows))]
+    return assignments[key]
 
 
 def layouts_of(specs, labels, *, block_rows, client, retries):

@@ -36,7 +36,7 @@ from .chunk_scoring import fold_positives, rank_chunk, record_from_tallies, scor
 from .parts import FitsInMembers, parts_of
 from .scoring import needs_scores
 from .spans import chunk_index, chunk_spans
-from .fold_layout import FoldLayout, layouts_of, store_fold_rows
+from .fold_layout import FoldLayout, layouts_of, store_chunk_folds, store_fold_rows
 from .task_costs import FoldCosts
 from .search import Search
 from .screened_fold import add_screened_fit
@@ -274,6 +274,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         train_chunks = chunk_spans(spec.train, block_rows) if block_rows and in_order else []
         test_chunks = chunk_spans(spec.test, block_rows) if block_rows and in_order else []
     n_train, n_test = spec.n_train, spec.n_test
+    at = _chunk_rows_args(plan, spec, y=y, rows=rows, stage=stage, assignments=assignments)
     train_chunk_rows = n_train / max(len(train_chunks), 1)  # rows of a chunk's share, on average
     # An ensemble pooling out-of-bag margins over a store: members keep only their bags, and the
     # margins of every training row are computed one chunk at a time for all members at once
@@ -292,14 +293,14 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         # every member's bag drawn in one task (one pass over the fold's training labels, not one per member)
         bags = plan.add(member_bags, dict(y=y, rows=rows, parts=parts), name="bag", priority=10,
                         cost=costs.bag() * len(parts))
-        gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, rows=rows, span=span), name="read",
+        gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, **at(span)), name="read",
                              cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
                     if merged_ranges else plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather",
                                                    cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
                     for span in train_chunks]
     if merged_ranges:
         # the scaler's statistics as one task per stored chunk, merged exactly
-        ranges = gathered or [plan.add(minmax_block_range, dict(X=X, rows=rows, span=span), name="range",
+        ranges = gathered or [plan.add(minmax_block_range, dict(X=X, **at(span)), name="range",
                                        cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
                               for span in train_chunks]
         prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, rows=rows, stage=stage),
@@ -337,13 +338,13 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     search = range_search_params(estimator) if pool_by_chunk and RANGED_THRESHOLD else None
     if search is not None:
         # the shared threshold searched by value-range tasks, not inside the one assemble task
-        ranged = add_ranged_search(plan, X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
+        ranged = add_ranged_search(plan, X=X, y=y, prepared=prepared, parts=fitted, at=at,
                                    train_chunks=train_chunks, n_train=n_train,
                                    pos_label=parts[0].member.pos_label, search=search,
                                    oob_cost=costs.scored(train_chunk_rows))
         pooled = []
     elif pool_by_chunk:
-        pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, rows=rows, parts=fitted, span=span),
+        pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, parts=fitted, **at(span)),
                            name="oob", cost=costs.scored(train_chunk_rows), affinity=chunk_index(span))
                   for span in train_chunks]
     if len(test_chunks) <= 1 and pooled is None:
@@ -365,7 +366,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     sink = setup.prediction_sink if keep_predictions else None
     score_metrics = needs_scores(metrics)
     classes = layout.classes if spec.train is None else unique_counts(labels)[0]
-    scored = [plan.add(score_chunk, dict(X=X, assembled=assembled, rows=rows, span=span, y=y, pos_label=pos_label,
+    scored = [plan.add(score_chunk, dict(X=X, assembled=assembled, y=y, pos_label=pos_label, **at(span),
                                          scores=score_metrics or keep_predictions, probabilities=keep_predictions,
                                          key=spec.key, prediction_sink=sink), name="score",
                        cost=costs.scored(n_test / max(len(test_chunks), 1)), affinity=chunk_index(span))
@@ -387,6 +388,28 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                                                 prediction_sink=sink, **ranked),
                       watch=True, name="finish")
     return finish, saved_parts, reused
+
+
+def _chunk_rows_args(plan, spec: FoldSpec, *, y, rows, stage, assignments):
+    """``at(span)``: the keyword arguments by which a per-chunk task finds the fold's rows in its chunk.
+
+    A store fold planned from its counts (without a stored stage, which looks
+    rows up in the fold's whole training rows) hands each chunk's task that
+    chunk's folds and its place among the fold's rows
+    (:func:`~dimbsvm.model_selection.spans.chunk_rows`): no per-chunk task
+    then builds the fold's index arrays or reads every label. Otherwise each
+    task searches the fold's shared ``rows``.
+    """
+    if spec.train is not None or stage is not None:
+        return lambda span: dict(rows=rows, span=span)
+    chunk_folds = store_chunk_folds(plan, y, spec.split, assignments, spec.layout)
+    places = spec.layout.places(spec.split.get("fold"))
+
+    def at(span):
+        chunk = chunk_index(span)
+        return dict(rows=None if chunk_folds is None else chunk_folds[chunk], span=span, place=places[chunk])
+
+    return at
 
 
 def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=None, progress=False, label="folds",

@@ -1,15 +1,19 @@
-"""Stored chunks a fold's sorted rows fall in, and what one chunk's rows say about the scaler.
+"""Stored chunks a fold's sorted rows fall in, one chunk's rows of a fold, and what they say about the scaler.
 
 Plain helpers of the per-chunk task bodies: a task gets a chunk's ``(start,
-stop)`` span and finds its rows in the fold's shared rows, so no index array
-travels in the task graph.
+stop)`` span and finds its rows (:func:`chunk_rows`) either in the fold's
+shared rows or, for a store's fold planned from its counts, in the chunk's
+own folds and its :class:`ChunkPlace`, so that no task builds or receives an
+array of every row.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["block_range", "chunk_index", "chunk_spans", "rows_within"]
+__all__ = ["ChunkPlace", "ChunkRows", "block_range", "chunk_index", "chunk_rows", "chunk_spans", "rows_within"]
 
 
 def chunk_spans(rows, block_rows: int) -> list[tuple[int, int]]:
@@ -47,6 +51,76 @@ def chunk_index(span) -> int:
 def rows_within(rows, span):
     """``(first, stop)`` positions of the sorted ``rows`` that lie in ``span = (start, stop)``."""
     return int(np.searchsorted(rows, span[0])), int(np.searchsorted(rows, span[1]))
+
+
+@dataclass(frozen=True)
+class ChunkPlace:
+    """Where one stored chunk's rows stand in a store fold planned from its counts (the driver's numbers).
+
+    Attributes
+    ----------
+    fold : int or None
+        The fold whose test rows these are; ``None``: every row trains (a final model).
+    train_first, test_first : int
+        The fold's training (test) rows before this chunk: the position of
+        the chunk's first training (test) row among the fold's.
+    n_train, n_test : int
+        The chunk's training and test rows, as the fold's layout counted them.
+    """
+
+    fold: int | None
+    train_first: int
+    test_first: int
+    n_train: int
+    n_test: int
+
+
+@dataclass(frozen=True)
+class ChunkRows:
+    """A fold's rows in one stored chunk (dataset row numbers, increasing) and their positions among the fold's.
+
+    ``train[i]`` is the fold's training row at position ``train_first + i``
+    (likewise ``test``).
+    """
+
+    train: np.ndarray
+    test: np.ndarray
+    train_first: int
+    test_first: int
+
+
+def chunk_rows(rows, span, place: ChunkPlace | None = None) -> ChunkRows:
+    """The fold's rows in the chunk ``span = (start, stop)``.
+
+    ``place=None``: ``rows`` holds the fold's rows (``rows.train``,
+    ``rows.test``, increasing), searched for the span. Otherwise ``rows`` is
+    the chunk's rows' folds (:func:`~dimbsvm.model_selection.span_folds.span_folds`;
+    ``None`` when every row trains), so the task touches this chunk alone;
+    the counts must agree with ``place``'s (the labels read where the fold
+    was counted).
+
+    Examples
+    --------
+    >>> here = chunk_rows(np.array([0, 1, 0, 2]), (8, 12), ChunkPlace(0, 5, 3, 2, 2))
+    >>> here.train.tolist(), here.test.tolist(), here.train_first, here.test_first
+    ([9, 11], [8, 10], 5, 3)
+    """
+    start = int(span[0])
+    if place is None:
+        train_first, train_stop = rows_within(rows.train, span)
+        test_first, test_stop = rows_within(rows.test, span)
+        return ChunkRows(rows.train[train_first:train_stop], rows.test[test_first:test_stop], train_first, test_first)
+    if place.fold is None:
+        train, test = start + np.arange(place.n_train, dtype=np.int64), np.empty(0, dtype=np.int64)
+    else:
+        folds = np.asarray(rows)
+        tested = folds == place.fold
+        train, test = start + np.flatnonzero(~tested), start + np.flatnonzero(tested)
+        if (train.size, test.size) != (place.n_train, place.n_test):
+            raise ValueError(f"the chunk at row {start} holds {train.size} training and {test.size} test rows of "
+                             f"fold {place.fold}, not the {place.n_train} and {place.n_test} counted: the labels "
+                             "changed while they were read")
+    return ChunkRows(train, test, int(place.train_first), int(place.test_first))
 
 
 def block_range(block):

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 
 from ..svm import range_threshold as ranges
 from .chunk_bodies import pooled_oob_block
-from .spans import chunk_index, rows_within
+from .span_folds import span_labels
+from .spans import ChunkPlace, chunk_index, chunk_rows
 
 __all__ = ["MAX_THRESHOLD_RANGES", "ROWS_PER_RANGE", "add_ranged_search", "digest_block", "oob_run_block",
            "pick_block", "plan_block", "range_merge_block", "range_search_params", "ranged_shift", "summary_block"]
@@ -49,11 +49,14 @@ def range_search_params(estimator):
     return {key: params[key] for key in keys}
 
 
-def oob_run_block(X, y, prepared, rows, parts, *, span, pos_label) -> ranges.SortedRun:
-    """Task body: one chunk's pooled out-of-bag margins (:func:`pooled_oob_block`) as a sorted run with classes."""
-    chunk = pooled_oob_block(X, prepared, rows, parts, span=span)
-    first, stop = rows_within(rows.train, span)
-    positive = np.asarray(y)[rows.train[first:stop]] == pos_label
+def oob_run_block(X, y, prepared, rows, parts, *, span, pos_label, place: ChunkPlace | None = None) -> ranges.SortedRun:
+    """Task body: one chunk's pooled out-of-bag margins (:func:`pooled_oob_block`) as a sorted run with classes.
+
+    Only the chunk's labels are read.
+    """
+    chunk = pooled_oob_block(X, prepared, rows, parts, span=span, place=place)
+    train = chunk_rows(rows, span, place).train
+    positive = span_labels(y, span[0], span[1])[train - span[0]] == pos_label
     return ranges.sorted_run(chunk.first, chunk.margins, chunk.counts, chunk.order, positive)
 
 
@@ -82,15 +85,19 @@ def pick_block(block, summaries, plan, *, index, max_candidates):
     return ranges.pick_ranks(block, summaries, plan, index, max_candidates=max_candidates)
 
 
-def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_train, pos_label, search, oob_cost=None):
+def add_ranged_search(plan, *, X, y, prepared, parts, at, train_chunks, n_train, pos_label, search, oob_cost=None):
     """Add the range tasks of one fold's shared threshold.
 
     Parameters
     ----------
     plan : TaskPlan
-    X, y, prepared, rows : TaskRef
+    X, y, prepared : TaskRef
     parts : list of TaskRef
         The fitted members.
+    at : callable
+        ``at(span)``: the keyword arguments by which a chunk's task finds the
+        fold's rows in it (``rows``, ``span`` and possibly ``place``, as
+        :func:`~dimbsvm.model_selection.spans.chunk_rows` takes them).
     train_chunks : list of (int, int)
         The stored chunks of the training rows.
     n_train : int
@@ -111,8 +118,8 @@ def add_ranged_search(plan, *, X, y, prepared, rows, parts, train_chunks, n_trai
         ``range_plan``, ``range_summaries``, ``range_picks`` (task
         references) and ``range_search``.
     """
-    runs = [plan.add(oob_run_block, dict(X=X, y=y, prepared=prepared, rows=rows, parts=parts, span=span,
-                                         pos_label=pos_label), name="oob", cost=oob_cost,
+    runs = [plan.add(oob_run_block, dict(X=X, y=y, prepared=prepared, parts=parts, pos_label=pos_label, **at(span)),
+                     name="oob", cost=oob_cost,
                      affinity=chunk_index(span))
             for span in train_chunks]
     digests = [plan.add(digest_block, dict(run=run), name="thr_digest", priority=_PRIORITY) for run in runs]
