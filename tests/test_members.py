@@ -174,3 +174,33 @@ def test_bag_rows_is_the_size_of_the_bag_drawn(bootstrap, max_samples, n, n_mino
         except ValueError:  # a plain bag of 7 rows may miss the minority every time
             continue
         assert len(bag) == bag_rows(n, n_minority, bootstrap=bootstrap, max_samples=max_samples)
+
+
+@pytest.mark.parametrize("bootstrap", ["stratified", "balanced"])
+@pytest.mark.parametrize("max_samples", [None, 0.5, 30, 400])
+@pytest.mark.parametrize("n, n_minority", [(200, 20), (60, 45), (3000, 7)])
+def test_a_bag_of_class_ranks_maps_to_the_bag_drawn_over_the_labels(bootstrap, max_samples, n, n_minority):
+    # a bag drawn from the class sizes alone, its ranks then mapped to rows (the minority's r-th row for
+    # rank r, the majority's r-th for rank n_minority + r), is the bag drawn over the labels, and the
+    # generator is left in the same state (the member's perturbation is drawn from it next)
+    from dimbsvm.svm.bagging import RankRange, draw_seeded_bag
+
+    positive = np.zeros(n, dtype=bool)
+    positive[np.random.RandomState(n).choice(n, n_minority, replace=False)] = True
+    minority, majority = np.flatnonzero(positive), np.flatnonzero(~positive)
+    for seed in range(5):
+        by_labels = draw_seeded_bag(positive, seed, bootstrap=bootstrap, max_samples=max_samples)
+        by_ranks = draw_seeded_bag(None, seed, bootstrap=bootstrap, max_samples=max_samples,
+                                   classes=(RankRange(0, n_minority), RankRange(n_minority, n - n_minority)))
+        rows = np.concatenate([minority, majority])[by_ranks.bag]
+        assert np.array_equal(rows, by_labels.bag) and by_ranks.n_rows == n
+        assert by_ranks.generator().uniform() == by_labels.generator().uniform()
+
+
+def test_a_plain_bag_needs_every_rows_class():
+    from dimbsvm.svm.bagging import RankRange
+
+    with pytest.raises(ValueError, match="plain bag needs every row's class"):
+        draw_bag(None, np.random.RandomState(0), classes=(RankRange(0, 2), RankRange(2, 5)))
+    with pytest.raises(IndexError, match="ranks outside"):
+        RankRange(3, 4)[np.array([4])]

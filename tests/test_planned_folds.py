@@ -151,13 +151,21 @@ def test_a_store_job_planned_from_counts_equals_the_in_memory_job(scheduler, tmp
                 assert np.array_equal(a[key], b[key]), (name_a, key)
 
 
-@pytest.mark.parametrize("estimator", [
-    {"name": "othr"},
-    {"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "bootstrap": "balanced",
-                                         "max_samples": 40}}], ids=["othr", "ensemble"])
-def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(scheduler, tmp_path, estimator):
+@pytest.mark.parametrize("estimator, scaler", [
+    ({"name": "othr"}, "minmax"),
+    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "bootstrap": "balanced",
+                                          "max_samples": 40}}, "minmax"),
+    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "bootstrap": "stratified",
+                                          "max_samples": 0.3}}, "none"),
+    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "max_samples": 60}},
+     "minmax")], ids=["othr", "ensemble", "stratified-unscaled", "plain"])
+def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(scheduler, tmp_path, estimator, scaler):
     """The fold engine over a store: the same records, predictions and models, bit for bit, whether the driver
-    hands it each fold's index arrays or only the split it computes the counts of."""
+    hands it each fold's index arrays or only the split it computes the counts of (an ensemble's stratified
+    and balanced bags then drawn from the class counts and found by rank in the chunks; plain bags over the
+    fold's labels)."""
+    from dataclasses import replace
+
     from dimbsvm.jobs.runner import fold_setup
     from dimbsvm.model_selection.folds import FoldSpec, run_folds
     from dimbsvm.model_selection.splits import repeat_splits
@@ -166,7 +174,7 @@ def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(sched
     store_path = tmp_path / "ecoli1.zarr"
     ingest((data.X, data.y), store_path, chunk_rows=9)
     stored = load_job_data(str(store_path))
-    setup = fold_setup(_job(store_path, estimator=estimator), 1, keep_predictions=True)
+    setup = replace(fold_setup(_job(store_path, estimator=estimator), 1, keep_predictions=True), scaler=scaler)
     split = {"n_splits": 5, "seed": 4}
     as_rows = [FoldSpec((4, fold), train, test, split=dict(split, fold=fold))
                for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=5, seed=4))]

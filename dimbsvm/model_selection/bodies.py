@@ -30,6 +30,7 @@ from sklearn.pipeline import make_pipeline
 from ..rows import RowSubset, TransformedRows, block_rows_of, row_blocks, take_rows
 from ..svm._native_rng import fit_guard
 from .bag_bodies import GatheredRows
+from .counted_bags import CountedBags, member_inputs
 from .parts import Part
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
@@ -233,6 +234,9 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
     draw its own again.
     """
     start = time.perf_counter()
+    if isinstance(bags, CountedBags):  # a bag of class ranks, found in the chunks: no index array of the fold
+        X_bag, y_bag, drawn = member_inputs(gathered, bags, part.index, prepared.transformer())
+        return part.member.fit(X_bag, y_bag, part.seed, drawn=drawn), time.perf_counter() - start
     bag = None if bags is None else bags[part.index]
     X_train, y_train, train = training_data(X, y, prepared, rows)
     if gathered is not None:

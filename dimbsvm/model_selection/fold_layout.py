@@ -85,8 +85,10 @@ class FoldLayout:
         every row trains), from the counts alone."""
         train, test = self.train.sum(axis=1), self.test.sum(axis=1)
         train_first, test_first = np.cumsum(train) - train, np.cumsum(test) - test
+        class_first = _first_ranks(self.train)
         return [ChunkPlace(None if fold is None else int(fold), int(train_first[c]), int(test_first[c]),
-                           int(train[c]), int(test[c])) for c in range(train.size)]
+                           int(train[c]), int(test[c]), tuple(int(n) for n in class_first[c]))
+                for c in range(train.size)]
 
     def spans(self, which: str) -> list[tuple[int, int]]:
         """``[(start, stop), ...]`` of the chunks holding ``which`` (``"train"`` or ``"test"``) rows, in order:

@@ -30,6 +30,7 @@ from .._counts import minority_count, unique_counts
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
 from .bag_bodies import gather_block, member_bags, range_and_gather_block
+from .counted_bags import counted_bags, draws_from_counts, gather_counted_block
 from .bodies import FoldRows, finish_fold, fit_part, fit_parts, prepare_fold
 from .chunk_bodies import assemble_fold, minmax_block_range, model_of, pooled_oob_block, prepare_from_ranges
 from .chunk_scoring import fold_positives, rank_chunk, record_from_tallies, score_chunk, tally_chunk
@@ -286,11 +287,21 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     costs = FoldCosts.of(estimator, parts, n_train=n_train, n_test=n_test,
                          n_minority=minority_count(y_train), n_feature_stages=len(features or ()))
     merged_ranges = len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features
+    # The members' bags cut out of each chunk in one pass (not a full read per member), in the same read as
+    # the chunk's scaler statistics when those are merged from chunks. Every member's bag drawn in one task:
+    # from the fold's class counts where the bags are drawn by class rank (found in the chunks by their
+    # reads, so no task holds the fold's rows), else from one pass over the fold's training labels.
     gathered, bags = None, None
-    if pool_by_chunk and stage is None:
-        # the members' bags cut out of each chunk in one pass (not a full read per member), in the
-        # same read as the chunk's scaler statistics when those are merged from chunks
-        # every member's bag drawn in one task (one pass over the fold's training labels, not one per member)
+    counted = (pool_by_chunk and stage is None and spec.train is None
+               and all(draws_from_counts(part.member) for part in parts))
+    if counted:
+        bags = plan.add(counted_bags, dict(parts=parts, classes=layout.classes, counts=layout.train.sum(axis=0)),
+                        name="bag", priority=10)
+        gathered = [plan.add(gather_counted_block, dict(X=X, y=y, bags=bags, with_range=merged_ranges, **at(span)),
+                             name="read" if merged_ranges else "gather", cost=costs.read(train_chunk_rows),
+                             affinity=chunk_index(span))
+                    for span in train_chunks]
+    elif pool_by_chunk and stage is None:
         bags = plan.add(member_bags, dict(y=y, rows=rows, parts=parts), name="bag", priority=10,
                         cost=costs.bag() * len(parts))
         gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, **at(span)), name="read",
@@ -328,8 +339,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                 fitted.append(found)
                 reused += 1
                 continue
-            ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, part=part,
-                                          gathered=gathered, bags=bags), watch=saving,
+            ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=None if counted else rows,
+                                          estimator=estimator, part=part, gathered=gathered, bags=bags), watch=saving,
                            name="member" if seeds is not None else "fit", cost=costs.part())
             if saving:
                 saved_parts[ref.id] = (spec.key, part.index)

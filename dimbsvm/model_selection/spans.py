@@ -66,6 +66,10 @@ class ChunkPlace:
         the chunk's first training (test) row among the fold's.
     n_train, n_test : int
         The chunk's training and test rows, as the fold's layout counted them.
+    class_first : tuple of int
+        The fold's training rows of each class (the layout's classes, in
+        order) before this chunk: the rank among its class's of the chunk's
+        first training row of each class.
     """
 
     fold: int | None
@@ -73,6 +77,7 @@ class ChunkPlace:
     test_first: int
     n_train: int
     n_test: int
+    class_first: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from numbers import Integral
 
 import numpy as np
 
-__all__ = ["BOOTSTRAPS", "PERMUTED_POPULATION", "DrawnBag", "bag_rows", "draw_bag", "draw_seeded_bag",
+__all__ = ["BOOTSTRAPS", "PERMUTED_POPULATION", "DrawnBag", "RankRange", "bag_rows", "draw_bag", "draw_seeded_bag",
            "sample_without_replacement", "set_random_states"]
 
 logger = logging.getLogger(__name__)
@@ -47,9 +47,11 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
         stratified, in halves for balanced).
     max_draws : int, default=20
         Attempts before giving up (only ``"plain"`` can miss a class).
-    classes : tuple of two ndarray, default=None
+    classes : tuple of two ndarray or RankRange, default=None
         ``(np.flatnonzero(positive), np.flatnonzero(~positive))`` where the
-        caller has them already (one pass over the labels for many bags).
+        caller has them already (one pass over the labels for many bags), or
+        two :class:`RankRange` to draw class ranks from class sizes alone
+        (``positive`` may then be ``None``, except for a plain bag).
 
     Returns
     -------
@@ -71,9 +73,12 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
     >>> positive[bag].tolist()
     [True, True, False, False]
     """
-    positive = np.asarray(positive, dtype=bool)
+    if positive is None and (classes is None or bootstrap == "plain"):
+        raise ValueError("a plain bag needs every row's class: positive is required")
+    positive = None if positive is None else np.asarray(positive, dtype=bool)
     minority, majority = (np.flatnonzero(positive), np.flatnonzero(~positive)) if classes is None else classes
-    n_samples, n_minority = positive.size, minority.size
+    n_minority = minority.size
+    n_samples = n_minority + majority.size if positive is None else positive.size
     if n_minority == 0 or n_minority == n_samples:
         raise ValueError("Bags need training rows of both classes.")
     if bootstrap == "plain":
@@ -110,11 +115,37 @@ def draw_bag(positive, random_state, *, bootstrap="plain", max_samples=None, max
             size = _scaled(max_samples, n_minority)
         from_minority = minority[random_state.randint(0, n_minority, size=size)]
         if size > majority.size:
-            from_majority = random_state.choice(majority, size=size, replace=True)
+            # (what random_state.choice(majority, size, replace=True) draws, also from rank ranges)
+            from_majority = majority[random_state.randint(0, majority.size, size=size)]
         else:
             from_majority = majority[sample_without_replacement(majority.size, size, random_state)]
         return np.concatenate([from_minority, from_majority]).astype(np.int64), 1
     raise ValueError(f"bootstrap must be one of {BOOTSTRAPS}; got {bootstrap!r}.")
+
+
+@dataclass(frozen=True)
+class RankRange:
+    """The numbers ``offset`` up to ``offset + size`` read as an index array, without the array.
+
+    A class's rows stand for themselves by rank: ``RankRange(0, n_minority)``
+    and ``RankRange(n_minority, n_majority)`` as :func:`draw_bag`'s
+    ``classes`` draw a bag of ranks (the minority's first, then the
+    majority's) that a caller maps to rows later, where the rows are read.
+
+    Examples
+    --------
+    >>> RankRange(5, 3)[np.array([0, 2, 2])].tolist()
+    [5, 7, 7]
+    """
+
+    offset: int
+    size: int
+
+    def __getitem__(self, positions):
+        positions = np.asarray(positions, dtype=np.int64)
+        if positions.size and (positions.min() < 0 or positions.max() >= self.size):
+            raise IndexError(f"ranks outside 0..{self.size - 1}")
+        return self.offset + positions
 
 
 def bag_rows(n_samples, n_minority, *, bootstrap="plain", max_samples=None) -> int:
@@ -180,9 +211,13 @@ def draw_seeded_bag(positive, seed, **options):
     True
     """
     random_state = np.random.RandomState(int(seed))
-    positive = np.asarray(positive, dtype=bool)
+    if positive is None:  # ranks drawn from the class sizes (options["classes"]) alone
+        n_rows = sum(int(ranks.size) for ranks in options["classes"])
+    else:
+        positive = np.asarray(positive, dtype=bool)
+        n_rows = positive.size
     bag, n_draws = draw_bag(positive, random_state, **options)
-    return DrawnBag(int(seed), int(positive.size), bag, n_draws, random_state)
+    return DrawnBag(int(seed), int(n_rows), bag, n_draws, random_state)
 
 
 #: Populations up to this size are sampled without replacement by ``RandomState.choice``

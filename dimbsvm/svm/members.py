@@ -126,9 +126,11 @@ class MemberSpec:
         ``positive`` (``y == pos_label``) and ``classes`` (the positions of
         the positive rows and of the others) where the caller has them: many
         members' bags drawn over one fold's labels from one pass over them
-        (``y`` is then not read).
+        (``y`` is then not read). ``classes`` alone, as two
+        :class:`~dimbsvm.svm.bagging.RankRange`: a stratified or balanced bag
+        of class ranks drawn from the class sizes.
         """
-        if positive is None:
+        if positive is None and classes is None:
             positive = np.asarray(np.asarray(y) == self.pos_label)
         return draw_seeded_bag(positive, int(seed), bootstrap=self.bootstrap, max_samples=self.max_samples,
                                max_draws=self.max_bag_draws, classes=classes)
@@ -264,11 +266,15 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
                 max_bag_draws, keep_oob, drawn):
     # The bag is drawn from the labels alone, so a handle on a store is asked
     # only for the bag's rows (and the out-of-bag rows a block at a time).
-    rows = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
-    n_rows = rows.size
     # every row's label only where the member draws its bag or uses its out-of-bag rows; a bag drawn ahead
-    # needs the labels of its own rows alone (not a pass over millions of a fold's labels per member)
+    # needs the labels of its own rows alone (not a pass over millions of a fold's labels per member, nor
+    # an index array of them: ``X`` and ``y`` may then answer for the bag's rows only)
     every_label = drawn is None or keep_oob is True or margins == "oob"
+    if rows is None and not every_label:
+        n_rows, rows = len(y), _SameRows()
+    else:
+        rows = np.arange(len(y)) if rows is None else np.asarray(rows, dtype=np.int64)
+        n_rows = rows.size
     if every_label:
         y = np.asarray(y)[rows]
         positive = np.asarray(y == pos_label)
@@ -355,6 +361,13 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
         in_bag=np.unique(bag).astype(np.int32 if n_rows < np.iinfo(np.int32).max else np.int64)
         if keep_oob == "bag" else None,
     )
+
+
+class _SameRows:
+    """``rows[positions]`` is ``positions``: every row of the data, without an index array of them."""
+
+    def __getitem__(self, positions):
+        return positions
 
 
 def pooled_oob_margins(members, n_samples):
