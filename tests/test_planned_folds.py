@@ -157,8 +157,8 @@ def test_a_store_job_planned_from_counts_equals_the_in_memory_job(scheduler, tmp
                                           "max_samples": 40}}, "minmax"),
     ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "bootstrap": "stratified",
                                           "max_samples": 0.3}}, "none"),
-    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "max_samples": 60}},
-     "minmax")], ids=["othr", "ensemble", "stratified-unscaled", "plain"])
+    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "bootstrap": "plain",
+                                          "max_samples": 60}}, "minmax")], ids=["othr", "ensemble", "stratified-unscaled", "plain"])
 def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(scheduler, tmp_path, estimator, scaler):
     """The fold engine over a store: the same records, predictions and models, bit for bit, whether the driver
     hands it each fold's index arrays or only the split it computes the counts of (an ensemble's stratified
@@ -409,3 +409,81 @@ def test_a_stores_fold_assignment_made_a_chunk_at_a_time_is_the_in_memory_one(tm
         rows = results[ref.id]
         assert np.array_equal(rows.train, train) and np.array_equal(rows.test, test)
         assert (spec.layout.n_train, spec.layout.n_test) == (len(train), len(test))
+
+
+def test_a_fold_known_by_counts_whose_threshold_search_takes_every_margin_reads_its_rows_there(tmp_path,
+                                                                                                monkeypatch):
+    """Where the range tasks hand the shared threshold back to the serial search (its input whole), the assemble
+    task of a fold known by its counts computes the fold's rows from the labels: the same records and models as
+    folds given as rows, with the same fallback."""
+    from dataclasses import replace
+
+    from dimbsvm.jobs.runner import fold_setup
+    from dimbsvm.model_selection.folds import FoldSpec, run_folds
+    from dimbsvm.model_selection.splits import repeat_splits
+    from dimbsvm.svm import range_threshold
+
+    planned_ranges = range_threshold.plan_ranges
+    gathered = []
+
+    def gathering(digests, **options):
+        plan = planned_ranges(digests, **options)
+        gathered.append(plan)
+        return replace(plan, gather=True, cuts=np.empty(0))
+
+    monkeypatch.setattr(range_threshold, "plan_ranges", gathering)
+    data = load_keel("ecoli1")
+    store_path = tmp_path / "ecoli1.zarr"
+    ingest((data.X, data.y), store_path, chunk_rows=9)
+    stored = load_job_data(str(store_path))
+    estimator = {"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4,
+                                                     "bootstrap": "balanced", "max_samples": 40}}
+    setup = fold_setup(_job(store_path, estimator=estimator), 1, keep_predictions=True)
+    split = {"n_splits": 5, "seed": 4}
+    as_rows = [FoldSpec((4, fold), train, test, split=dict(split, fold=fold))
+               for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=5, seed=4))]
+    as_rows.append(FoldSpec(("final",), np.arange(len(data.y)), np.empty(0, dtype=np.int64),
+                            split=dict(split, seed=None, fold=None)))
+    by_counts = [FoldSpec(spec.key, None, None, split=spec.split) for spec in as_rows]
+    labels = stored.X.labels()
+    given, _ = run_folds(setup, stored.X, stored.y, as_rows, client=None, task_labels=labels)
+    planned, _ = run_folds(setup, stored.X, stored.y, by_counts, client=None, task_labels=labels)
+    assert len(gathered) == 2 * len(as_rows)  # every fold's search fell back, both times
+    for a, b in zip(given[:-1], planned[:-1]):
+        assert _without_times([a["record"]]) == _without_times([b["record"]])
+    X = np.asarray(stored.X[np.arange(len(data.y))])
+    assert np.array_equal(given[-1]["model"].decision_function(X), planned[-1]["model"].decision_function(X))
+
+
+@pytest.mark.parametrize("with_test_rows", [True, False], ids=["cv-fold", "final-model"])
+def test_no_task_of_a_fold_known_by_counts_reads_every_label_or_builds_its_index_arrays(tmp_path, monkeypatch,
+                                                                                        with_test_rows):
+    """An ensemble of balanced bags over a store, its threshold searched by range tasks: every task reads its own
+    chunk's labels (never the whole column) and no task builds the fold's index arrays, so a worker's memory
+    follows the chunks and the bags, not the rows."""
+    from dimbsvm.jobs.runner import fold_setup
+    from dimbsvm.model_selection import bodies, splits
+    from dimbsvm.model_selection.folds import FoldSpec, run_folds
+    from dimbsvm.store.rows import StoreLabels
+
+    data = load_keel("ecoli1")
+    store_path = tmp_path / "ecoli1.zarr"
+    ingest((data.X, data.y), store_path, chunk_rows=9)
+    stored = load_job_data(str(store_path))
+    estimator = {"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4,
+                                                     "bootstrap": "balanced", "max_samples": 40}}
+    setup = fold_setup(_job(store_path, estimator=estimator), 1, keep_predictions=True)
+    split = {"n_splits": 5, "seed": 4, "fold": 2} if with_test_rows else {"n_splits": 5, "seed": None, "fold": None}
+    spec = FoldSpec((4, 2) if with_test_rows else ("final",), None, None, split=split)
+    # as a job over a large store holds them: a handle that knows its class counts
+    labels = StoreLabels(stored.X.path, len(data.y), stored.meta["fingerprint"], counts=stored.meta["class_counts"])
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a task read every label or built a fold's index arrays")
+
+    monkeypatch.setattr(StoreLabels, "values", refused)
+    monkeypatch.setattr(splits, "fold_of_rows", refused)
+    for name in ("fold_rows", "fold_assignment", "assigned_rows", "every_row"):
+        monkeypatch.setattr(bodies, name, refused)
+    [result], _ = run_folds(setup, stored.X, labels, [spec], client=None, task_labels=labels)
+    assert ("record" in result) == with_test_rows and ("model" in result) != with_test_rows

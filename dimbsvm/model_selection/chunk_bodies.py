@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ..rows import RowSubset, cache_blocks, take_rows
-from .bodies import (FoldRows, PreparedFold, fold_pipeline, row_view, training_data)
+from .bodies import FoldRows, PreparedFold, fold_pipeline, fold_rows, row_view, training_data
 from .scoring import fitted_thresholds
 from .spans import ChunkPlace, block_range, chunk_rows
 
@@ -141,13 +141,19 @@ def _outside(sorted_positions, first, stop):
 
 
 def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, pooled=None,
-                  range_plan=None, range_summaries=None, range_picks=None, range_search=None):
+                  range_plan=None, range_summaries=None, range_picks=None, range_search=None, train_counts=None,
+                  split=None):
     """Task body: the fold's fitted model from its parts (:func:`finish_fold` without the scoring).
 
     ``pooled`` are the :func:`pooled_oob_block` results of every chunk of the
     training rows, for an ensemble whose members kept only their bags. The
     ``range_*`` arguments instead carry the shared threshold searched by
     range tasks (:func:`~dimbsvm.model_selection.threshold_tasks.add_ranged_search`).
+    ``rows=None``: a store fold known by its ``train_counts`` (a
+    :class:`~dimbsvm._counts.ClassCounts`), assembled from them where the
+    range tasks searched the threshold; where the search falls back to every
+    training row's margin, the fold's rows are computed here from ``split``
+    and the labels (:func:`~dimbsvm.model_selection.bodies.fold_rows`).
 
     Returns
     -------
@@ -156,7 +162,16 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
     """
     start = time.perf_counter()
     fitted = [part for part, _ in parts]
-    if seeds is not None:
+    if seeds is not None and rows is None and range_plan is not None and not range_plan.gather:
+        from .threshold_tasks import ranged_shift
+
+        n_train = int(np.sum(train_counts.counts))
+        _, shared_shift = ranged_shift(range_plan, range_summaries, range_picks, range_search, n_train)
+        final = clone(estimator).fit_from_members(row_view(X, prepared, None), train_counts, fitted, seeds,
+                                                  shared_shift=shared_shift)
+    elif seeds is not None:
+        if rows is None:
+            rows = fold_rows(y, **split)
         X_train, y_train, train = training_data(X, y, prepared, rows)
         if train is not None:
             X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]

@@ -259,11 +259,13 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     layout = spec.layout
     if spec.train is None and (layout is None or spec.split is None or not block_rows):
         raise ValueError(f"fold {spec.key} has no rows: only a store's CV fold with its layout is planned from counts")
+    # the task of the fold's whole rows, added where a task needs them (a store fold's per-chunk tasks and
+    # members of bags drawn from counts do not)
     if spec.split is not None and block_rows:
         # a store's fold: its rows are computed where the tasks run, not sent in the graph
-        rows = store_fold_rows(plan, y, spec.split, assignments, layout)
+        rows = _added_once(lambda: store_fold_rows(plan, y, spec.split, assignments, layout))
     else:
-        rows = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
+        rows = _added_once(lambda: plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test))))
     # a fold planned from its layout is known by counts: the driver holds none of its rows or labels
     y_train = layout.train_counts() if spec.train is None else labels[spec.train]
     parts, seeds = parts_of(estimator, y_train)
@@ -302,7 +304,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                              affinity=chunk_index(span))
                     for span in train_chunks]
     elif pool_by_chunk and stage is None:
-        bags = plan.add(member_bags, dict(y=y, rows=rows, parts=parts), name="bag", priority=10,
+        bags = plan.add(member_bags, dict(y=y, rows=rows(), parts=parts), name="bag", priority=10,
                         cost=costs.bag() * len(parts))
         gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, **at(span)), name="read",
                              cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
@@ -314,10 +316,11 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         ranges = gathered or [plan.add(minmax_block_range, dict(X=X, **at(span)), name="range",
                                        cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
                               for span in train_chunks]
-        prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, rows=rows, stage=stage),
+        prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, stage=stage,
+                                                      rows=None if stage is None else rows()),
                             name="prepare")
     else:
-        prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
+        prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows(), scaler=scaler, impute=impute,
                                                 features=features, stage=stage), name="prepare", cost=costs.prepare())
     fitted, saved_parts, reused = [], {}, 0
     saving = part_store is not None and len(parts) > 1
@@ -325,10 +328,10 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     batch = members_per_task(n_train) if (seeds is not None or screens) and not saving and not block_rows \
         else 1
     if screens:  # two rounds of member tasks, the second chosen by the first; the ensemble is the fold's one part
-        fitted = [add_screened_fit(plan, X=X, y=y, prepared=prepared, rows=rows, estimator=estimator, batch=batch,
+        fitted = [add_screened_fit(plan, X=X, y=y, prepared=prepared, rows=rows(), estimator=estimator, batch=batch,
                                    screening=clone(estimator).plan_screening(y_train))]
     elif batch > 1:  # members of a small in-memory fold: a few tasks of many members each
-        fitted = [plan.add(fit_parts, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
+        fitted = [plan.add(fit_parts, dict(X=X, y=y, prepared=prepared, rows=rows(), estimator=estimator,
                                            parts=parts[i:i + batch]), name="members",
                            cost=costs.part() * len(parts[i:i + batch]))
                   for i in range(0, len(parts), batch)]
@@ -339,7 +342,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                 fitted.append(found)
                 reused += 1
                 continue
-            ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=None if counted else rows,
+            ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=None if counted else rows(),
                                           estimator=estimator, part=part, gathered=gathered, bags=bags), watch=saving,
                            name="member" if seeds is not None else "fit", cost=costs.part())
             if saving:
@@ -359,7 +362,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                            name="oob", cost=costs.scored(train_chunk_rows), affinity=chunk_index(span))
                   for span in train_chunks]
     if len(test_chunks) <= 1 and pooled is None:
-        finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
+        finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows(), parts=fitted,
                                             estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
                                             pos_label=pos_label, keep_model=spec.keep_model,
                                             keep_predictions=keep_predictions,
@@ -367,8 +370,11 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
                           watch=True, name="finish", cost=costs.finish())
         return finish, saved_parts, reused
     # the test rows of a store scored as one task per stored chunk, after the model is assembled
-    assembled = plan.add(assemble_fold, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
-                                             estimator=estimator, seeds=seeds, pooled=pooled or None, **ranged),
+    # a fold whose members fitted on bags found by rank is assembled from its class counts (the labels and rows
+    # of every training row read there only where the shared threshold falls back to the serial search)
+    by_counts = dict(rows=None, split=spec.split, train_counts=layout.train_counts()) if counted else dict(rows=rows())
+    assembled = plan.add(assemble_fold, dict(X=X, y=y, prepared=prepared, parts=fitted, estimator=estimator,
+                                             seeds=seeds, pooled=pooled or None, **ranged, **by_counts),
                          name="assemble", cost=costs.assemble())
     if not n_test:
         return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
@@ -401,6 +407,18 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     return finish, saved_parts, reused
 
 
+def _added_once(add):
+    """``add`` called the first time the result is asked for, then its result again: a task added where needed."""
+    added = []
+
+    def once():
+        if not added:
+            added.append(add())
+        return added[0]
+
+    return once
+
+
 def _chunk_rows_args(plan, spec: FoldSpec, *, y, rows, stage, assignments):
     """``at(span)``: the keyword arguments by which a per-chunk task finds the fold's rows in its chunk.
 
@@ -412,7 +430,7 @@ def _chunk_rows_args(plan, spec: FoldSpec, *, y, rows, stage, assignments):
     task searches the fold's shared ``rows``.
     """
     if spec.train is not None or stage is not None:
-        return lambda span: dict(rows=rows, span=span)
+        return lambda span: dict(rows=rows(), span=span)
     chunk_folds = store_chunk_folds(plan, y, spec.split, assignments, spec.layout)
     places = spec.layout.places(spec.split.get("fold"))
 

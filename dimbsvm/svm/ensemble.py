@@ -554,7 +554,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
             The training rows the members drew from (preprocessed). Read only
             when the shared shift needs rows: ``candidates="othr"`` or no
             usable out-of-bag rows. A handle is read a block at a time.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or ClassCounts
+            The labels, or with ``shared_shift`` (and no ``param_grid``)
+            their :class:`~dimbsvm._counts.ClassCounts`: nothing then is read
+            row by row.
         members : list of OTHRMember
             In seed order.
         seeds : ndarray of int
@@ -578,14 +581,22 @@ class EnsembleOTHRClassifier(ClientParamMixin, _ShiftedMarginClassifier):
         -------
         self : EnsembleOTHRClassifier
         """
+        if isinstance(y, ClassCounts) and (shared_shift is None or self.param_grid is not None):
+            raise ValueError("members are assembled from class counts only with the shared shift searched "
+                             "already and no param_grid: the labels are needed")
         positive = self._prepare_assembly(X, y)
         self.seeds_ = np.asarray(seeds)
         return self._set_members(X, positive, list(members), pooled_margins, shared_shift)
 
     def _prepare_assembly(self, X, y):
-        """Classes, bag size and feature count for assembling members fitted elsewhere; the minority rows."""
-        positive = self._set_classes(y)
-        self._resolve_bags(positive.size, int(np.count_nonzero(positive)))
+        """Classes, bag size and feature count for assembling members fitted elsewhere; the minority rows
+        (``None`` for labels given by their :class:`~dimbsvm._counts.ClassCounts`)."""
+        if isinstance(y, ClassCounts):
+            positive = None
+            self._resolve_bags(*self._class_sizes(y))
+        else:
+            positive = self._set_classes(y)
+            self._resolve_bags(positive.size, int(np.count_nonzero(positive)))
         self.n_features_in_ = int(X.shape[1])
         return positive
 
