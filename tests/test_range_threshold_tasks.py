@@ -133,3 +133,73 @@ def test_the_plan_has_range_tasks_and_no_gathering_assemble(stored, monkeypatch)
         assert names.count("thr_pick") == names.count("thr_summary") == names.count("thr_range")
         [assemble] = [task for task in plan.tasks if task.name == "assemble"]
         assert (assemble.kwargs["pooled"] is None) == expected
+
+
+def _spilling(tmp_path):
+    """A run spill whose writes are counted (in this process: the tasks run here)."""
+    from dimbsvm.jobs.threshold_runs import ThresholdRunDirectory
+
+    class Counted(ThresholdRunDirectory):
+        writes = []
+
+        def write(self, key, first, run):
+            spilled = super().write(key, first, run)
+            type(self).writes.append(spilled)
+            return spilled
+
+    return Counted.open(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("params", PARAMS[:2])
+def test_runs_kept_on_disk_give_the_models_of_runs_held_in_memory(stored, monkeypatch, tmp_path, params):
+    """The range tasks reading slices of runs kept in files give the serial search's models bit for bit; each
+    fold's runs are removed when it finishes, and closing the spill removes the directory."""
+    rows, y = stored
+    spill = _spilling(tmp_path)
+    forgotten = []
+    forget = type(spill).forget
+    monkeypatch.setattr(type(spill), "forget", lambda self, key: (forgotten.append(key), forget(self, key)))
+    monkeypatch.setattr(folds.FoldSetup, "__post_init__", _with_spill(folds.FoldSetup.__post_init__, spill))
+    spilled = _fit(rows, y, params, None, monkeypatch, ranged=True)
+    monkeypatch.undo()
+    serial = _fit(rows, y, params, None, monkeypatch, ranged=False)
+    _assert_same_models(spilled, serial)
+    n_chunks = -(-y.size // 256)
+    assert len(spill.writes) == 2 * n_chunks and all(w is not None and w.size > 0 for w in spill.writes)
+    assert sorted(map(str, forgotten)) == sorted(map(str, [(1, 0), ("final",)]))
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [f".tasks-write-{spill.token}"]  # only the marker
+    spill.close()
+    assert not (tmp_path / "runs").exists()
+
+
+def _with_spill(post_init, spill):
+    def post_init_with_spill(self):
+        post_init(self)
+        object.__setattr__(self, "run_spill", spill)
+    return post_init_with_spill
+
+
+def test_a_spilled_run_reads_back_as_written_pickles_small_and_slices_as_the_run(tmp_path):
+    import pickle
+
+    from dimbsvm.jobs.threshold_runs import ThresholdRunDirectory
+    from dimbsvm.svm import range_threshold as ranges
+
+    rng = np.random.default_rng(0)
+    margins = rng.normal(size=5000).round(2)  # ties
+    positive = rng.random(5000) < 0.1
+    counts = (rng.random(5000) < 0.9).astype(np.int64)
+    run = ranges.sorted_run(700, margins, counts, np.argsort(margins, kind="stable"), positive)
+    spill = ThresholdRunDirectory.open(tmp_path / "runs")
+    spilled = pickle.loads(pickle.dumps(spill.write((2, 1), 700, run)))
+    assert len(pickle.dumps(spilled)) < 300
+    for name in ("values", "rows", "positive"):
+        assert np.array_equal(getattr(spilled, name), getattr(run, name)), name
+    plan = ranges.RangePlan(False, np.quantile(margins, [0.25, 0.5, 0.75]), np.sort(margins[positive]),
+                            int(positive.sum()), int((~positive).sum()))
+    for index in range(4):
+        a, b = ranges.range_block([spilled], plan, index), ranges.range_block([run], plan, index)
+        assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("values", "rows", "positive", "starts"))
+    # a process that does not see the driver's marker (another machine) keeps its runs
+    (tmp_path / "runs" / f".tasks-write-{spill.token}").unlink()
+    assert spill.write((2, 1), 0, run) is None

@@ -27,7 +27,7 @@ import os
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
@@ -55,6 +55,7 @@ from .checks import CheckedJob
 from .data import JobData, check_job_data, code_labels, load_job_data
 from .job_spec import JobSpec
 from .oof import OOF_DIR, FoldPredictionWriter, fold_predictions_path, save_fold_predictions
+from .threshold_runs import RUNS_DIR, ThresholdRunDirectory
 from .report_drawing import draw_ahead, prepare_drawing, report_process, write_report
 from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
                       save_fold, summary_markdown, write_json)
@@ -404,8 +405,10 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     parts = PartDirectory(partial / "members", background=True)  # members saved while the next one fits
     # the folds' tasks write their predictions there, each with its summary for the report
     writer = FoldPredictionWriter.open(partial / OOF_DIR, plan.pos_label)
-    setup = fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True, part_store=parts,
-                       prediction_sink=writer)
+    # the shared threshold's sorted runs kept on disk, so that no range task receives every training row
+    spill = ThresholdRunDirectory.open(partial / RUNS_DIR)
+    setup = replace(fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True,
+                               part_store=parts, prediction_sink=writer), run_spill=spill)
     phase = time.perf_counter()
     try:
         # a job run in this process runs its tasks in order, as a one-thread worker would: one BLAS thread
@@ -415,6 +418,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     finally:
         parts.close()
         writer.close()
+        spill.close()
         if threads is not None:
             threads.shutdown(wait=False)  # sections being drawn finish; the report waits for them
     phases["folds and final model" if plan.want_model else "folds"] = time.perf_counter() - phase

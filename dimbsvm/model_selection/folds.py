@@ -147,6 +147,10 @@ class FoldSetup:
         With ``keep_predictions``: the task that scores a fold hands its
         predictions to this where it runs, and where the sink takes them the
         result has no ``"predictions"``.
+    run_spill : RunSpill, default=None
+        Where the tasks of an ensemble's shared threshold keep each chunk's
+        sorted out-of-bag margins, so that a range task reads only its
+        slices (kept in memory where the spill cannot take them).
     """
 
     estimator: object
@@ -160,6 +164,7 @@ class FoldSetup:
     keep_predictions: bool = False
     part_store: PartStore | None = None
     prediction_sink: PredictionSink | None = None
+    run_spill: RunSpill | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "features", tuple(self.features))
@@ -190,6 +195,21 @@ class PredictionSink(Protocol):
 
     def summarise(self, y_true, y_pred, score, proba):
         """Something small of one chunk's test rows, made where they are scored, for the fold's entry."""
+
+
+class RunSpill(Protocol):
+    """Where a fold's chunk tasks keep their sorted out-of-bag margin runs, read back a slice at a time.
+
+    The job layer gives one (:class:`dimbsvm.jobs.threshold_runs.ThresholdRunDirectory`);
+    it is pickled into the tasks, so it must be small and picklable.
+    """
+
+    def write(self, key, first, run):
+        """Keep fold ``key``'s run whose first training row is ``first``; what stands for it (with the run's
+        ``values``, ``rows`` and ``positive``), or ``None`` where this process cannot (the run is kept)."""
+
+    def forget(self, key) -> None:
+        """Drop fold ``key``'s runs once the fold has finished."""
 
 
 class PartStore(Protocol):
@@ -355,7 +375,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         ranged = add_ranged_search(plan, X=X, y=y, prepared=prepared, parts=fitted, at=at,
                                    train_chunks=train_chunks, n_train=n_train,
                                    pos_label=parts[0].member.pos_label, search=search,
-                                   oob_cost=costs.scored(train_chunk_rows))
+                                   oob_cost=costs.scored(train_chunk_rows), spill=setup.run_spill, key=spec.key)
         pooled = []
     elif pool_by_chunk:
         pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, parts=fitted, **at(span)),
@@ -506,6 +526,8 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
             on_result(spec, result)
         if part_store is not None:
             part_store.forget(spec.key)
+        if setup.run_spill is not None:  # the fold's threshold is searched: its runs are read no more
+            setup.run_spill.forget(spec.key)
 
     try:
         results = run_plan(plan, client=client, retries=retries, progress=progress, label=label, on_result=collect)

@@ -49,15 +49,21 @@ def range_search_params(estimator):
     return {key: params[key] for key in keys}
 
 
-def oob_run_block(X, y, prepared, rows, parts, *, span, pos_label, place: ChunkPlace | None = None) -> ranges.SortedRun:
+def oob_run_block(X, y, prepared, rows, parts, *, span, pos_label, place: ChunkPlace | None = None, spill=None,
+                  key=None):
     """Task body: one chunk's pooled out-of-bag margins (:func:`pooled_oob_block`) as a sorted run with classes.
 
-    Only the chunk's labels are read.
+    Only the chunk's labels are read. With ``spill`` (a
+    :class:`~dimbsvm.model_selection.folds.RunSpill`) the run is kept there
+    for fold ``key`` where this process can, and what it returns stands for
+    the run (the range tasks then read only their slices of it).
     """
     chunk = pooled_oob_block(X, prepared, rows, parts, span=span, place=place)
     train = chunk_rows(rows, span, place).train
     positive = span_labels(y, span[0], span[1])[train - span[0]] == pos_label
-    return ranges.sorted_run(chunk.first, chunk.margins, chunk.counts, chunk.order, positive)
+    run = ranges.sorted_run(chunk.first, chunk.margins, chunk.counts, chunk.order, positive)
+    spilled = None if spill is None else spill.write(key, chunk.first, run)
+    return run if spilled is None else spilled
 
 
 def digest_block(run):
@@ -85,7 +91,8 @@ def pick_block(block, summaries, plan, *, index, max_candidates):
     return ranges.pick_ranks(block, summaries, plan, index, max_candidates=max_candidates)
 
 
-def add_ranged_search(plan, *, X, y, prepared, parts, at, train_chunks, n_train, pos_label, search, oob_cost=None):
+def add_ranged_search(plan, *, X, y, prepared, parts, at, train_chunks, n_train, pos_label, search, oob_cost=None,
+                      spill=None, key=None):
     """Add the range tasks of one fold's shared threshold.
 
     Parameters
@@ -110,6 +117,8 @@ def add_ranged_search(plan, *, X, y, prepared, parts, at, train_chunks, n_train,
         search's own tasks count as the plan's median.
     search : dict
         :func:`range_search_params`.
+    spill : RunSpill, default=None
+        Where the chunks' sorted runs are kept for fold ``key`` (see :func:`oob_run_block`).
 
     Returns
     -------
@@ -118,7 +127,8 @@ def add_ranged_search(plan, *, X, y, prepared, parts, at, train_chunks, n_train,
         ``range_plan``, ``range_summaries``, ``range_picks`` (task
         references) and ``range_search``.
     """
-    runs = [plan.add(oob_run_block, dict(X=X, y=y, prepared=prepared, parts=parts, pos_label=pos_label, **at(span)),
+    runs = [plan.add(oob_run_block, dict(X=X, y=y, prepared=prepared, parts=parts, pos_label=pos_label, spill=spill,
+                                         key=key, **at(span)),
                      name="oob", cost=oob_cost,
                      affinity=chunk_index(span))
             for span in train_chunks]
