@@ -6,7 +6,7 @@ run of pooled out-of-bag margins
 range task would receive every whole run: all the fold's training rows in one
 task, 17 bytes a row. Where a task's process reaches the run directory, the
 task that sorts a chunk's run writes it here instead and returns a
-:class:`SpilledRun` naming the file; a range task then maps the file and
+:class:`SpilledRun` naming its files; a range task then maps them and
 copies only its slice. A worker that does not reach the directory (another
 machine) keeps its runs in memory as before. The driver removes a fold's
 runs when the fold has finished, and the directory when the run closes; all
@@ -30,50 +30,53 @@ __all__ = ["RUNS_DIR", "SpilledRun", "ThresholdRunDirectory"]
 #: The partial run directory's folder of spilled runs (removed when the run closes).
 RUNS_DIR = "threshold-runs"
 
-_RUN_TYPE = np.dtype([("values", "<f8"), ("rows", "<i8"), ("positive", "?")])
+#: The arrays of a run, one file each: a field of a record array is strided, and a binary search of a strided
+#: array copies it whole (every page of the run), where a range task must touch only its slice.
+_FIELDS = {"values": np.float64, "rows": np.int64, "positive": np.bool_}
 
 
 class SpilledRun:
-    """A chunk's sorted run (:class:`~dimbsvm.svm.range_threshold.SortedRun`) kept in a file, mapped when read.
+    """A chunk's sorted run (:class:`~dimbsvm.svm.range_threshold.SortedRun`) kept in files, mapped when read.
 
-    ``values``, ``rows`` and ``positive`` are read-only views of the mapped
-    file: a slice of them reads only its pages. Pickled, it is the path and
-    the length.
+    ``values``, ``rows`` and ``positive`` are read-only maps of the
+    contiguous arrays: a binary search or a slice of them reads only its
+    pages. Pickled, it is the files' common prefix and the length.
     """
 
-    def __init__(self, path: str, size: int):
-        self.path, self.size = str(path), int(size)
-        self._mapped = None
+    def __init__(self, prefix: str, size: int):
+        self.prefix, self.size = str(prefix), int(size)
+        self._mapped = {}
 
-    def _array(self):
-        if self._mapped is None:
-            mapped = np.load(self.path, mmap_mode="r") if self.size else np.empty(0, dtype=_RUN_TYPE)
-            if mapped.dtype != _RUN_TYPE or mapped.shape != (self.size,):
-                raise ValueError(f"{self.path} holds {mapped.shape[0]} rows of {mapped.dtype}, not the run of "
-                                 f"{self.size} rows written there")
-            self._mapped = mapped
-        return self._mapped
+    def _array(self, name):
+        if name not in self._mapped:
+            path = f"{self.prefix}-{name}.npy"
+            mapped = np.load(path, mmap_mode="r") if self.size else np.empty(0, dtype=_FIELDS[name])
+            if mapped.dtype != _FIELDS[name] or mapped.shape != (self.size,):
+                raise ValueError(f"{path} holds {mapped.shape} of {mapped.dtype}, not the {self.size} rows of "
+                                 "the run written there")
+            self._mapped[name] = mapped
+        return self._mapped[name]
 
     @property
     def values(self) -> np.ndarray:
-        return self._array()["values"]
+        return self._array("values")
 
     @property
     def rows(self) -> np.ndarray:
-        return self._array()["rows"]
+        return self._array("rows")
 
     @property
     def positive(self) -> np.ndarray:
-        return self._array()["positive"]
+        return self._array("positive")
 
     def __getstate__(self):
-        return {"path": self.path, "size": self.size}
+        return {"prefix": self.prefix, "size": self.size}
 
     def __setstate__(self, state):
-        self.__init__(state["path"], state["size"])
+        self.__init__(state["prefix"], state["size"])
 
     def __repr__(self):
-        return f"SpilledRun({self.path!r}, size={self.size})"
+        return f"SpilledRun({self.prefix!r}, size={self.size})"
 
 
 @dataclass(frozen=True)
@@ -113,12 +116,13 @@ class ThresholdRunDirectory:
             return None
         folder = Path(self.directory) / _fold_name(key)
         folder.mkdir(exist_ok=True)
-        record = np.empty(run.values.size, dtype=_RUN_TYPE)
-        record["values"], record["rows"], record["positive"] = run.values, run.rows, run.positive
-        path = folder / f"{int(first):012d}.npy"
-        with atomic_file(path) as handle:  # a retried task replaces the file whole; a reader keeps the old one
-            np.save(handle, record)
-        return SpilledRun(str(path), record.size)
+        prefix = folder / f"{int(first):012d}"
+        for name, dtype in _FIELDS.items():
+            # each file replaced whole (a retried task; a reader keeps the old one); the run is returned, and so
+            # read, only once all its files are written
+            with atomic_file(f"{prefix}-{name}.npy") as handle:
+                np.save(handle, np.ascontiguousarray(getattr(run, name), dtype=dtype))
+        return SpilledRun(str(prefix), run.values.size)
 
     def forget(self, key) -> None:
         """Remove fold ``key``'s runs (its threshold is searched)."""
