@@ -45,17 +45,16 @@ class SpilledRun:
 
     def __init__(self, prefix: str, size: int):
         self.prefix, self.size = str(prefix), int(size)
-        self._mapped = {}
 
     def _array(self, name):
-        if name not in self._mapped:
-            path = f"{self.prefix}-{name}.npy"
-            mapped = np.load(path, mmap_mode="r") if self.size else np.empty(0, dtype=_FIELDS[name])
-            if mapped.dtype != _FIELDS[name] or mapped.shape != (self.size,):
-                raise ValueError(f"{path} holds {mapped.shape} of {mapped.dtype}, not the {self.size} rows of "
-                                 "the run written there")
-            self._mapped[name] = mapped
-        return self._mapped[name]
+        # mapped afresh at each use, never kept on this object: a worker holds it as a task's result, and a kept
+        # map would keep every page its readers touched resident in the worker for as long as the run lives
+        path = f"{self.prefix}-{name}.npy"
+        mapped = np.load(path, mmap_mode="r") if self.size else np.empty(0, dtype=_FIELDS[name])
+        if mapped.dtype != _FIELDS[name] or mapped.shape != (self.size,):
+            raise ValueError(f"{path} holds {mapped.shape} of {mapped.dtype}, not the {self.size} rows of "
+                             "the run written there")
+        return mapped
 
     @property
     def values(self) -> np.ndarray:
