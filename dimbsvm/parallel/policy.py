@@ -33,6 +33,8 @@ import sys
 import traceback
 from dataclasses import dataclass
 
+from .heap import return_freed_heap
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["TaskFailure", "concurrent_fits", "fits_may_overlap", "in_order_threads", "is_transient", "raise_failure",
@@ -210,6 +212,9 @@ def run_task(func, kwargs: dict):
         if is_transient(error):
             raise  # Dask retries it
         return TaskFailure(_picklable(error), getattr(func, "__qualname__", repr(func)), traceback.format_exc())
+    finally:
+        if n_threads is not None:  # the temporaries the task freed, given back where the worker holds too many
+            return_freed_heap(worker_memory_limit())
 
 
 def raise_failure(result):

@@ -1,0 +1,25 @@
+"""Freed heap given back after a worker's task where the worker's unmanaged memory is too high."""
+
+import numpy as np
+
+from dimbsvm.parallel.heap import UNMANAGED_SHARE, return_freed_heap, should_trim
+
+
+def test_the_heap_is_trimmed_only_above_the_unmanaged_share_of_the_limit():
+    limit = 1000
+    assert not should_trim(int(UNMANAGED_SHARE * limit), 0, limit)
+    assert should_trim(int(UNMANAGED_SHARE * limit) + 1, 0, limit)
+    assert not should_trim(900, 500, limit)  # the worker's own results are Dask's to spill
+    assert not should_trim(10**12, 0, 0)
+
+
+def test_a_worker_trims_its_heap_where_unmanaged_memory_is_above_the_share(client):
+    # in a worker: a limit of one byte puts any process above the share, a huge one none
+    def freed_after_holes(limit):
+        kept = [np.ones(2**16) for _ in range(64)]  # heap blocks with holes between them once half are freed
+        del kept[::2]
+        return return_freed_heap(limit)
+
+    assert client.submit(freed_after_holes, 1, pure=False).result() is True
+    assert client.submit(freed_after_holes, 2**50, pure=False).result() is False
+    assert return_freed_heap(1) is False  # not in a worker: nothing is trimmed
