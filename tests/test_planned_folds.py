@@ -151,19 +151,9 @@ def test_a_store_job_planned_from_counts_equals_the_in_memory_job(scheduler, tmp
                 assert np.array_equal(a[key], b[key]), (name_a, key)
 
 
-@pytest.mark.parametrize("estimator, scaler", [
-    ({"name": "othr"}, "minmax"),
-    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "bootstrap": "balanced",
-                                          "max_samples": 40}}, "minmax"),
-    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "bootstrap": "stratified",
-                                          "max_samples": 0.3}}, "none"),
-    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "bootstrap": "plain",
-                                          "max_samples": 60}}, "minmax")], ids=["othr", "ensemble", "stratified-unscaled", "plain"])
-def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(scheduler, tmp_path, estimator, scaler):
-    """The fold engine over a store: the same records, predictions and models, bit for bit, whether the driver
-    hands it each fold's index arrays or only the split it computes the counts of (an ensemble's stratified
-    and balanced bags then drawn from the class counts and found by rank in the chunks; plain bags over the
-    fold's labels)."""
+def _given_and_planned(tmp_path, estimator, client, *, scaler="minmax"):
+    """The fold engine's results over an ecoli1 store of 9-row chunks, for 5 folds and a final model given as rows
+    and the same planned from counts: ``(given, planned, data, stored)``."""
     from dataclasses import replace
 
     from dimbsvm.jobs.runner import fold_setup
@@ -182,8 +172,26 @@ def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(sched
                             split=dict(split, seed=None, fold=None)))
     by_counts = [FoldSpec(spec.key, None, None, split=spec.split) for spec in as_rows]
     labels = stored.X.labels()
-    given, _ = run_folds(setup, stored.X, stored.y, as_rows, client=scheduler, task_labels=labels)
-    planned, _ = run_folds(setup, stored.X, stored.y, by_counts, client=scheduler, task_labels=labels)
+    given, _ = run_folds(setup, stored.X, stored.y, as_rows, client=client, task_labels=labels)
+    planned, _ = run_folds(setup, stored.X, stored.y, by_counts, client=client, task_labels=labels)
+    return given, planned, data, stored
+
+
+@pytest.mark.parametrize("estimator, scaler", [
+    ({"name": "othr"}, "minmax"),
+    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "bootstrap": "balanced",
+                                          "max_samples": 40}}, "minmax"),
+    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "bootstrap": "stratified",
+                                          "max_samples": 0.3}}, "none"),
+    ({"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3, "bootstrap": "plain",
+                                          "max_samples": 60}}, "minmax")], ids=["othr", "ensemble", "stratified-unscaled", "plain"])
+def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(scheduler, tmp_path, estimator, scaler):
+    """The fold engine over a store: the same records, predictions and models, bit for bit, whether the driver
+    hands it each fold's index arrays or only the split it computes the counts of (an ensemble's stratified
+    and balanced bags then drawn from the class counts and found by rank in the chunks; plain bags over the
+    fold's labels)."""
+
+    given, planned, data, stored = _given_and_planned(tmp_path, estimator, scheduler, scaler=scaler)
     for a, b in zip(given[:-1], planned[:-1]):
         assert _without_times([a["record"]]) == _without_times([b["record"]])
         for key in ("rows", "y_pred", "score"):
@@ -418,9 +426,6 @@ def test_a_fold_known_by_counts_whose_threshold_search_takes_every_margin_reads_
     folds given as rows, with the same fallback."""
     from dataclasses import replace
 
-    from dimbsvm.jobs.runner import fold_setup
-    from dimbsvm.model_selection.folds import FoldSpec, run_folds
-    from dimbsvm.model_selection.splits import repeat_splits
     from dimbsvm.svm import range_threshold
 
     planned_ranges = range_threshold.plan_ranges
@@ -432,23 +437,10 @@ def test_a_fold_known_by_counts_whose_threshold_search_takes_every_margin_reads_
         return replace(plan, gather=True, cuts=np.empty(0))
 
     monkeypatch.setattr(range_threshold, "plan_ranges", gathering)
-    data = load_keel("ecoli1")
-    store_path = tmp_path / "ecoli1.zarr"
-    ingest((data.X, data.y), store_path, chunk_rows=9)
-    stored = load_job_data(str(store_path))
     estimator = {"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4,
                                                      "bootstrap": "balanced", "max_samples": 40}}
-    setup = fold_setup(_job(store_path, estimator=estimator), 1, keep_predictions=True)
-    split = {"n_splits": 5, "seed": 4}
-    as_rows = [FoldSpec((4, fold), train, test, split=dict(split, fold=fold))
-               for fold, (train, test) in enumerate(repeat_splits(data.y, n_splits=5, seed=4))]
-    as_rows.append(FoldSpec(("final",), np.arange(len(data.y)), np.empty(0, dtype=np.int64),
-                            split=dict(split, seed=None, fold=None)))
-    by_counts = [FoldSpec(spec.key, None, None, split=spec.split) for spec in as_rows]
-    labels = stored.X.labels()
-    given, _ = run_folds(setup, stored.X, stored.y, as_rows, client=None, task_labels=labels)
-    planned, _ = run_folds(setup, stored.X, stored.y, by_counts, client=None, task_labels=labels)
-    assert len(gathered) == 2 * len(as_rows)  # every fold's search fell back, both times
+    given, planned, data, stored = _given_and_planned(tmp_path, estimator, None)
+    assert len(gathered) == 2 * len(given)  # every fold's search fell back, both times
     for a, b in zip(given[:-1], planned[:-1]):
         assert _without_times([a["record"]]) == _without_times([b["record"]])
     X = np.asarray(stored.X[np.arange(len(data.y))])
