@@ -23,3 +23,21 @@ def test_a_worker_trims_its_heap_where_unmanaged_memory_is_above_the_share(clien
     assert client.submit(freed_after_holes, 1, pure=False).result() is True
     assert client.submit(freed_after_holes, 2**50, pure=False).result() is False
     assert return_freed_heap(1) is False  # not in a worker: nothing is trimmed
+
+
+def test_the_heap_trim_plugin_checks_every_worker_paused_or_not(client, monkeypatch):
+    # registered on the workers, the plugin's periodic check calls the trim with each worker and its limit
+    import time
+
+    from dimbsvm.distributed.heap_trim import HeapTrim
+    from dimbsvm.parallel import heap
+
+    calls = []
+    monkeypatch.setattr(heap, "return_freed_heap", lambda limit, worker: calls.append((limit, worker.address)))
+    client.register_plugin(HeapTrim(interval=0.05))
+    deadline = time.monotonic() + 10
+    workers = set(client.scheduler_info()["workers"])
+    while {address for _, address in calls} != workers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert {address for _, address in calls} == workers
+    client.unregister_worker_plugin(HeapTrim.name)

@@ -317,11 +317,13 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
             raise ClusterConnectionError(f"cannot connect to the scheduler at {target} (waited up to {timeout:g} s): "
                                          f"{_reason(exc)}") from exc
         where = client.scheduler.address  # resolved from a scheduler file too; gone once the client closes
+        trimming = False
         try:
             if require_encryption and not where.startswith("tls://"):
                 raise ClusterConnectionError(f"the job requires encryption but {where} is not tls://")
             if worker_timeout is not None:
                 check_workers(client, timeout=worker_timeout, scheduler=where)
+            trimming = _keep_heaps_trimmed(client)
             yield client
         except Exception as exc:
             if scheduler_lost(client, exc):
@@ -329,6 +331,8 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
             raise
         finally:
             with _signals_held(), quiet_close(client):
+                if trimming:  # the cluster is the user's: left as it was found
+                    _stop_trimming(client)
                 client.close()
         return
     n_workers = n_workers or os.cpu_count() or 1
@@ -352,10 +356,33 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
                 cluster.close()
             raise
         try:
+            _keep_heaps_trimmed(client)
             yield client
         finally:
             with _signals_held():
                 _close_embedded(client, cluster)
+
+
+def _keep_heaps_trimmed(client) -> bool:
+    """Register :class:`~dimbsvm.distributed.heap_trim.HeapTrim` on the cluster's workers; whether it was."""
+    from .heap_trim import HeapTrim
+
+    try:
+        client.register_plugin(HeapTrim())
+    except Exception as exc:  # noqa: BLE001 - a cluster that refuses plugins runs the job without it
+        logger.warning("the workers' heap trimming could not be registered (%s); freed memory a worker's heap "
+                       "keeps may pause it", exc)
+        return False
+    return True
+
+
+def _stop_trimming(client) -> None:
+    from .heap_trim import HeapTrim
+
+    try:
+        client.unregister_worker_plugin(HeapTrim.name)
+    except Exception:  # noqa: BLE001 - a cluster going away keeps nothing
+        logger.debug("could not unregister the heap trimming", exc_info=True)
 
 
 #: Run in every embedded worker process as it starts (see :mod:`dimbsvm.distributed._worker_setup`).

@@ -9,7 +9,10 @@ them, and restarts a worker whose process memory reaches 95 % of its limit
 although most of it is free. After each task, where the memory the worker
 does not manage is above :data:`UNMANAGED_SHARE` of its limit,
 :func:`return_freed_heap` asks glibc to give back every free page of its
-heap (``malloc_trim(0)``). No effect where glibc is not the allocator.
+heap (``malloc_trim(0)``); and a task's inputs and results are freed after
+it, by the worker, so :class:`dimbsvm.distributed.worker_memory.HeapTrim`
+checks the same every second on the worker itself (a paused worker runs no
+task, and would never resume). No effect where glibc is not the allocator.
 """
 
 from __future__ import annotations
@@ -54,21 +57,24 @@ def _malloc_trim():
     return trim
 
 
-def return_freed_heap(limit: int) -> bool:
-    """In a Dask worker's task: trim the heap if its unmanaged memory is above :data:`UNMANAGED_SHARE` of ``limit``.
+def return_freed_heap(limit: int, worker=None) -> bool:
+    """In a Dask worker: trim the heap if its unmanaged memory is above :data:`UNMANAGED_SHARE` of ``limit``.
 
+    ``worker``: the worker (default: the one running this task, if any).
     Returns whether it trimmed.
     """
     trim = _malloc_trim()
     if trim is None or not limit:
         return False
     import psutil
-    from distributed import get_worker
 
-    try:
-        worker = get_worker()
-    except ValueError:  # not in a worker
-        return False
+    if worker is None:
+        from distributed import get_worker
+
+        try:
+            worker = get_worker()
+        except ValueError:  # not in a worker
+            return False
     managed = getattr(getattr(worker, "data", None), "fast", None)
     managed = getattr(managed, "total_weight", 0) or 0
     resident = psutil.Process().memory_info().rss
