@@ -24,7 +24,8 @@ from .spans import ChunkPlace, block_range, chunk_rows, rows_within
 if TYPE_CHECKING:  # annotations only: the fold bodies import this module
     from .bodies import FoldRows
 
-__all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bags", "range_and_gather_block"]
+__all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bags", "range_and_gather_block",
+           "rows_as_stored", "where_held"]
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,7 @@ def range_and_gather_block(X, bags, *, rows, span, place: ChunkPlace | None = No
     ``place``: as :func:`~dimbsvm.model_selection.spans.chunk_rows` takes them.
     """
     train_rows = chunk_rows(rows, span, place).train
-    # as stored (float32 stores: half the bytes read, converted and sent); members convert their rows
-    block = X.take(train_rows, dtype=None) if isinstance(X, StoreRows) else take_rows(X, train_rows)
+    block = rows_as_stored(X, train_rows)
     pieces = []
     for ids in _bag_rows_in(bags, span):
         where = np.searchsorted(train_rows, ids)
@@ -97,6 +97,27 @@ def range_and_gather_block(X, bags, *, rows, span, place: ChunkPlace | None = No
             raise ValueError(f"bag rows {ids[:5].tolist()}... are not training rows of this fold's chunk {span}")
         pieces.append((ids, block[where]))
     return ChunkPass(block_range(block), pieces)
+
+
+def rows_as_stored(X, rows):
+    """``X[rows]`` in the store's own dtype (float32 stores: half the bytes read, converted and sent); the
+    members convert the rows they fit on."""
+    return X.take(rows, dtype=None) if isinstance(X, StoreRows) else take_rows(X, rows)
+
+
+def where_held(held, ids, what: str) -> np.ndarray:
+    """Positions in the increasing ``held`` of ``ids``; an id ``held`` lacks is an ``IndexError`` naming ``what``.
+
+    Examples
+    --------
+    >>> where_held(np.array([3, 7, 9]), np.array([9, 3]), "row").tolist()
+    [2, 0]
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    where = np.searchsorted(held, ids)
+    if ids.size and (where.max() >= held.size or np.any(held[where] != ids)):
+        raise IndexError(f"a {what} outside the member's bag was asked for")
+    return where
 
 
 class GatheredRows:
@@ -119,9 +140,5 @@ class GatheredRows:
         return self.shape[0]
 
     def __getitem__(self, ids):
-        ids = np.asarray(ids, dtype=np.int64)
-        where = np.searchsorted(self.ids, ids)
-        if ids.size and (where.max() >= self.ids.size or np.any(self.ids[where] != ids)):
-            raise IndexError("a row outside the member's bag was asked for")
-        block = self.data[where]
+        block = self.data[where_held(self.ids, ids, "row")]
         return block if self.transformer is None else self.transformer.transform(block)

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..rows import take_rows
-from ..store.rows import StoreRows
 from ..svm.bagging import DrawnBag, RankRange
-from .bag_bodies import ChunkPass, GatheredRows
+from .bag_bodies import ChunkPass, GatheredRows, rows_as_stored, where_held
 from .span_folds import span_labels
 from .spans import ChunkPlace, block_range, chunk_rows
 
@@ -123,8 +122,7 @@ def gather_counted_block(X, y, bags: CountedBags, *, rows, span, place: ChunkPla
             found.append(ranks[lo:hi])
         wanted.append((np.concatenate(where), np.concatenate(found)))
     if with_range:
-        # as stored (float32 stores: half the bytes read, converted and sent); members convert their rows
-        block = X.take(here.train, dtype=None) if isinstance(X, StoreRows) else take_rows(X, here.train)
+        block = rows_as_stored(X, here.train)
         return ChunkPass(block_range(block), [CountedPiece(found, here.train_first + where, block[where],
                                                            labels[where]) for where, found in wanted])
     every = np.unique(np.concatenate([where for where, _ in wanted])) if wanted else np.empty(0, np.int64)
@@ -164,8 +162,4 @@ class _GatheredLabels:
         return self.n_rows
 
     def __getitem__(self, positions):
-        positions = np.asarray(positions, dtype=np.int64)
-        where = np.searchsorted(self.positions, positions)
-        if positions.size and (where.max() >= self.positions.size or np.any(self.positions[where] != positions)):
-            raise IndexError("a label outside the member's bag was asked for")
-        return self.labels[where]
+        return self.labels[where_held(self.positions, positions, "label")]
