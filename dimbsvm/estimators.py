@@ -175,6 +175,10 @@ def make_estimator(name: str, params: dict | None = None) -> BaseEstimator:
     return _build(_REGISTRY, "estimator", name, params)
 
 
+#: Parameters that say where an estimator's own fit runs (a client, processes): a job places its tasks itself.
+_PLACEMENT_PARAMS = frozenset({"client", "n_jobs"})
+
+
 def _build(registry, kind, name, params):
     if name not in registry:
         raise JobSpecError(f"unknown {kind} {name!r}; accepted: {', '.join(sorted(registry))}")
@@ -191,11 +195,15 @@ def _build(registry, kind, name, params):
                                f"({', '.join(sorted(_REGISTRY))}); got {base!r}")
         estimator.set_params(estimator=make_estimator(base))
     valid = estimator.get_params(deep=True)
+    placed = sorted(set(params) & _PLACEMENT_PARAMS)
+    if placed:
+        raise JobSpecError(f"{kind} {name!r}: {', '.join(placed)} cannot be set in a job: its tasks run on the "
+                           "job's workers (execution.workers or --scheduler)")
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise JobSpecError(
             f"{kind} {name!r} has no parameter(s) {', '.join(unknown)}; "
-            f"accepted: {', '.join(sorted(k for k in valid if '__' not in k))}")
+            f"accepted: {', '.join(sorted(k for k in valid if '__' not in k and k not in _PLACEMENT_PARAMS))}")
     estimator.set_params(**params)
     try:
         estimator._validate_params()  # scikit-learn's declared constraints

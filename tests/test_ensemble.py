@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.datasets import make_classification
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.linear_model import LogisticRegression
-from sklearn.svm import SVC
+from sklearn.svm import SVC, LinearSVC
 
 from dimbsvm.metrics import g_mean
 from dimbsvm.svm import (
@@ -199,8 +199,9 @@ def test_ensemble_identical_on_any_number_of_workers(n_workers, processes, param
         # the active client is found without being passed
         active = _fitted_on(None, X, y, **params)
         if not processes:
-            # fitted inside a task: members are fitted in that task, not submitted from it
-            inside = client.submit(_fitted_on, None, X, y, **params).result(timeout=60)
+            # fitted inside a task: members are fitted in that task, not submitted from it, nor handed to
+            # processes (n_jobs is the cluster's to give)
+            inside = client.submit(_fitted_on, None, X, y, n_jobs=2, **params).result(timeout=60)
             _assert_identical(in_process, inside, X)
         restored = pickle.loads(pickle.dumps(on_cluster))
         assert on_cluster.client is client and restored.client is None
@@ -210,6 +211,30 @@ def test_ensemble_identical_on_any_number_of_workers(n_workers, processes, param
     _assert_identical(in_process, restored, X)
 
 
+
+
+@pytest.mark.parametrize(
+    "params",
+    [dict(), dict(bootstrap="stratified", threshold="member", member_margins="oob", estimator=LinearSVC()),
+     dict(param_grid={"C": [0.5, 4.0], "gamma": [0.5, "scale"]}, screen_members=2, screen_survivors=2,
+          top_candidates=1)],
+    ids=["defaults-pooled-oob", "member-oob-liblinear", "screened-grid"],
+)
+def test_ensemble_identical_for_any_n_jobs(params):
+    X, y = _imbalanced(8, n_samples=160)
+    in_order = _fitted_on(None, X, y, **params)
+    for n_jobs in (2, -1):
+        on_processes = _fitted_on(None, X, y, n_jobs=n_jobs, **params)
+        _assert_identical(in_order, on_processes, X)
+        assert on_processes.n_jobs == n_jobs
+
+
+def test_n_jobs_must_be_a_non_zero_integer():
+    X, y = _imbalanced(0)
+    with pytest.raises(ValueError, match="n_jobs must be None or a non-zero integer"):
+        EnsembleOTHRClassifier(n_estimators=2, n_jobs=0).fit(X, y)
+    with pytest.raises(ValueError, match="'n_jobs' parameter"):
+        EnsembleOTHRClassifier(n_estimators=2, n_jobs=1.5).fit(X, y)
 
 
 def test_pooled_threshold_with_thinned_candidates_stays_close():
@@ -331,7 +356,7 @@ def test_screening_fits_fewer_members_and_is_fitted_whole(monkeypatch):
     fits = []
     real = ensemble_module._fit_members
     monkeypatch.setattr(ensemble_module, "_fit_members",
-                        lambda X, y, seeds, specs, client: fits.extend(seeds) or real(X, y, seeds, specs, client))
+                        lambda X, y, seeds, specs, *how: fits.extend(seeds) or real(X, y, seeds, specs, *how))
     model = EnsembleOTHRClassifier(n_estimators=5, param_grid=GRID, screen_members=2, screen_survivors=2,
                                    random_state=0)
     model.fit(X, y)

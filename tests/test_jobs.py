@@ -30,6 +30,8 @@ def _job(**changes):
     ({"estimator": {"name": "forest"}}, r"'estimator.name' is 'forest'; accepted: .*svc_balanced"),
     ({"estimator": {"name": "svc", "params": {"C": -1}}}, r"'C' parameter of SVC must be a float"),
     ({"estimator": {"name": "svc", "params": {"gama": 1}}}, r"has no parameter\(s\) gama"),
+    ({"estimator": {"name": "ensemble_othr", "params": {"n_jobs": 4}}},
+     r"n_jobs cannot be set in a job: its tasks run on the job's workers"),
     ({"data": {}}, r"missing required key 'data.source'"),
 ])
 def test_invalid_jobs_name_the_key(changes, message):

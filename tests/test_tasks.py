@@ -114,6 +114,48 @@ def test_failure_upstream_reaches_the_caller_as_itself(client, tmp_path):
         run_plan(plan, client=client)
 
 
+def _shared_sum(*, data, k):
+    return float(data.sum()) * k
+
+
+def _writeable(*, data, k):
+    return bool(data.flags.writeable)
+
+
+def test_plan_on_processes_gives_the_in_order_results():
+    data = np.arange(300_000, dtype=float)  # above joblib's size for mapping arrays, below it the same path
+
+    def plan_of():
+        plan = TaskPlan()
+        shared = plan.share(data)
+        parts = [plan.add(_shared_sum, {"data": shared, "k": k}) for k in range(6)]
+        plan.add(_total, {"parts": parts[:3]}, watch=True)
+        plan.add(_total, {"parts": [parts[5], parts[0]]}, watch=True)
+        plan.add(_square, {"x": parts[4], "offset": 1}, watch=True)
+        return plan
+
+    seen = []
+    expected = run_plan(plan_of())
+    assert expected == {7: data.sum() * 3, 8: data.sum() * 5, 9: (data.sum() * 4) ** 2 + 1}
+    assert run_plan(plan_of(), n_jobs=2, on_result=lambda ref, r: seen.append((ref.id, r))) == expected
+    assert dict(seen) == expected
+    # each process maps the one file written for the plan, read-only, instead of a copy per task
+    assert map_tasks(_writeable, [{"k": k} for k in range(4)], shared={"data": data}, n_jobs=2) == [False] * 4
+
+
+def test_errors_on_processes_reach_the_caller_as_themselves(tmp_path):
+    plan = TaskPlan()
+    bad = plan.add(_count_then_fail, {"log": str(tmp_path / "a"), "error": DataError("upstream broke")})
+    plan.add(_total, {"parts": [bad]}, watch=True)
+    good = plan.add(_square, {"x": 3}, watch=True)
+    with pytest.raises(DataError, match="upstream broke"):
+        run_plan(plan, n_jobs=2)
+    results = run_plan(plan, n_jobs=2, errors="return")
+    assert isinstance(results[1].error, DataError) and results[good.id] == 9
+    with pytest.raises(ValueError, match="n_jobs must be None or a non-zero integer"):
+        map_tasks(_square, [{"x": 1}], n_jobs=0)
+
+
 def _threads_seen():
     import numba
     from threadpoolctl import threadpool_info

@@ -23,13 +23,15 @@ from __future__ import annotations
 import heapq
 import logging
 import statistics
+import sys
 import uuid
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
 
 from .clients import current_client
-from .policy import raise_failure, run_task
+from .policy import raise_failure, run_task, worker_threads
+from .processes import effective_n_jobs, run_in_processes
 from .progress import Progress
 
 __all__ = ["MAX_IN_FLIGHT", "TaskPlan", "TaskRef", "compute", "map_tasks", "run_plan", "share"]
@@ -43,7 +45,7 @@ MAX_IN_FLIGHT = 10_000
 
 
 def map_tasks(func, calls, *, client=None, shared=None, retries=2, progress=False, label="tasks",
-              on_result=None) -> list:
+              on_result=None, n_jobs=None) -> list:
     """``func(**shared, **call)`` for every ``call`` in ``calls``, results in the order of ``calls``.
 
     Parameters
@@ -68,6 +70,9 @@ def map_tasks(func, calls, *, client=None, shared=None, retries=2, progress=Fals
     on_result : callable, default=None
         ``on_result(i, result)`` as each call finishes (completion order), e.g.
         to save results so an interrupted run can resume.
+    n_jobs : int, default=None
+        Without a client: processes to run the calls on
+        (:mod:`~dimbsvm.parallel.processes`; ``None``: here, in order).
 
     Returns
     -------
@@ -82,7 +87,8 @@ def map_tasks(func, calls, *, client=None, shared=None, retries=2, progress=Fals
         if on_result is not None:
             on_result(index[ref.id], result)
 
-    results = run_plan(plan, client=client, retries=retries, progress=progress, label=label, on_result=collect)
+    results = run_plan(plan, client=client, retries=retries, progress=progress, label=label, on_result=collect,
+                       n_jobs=n_jobs)
     return [results[ref.id] for ref in tasks]
 
 
@@ -179,7 +185,7 @@ class TaskPlan:
 
 
 def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="tasks", on_result=None,
-             errors="raise", max_in_flight=MAX_IN_FLIGHT) -> dict:
+             errors="raise", max_in_flight=MAX_IN_FLIGHT, n_jobs=None) -> dict:
     """Run every task of ``plan``; return ``{task id: result}`` of the watched ones.
 
     Parameters
@@ -201,15 +207,28 @@ def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="t
         On a cluster, tasks submitted and not yet finished at most: the plan
         is submitted in its order, and past this many the client waits for
         the oldest before it submits more.
+    n_jobs : int, default=None
+        Without a client: the processes to run the tasks on, as scikit-learn
+        counts them (``None`` or ``1``: here, in order; ``-1``: every core;
+        :mod:`~dimbsvm.parallel.processes`). Ignored with a client, and
+        inside a Dask worker's task (its cluster's threads are the parallelism).
     """
     if errors not in ("raise", "return"):
         raise ValueError(f"errors must be 'raise' or 'return'; got {errors!r}")
+    if client is None and effective_n_jobs(n_jobs) > 1 and not _in_worker_task():
+        return run_in_processes(plan, effective_n_jobs(n_jobs), progress=progress, label=label, on_result=on_result,
+                                errors=errors)
     if client is None:
         return _run_here(plan, progress=progress, label=label, on_result=on_result, errors=errors)
     if max_in_flight < 2:
         raise ValueError(f"max_in_flight must be at least 2; got {max_in_flight!r}")
     return _run_on_cluster(plan, client, retries=retries, progress=progress, label=label, on_result=on_result,
                            errors=errors, max_in_flight=max_in_flight)
+
+
+def _in_worker_task() -> bool:
+    # a process that never imported distributed runs no worker (and is not made to import it here)
+    return "distributed" in sys.modules and worker_threads() is not None
 
 
 def _resolve(value, results):
