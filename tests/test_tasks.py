@@ -143,6 +143,18 @@ def test_plan_on_processes_gives_the_in_order_results():
     assert map_tasks(_writeable, [{"k": k} for k in range(4)], shared={"data": data}, n_jobs=2) == [False] * 4
 
 
+def test_a_misspelled_argument_fails_when_the_task_is_added():
+    plan = TaskPlan()
+    with pytest.raises(TypeError, match=r"task '_square': got an unexpected keyword argument 'offest'"):
+        plan.add(_square, {"x": 2, "offest": 1})
+    with pytest.raises(TypeError, match=r"task 'total': missing a required argument: 'parts'"):
+        plan.add(_total, {}, name="total")
+    assert plan.tasks == []  # nothing of either was added
+    plan.add(max, {"key": abs})  # a builtin without a signature is checked by its call
+    with pytest.raises(TypeError, match=r"task 'sum': 'iterable' parameter is positional only"):
+        plan.add(sum, {"iterable": [1]})
+
+
 def test_errors_on_processes_reach_the_caller_as_themselves(tmp_path):
     plan = TaskPlan()
     bad = plan.add(_count_then_fail, {"log": str(tmp_path / "a"), "error": DataError("upstream broke")})

@@ -84,7 +84,8 @@ def run_in_processes(plan, n_jobs: int, *, progress=False, label="tasks", on_res
     n_jobs = int(n_jobs)
     threads = max(1, (os.cpu_count() or 1) // n_jobs)
     executor = get_reusable_executor(max_workers=n_jobs)
-    folder = tempfile.mkdtemp(prefix="dimbsvm-shared-", dir=_memory_backed_folder())
+    shared_bytes = sum(_nbytes(task.kwargs["value"]) for task in plan.tasks if task.shared)
+    folder = tempfile.mkdtemp(prefix="dimbsvm-shared-", dir=_memory_backed_folder(shared_bytes))
     readers = {i: 0 for i in range(len(plan.tasks))}
     for task in plan.tasks:
         for ref in _inputs(task):
@@ -162,9 +163,21 @@ def _dump(value, path) -> None:
     joblib.dump(value, path)
 
 
-def _memory_backed_folder():
-    """``/dev/shm`` where this machine has one (the shared values are then never written to disk), else ``None``."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+def _memory_backed_folder(nbytes: int):
+    """``/dev/shm`` where it has room for ``nbytes`` twice over (the values are then never written to disk), else
+    ``None`` (the temporary folder): a container's ``/dev/shm`` is often 64 MB."""
+    try:
+        room = shutil.disk_usage("/dev/shm").free if os.access("/dev/shm", os.W_OK) else 0
+    except OSError:
+        return None
+    return "/dev/shm" if room > 2 * nbytes else None
+
+
+def _nbytes(value) -> int:
+    """Bytes of the arrays in ``value`` (an array or a sparse matrix; 0 for anything else)."""
+    if hasattr(value, "nbytes"):
+        return int(value.nbytes)
+    return sum(int(getattr(value, part).nbytes) for part in ("data", "indices", "indptr") if hasattr(value, part))
 
 
 # In each worker process: the shared values of the plan being run, read once (mapped, not copied).

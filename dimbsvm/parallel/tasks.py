@@ -20,7 +20,9 @@ once, never inside each task's spec.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import inspect
 import logging
 import statistics
 import sys
@@ -124,7 +126,9 @@ class TaskPlan:
     --------
     >>> plan = TaskPlan()
     >>> a = plan.add(pow, {"base": 2, "exp": 3})
-    >>> b = plan.add(sum, {"iterable": [a, a]}, watch=True)  # doctest: +SKIP
+    >>> b = plan.add(round, {"number": a, "ndigits": 1}, watch=True)
+    >>> run_plan(plan)
+    {1: 8}
     """
 
     tasks: list = field(default_factory=list)
@@ -138,6 +142,8 @@ class TaskPlan:
         ``cost``: the task's expected work, in any unit common to the plan
         (the fold engine's: seconds of one core); progress counts work done
         by it (:meth:`task_costs`). ``None``: the median of the plan's costs.
+        The arguments are bound to ``func``'s signature here: a misspelled
+        or missing keyword raises ``TypeError`` before anything is submitted.
         ``affinity``: on a cluster, tasks of equal affinity are sent to the
         same worker, which may keep what they read (a stored chunk, decoded,
         in its :mod:`~dimbsvm.store.chunk_cache`); loosely: a busy worker's
@@ -145,6 +151,7 @@ class TaskPlan:
         replaced by any other.
         """
         ref = TaskRef(len(self.tasks), name or getattr(func, "__name__", "task"))
+        _check_arguments(func, kwargs, ref.name)
         self.tasks.append(_Task(func, dict(kwargs), watch, ref.name, priority=int(priority),
                                 cost=None if cost is None else float(cost),
                                 affinity=None if affinity is None else int(affinity)))
@@ -172,16 +179,38 @@ class TaskPlan:
         Examples
         --------
         >>> plan = TaskPlan()
-        >>> data = plan.share([1, 2])
-        >>> a = plan.add(sum, {"iterable": data}, cost=2.0)
-        >>> b = plan.add(abs, {"x": a}, watch=True, cost=10.0)
-        >>> c = plan.add(abs, {"x": b}, watch=True)
+        >>> data = plan.share(2.5)
+        >>> a = plan.add(round, {"number": data}, cost=2.0)
+        >>> b = plan.add(pow, {"base": a, "exp": 2}, watch=True, cost=10.0)
+        >>> c = plan.add(round, {"number": b}, watch=True)
         >>> plan.task_costs()
         {1: 2.0, 2: 10.0, 3: 6.0}
         """
         costs = [task.cost for task in self.tasks if not task.shared and task.cost is not None]
         default = float(statistics.median(costs)) if costs else 1.0
         return {i: default if task.cost is None else task.cost for i, task in enumerate(self.tasks) if not task.shared}
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(func):
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin without one: its call says what is wrong
+        return None
+
+
+def _check_arguments(func, kwargs, name) -> None:
+    """Raise ``TypeError`` naming the task when ``func(**kwargs)`` could not be called."""
+    try:
+        signature = _signature(func)
+    except TypeError:  # an unhashable callable
+        signature = None
+    if signature is None:
+        return
+    try:
+        signature.bind(**kwargs)
+    except TypeError as error:
+        raise TypeError(f"task {name!r}: {error}") from None
 
 
 def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="tasks", on_result=None,
