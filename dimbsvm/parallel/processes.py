@@ -29,6 +29,7 @@ import tempfile
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 
+from .plan import TaskRef, Unfinished, resolve_refs, task_inputs
 from .policy import TaskFailure, raise_failure, run_task
 from .progress import Progress
 
@@ -79,8 +80,6 @@ def run_in_processes(plan, n_jobs: int, *, progress=False, label="tasks", on_res
     """
     from joblib.externals.loky import get_reusable_executor
 
-    from .tasks import TaskRef, _inputs, _Unfinished
-
     n_jobs = int(n_jobs)
     threads = max(1, (os.cpu_count() or 1) // n_jobs)
     executor = get_reusable_executor(max_workers=n_jobs)
@@ -88,16 +87,16 @@ def run_in_processes(plan, n_jobs: int, *, progress=False, label="tasks", on_res
     folder = tempfile.mkdtemp(prefix="dimbsvm-shared-", dir=_memory_backed_folder(shared_bytes))
     readers = {i: 0 for i in range(len(plan.tasks))}
     for task in plan.tasks:
-        for ref in _inputs(task):
+        for ref in task_inputs(task):
             readers[ref.id] += 1
-    waiting = {i: {ref.id for ref in _inputs(task)} for i, task in enumerate(plan.tasks) if not task.shared}
+    waiting = {i: {ref.id for ref in task_inputs(task)} for i, task in enumerate(plan.tasks) if not task.shared}
     dependents: dict = {}
     for i, inputs in waiting.items():
         for j in inputs:
             dependents.setdefault(j, []).append(i)
     costs = plan.task_costs()
     bar = Progress(len(costs), label, enabled=progress, total_work=sum(costs.values()), parallelism=n_jobs)
-    unfinished = _Unfinished(costs)
+    unfinished = Unfinished(costs)
     values, watched, running = {}, {}, {}
     try:
         for i, task in enumerate(plan.tasks):
@@ -111,9 +110,9 @@ def run_in_processes(plan, n_jobs: int, *, progress=False, label="tasks", on_res
             while ready and len(running) < _IN_FLIGHT_PER_PROCESS * n_jobs:
                 i = ready.pop(0)
                 task = plan.tasks[i]
-                kwargs = {key: _resolved(value, values) for key, value in task.kwargs.items()}
+                kwargs = {key: resolve_refs(value, values) for key, value in task.kwargs.items()}
                 running[executor.submit(_run_here_in_child, task.func, kwargs, threads)] = i
-                for ref in _inputs(task):
+                for ref in task_inputs(task):
                     readers[ref.id] -= 1
                     if readers[ref.id] == 0 and not plan.tasks[ref.id].shared:
                         values.pop(ref.id, None)  # no task left to submit reads it
@@ -145,16 +144,6 @@ def run_in_processes(plan, n_jobs: int, *, progress=False, label="tasks", on_res
         shutil.rmtree(folder, ignore_errors=True)
     logger.info("%d %s finished on %d processes", plan.n_watched, label, n_jobs)
     return watched
-
-
-def _resolved(value, values):
-    from .tasks import TaskRef
-
-    if isinstance(value, TaskRef):
-        return values[value.id]
-    if isinstance(value, list) and any(isinstance(v, TaskRef) for v in value):
-        return [_resolved(v, values) for v in value]
-    return value
 
 
 def _dump(value, path) -> None:

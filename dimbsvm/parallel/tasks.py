@@ -20,19 +20,15 @@ once, never inside each task's spec.
 
 from __future__ import annotations
 
-import functools
-import heapq
-import inspect
 import logging
-import statistics
 import sys
 import uuid
 import warnings
 from collections import deque
-from dataclasses import dataclass, field
 
 from .clients import current_client
 from .policy import raise_failure, run_task, worker_threads
+from .plan import TaskPlan, TaskRef, Unfinished, last_readers, resolve_refs
 from .processes import effective_n_jobs, run_in_processes
 from .progress import Progress
 
@@ -94,125 +90,6 @@ def map_tasks(func, calls, *, client=None, shared=None, retries=2, progress=Fals
     return [results[ref.id] for ref in tasks]
 
 
-@dataclass(frozen=True)
-class TaskRef:
-    """A handle on the result of a task of a :class:`TaskPlan`; pass it as an argument of later tasks."""
-
-    id: int
-    name: str
-
-
-@dataclass
-class _Task:
-    func: object
-    kwargs: dict
-    watch: bool
-    name: str
-    shared: bool = False
-    priority: int = 0
-    cost: float | None = None
-    affinity: int | None = None
-
-
-@dataclass
-class TaskPlan:
-    """Calls with dependencies, in the order they were added (each after its inputs).
-
-    A keyword argument may be a :class:`TaskRef` or a list of them; the task
-    receives the referenced results. Only *watched* tasks' results are
-    returned by :func:`run_plan`; the others are intermediate.
-
-    Examples
-    --------
-    >>> plan = TaskPlan()
-    >>> a = plan.add(pow, {"base": 2, "exp": 3})
-    >>> b = plan.add(round, {"number": a, "ndigits": 1}, watch=True)
-    >>> run_plan(plan)
-    {1: 8}
-    """
-
-    tasks: list = field(default_factory=list)
-
-    def add(self, func, kwargs: dict, *, watch: bool = False, name: str | None = None, priority: int = 0,
-            cost: float | None = None, affinity: int | None = None) -> TaskRef:
-        """Add ``func(**kwargs)``; return a reference to its result.
-
-        ``priority``: on a cluster, runnable tasks of higher priority start
-        first (a short task that many others wait for, ahead of a long queue).
-        ``cost``: the task's expected work, in any unit common to the plan
-        (the fold engine's: seconds of one core); progress counts work done
-        by it (:meth:`task_costs`). ``None``: the median of the plan's costs.
-        The arguments are bound to ``func``'s signature here: a misspelled
-        or missing keyword raises ``TypeError`` before anything is submitted.
-        ``affinity``: on a cluster, tasks of equal affinity are sent to the
-        same worker, which may keep what they read (a stored chunk, decoded,
-        in its :mod:`~dimbsvm.store.chunk_cache`); loosely: a busy worker's
-        tasks are still stolen by idle ones, and a worker that left is
-        replaced by any other.
-        """
-        ref = TaskRef(len(self.tasks), name or getattr(func, "__name__", "task"))
-        _check_arguments(func, kwargs, ref.name)
-        self.tasks.append(_Task(func, dict(kwargs), watch, ref.name, priority=int(priority),
-                                cost=None if cost is None else float(cost),
-                                affinity=None if affinity is None else int(affinity)))
-        return ref
-
-    def share(self, value) -> TaskRef:
-        """Add a value that many tasks read (the data, the labels); sent to the cluster once."""
-        ref = TaskRef(len(self.tasks), f"shared-{type(value).__name__}")
-        self.tasks.append(_Task(None, {"value": value}, False, ref.name, shared=True))
-        return ref
-
-    @property
-    def n_watched(self) -> int:
-        return sum(task.watch for task in self.tasks)
-
-    def task_costs(self) -> dict:
-        """``{task: cost}`` of every task but the shared values: what progress counts as each one finishes.
-
-        Tasks are unlike: an ensemble's members are many and short and finish
-        first, each fold's scoring of its test rows by every member comes
-        last; counted as equal, they made the time left far too short near
-        the end. A task added without a cost counts as the median of the
-        plan's costs (as one, where no task has a cost).
-
-        Examples
-        --------
-        >>> plan = TaskPlan()
-        >>> data = plan.share(2.5)
-        >>> a = plan.add(round, {"number": data}, cost=2.0)
-        >>> b = plan.add(pow, {"base": a, "exp": 2}, watch=True, cost=10.0)
-        >>> c = plan.add(round, {"number": b}, watch=True)
-        >>> plan.task_costs()
-        {1: 2.0, 2: 10.0, 3: 6.0}
-        """
-        costs = [task.cost for task in self.tasks if not task.shared and task.cost is not None]
-        default = float(statistics.median(costs)) if costs else 1.0
-        return {i: default if task.cost is None else task.cost for i, task in enumerate(self.tasks) if not task.shared}
-
-
-@functools.lru_cache(maxsize=1024)
-def _signature(func):
-    try:
-        return inspect.signature(func)
-    except (TypeError, ValueError):  # a builtin without one: its call says what is wrong
-        return None
-
-
-def _check_arguments(func, kwargs, name) -> None:
-    """Raise ``TypeError`` naming the task when ``func(**kwargs)`` could not be called."""
-    try:
-        signature = _signature(func)
-    except TypeError:  # an unhashable callable
-        signature = None
-    if signature is None:
-        return
-    try:
-        signature.bind(**kwargs)
-    except TypeError as error:
-        raise TypeError(f"task {name!r}: {error}") from None
-
-
 def run_plan(plan: TaskPlan, *, client=None, retries=2, progress=False, label="tasks", on_result=None,
              errors="raise", max_in_flight=MAX_IN_FLIGHT, n_jobs=None) -> dict:
     """Run every task of ``plan``; return ``{task id: result}`` of the watched ones.
@@ -260,27 +137,19 @@ def _in_worker_task() -> bool:
     return "distributed" in sys.modules and worker_threads() is not None
 
 
-def _resolve(value, results):
-    if isinstance(value, TaskRef):
-        return results[value.id]
-    if isinstance(value, list) and any(isinstance(v, TaskRef) for v in value):
-        return [_resolve(v, results) for v in value]
-    return value
-
-
 def _run_here(plan, *, progress, label, on_result, errors):
     results, watched = {}, {}
     costs = plan.task_costs()
     bar = Progress(len(costs), label, enabled=progress, total_work=sum(costs.values()))
-    unfinished = _Unfinished(costs)
-    last_use = _last_use(plan)
+    unfinished = Unfinished(costs)
+    last_use = last_readers(plan)
     call = run_task if errors == "return" else _call
     try:
         for i, task in enumerate(plan.tasks):
             if task.shared:
                 results[i] = task.kwargs["value"]
                 continue
-            kwargs = {key: _resolve(value, results) for key, value in task.kwargs.items()}
+            kwargs = {key: resolve_refs(value, results) for key, value in task.kwargs.items()}
             results[i] = call(task.func, kwargs)  # with errors="return": failures become values, as on a cluster
             for j in last_use.get(i, ()):
                 if not plan.tasks[j].watch:
@@ -296,64 +165,21 @@ def _run_here(plan, *, progress, label, on_result, errors):
     return watched
 
 
-class _Unfinished:
-    """The tasks not yet finished, and the largest cost among them (for the progress line's tail).
-
-    Examples
-    --------
-    >>> left = _Unfinished({0: 1.0, 1: 5.0, 2: 2.0})
-    >>> left.finish(1), left.finish(0), left.finish(2)
-    (2.0, 2.0, 0.0)
-    """
-
-    def __init__(self, costs: dict):
-        self._heap = [(-cost, i) for i, cost in costs.items()]
-        heapq.heapify(self._heap)
-        self._finished: set = set()
-
-    def finish(self, i) -> float:
-        """Task ``i`` finished; the largest cost of a task left (0 when none is)."""
-        self._finished.add(i)
-        while self._heap and self._heap[0][1] in self._finished:
-            heapq.heappop(self._heap)
-        return -self._heap[0][0] if self._heap else 0.0
-
-
 def _call(func, kwargs):
     return func(**kwargs)
-
-
-def _inputs(task):
-    """The :class:`TaskRef` arguments of a task (a keyword argument is a reference or a list that may hold some)."""
-    for value in task.kwargs.values():
-        for ref in value if isinstance(value, list) else [value]:
-            if isinstance(ref, TaskRef):
-                yield ref
-
-
-def _last_use(plan):
-    """``{i: [j, ...]}``: the tasks whose result is read for the last time by task i."""
-    last = {}
-    for i, task in enumerate(plan.tasks):
-        for ref in _inputs(task):
-            last[ref.id] = i
-    by_reader = {}
-    for j, i in last.items():
-        by_reader.setdefault(i, []).append(j)
-    return by_reader
 
 
 def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors, max_in_flight):
     from distributed import as_completed
 
     futures, in_flight, submitted = {}, deque(), {}
-    last_use = _last_use(plan)
+    last_use = last_readers(plan)
     completed = as_completed()
     results = {}
     costs = plan.task_costs()
     bar = Progress(len(costs), label, enabled=progress, total_work=sum(costs.values()),
                    parallelism=sum(client.nthreads().values()))
-    unfinished = _Unfinished(costs)
+    unfinished = Unfinished(costs)
     homes = _affinity_workers(client) if any(task.affinity is not None for task in plan.tasks) else []
 
     def collect(batch):
@@ -372,7 +198,7 @@ def _run_on_cluster(plan, client, *, retries, progress, label, on_result, errors
             if task.shared:
                 futures[i] = share(client, task.kwargs["value"])
                 continue
-            kwargs = {key: _resolve(value, futures) for key, value in task.kwargs.items()}
+            kwargs = {key: resolve_refs(value, futures) for key, value in task.kwargs.items()}
             home = {} if task.affinity is None or not homes else \
                 {"workers": [homes[task.affinity % len(homes)]], "allow_other_workers": True}
             future = client.submit(run_task, task.func, kwargs, pure=False, retries=retries,
