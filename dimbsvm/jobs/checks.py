@@ -38,6 +38,7 @@ from ..distributed.client import TLSSettings, check_cluster_options
 from ..exceptions import DataError, DimbsvmError
 from ..model_selection.scoring import BINARY_METRICS
 from ..store import content_fingerprint
+from .class_weights import coded_class_weights
 from .data import JobData, _check_finite, check_job_data, class_names, load_job_data
 from .job_spec import JobSpec
 from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
@@ -134,12 +135,27 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
     data = load_job_data(job.data.source, nominal=job.data.nominal)
     check_job_data(data, job)
     check_class_count(data, job.data.source)
+    check_class_weights(job, data)
     check_retrain(job, data, split=registry is not None)
     plan = None
     if run_dir:
         plan = plan_run_dir(job, content_fingerprint(data.meta), out=out, resume=resume, fresh=fresh,
                             runs_root=runs_root, claim=claim)
     return CheckedJob(job=job, job_text=job_text, data=data, where=where, run=plan)
+
+
+def check_class_weights(job: JobSpec, data: JobData) -> None:
+    """Refuse a ``class_weight`` (the estimator's, a search candidate's) naming a class the data does not have.
+
+    Raises
+    ------
+    JobSpecError
+    """
+    class_map = data.meta.get("class_map")
+    coded_class_weights(job.estimator.plain_params(), class_map)
+    search = job_search(job, check=False)
+    for params in search.candidates if search is not None else ():
+        coded_class_weights(params, class_map, where="search.params")
 
 
 def check_class_count(data: JobData, name: str) -> None:

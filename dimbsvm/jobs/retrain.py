@@ -213,7 +213,7 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
 
     # the challenger through the fold engine: an ensemble's members fan out as tasks
     search = job_search(job)  # with a search, the challenger's parameters are chosen on its training rows
-    setup = fold_setup(job, pos_label, metrics=(), search=search)
+    setup = fold_setup(job, pos_label, metrics=(), search=search, class_map=data.meta.get("class_map"))
     challenger_fold = FoldSpec(("challenger",), train_rows, np.empty(0, dtype=np.int64))
     [fitted], _ = execute_folds(job, setup, train_data, [challenger_fold], client=client, label="challenger tasks")
     challenger = fitted["model"]

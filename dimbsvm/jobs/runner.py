@@ -52,6 +52,7 @@ from ..store.rows import StoreLabels
 from ..store.finite import META_KEY as NONFINITE_KEY
 from ..artifacts import load_artifact, save_model
 from .checks import CheckedJob
+from .class_weights import coded_class_weights
 from .data import JobData, check_job_data, code_labels, load_job_data
 from .job_spec import JobSpec
 from .oof import OOF_DIR, FoldPredictionWriter, fold_predictions_path, save_fold_predictions
@@ -88,7 +89,8 @@ class RunResult:
 
 
 def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Search | None = None,
-               keep_predictions: bool = False, part_store=None, prediction_sink=None) -> FoldSetup:
+               keep_predictions: bool = False, part_store=None, prediction_sink=None,
+               class_map: dict | None = None) -> FoldSetup:
     """The fold engine's setup of a job: its estimator, preprocessing, feature stages fitted per fold and metrics.
 
     Parameters
@@ -100,17 +102,26 @@ def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Sea
         Scored on the test rows; default the job's.
     stage, search, keep_predictions, part_store, prediction_sink
         As :class:`~dimbsvm.model_selection.folds.FoldSetup` takes them.
+    class_map : dict, default=None
+        Class name -> code of the coded labels: a ``class_weight`` keyed by
+        class name (the estimator's, a search candidate's) is keyed by code
+        (:func:`~dimbsvm.jobs.class_weights.coded_class_weights`).
     """
+    if search is not None:
+        search = replace(search, candidates=[coded_class_weights(params, class_map, where="search.params")
+                                             for params in search.candidates])
     return FoldSetup(
-        estimator=job_estimator(job), pos_label=pos_label,
+        estimator=job_estimator(job, class_map), pos_label=pos_label,
         scaler=job.preprocessing.scaler, impute=job.preprocessing.impute,
         features=tuple(make_feature(stage.name, stage.plain_params()) for stage in job.fitted_features),
         metrics=job.metrics if metrics is None else tuple(metrics), stage=stage, search=search,
         keep_predictions=keep_predictions, part_store=part_store, prediction_sink=prediction_sink)
 
 
-def job_estimator(job: JobSpec):
+def job_estimator(job: JobSpec, class_map: dict | None = None):
     """The job's estimator, seeded: a ``random_state`` the job leaves unset is the CV's ``random_state``.
+
+    ``class_map``: as :func:`fold_setup` takes it.
 
     A job is reproducible: the same job on the same data gives the same
     records, also with a randomised estimator (bagging, sampling) whose
@@ -124,7 +135,7 @@ def job_estimator(job: JobSpec):
     >>> job_estimator(job).random_state
     7
     """
-    params = job.estimator.plain_params()
+    params = coded_class_weights(job.estimator.plain_params(), class_map)
     estimator = make_estimator(job.estimator.name, params)
     if "random_state" not in params and getattr(estimator, "random_state", 0) is None:
         estimator.set_params(random_state=job.cv.random_state)
@@ -408,7 +419,8 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     # the shared threshold's sorted runs kept on disk, so that no range task receives every training row
     spill = ThresholdRunDirectory.open(partial / RUNS_DIR)
     setup = replace(fold_setup(job, plan.pos_label, stage=stage, search=search, keep_predictions=True,
-                               part_store=parts, prediction_sink=writer), run_spill=spill)
+                               part_store=parts, prediction_sink=writer, class_map=data.meta.get("class_map")),
+                    run_spill=spill)
     phase = time.perf_counter()
     try:
         # a job run in this process runs its tasks in order, as a one-thread worker would: one BLAS thread
