@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..exceptions import DimbsvmError
+from .cluster_errors import ClusterConnectionError, NoWorkersError, WorkerMismatchError
 
 logger = logging.getLogger(__name__)
 
@@ -22,18 +22,6 @@ __all__ = ["TLSSettings", "check_cluster_options", "check_scheduler_address", "c
 
 #: Address schemes a user may give; Dask's ``inproc://`` only works inside one process (tests).
 SCHEMES = ("tcp", "tls")
-
-
-class ClusterConnectionError(DimbsvmError):
-    """The scheduler could not be reached, or refused the connection."""
-
-
-class NoWorkersError(ClusterConnectionError):
-    """No worker joined the scheduler in time: nothing could run the job."""
-
-
-class WorkerMismatchError(ClusterConnectionError):
-    """A worker (or the scheduler) runs another dimbsvm, or incompatible versions of what it needs."""
 
 
 class SchedulerLostError(ClusterConnectionError):

@@ -36,7 +36,7 @@ import weakref
 
 from .. import environment
 from ..exceptions import DimbsvmError
-from .client import ClusterConnectionError, NoWorkersError, WorkerMismatchError
+from .cluster_errors import ClusterConnectionError, NoWorkersError, WorkerMismatchError
 
 __all__ = ["RULES", "SCHEDULER_RULES", "check_workers", "connected", "differences", "quiet_close", "scheduler_lost",
            "worker_versions"]

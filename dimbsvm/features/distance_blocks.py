@@ -27,7 +27,8 @@ from ..store import create_checksummed_array, finish_stage, open_stage, stage_is
 from .modalities import modality_distances, parse_modalities
 from .moments import block_moments, check_spread, fisher_vectors, mean_and_spread, merge_moments
 from ..store import open_finished_stage
-from ..store.stages import resolve_input, row_chunked, stage_fingerprint, write_small
+from ..store.stage_inputs import resolve_input, row_chunked
+from ..store.stages import stage_fingerprint, write_small
 
 __all__ = ["DistanceBlocks", "lazy_distances", "distance_moments", "reference_moments",
            "write_distance_blocks", "open_distance_blocks", "similarity_features"]

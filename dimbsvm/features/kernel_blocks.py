@@ -26,7 +26,8 @@ from ..exceptions import DataError
 from ..store import create_checksummed_array, finish_stage, open_stage, stage_is_complete
 from .kernels import KERNELS, kernel_block, nystroem_normalization, resolve_gamma
 from ..store import open_finished_stage
-from ..store.stages import resolve_input, row_chunked, stage_fingerprint, write_small
+from ..store.stage_inputs import resolve_input, row_chunked
+from ..store.stages import stage_fingerprint, write_small
 
 __all__ = ["KernelBlocks", "write_kernel_blocks", "open_kernel_blocks", "nystroem_features",
            "write_nystroem_features"]

@@ -13,16 +13,12 @@ also gives the scaler's statistics); the member reads them as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..rows import take_rows
 from ..store.rows import StoreRows
 from .spans import ChunkPlace, block_range, chunk_rows, rows_within
-
-if TYPE_CHECKING:  # annotations only: the fold bodies import this module
-    from .bodies import FoldRows
 
 __all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bags", "range_and_gather_block",
            "rows_as_stored", "where_held"]
@@ -36,7 +32,7 @@ class MemberBag:
     rows: np.ndarray
 
 
-def member_bags(y, rows: FoldRows, *, parts) -> list:
+def member_bags(y, rows, *, parts) -> list:
     """Task body: every member's bag of one fold, drawn as the member draws it, from one pass over the labels.
 
     :func:`~dimbsvm.svm.members.fit_member` draws its bag first from
@@ -46,7 +42,8 @@ def member_bags(y, rows: FoldRows, *, parts) -> list:
     cut their rows out of the chunks and each member task fits on its bag
     without drawing again. The draws need the positions of each class among
     the training rows, the same for every member: found once here, each bag
-    then costs the time of its own draw.
+    then costs the time of its own draw. ``rows``: the fold's
+    :class:`~dimbsvm.model_selection.bodies.FoldRows`.
     """
     train = rows.train
     positive = np.asarray(y)[train] == parts[0].member.pos_label

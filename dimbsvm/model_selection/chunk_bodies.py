@@ -20,6 +20,7 @@ from ..rows import RowSubset, cache_blocks, take_rows
 from .bodies import FoldRows, PreparedFold, fold_pipeline, fold_rows, row_view, training_data
 from .scoring import fitted_thresholds
 from .spans import ChunkPlace, block_range, chunk_rows
+from ..svm.shared_threshold import ranged_shift
 
 __all__ = ["PooledChunk", "assemble_fold", "minmax_block_range", "model_of", "pooled_oob_block",
            "prepare_from_ranges"]
@@ -163,8 +164,6 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
     start = time.perf_counter()
     fitted = [part for part, _ in parts]
     if seeds is not None and rows is None and range_plan is not None and not range_plan.gather:
-        from .threshold_tasks import ranged_shift
-
         n_train = int(np.sum(train_counts.counts))
         _, shared_shift = ranged_shift(range_plan, range_summaries, range_picks, range_search, n_train)
         final = clone(estimator).fit_from_members(row_view(X, prepared, None), train_counts, fitted, seeds,
@@ -179,8 +178,6 @@ def assemble_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estima
         if pooled is not None:
             pooled_margins = _pooled_margins(pooled, len(rows.train))
         elif range_plan is not None:
-            from .threshold_tasks import ranged_shift
-
             pooled_margins, shared_shift = ranged_shift(range_plan, range_summaries, range_picks, range_search,
                                                         len(rows.train))
         final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds, pooled_margins=pooled_margins,

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .metric_names import METRICS
+
 __all__ = ["RankCounts", "confusion_counts", "metrics_from_counts", "rank_counts", "sorted_positive_scores"]
 
 
@@ -155,8 +157,6 @@ def metrics_from_counts(confusion, classes, *, metrics, pos_label, positives=Non
         elif name == "predict_time":
             record[name] = predict_time
         elif name != "fit_time":
-            from .scoring import METRICS
-
             raise ValueError(f"unknown metric {name!r}; accepted: {', '.join(METRICS)}")
     return record
 

@@ -11,28 +11,12 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 
 from ..rows import block_rows_of, cache_blocks, is_in_memory, row_blocks, take_rows
+from .metric_names import BINARY_METRICS, METRICS, QUALITY_METRICS, SCORE_METRICS, TIME_METRICS
 
 __all__ = [
     "BINARY_METRICS", "METRICS", "QUALITY_METRICS", "SCORE_METRICS", "TIME_METRICS", "fitted_thresholds",
     "metrics_from_predictions", "needs_scores", "positive_scores", "predictions_and_scores", "predict_and_score_rows", "score_model", "score_rows", "summarize",
 ]
-
-#: Quality metrics a job or suite may ask for. ``auc`` (ROC-AUC) and
-#: ``average_precision`` need a score (decision_function or predict_proba);
-#: ``precision``, ``recall`` (TPR) and ``specificity`` (TNR) are of the
-#: positive (minority) class; ``balanced_accuracy`` equals ``a_mean`` and is
-#: scikit-learn's name for it; ``mcc`` is the Matthews correlation coefficient.
-QUALITY_METRICS = ("g_mean", "f_measure", "auc", "a_mean", "precision", "recall", "specificity",
-                   "average_precision", "mcc", "balanced_accuracy")
-#: Times measured around fit and predict (seconds): reported apart from quality.
-TIME_METRICS = ("fit_time", "predict_time")
-#: Everything a job or suite may ask for.
-METRICS = QUALITY_METRICS + TIME_METRICS
-#: Binary-only metrics.
-BINARY_METRICS = ("f_measure", "auc", "precision", "recall", "specificity", "average_precision")
-#: Metrics computed from scores rather than predictions.
-SCORE_METRICS = ("auc", "average_precision")
-
 
 def fitted_thresholds(estimator) -> dict:
     """The decision-threshold shifts a fitted estimator chose, for the run record.

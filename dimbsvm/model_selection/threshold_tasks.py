@@ -21,7 +21,7 @@ from .span_folds import span_labels
 from .spans import ChunkPlace, chunk_index, chunk_rows
 
 __all__ = ["MAX_THRESHOLD_RANGES", "ROWS_PER_RANGE", "add_ranged_search", "digest_block", "oob_run_block",
-           "pick_block", "plan_block", "range_merge_block", "range_search_params", "ranged_shift", "summary_block"]
+           "pick_block", "plan_block", "range_merge_block", "range_search_params", "summary_block"]
 
 logger = logging.getLogger(__name__)
 
@@ -144,22 +144,3 @@ def add_ranged_search(plan, *, X, y, prepared, parts, at, train_chunks, n_train,
                                        max_candidates=search["max_candidates"]), name="thr_pick", priority=_PRIORITY)
              for i, block in enumerate(blocks)]
     return dict(range_plan=planned, range_summaries=summaries, range_picks=picks, range_search=search)
-
-
-def ranged_shift(planned, summaries, picks, search, n_rows):
-    """``(pooled_margins, shared_shift)`` for ``fit_from_members`` from the range tasks' results.
-
-    A gathered plan (an input the ranges do not cover) gives the pooled
-    margins whole, for the serial search; otherwise the searched shift.
-    """
-    from ..svm.shared_threshold import SharedShift
-
-    if planned.gather:
-        logger.debug("shared threshold: gathered %d ranges for the serial search", len(picks))
-        return ranges.whole_margins(picks, n_rows), None
-    theta, table = ranges.searched_shift(summaries, picks, planned, objective=search["objective"],
-                                         tolerance=search["tolerance"], min_precision=search["min_precision"],
-                                         max_candidates=search["max_candidates"])
-    logger.debug("shared threshold %.6g chosen among %d candidates from %d value ranges", theta,
-                 table["theta"].size, len(picks))
-    return None, SharedShift(float(theta), table, "oob", None, None)

@@ -6,7 +6,8 @@ its inputs and parameters; it counts as done only after :func:`finish_stage`,
 so a crash part-way leaves it visibly incomplete and the next run recomputes
 it, and a stage of other data or parameters is never mistaken for this one.
 
-A stage is computed from a Dask array chunked by rows (:func:`row_chunked`),
+A stage is computed from a Dask array chunked by rows
+(:func:`~dimbsvm.store.stage_inputs.row_chunked`),
 or from a dimbsvm store, whose ``X`` is one. Each task computes the block of
 one chunk and writes the rows it owns, whole Zarr chunks aligned with the Dask
 chunks, so no process ever holds an n-row result and a rerun of a task writes
@@ -22,14 +23,13 @@ import hashlib
 import json
 from pathlib import Path
 
-import dask.array as da
 import numpy as np
 
-from ..exceptions import DataError, StoreError
+from ..exceptions import StoreError
 from ._zarr import create_checksummed_array, open_group
 from .location import join, local_path, read_json
 
-__all__ = ["ATTR", "finish_stage", "open_finished_stage", "open_stage", "read_meta", "resolve_input", "row_chunked",
+__all__ = ["ATTR", "finish_stage", "open_finished_stage", "open_stage", "read_meta",
            "stage_fingerprint", "stage_is_complete", "write_small"]
 
 #: The group attribute holding dimbsvm's meta (fingerprint, completion marker, ...).
@@ -92,40 +92,6 @@ def read_meta(path: Path):
         return None
     meta = (document.get("attributes") or {}).get(ATTR) if isinstance(document, dict) else None
     return dict(meta) if meta is not None else None
-
-
-def row_chunked(X):
-    """``X`` as a Dask array chunked along rows only, in equal chunks (the last may be shorter).
-
-    Equal chunks let each task own whole Zarr chunks of the arrays written
-    from it. A path is opened as a dimbsvm store and its ``X`` returned.
-    """
-    if isinstance(X, (str, Path)):
-        from .layout import open_store
-
-        X = open_store(X).X
-    X = da.asarray(X)
-    if X.ndim not in (2, 3):
-        raise DataError(f"expected rows as a 2-D (n, n_features) or 3-D (n, channels, length) array, "
-                        f"got shape {X.shape}")
-    rows = X.chunks[0]
-    regular = all(c == rows[0] for c in rows[:-1]) and rows[-1] <= rows[0]
-    return X.rechunk({0: rows[0] if regular else max(rows), **{a: -1 for a in range(1, X.ndim)}})
-
-
-
-def resolve_input(X, store):
-    """``(store path, Dask X, source fingerprint)`` for a store path or an array plus a store."""
-    if isinstance(X, (str, Path)):
-        from .layout import open_store
-
-        stored = open_store(X)
-        return local_path(store or X, "feature stages"), stored.X, stored.meta["fingerprint"]
-    if store is None:
-        raise StoreError("store is required when X is an array (pass the store path to write to)")
-    X = da.asarray(X)
-    return local_path(store, "feature stages"), X, X.name
-
 
 
 def stage_fingerprint(kind, source, array, params):

@@ -18,10 +18,11 @@ import numpy as np
 
 from dimbsvm.rows import map_row_blocks, take_rows
 from dimbsvm.svm._base import signed_margins
+from dimbsvm.svm import range_threshold
 from dimbsvm.svm.members import pooled_oob_margins
 from dimbsvm.svm.threshold import othr_threshold
 
-__all__ = ["SharedShift", "search_shared_shift", "with_shared_shift"]
+__all__ = ["SharedShift", "ranged_shift", "search_shared_shift", "with_shared_shift"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,3 +137,20 @@ def with_shared_shift(members, theta, label):
                             oob_margins=None, in_bag=None)
         for member in members
     ]
+
+
+def ranged_shift(planned, summaries, picks, search, n_rows):
+    """``(pooled_margins, shared_shift)`` for ``fit_from_members`` from the range tasks' results.
+
+    A gathered plan (an input the ranges do not cover) gives the pooled
+    margins whole, for the serial search; otherwise the searched shift.
+    """
+    if planned.gather:
+        logger.debug("shared threshold: gathered %d ranges for the serial search", len(picks))
+        return range_threshold.whole_margins(picks, n_rows), None
+    theta, table = range_threshold.searched_shift(summaries, picks, planned, objective=search["objective"],
+                                         tolerance=search["tolerance"], min_precision=search["min_precision"],
+                                         max_candidates=search["max_candidates"])
+    logger.debug("shared threshold %.6g chosen among %d candidates from %d value ranges", theta,
+                 table["theta"].size, len(picks))
+    return None, SharedShift(float(theta), table, "oob", None, None)

@@ -13,7 +13,7 @@ from ...exceptions import DataError
 from ...graph.knn import KNN_METHODS
 from ...graph.stored import exact_chunk_task, float_dtype, merge_exact_parts, open_knn_graph
 from ...store import stage_is_complete
-from ...store.stages import resolve_input, row_chunked
+from ...store.stage_inputs import resolve_input, row_chunked
 from ...parallel import compute, current_client, map_tasks
 
 logger = logging.getLogger(__name__)
