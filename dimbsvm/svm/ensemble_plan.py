@@ -1,0 +1,275 @@
+"""What an :class:`~dimbsvm.svm.ensemble.EnsembleOTHRClassifier` fits, planned from its labels or their counts.
+
+The ensemble's members are known before any is fitted: one seed each, drawn
+from ``random_state``, and one :class:`~dimbsvm.svm.members.MemberSpec` per
+setting of ``param_grid``. :class:`MemberPlanning` gives them to the
+ensemble's own ``fit`` and to drivers that fit members elsewhere (the fold
+engine: :meth:`~MemberPlanning.plan_members`, then
+:meth:`~MemberPlanning.fit_from_members`), and sizes the bags and classes from
+labels or from :class:`~dimbsvm._counts.ClassCounts` alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.utils import check_random_state
+
+from dimbsvm._counts import ClassCounts
+from dimbsvm.svm._base import binary_classes, default_estimator, positive_label
+from dimbsvm.svm.grid_members import ScreeningPlan, candidate_settings
+from dimbsvm.svm.members import MemberPlan, MemberSpec
+from dimbsvm.svm.scaled_defaults import LARGE_N
+
+__all__ = ["MemberPlanning"]
+
+_MAX_SEED = np.iinfo(np.int32).max
+
+
+class MemberPlanning:
+    """The planning half of :class:`~dimbsvm.svm.ensemble.EnsembleOTHRClassifier` (a mixin of it).
+
+    The methods read the ensemble's parameters and set ``classes_``,
+    ``pos_label_``, ``max_samples_`` and ``seeds_``; the assembly of fitted
+    members (:meth:`fit_from_members`) finishes in the ensemble's
+    ``_set_members``.
+    """
+
+    def plan_screening(self, y) -> ScreeningPlan:
+        """What :meth:`fit` does in its two rounds, from the labels alone (with ``screen_members``).
+
+        For drivers that fit members elsewhere (the fold engine): fit
+        ``plan.first_round()``, screen them with ``screen =
+        screen_survivors(plan.settings, screened, y == pos_label_, plan.n_survivors)``,
+        fit ``plan.second_round(screen.survivors)``, then :meth:`fit_from_screened`;
+        this gives the ensemble ``fit(X, y)`` gives.
+
+        Raises
+        ------
+        ValueError
+            Without screening (:meth:`plans_members_up_front`: use :meth:`plan_members`).
+        """
+        self._validate_params()
+        self._resolve_bags(*self._class_sizes(y))
+        if not self._screens():
+            raise ValueError("this ensemble does not screen its settings: its members are planned up front "
+                             "(plan_members)")
+        return self._screening_plan()
+
+    def fit_from_screened(self, X, y, plan, screened, added, screen):
+        """Finish fitting from the members of :meth:`plan_screening`'s two rounds.
+
+        Parameters
+        ----------
+        X : ndarray or row handle of shape (n_samples, n_features)
+            The training rows (read only when the shared shift needs rows).
+        y : array-like of shape (n_samples,)
+        plan : ScreeningPlan
+        screened, added : list of OTHRMember
+            The members of ``plan.first_round()`` and of
+            ``plan.second_round(screen.survivors)``, in order.
+        screen : Screen
+            :func:`~dimbsvm.svm.grid_members.screen_survivors` of ``screened``.
+
+        Returns
+        -------
+        self : EnsembleOTHRClassifier
+        """
+        positive = self._prepare_assembly(X, y)
+        return self._assemble_screened(X, positive, plan, list(screened), list(added), screen)
+
+    def plans_members_up_front(self) -> bool:
+        """Whether every member is known from the labels alone (:meth:`plan_members`).
+
+        ``False`` when ``screen_members`` screens the settings: which
+        settings get the second round's members depends on the first round's
+        out-of-bag margins (:meth:`plan_screening`).
+        """
+        return not self._screens()
+
+    def plan_members(self, y):
+        """What :meth:`fit` would hand each member, from the labels alone.
+
+        For drivers that fit members elsewhere (a job fans out one task per
+        (repeat, fold, member)): ``plan.members[i].fit(X, y, plan.seeds[i])``
+        for each member, then :meth:`fit_from_members` with ``plan.seeds``,
+        gives the same ensemble as ``fit(X, y)``.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,) or ClassCounts
+            Training labels, two classes, or their counts alone (the members
+            are planned from the counts: a driver need not hold the labels).
+
+        Returns
+        -------
+        plan : MemberPlan
+            One seed per member, drawn from ``random_state`` as :meth:`fit` does
+            (with ``param_grid``: the same seeds for every setting, setting by
+            setting), and each member's :class:`~dimbsvm.svm.members.MemberSpec`.
+        """
+        self._validate_params()
+        self._resolve_bags(*self._class_sizes(y))
+        if self._screens():
+            raise ValueError("screen_members chooses the second round's settings on the first round's out-of-bag "
+                             "margins: the members cannot be planned before fit (plans_members_up_front() is False)")
+        seeds, specs = self._member_tasks()
+        return MemberPlan(np.asarray(seeds), tuple(specs))
+
+    def pools_out_of_bag(self) -> bool:
+        """Whether the out-of-bag margins can be pooled over all members at once (a shared shift, no grid)."""
+        return self.threshold == "pooled_oob" and self.param_grid is None
+
+    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None, shared_shift=None):
+        """Finish fitting from members fitted by :func:`fit_member` (see :meth:`plan_members`).
+
+        Parameters
+        ----------
+        X : ndarray or row handle of shape (n_samples, n_features)
+            The training rows the members drew from (preprocessed). Read only
+            when the shared shift needs rows: ``candidates="othr"`` or no
+            usable out-of-bag rows. A handle is read a block at a time.
+        y : array-like of shape (n_samples,) or ClassCounts
+            The labels, or with ``shared_shift`` (and no ``param_grid``)
+            their :class:`~dimbsvm._counts.ClassCounts`: nothing then is read
+            row by row.
+        members : list of OTHRMember
+            In seed order.
+        seeds : ndarray of int
+            The seeds the members were fitted with (with ``param_grid``: one
+            per (setting, member), setting by setting, as :meth:`plan_members`
+            returns them).
+        pooled_margins : tuple of ndarray, default=None
+            ``(margins, counts)`` as :func:`pooled_oob_margins` returns them,
+            computed by the caller (members fitted with ``keep_oob="bag"``);
+            by default they are pooled from the members' ``oob_margins``.
+            A third entry may give ``np.argsort(margins, kind="stable")``
+            (NaN last), which the shared search then checks and uses instead
+            of sorting the margins itself.
+        shared_shift : SharedShift, default=None
+            The shared shift already searched by the caller on the pooled
+            out-of-bag margins, exactly as the search here would find it
+            (:mod:`dimbsvm.svm.range_threshold`, without ``probability``, which
+            needs the margins); it is set instead of searching.
+
+        Returns
+        -------
+        self : EnsembleOTHRClassifier
+        """
+        if isinstance(y, ClassCounts) and (shared_shift is None or self.param_grid is not None):
+            raise ValueError("members are assembled from class counts only with the shared shift searched "
+                             "already and no param_grid: the labels are needed")
+        positive = self._prepare_assembly(X, y)
+        self.seeds_ = np.asarray(seeds)
+        return self._set_members(X, positive, list(members), pooled_margins, shared_shift)
+
+    def _prepare_assembly(self, X, y):
+        """Classes, bag size and feature count for assembling members fitted elsewhere; the minority rows
+        (``None`` for labels given by their :class:`~dimbsvm._counts.ClassCounts`)."""
+        if isinstance(y, ClassCounts):
+            positive = None
+            self._resolve_bags(*self._class_sizes(y))
+        else:
+            positive = self._set_classes(y)
+            self._resolve_bags(positive.size, int(np.count_nonzero(positive)))
+        self.n_features_in_ = int(X.shape[1])
+        return positive
+
+    def _scaled_defaults(self, n_samples, n_minority):
+        """``max_samples="auto"``: bags of ``LARGE_N`` rows once ``None``'s bag would be larger."""
+        if self.max_samples != "auto":
+            return {}
+        default_bag = 2 * n_minority if self.bootstrap == "balanced" else n_samples
+        return {"max_samples": LARGE_N} if default_bag > LARGE_N else {}
+
+    def _resolve_bags(self, n_samples, n_minority):
+        """Set ``max_samples_`` (and ``scaled_defaults_``) for training labels of these sizes."""
+        scaled = self._resolve_defaults(int(n_samples), int(n_minority))
+        self.max_samples_ = scaled.get("max_samples", None if self.max_samples == "auto" else self.max_samples)
+
+    def _set_classes(self, y):
+        y = np.asarray(y)
+        self._learn_classes(y)
+        return y == self.pos_label_
+
+    def _learn_classes(self, y):
+        """Set ``classes_`` and ``pos_label_`` from labels or their :class:`~dimbsvm._counts.ClassCounts`;
+        the classes and their counts."""
+        classes, counts = binary_classes(y, type(self).__name__)
+        self.classes_ = classes
+        self.pos_label_ = positive_label(classes, counts, self.pos_label)
+        return classes, counts
+
+    def _class_sizes(self, y):
+        """Set ``classes_`` and ``pos_label_``; ``(n_samples, n_minority)`` of the labels (or their counts)."""
+        classes, counts = self._learn_classes(y if isinstance(y, ClassCounts) else np.asarray(y))
+        return int(counts.sum()), int(counts[classes == self.pos_label_][0])
+
+    def _threshold_search(self):
+        return dict(
+            objective=self.objective,
+            candidates=self.candidates,
+            smoothing=self.smoothing,
+            tolerance=self.tolerance,
+            min_precision=self.min_precision,
+        )
+
+    def _member_tasks(self):
+        """Seeds and :class:`MemberSpec` of every member to fit, in order."""
+        seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
+        if self.param_grid is None:
+            return seeds, [self._member_params()] * len(seeds)
+        seeds, _, specs = self._grid_specs(seeds)
+        return np.tile(seeds, len(specs)), [spec for spec in specs for _ in seeds]
+
+    def _grid_specs(self, seeds=None):
+        """The members' seeds, ``param_grid``'s settings and one :class:`MemberSpec` per setting."""
+        if self.threshold != "pooled_oob":
+            raise ValueError("param_grid ranks settings on pooled out-of-bag margins: it needs "
+                             f"threshold='pooled_oob', got threshold={self.threshold!r}")
+        if seeds is None:
+            seeds = check_random_state(self.random_state).randint(_MAX_SEED, size=self.n_estimators)
+        base = self._member_params()
+        settings = candidate_settings(self.param_grid, base.estimator)
+        return seeds, settings, [replace(base, estimator=clone(base.estimator).set_params(**s)) for s in settings]
+
+    def _member_params(self):
+        """The :class:`MemberSpec` shared by every member (all but the seed)."""
+        estimator = default_estimator() if self.estimator is None else clone(self.estimator)
+        if self.class_weight is not None:
+            if "class_weight" not in estimator.get_params():
+                raise ValueError(
+                    f"class_weight={self.class_weight!r} needs a base estimator with a "
+                    f"class_weight parameter; {type(estimator).__name__} has none."
+                )
+            estimator.set_params(class_weight=self.class_weight)
+        pooled = self.threshold == "pooled_oob"
+        return MemberSpec(
+            pos_label=self.pos_label_,
+            estimator=estimator,
+            bootstrap=self.bootstrap,
+            max_samples=self.max_samples_,
+            margins="none" if pooled else self.member_margins,
+            cv=self.cv,
+            perturbation=0.0 if pooled else self.perturbation,
+            n_neighbors=self.n_neighbors,
+            knn_method=self.knn_method,
+            max_bag_draws=self.max_bag_draws,
+            keep_oob=pooled,
+            **self._threshold_search(),
+        )
+
+    def n_member_fits(self, n_settings=None) -> int:
+        """How many members a fit fits: ``n_estimators`` per setting, fewer with ``screen_members``.
+
+        ``n_settings``: the settings of ``param_grid`` (counted here when not given).
+        """
+        if self.param_grid is None:
+            return int(self.n_estimators)
+        if n_settings is None:
+            n_settings = self._n_settings()
+        if not self._screens(n_settings):
+            return int(self.n_estimators) * n_settings
+        return int(self.screen_members) * n_settings + (self.n_estimators - self.screen_members) * self.screen_survivors
