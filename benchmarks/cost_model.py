@@ -38,6 +38,9 @@ N_FEATURES = 16
 LINEAR_ENSEMBLE = {"estimator": "linear_svc", "n_estimators": 10, "max_samples": 20_000, "smoothing": None,
                    "random_state": 0}
 KERNEL_ENSEMBLE = {"n_estimators": 5, "random_state": 0}
+#: Kernel members on small bags of many rows: their scoring of the rows out of their bags is most of the job
+#: (the kernel_scoring kind), as in an ensemble of RBF members on a large store.
+CAPPED_KERNEL_ENSEMBLE = {"n_estimators": 5, "max_samples": 1_000, "random_state": 0}
 
 #: (name, estimator, params, rows, feature stages) of the runs the constants are fitted on.
 CASES = [
@@ -51,6 +54,8 @@ CASES = [
     ("svc_balanced", "svc_balanced", {}, 3_000, []),
     ("svc_balanced", "svc_balanced", {}, 6_000, []),
     ("ensemble_kernel", "ensemble_othr", KERNEL_ENSEMBLE, 2_000, []),
+    ("ensemble_kernel_capped", "ensemble_othr", CAPPED_KERNEL_ENSEMBLE, 30_000, []),
+    ("ensemble_kernel_capped", "ensemble_othr", CAPPED_KERNEL_ENSEMBLE, 100_000, []),
     ("othr", "othr", {}, 2_000, []),
     ("similarity_linear", "linear_svc", {}, 3_000, [{"name": "similarity", "params": {"references": 50}}]),
     ("similarity_linear", "linear_svc", {}, 10_000, [{"name": "similarity", "params": {"references": 50}}]),
@@ -62,6 +67,7 @@ HELD_OUT = [
     ("svc_balanced", "svc_balanced", {}, 4_000, []),
     ("othr", "othr", {}, 3_000, []),
     ("ensemble_kernel", "ensemble_othr", KERNEL_ENSEMBLE, 4_000, []),
+    ("ensemble_kernel_capped", "ensemble_othr", dict(CAPPED_KERNEL_ENSEMBLE, max_samples=2_000), 60_000, []),
 ]
 
 

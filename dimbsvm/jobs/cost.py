@@ -2,7 +2,8 @@
 
 A job's work is counted in row-fits by kind (:func:`~dimbsvm.jobs.placement.estimate_work`):
 LIBLINEAR fits, kernel fits (weighted about quadratically in their rows),
-feature stages and an ensemble's out-of-bag scoring. The model gives each kind its seconds per row-fit on one
+feature stages and an ensemble's out-of-bag scoring (a kernel member's rows
+weighted by its bag's). The model gives each kind its seconds per row-fit on one
 core, plus a fixed cost per job, and says a range rather than a number: the
 point estimate divided and multiplied by the largest factor by which the
 model missed a run it was fitted on, and by at least :data:`MIN_SPREAD`
@@ -33,7 +34,7 @@ HOUR = 3600.0
 #: The least factor a quoted range spans either side of its point estimate.
 MIN_SPREAD = 2.0
 #: The kinds of fit a cost model prices (:meth:`dimbsvm.jobs.placement.WorkEstimate.kind_row_fits`).
-KINDS = ("linear", "kernel", "features", "scoring")
+KINDS = ("linear", "kernel", "features", "scoring", "kernel_scoring")
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ class CostModel:
     Attributes
     ----------
     seconds_per_row_fit : dict
-        Kind (``"linear"``, ``"kernel"``, ``"features"``, ``"scoring"``) -> seconds per row-fit on one core.
+        Kind (``"linear"``, ``"kernel"``, ``"features"``, ``"scoring"``, ``"kernel_scoring"``) -> seconds per
+        row-fit on one core.
     overhead_seconds : float
         Seconds every job costs whatever its size (planning, scoring, writing its records).
     spread : float

@@ -20,7 +20,9 @@ features count in proportion to their width. Row-fits leave out scoring:
 a job of few row-fits that the fitted cost model (:mod:`dimbsvm.jobs.cost`)
 prices at :data:`CLUSTER_SECONDS` or more of one core's work, scoring
 included (an ensemble on capped bags scoring millions of out-of-bag rows),
-starts the cluster too. Each fit is priced as the
+starts the cluster too. A row scored by a kernel member counts once per row
+of the member's bag (``kernel_scoring``: its support vectors grow with the
+bag), a row scored by a linear member once (``scoring``). Each fit is priced as the
 estimator will configure itself for its rows (:mod:`dimbsvm.svm.scaled_defaults`:
 above 20,000 rows a linear base or capped bags). It reads only
 the typed job and the data's shape, and returns a :class:`WorkEstimate`, so
@@ -91,8 +93,9 @@ class WorkEstimate:
 
     def kind_row_fits(self) -> dict:
         """Row-fits by kind of work: ``"linear"`` (LIBLINEAR fits), ``"kernel"`` (LIBSVM and the rest,
-        weighted), ``"features"`` (kNN graphs, distances to references), ``"scoring"`` (an ensemble's members
-        scoring the rows out of their bags)."""
+        weighted), ``"features"`` (kNN graphs, distances to references), ``"scoring"`` (an ensemble's linear
+        members scoring the rows out of their bags), ``"kernel_scoring"`` (its kernel members doing so: each
+        row times the member's bag rows)."""
         return dict(self.by_kind)
 
     def describe(self) -> str:
@@ -155,8 +158,9 @@ class Placement:
         fits = f"{work.n_fits} fit{'s' if work.n_fits != 1 else ''}"
         line = f"estimated {self.time.describe()} {where} ({fits}, {_sci(work.row_fits)} row-fits)"
         if self.time.over_an_hour:
-            line += ("; this job may run for over an hour: smaller bags (max_samples), linear members or fewer "
-                     "search candidates cut it")
+            line += ("; this job may run for over an hour: smaller bags (max_samples), linear members "
+                     "(estimator: linear_svc; a kernel member scores each row against its support vectors) or "
+                     "fewer search candidates cut it")
         return line
 
 
@@ -212,7 +216,7 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
         training_rows = [n_rows * (k - 1) / k] * job.cv.n_folds + ([n_rows] if job.output.model else [])
     estimator = make_estimator(job.estimator.name, job.estimator.plain_params())
     search = job_search(job)
-    n_fits, by_kind = 0, {"linear": 0.0, "kernel": 0.0, "features": 0.0, "scoring": 0.0}
+    n_fits, by_kind = 0, {"linear": 0.0, "kernel": 0.0, "features": 0.0, "scoring": 0.0, "kernel_scoring": 0.0}
     for rows in training_rows:
         fits = [(rows, 1)]
         if search is not None:  # each candidate on each inner fold, then the chosen one's refit
@@ -228,13 +232,16 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
                 n_fits += members * times * inner
                 by_kind[member_kind] += members * times * inner * fit_row_cost(inner_rows, fitted)
             if members > 1 or member_rows < fit_rows:  # an ensemble's members score the rows out of their bags
-                by_kind["scoring"] += members * times * fit_rows
+                if member_kind == "kernel":  # a kernel member's support vectors grow with its bag
+                    by_kind["kernel_scoring"] += members * times * fit_rows * member_rows
+                else:
+                    by_kind["scoring"] += members * times * fit_rows
             # a feature stage fitted per fold (kNN graphs, distances to references): a kernel-like pass
             by_kind["features"] += len(job.fitted_features) * times * fit_row_cost(fit_rows, None)
     by_kind["features"] += len(job.stored_features) * fit_row_cost(n_rows, None)  # built once over every row
     width = max(1.0, n_features / FEATURE_UNIT)
     by_kind = {kind: value * width for kind, value in by_kind.items()}
-    fitting = sum(value for kind, value in by_kind.items() if kind != "scoring")
+    fitting = sum(value for kind, value in by_kind.items() if not kind.endswith("scoring"))
     return WorkEstimate(n_fits=int(n_fits), row_fits=float(fitting),
                         by_kind=tuple((kind, value) for kind, value in by_kind.items() if value))
 
