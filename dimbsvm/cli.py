@@ -86,6 +86,12 @@ logger = logging.getLogger("dimbsvm")
 #: ``retrain --exit-code`` statuses of the routine outcomes (failures: 1 bug, 2 user error, 3 scheduler lost,
 #: 130 interrupted). Above 3 so that no failure status is reused; 0 is the one that changes the champion.
 RETRAIN_EXIT = {"promoted": 0, "kept": 4, "unchanged": 5}
+
+#: ``dimbsvm predict`` scores this many partitions (of ``--chunk-rows`` rows) or fewer in this process, with
+#: Dask's threads, unless a flag asks for a cluster: an embedded cluster's start is most of such a run.
+PREDICT_IN_PROCESS_PARTS = 2
+
+
 class RunInterrupted(KeyboardInterrupt):
     """A run stopped by SIGINT/SIGTERM; the message says what was saved and how to resume."""
 
@@ -441,10 +447,27 @@ def _cmd_predict(args) -> int:
     model = DimbsvmModel(*_load_prediction_model(args.model))  # checked before a cluster starts
     # the input opened and its columns checked before a cluster starts too; no row is read here
     planned = plan_prediction(model, args.data, args.out, chunk_rows=args.chunk_rows)
-    with _client(args, tls=tls):  # the partitions are scored and written on the active client
+    demanded = _cluster_flag(args)
+    if demanded is None and planned.n_parts <= PREDICT_IN_PROCESS_PARTS:
+        # a cluster's start (seconds) is most of the time of scoring so few rows: Dask's threads here instead
+        print(f"running in this process: {planned.n_parts} partition(s) of at most {args.chunk_rows:,} rows; "
+              "pass --workers N to use a cluster", flush=True)
         written = planned.run()
+    else:
+        with _client(args, tls=tls):  # the partitions are scored and written on the active client
+            written = planned.run()
     print(f"wrote {written.n_rows} predictions ({', '.join(written.columns)}) to {written.out}")
     return 0
+
+
+def _cluster_flag(args) -> str | None:
+    """The flag or variable that asks a command for a cluster (``--scheduler``, ...), or ``None``."""
+    for flag, value in (("--scheduler", args.scheduler), ("--scheduler-file", args.scheduler_file),
+                        ("DASK_SCHEDULER_ADDRESS", os.environ.get("DASK_SCHEDULER_ADDRESS")),
+                        ("--workers", args.workers)):
+        if value:
+            return flag
+    return None
 
 
 def _load_prediction_model(ref: str):

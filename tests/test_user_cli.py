@@ -92,6 +92,26 @@ def test_predict_writes_csv_with_class_names_from_unlabelled_input(tmp_path):
     assert not list(tmp_path.glob(".pred.csv*"))  # no partial file left
 
 
+def test_predict_of_a_few_rows_runs_in_this_process_and_a_flag_still_starts_a_cluster(tmp_path):
+    model, meta = _fitted("svc_balanced")
+    from dimbsvm.jobs import save_model
+
+    save_model(model, tmp_path / "model", meta=meta)
+    data = _unlabelled_csv(tmp_path / "new.csv")
+    here = _dimbsvm("predict", tmp_path / "model", tmp_path / "new.csv", "--out", tmp_path / "here.csv")
+    assert here.returncode == 0, here.stderr
+    assert "running in this process: 1 partition(s)" in here.stdout and "dashboard:" not in here.stdout
+    loaded, _ = load_artifact(tmp_path / "model")
+    rows = _read_predictions(tmp_path / "here.csv")
+    np.testing.assert_allclose([float(r["decision"]) for r in rows], loaded.decision_function(data.X), rtol=1e-12)
+    # more partitions than PREDICT_IN_PROCESS_PARTS: the embedded cluster, as before
+    many = _dimbsvm("predict", tmp_path / "model", tmp_path / "new.csv", "--out", tmp_path / "many.csv",
+                    "--chunk-rows", "400")
+    assert many.returncode == 0, many.stderr
+    assert "dashboard:" in many.stdout and "running in this process" not in many.stdout
+    assert _read_predictions(tmp_path / "many.csv") == rows
+
+
 def test_predict_writes_the_probability_of_a_model_that_has_one(tmp_path):
     import dask.array as da
     import zarr

@@ -168,6 +168,13 @@ class Prediction:
     store: tuple | None = None
     storage_options: dict | None = None
 
+    @property
+    def n_parts(self) -> int:
+        """The partitions scored (each a task): about ``chunk_rows`` rows each."""
+        if self.store is not None:
+            return int(self.store[1].numblocks[0])
+        return len(self.parts or ())
+
     def run(self) -> Written:
         """Score and write, on the active Dask client (or Dask's local threads)."""
         if self.store is not None:
