@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+
+from benchmarks.ingest_scale import PeakSampler
 
 N_FEATURES = 32
 MINORITY = 0.01
@@ -45,28 +47,6 @@ def _rss_bytes() -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
-
-
-class _PeakSampler:
-    """The largest resident memory of this process seen every ``interval`` seconds while it runs."""
-
-    def __init__(self, interval=0.02):
-        self.interval, self.peak, self._stop = interval, _rss_bytes(), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, _rss_bytes())
-            time.sleep(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss_bytes())
 
 
 def measure(n: int, way: str, memory_limit: str) -> dict:
@@ -86,7 +66,7 @@ def measure(n: int, way: str, memory_limit: str) -> dict:
                                        client=client)
         before = _rss_bytes()
         tic = time.perf_counter()
-        with _PeakSampler() as sampler:
+        with PeakSampler([os.getpid()], interval=0.02) as sampler:
             if way == "chunks":
                 model.fit(X, y)
             else:
@@ -94,8 +74,8 @@ def measure(n: int, way: str, memory_limit: str) -> dict:
         wall = time.perf_counter() - tic
         head = np.asarray(X[:100_000])
         scores = model.decision_function(head)
-    return {"n": n, "way": way, "rss_before_bytes": before, "peak_bytes": sampler.peak,
-            "growth_bytes": sampler.peak - before, "wall_s": wall, "threshold": float(model.threshold_),
+    peak = max(sampler.peaks[os.getpid()], _rss_bytes())
+    return {"n": n, "way": way, "rss_before_bytes": before, "peak_bytes": peak, "growth_bytes": peak - before, "wall_s": wall, "threshold": float(model.threshold_),
             "scores_head": scores[:1000].tolist()}
 
 
