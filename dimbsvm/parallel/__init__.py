@@ -10,6 +10,8 @@ importing the job layer or the cluster's set-up (:mod:`dimbsvm.distributed`).
 - :class:`TaskPlan` + :func:`run_plan` - calls that depend on each other's
   results, submitted in one go;
 - :func:`compute` - ``dask.compute`` on the client, else with local threads;
+- :func:`effective_n_jobs` - the processes an estimator's ``n_jobs`` asks for
+  (:mod:`.processes` runs a plan on them);
 - :mod:`.policy` - how every task runs on a worker (thread limits, which
   errors are final); :class:`ClientParamMixin` - the ``client=None``
   parameter of estimators that fan out.
@@ -17,7 +19,8 @@ importing the job layer or the cluster's set-up (:mod:`dimbsvm.distributed`).
 
 from .client_param import ClientParamMixin
 from .clients import current_client, worker_memory_limits
+from .processes import effective_n_jobs
 from .tasks import TaskPlan, TaskRef, compute, map_tasks, run_plan, share
 
-__all__ = ["ClientParamMixin", "TaskPlan", "TaskRef", "compute", "current_client", "map_tasks", "run_plan", "share",
-           "worker_memory_limits"]
+__all__ = ["ClientParamMixin", "TaskPlan", "TaskRef", "compute", "current_client", "effective_n_jobs", "map_tasks",
+           "run_plan", "share", "worker_memory_limits"]

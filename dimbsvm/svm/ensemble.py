@@ -24,7 +24,7 @@ from sklearn.base import _fit_context, clone
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 from sklearn.utils.metaestimators import available_if
 
-from dimbsvm.parallel import ClientParamMixin, current_client, map_tasks
+from dimbsvm.parallel import ClientParamMixin, current_client, effective_n_jobs, map_tasks
 from dimbsvm.parallel.policy import in_order_threads
 from dimbsvm.graph.knn import KNN_METHODS
 from dimbsvm.svm._base import (
@@ -425,7 +425,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         self : EnsembleOTHRClassifier
             The fitted ensemble.
         """
-        # members run on the given or current client, else on n_jobs processes or here, in order
+        effective_n_jobs(self.n_jobs)  # refused wherever the members run: a client's workers, processes or here
         client = current_client(self.client)
         if client is not None and is_dask_collection(X):
             unsupported = chunked_fit_unsupported(self)
