@@ -116,8 +116,11 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     _resume_flags(validate)
     validate.set_defaults(handler=handlers["validate"])
 
-    predict = verbs.add_parser("predict", parents=[embedded],
-                               help="score data with a model, partition by partition on the cluster")
+    few_parts = _cluster_flags("$DASK_SCHEDULER_ADDRESS, else at most two partitions in this process, else an "
+                               "embedded LocalCluster; the first line printed says which")
+    predict = verbs.add_parser("predict", parents=[few_parts],
+                               help="score data with a model, partition by partition (a few here, more on a "
+                                    "cluster)")
     predict.add_argument("model", help="model directory (a run directory's model/), or REGISTRY@champion, "
                                        "REGISTRY@VERSION (a version id or its unique prefix, e.g. v0003)")
     predict.add_argument("data", help="rows to score, labelled or not: Parquet or CSV (a file, a directory, a glob; "

@@ -24,11 +24,12 @@ def test_the_readme_synopsis_lists_every_verb():
 
 
 def test_each_verbs_scheduler_default_says_where_it_runs():
-    """Only the verbs that place small work in this process say so; ingest reads in this process; none claims an
-    embedded cluster it does not start."""
+    """The verbs that place small work in this process say so (predict: a few partitions); ingest reads in this
+    process; none claims an embedded cluster it does not start."""
     helps = {verb: next((a.help for a in parser._actions if a.dest == "scheduler"), None)
              for verb, parser in _verbs().items()}
     assert "small work in this process" in helps["run"] and "small work in this process" in helps["retrain"]
     assert helps["ingest"] == "scheduler address, tcp:// or tls:// (default: this process reads the source, in threads)"
-    for verb in ("predict", "schedule", "bench"):
+    assert "else at most two partitions in this process, else an embedded LocalCluster" in helps["predict"]
+    for verb in ("schedule", "bench"):
         assert helps[verb].endswith("else an embedded LocalCluster)")

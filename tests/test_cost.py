@@ -65,9 +65,9 @@ def test_work_by_kind_adds_up_to_the_row_fits():
     work = estimate_work(linear, y)
     assert set(work.kind_row_fits()) == {"linear", "scoring"}
     # 2 folds of 5,000 rows + the final model of 10,000, 4 members each on bags of 2,000 rows: 12 fits of
-    # 2,000 row-fits, and each member scores its fit's rows
+    # 2,000 row-fits, and each member scores its fit's rows and the fold's test rows
     assert work.n_fits == 12 and work.kind_row_fits()["linear"] == pytest.approx(12 * 2_000)
-    assert work.kind_row_fits()["scoring"] == pytest.approx(4 * (5_000 + 5_000 + 10_000))
+    assert work.kind_row_fits()["scoring"] == pytest.approx(4 * ((5_000 + 5_000) * 2 + 10_000))
     assert work.row_fits == pytest.approx(12 * 2_000)  # row-fits are the fits' rows; scoring is apart
     work = estimate_work(kernel, y)
     assert set(work.kind_row_fits()) == {"kernel", "features"}
@@ -79,7 +79,7 @@ def test_work_by_kind_adds_up_to_the_row_fits():
         "cv": {"n_splits": 2, "n_repeats": 1}})
     work = estimate_work(kernel_members, y)
     assert set(work.kind_row_fits()) == {"kernel", "kernel_scoring"}
-    assert work.kind_row_fits()["kernel_scoring"] == pytest.approx(4 * (5_000 + 5_000 + 10_000) * 2_000)
+    assert work.kind_row_fits()["kernel_scoring"] == pytest.approx(4 * ((5_000 + 5_000) * 2 + 10_000) * 2_000)
 
 
 def test_a_kernel_ensembles_scoring_of_millions_of_rows_is_quoted_past_an_hour():

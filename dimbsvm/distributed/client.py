@@ -110,7 +110,7 @@ def check_scheduler_address(address: str) -> str:
     >>> check_scheduler_address("foo://bar")
     Traceback (most recent call last):
     ...
-    dimbsvm.distributed.client.ClusterConnectionError: scheduler address 'foo://bar': unknown scheme 'foo://'; accepted: tcp://HOST:PORT or tls://HOST:PORT
+    dimbsvm.distributed.cluster_errors.ClusterConnectionError: scheduler address 'foo://bar': unknown scheme 'foo://'; accepted: tcp://HOST:PORT or tls://HOST:PORT
     """
     accepted = "tcp://HOST:PORT or tls://HOST:PORT"
     text = str(address).strip()

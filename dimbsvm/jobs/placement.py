@@ -214,10 +214,13 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
     if training_rows is None:
         k = job.cv.n_splits
         training_rows = [n_rows * (k - 1) / k] * job.cv.n_folds + ([n_rows] if job.output.model else [])
+        test_rows = [n_rows / k] * job.cv.n_folds + ([0.0] if job.output.model else [])
+    else:  # a retraining's challenger: its holdout is scored apart
+        test_rows = [0.0] * len(training_rows)
     estimator = make_estimator(job.estimator.name, job.estimator.plain_params())
     search = job_search(job)
     n_fits, by_kind = 0, {"linear": 0.0, "kernel": 0.0, "features": 0.0, "scoring": 0.0, "kernel_scoring": 0.0}
-    for rows in training_rows:
+    for rows, tested in zip(training_rows, test_rows):
         fits = [(rows, 1)]
         if search is not None:  # each candidate on each inner fold, then the chosen one's refit
             s = search.n_splits
@@ -231,11 +234,12 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
             for inner, inner_rows in _margin_fits(fitted, member_rows):
                 n_fits += members * times * inner
                 by_kind[member_kind] += members * times * inner * fit_row_cost(inner_rows, fitted)
-            if members > 1 or member_rows < fit_rows:  # an ensemble's members score the rows out of their bags
+            if members > 1 or member_rows < fit_rows:  # members score the rows out of their bags, and the test rows
+                scored = members * times * (fit_rows + (tested if times == 1 else 0.0))
                 if member_kind == "kernel":  # a kernel member's support vectors grow with its bag
-                    by_kind["kernel_scoring"] += members * times * fit_rows * member_rows
+                    by_kind["kernel_scoring"] += scored * member_rows
                 else:
-                    by_kind["scoring"] += members * times * fit_rows
+                    by_kind["scoring"] += scored
             # a feature stage fitted per fold (kNN graphs, distances to references): a kernel-like pass
             by_kind["features"] += len(job.fitted_features) * times * fit_row_cost(fit_rows, None)
     by_kind["features"] += len(job.stored_features) * fit_row_cost(n_rows, None)  # built once over every row
