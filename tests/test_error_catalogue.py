@@ -183,6 +183,11 @@ def _binary_data(n=100, minority=20, d=3, seed=0):
     return X, y
 
 
+def _semicolon_csv(d: Path) -> Path:
+    comma = _good_csv(d, "comma.csv").read_text(encoding="utf-8")
+    return _write(d / "semicolon.csv", comma.replace(",", ";"))
+
+
 def _good_csv(d: Path, name="data.csv") -> Path:
     return _csv(d / name, *_binary_data())
 
@@ -413,6 +418,15 @@ def _rows() -> list:
         Row("data-keel-bad-header", "ok",
             lambda d: _run(d, _write(d / "bad.dat", "@relation x\n@attribute a reel [0, 1]\n@data\n1\n")),
             r"bad\.dat, line 2: .*@attribute"),
+        Row("data-semicolon-separated", "50.poor", lambda d: _run(d, _semicolon_csv(d)),
+            r"semicolon\.csv: the header is one column, 'x0;x1;x2;class': the file looks semicolon-separated, and "
+            r"dimbsvm reads comma-separated CSV; save it with commas \(pandas: read_csv\(path, sep=';'\)"),
+        Row("ingest-semicolon-separated", "50.poor", lambda d: ["ingest", _semicolon_csv(d), "s.zarr"],
+            r"semicolon\.csv: the header is one column, 'x0;x1;x2;class': the file looks semicolon-separated"),
+        Row("predict-semicolon-separated", "50.poor",
+            lambda d: ["predict", _model(d), _semicolon_csv(d), "--out", "p.csv"],
+            r"semicolon\.csv: the header is one column, 'x0;x1;x2;class': the file looks semicolon-separated",
+            creates=("model",)),
         Row("data-ragged-rows", "ok", lambda d: _run(d, _write(d / "ragged.csv", "a,b,class\n1,2,x\n3,y\n4,5,y\n")),
             r"ragged\.csv, line 3: expected 3 values \(one per header column\), got 2"),
         Row("data-numeric-column-with-text", "17.3", lambda d: with_cells(d, {(7, 1): "abc"}),

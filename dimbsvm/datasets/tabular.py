@@ -14,7 +14,8 @@ from ._base import Dataset
 from ._labels import encode_labels
 from ._text import ENCODING, not_utf8, read_text
 
-__all__ = ["load_csv", "load_csv_features", "load_npz", "load_npz_features", "load_svmlight", "load_agnostic"]
+__all__ = ["load_csv", "load_csv_features", "load_npz", "load_npz_features", "load_svmlight", "load_agnostic",
+           "refuse_other_delimiter"]
 
 # Cell values read as "missing" in CSV files: NaN in numeric columns,
 # an all-zero block in nominal ones.
@@ -230,6 +231,37 @@ def load_csv_features(path, *, n_features: int, feature_names=None, target: str 
     return np.ascontiguousarray(np.column_stack(columns), dtype=np.float64)
 
 
+#: Separators other than the comma, by name, that a CSV header read as one column betrays.
+OTHER_DELIMITERS = {";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+def refuse_other_delimiter(columns, source: str) -> None:
+    """Refuse a header read as one column that holds another separator: the file is not comma-separated.
+
+    Read with commas, such a file is one text column, which then fails far
+    from the cause ("no label column", "not a class label").
+
+    Raises
+    ------
+    DataError
+
+    Examples
+    --------
+    >>> refuse_other_delimiter(["a;b;class"], "rows.csv")
+    Traceback (most recent call last):
+    ...
+    dimbsvm.exceptions.DataError: rows.csv: the header is one column, 'a;b;class': the file looks semicolon-separated, \
+and dimbsvm reads comma-separated CSV; save it with commas (pandas: read_csv(path, sep=';').to_csv(new_path, index=False))
+    """
+    if len(columns) != 1:
+        return
+    for separator, name in OTHER_DELIMITERS.items():
+        if separator in columns[0]:
+            raise DataError(f"{source}: the header is one column, {columns[0]!r}: the file looks {name}-separated, "
+                            "and dimbsvm reads comma-separated CSV; save it with commas (pandas: read_csv(path, "
+                            f"sep={separator!r}).to_csv(new_path, index=False))")
+
+
 def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     try:
         with path.open(newline="", encoding=ENCODING) as handle:
@@ -238,6 +270,7 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
             if header is None:
                 raise DataError(f"{path}: empty file (no header row)")
             header = [c.strip() for c in header]
+            refuse_other_delimiter(header, str(path))
             if any(not c for c in header):
                 raise DataError(f"{path}, line {reader.line_num}: empty column name in header")
             if len(set(header)) != len(header):

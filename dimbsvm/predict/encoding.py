@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..datasets.tabular import refuse_other_delimiter
 from ..exceptions import DataError
 from ..store.sources._cells import (
     factorize_text,
@@ -206,6 +207,8 @@ class InputEncoding:
             One line naming the missing and the unexpected columns.
         """
         columns = [str(c) for c in columns]
+        if len(self.input_columns) > 1:  # one column holding separators is a file of another separator
+            refuse_other_delimiter(columns, source)
         missing = [c for c in self.input_columns if c not in set(columns)]
         allowed = set(self.input_columns) | {c for c in (self.id_column, self.target) if c} | set(self.dropped)
         # data whose meta names no label column (the in-memory CSV reader's): a label found by its name

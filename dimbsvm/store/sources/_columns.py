@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ...datasets.tabular import refuse_other_delimiter
 from ...exceptions import DataError
 
 __all__ = ["GUESSED_TARGETS", "Roles", "choose_roles", "column_kinds", "id_kind"]
@@ -114,6 +115,7 @@ def choose_roles(columns, *, target=None, id=None, drop=None, nominal=None, sour
     dimbsvm.exceptions.DataError: demo: no label column: none is named class, label or target; choose one of ['x', 'y'] with --target COLUMN (target= in Python)
     """
     columns = list(columns)
+    refuse_other_delimiter(columns, source)
     asked = {"target": _names(target, "target"), "id": _names(id, "id"), "drop": _names(drop, "drop"),
              "nominal": _names(nominal, "nominal")}
     unknown = [f"{name!r} ({option})" for option, names in asked.items() for name in names if name not in columns]
