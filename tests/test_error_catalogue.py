@@ -443,6 +443,10 @@ def _rows() -> list:
             lambda d: _run(d, _csv(d / "three.csv", X[:90], np.repeat(["a", "b", "c"], 30)),
                            estimator={"name": "othr"}, metrics=["g_mean"]),
             r"3 classes, but estimator 'othr' \(OTHRClassifier\) is binary-only"),
+        Row("data-labels-differing-in-case", "50.poor",
+            lambda d: _run(d, _csv(d / "case.csv", X, ["neg"] * 80 + ["pos"] * 10 + ["POS"] * 10)),
+            r"3 classes, but metric\(s\) auc, f_measure need two; classes 'POS' and 'pos' differ only in case or "
+            r"spaces: if they are one class, write its name one way"),
         Row("data-three-classes-binary-metric", "ok",
             lambda d: _run(d, _csv(d / "three.csv", X[:90], np.repeat(["a", "b", "c"], 30))),
             r"3 classes, but metric\(s\) auc, f_measure need two"),

@@ -136,6 +136,27 @@ def class_names(data: JobData) -> dict[str, int]:
     return {str(name): int(code) for name, code in class_map.items() if int(code) in present}
 
 
+def _alike_classes(names) -> str | None:
+    """A sentence naming classes whose names differ only in case or surrounding spaces (``pos``, ``POS``), or None.
+
+    Examples
+    --------
+    >>> _alike_classes({"pos": 0, "POS": 1, "neg": 2})
+    "classes 'POS' and 'pos' differ only in case or spaces: if they are one class, write its name one way"
+    >>> _alike_classes({"a": 0, "b": 1}) is None
+    True
+    """
+    groups: dict = {}
+    for name in names:
+        groups.setdefault(str(name).strip().casefold(), []).append(str(name))
+    alike = [sorted(group) for group in groups.values() if len(group) > 1]
+    if not alike:
+        return None
+    first = alike[0]
+    listed = " and ".join(repr(n) for n in first) if len(first) == 2 else ", ".join(repr(n) for n in first)
+    return f"classes {listed} differ only in case or spaces: if they are one class, write its name one way"
+
+
 def coded_as(data: JobData, class_map: dict[str, int], *, reference: str) -> JobData:
     """``data`` with its labels coded by ``class_map`` (the same classes, by name); itself where they already are.
 
@@ -302,19 +323,23 @@ def check_job_data(data: JobData, job: JobSpec) -> None:
             "column of class labels as the target, or bin the values into classes")
     if len(labels) > 2:
         estimator = make_estimator(job.estimator.name, job.estimator.plain_params())
+        alike = _alike_classes(class_names(data))
         if not get_tags(estimator).classifier_tags.multi_class:
-            raise DataError(
-                f"{name}: {len(labels)} classes, but estimator {job.estimator.name!r} "
-                f"({type(estimator).__name__}) is binary-only; choose a multi-class estimator (svc, svc_balanced, "
-                "linear_svc) or data with two classes")
+            remedy = alike or "choose a multi-class estimator (svc, svc_balanced, linear_svc) or data with two classes"
+            raise DataError(f"{name}: {len(labels)} classes, but estimator {job.estimator.name!r} "
+                            f"({type(estimator).__name__}) is binary-only; {remedy}")
         binary_only = sorted(set(job.metrics) & set(BINARY_METRICS))
         if binary_only:
+            remedy = alike or "drop them from 'metrics'"
             raise DataError(f"{name}: {len(labels)} classes, but metric(s) {', '.join(binary_only)} "
-                            "need two; drop them from 'metrics'")
+                            f"need two; {remedy}")
         binary_only = sorted(({search.scoring} | set(search.floor)) & set(BINARY_METRICS)) if search else []
         if binary_only:
+            remedy = alike or "choose another 'search.scoring' / 'search.floor'"
             raise DataError(f"{name}: {len(labels)} classes, but the search's metric(s) {', '.join(binary_only)} "
-                            "need two; choose another 'search.scoring' / 'search.floor'")
+                            f"need two; {remedy}")
+        if alike:  # a multi-class job runs: said once, not refused (such classes may be meant)
+            logger.warning("%s: %s", name, alike)
     n_splits = job.cv.n_splits
     if counts.min() < n_splits:
         small = labels[np.argmin(counts)]
