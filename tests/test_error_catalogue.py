@@ -506,7 +506,8 @@ def _rows() -> list:
             env={"DASK_SCHEDULER_ADDRESS": "foo://bar"}),
         Row("scheduler-unreachable", "ok",
             lambda d: _run(d, None, "--scheduler", f"tcp://127.0.0.1:{_closed_port()}", "--connect-timeout", "2"),
-            r"cannot connect to the scheduler at tcp://127\.0\.0\.1:\d+ \(waited up to 2 s\)", cluster=True),
+            r"cannot connect to the scheduler at tcp://127\.0\.0\.1:\d+: nothing accepted a connection there for 2 s "
+            r"\(connection refused\): is the scheduler running, and is this its port", cluster=True),
         Row("scheduler-not-dask", "50.hang",
             lambda d: _run(d, None, "--scheduler", f"tcp://127.0.0.1:{_silent_port()}", "--connect-timeout", "2"),
             r"cannot connect to the scheduler at tcp://127\.0\.0\.1:\d+: the server accepted the connection but sent "

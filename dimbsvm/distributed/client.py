@@ -143,9 +143,10 @@ def probe_scheduler(address: str, timeout: float) -> None:
     distributed's client, connected to a server that never does (an HTTP
     server, a scheduler that wants ``tls://``), waits for it without bound.
     So this connects first, and reads for at most ``timeout`` seconds. A
-    connection refused or unreachable is left to the client to report, as
-    before; ``tls://`` addresses are not probed (the server speaks first only
-    after TLS's own handshake).
+    connection refused is tried again until ``timeout`` (a scheduler may be
+    starting), then refused in one line that says so; an unreachable host is
+    left to the client to report; ``tls://`` addresses are not probed (the
+    server speaks first only after TLS's own handshake).
 
     Raises
     ------
@@ -156,10 +157,16 @@ def probe_scheduler(address: str, timeout: float) -> None:
     parts = urlsplit(text)
     if parts.scheme != "tcp":
         return
+    deadline = time.monotonic() + timeout
     try:
-        with socket.create_connection((parts.hostname, parts.port or 8786), timeout=timeout) as connection:
-            connection.settimeout(timeout)
+        with _accepted_connection(parts.hostname, parts.port or 8786, deadline) as connection:
+            connection.settimeout(max(0.1, deadline - time.monotonic()))
             first = connection.recv(16)
+    except ConnectionRefusedError:
+        raise ClusterConnectionError(
+            f"cannot connect to the scheduler at {address}: nothing accepted a connection there for {timeout:g} s "
+            "(connection refused): is the scheduler running, and is this its port (8786 by default)? "
+            "--connect-timeout waits longer for one still starting") from None
     except TimeoutError:
         raise ClusterConnectionError(
             f"cannot connect to the scheduler at {address}: the server accepted the connection but sent no Dask "
@@ -172,6 +179,17 @@ def probe_scheduler(address: str, timeout: float) -> None:
         raise ClusterConnectionError(f"cannot connect to the scheduler at {address}: the server {what} without a "
                                      "Dask handshake, so it is not a Dask scheduler's tcp:// port (the scheduler's is "
                                      "8786 by default)")
+
+
+def _accepted_connection(host, port, deadline: float, retry_every: float = 0.25):
+    """A socket connected to ``host:port``, connecting again while it is refused until ``deadline``."""
+    while True:
+        try:
+            return socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic()))
+        except ConnectionRefusedError:
+            if time.monotonic() + retry_every >= deadline:
+                raise
+            time.sleep(retry_every)
 
 
 def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str | None = None,
