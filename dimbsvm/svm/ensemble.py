@@ -427,7 +427,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         """
         effective_n_jobs(self.n_jobs)  # refused wherever the members run: a client's workers, processes or here
         client = current_client(self.client)
-        if client is not None and is_dask_collection(X):
+        if client is not None and is_dask_collection(X) and hasattr(X, "chunks"):  # a Dask array
             unsupported = chunked_fit_unsupported(self)
             if unsupported is None:
                 return fit_over_chunks(self, X, y, client)
