@@ -8,8 +8,8 @@ from one process-wide generator, so its fits are serialised by a lock in a
 process shared by several threads (:mod:`dimbsvm.svm._native_rng`).
 
 Each shared value (the training rows, the labels) is written once to a
-temporary folder with :func:`joblib.dump` and mapped read-only by each
-process that reads it (not sent with every task); a task's inputs that are
+temporary folder with :func:`joblib.dump` and mapped read-only by each task
+that reads it (not sent with every task); a task's inputs that are
 other tasks' results go through this process, as on a cluster they go
 through the scheduler. Tasks run through
 :func:`~dimbsvm.parallel.policy.run_task`, numeric libraries limited to this
@@ -169,13 +169,14 @@ def _nbytes(value) -> int:
     return sum(int(getattr(value, part).nbytes) for part in ("data", "indices", "indptr") if hasattr(value, part))
 
 
-# In each worker process: the shared values of the plan being run, read once (mapped, not copied).
-_LOADED: dict = {}
+#: The thread limit this worker process has set (once per process).
 _LIMITED_TO: list = []
 
 
 def _run_here_in_child(func, kwargs, threads):
     _limit_threads(threads)
+    # each task maps the shared files afresh and lets go of them when it ends: a process kept for the next
+    # plan holds no mapping of a file this plan's end removed (in /dev/shm, memory until unmapped)
     kwargs = {key: _loaded(value) for key, value in kwargs.items()}
     return run_task(func, kwargs)
 
@@ -185,14 +186,9 @@ def _loaded(value):
         return [_loaded(v) for v in value]
     if not isinstance(value, _SharedFile):
         return value
-    folder = os.path.dirname(value.path)
-    if any(os.path.dirname(path) != folder for path in _LOADED):
-        _LOADED.clear()  # an earlier plan's values: its folder is gone
-    if value.path not in _LOADED:
-        import joblib
+    import joblib
 
-        _LOADED[value.path] = joblib.load(value.path, mmap_mode="r")
-    return _LOADED[value.path]
+    return joblib.load(value.path, mmap_mode="r")
 
 
 def _limit_threads(threads: int) -> None:
