@@ -450,8 +450,9 @@ def _cmd_predict(args) -> int:
     demanded = _cluster_flag(args)
     if demanded is None and planned.n_parts <= PREDICT_IN_PROCESS_PARTS:
         # a cluster's start (seconds) is most of the time of scoring so few rows: Dask's threads here instead
-        print(f"running in this process: {planned.n_parts} partition(s) of at most {args.chunk_rows:,} rows; "
-              "pass --workers N to use a cluster", flush=True)
+        rows = f" ({planned.n_rows:,} rows)" if planned.n_rows is not None else ""
+        print(f"running in this process: {planned.n_parts} partition(s){rows}; pass --workers N to use a cluster",
+              flush=True)
         written = planned.run()
     else:
         with _client(args, tls=tls):  # the partitions are scored and written on the active client

@@ -100,7 +100,7 @@ def test_predict_of_a_few_rows_runs_in_this_process_and_a_flag_still_starts_a_cl
     data = _unlabelled_csv(tmp_path / "new.csv")
     here = _dimbsvm("predict", tmp_path / "model", tmp_path / "new.csv", "--out", tmp_path / "here.csv")
     assert here.returncode == 0, here.stderr
-    assert "running in this process: 1 partition(s)" in here.stdout and "dashboard:" not in here.stdout
+    assert "running in this process: 1 partition(s) (1,484 rows);" in here.stdout and "dashboard:" not in here.stdout
     loaded, _ = load_artifact(tmp_path / "model")
     rows = _read_predictions(tmp_path / "here.csv")
     np.testing.assert_allclose([float(r["decision"]) for r in rows], loaded.decision_function(data.X), rtol=1e-12)

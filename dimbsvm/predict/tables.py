@@ -167,6 +167,7 @@ class Prediction:
     first_rows: object = None
     store: tuple | None = None
     storage_options: dict | None = None
+    n_rows: int | None = None  # where known before reading (arrays and stores; not Parquet or CSV)
 
     @property
     def n_parts(self) -> int:
@@ -212,9 +213,10 @@ def plan_prediction(model: DimbsvmModel, source, out, *, chunk_rows: int = 100_0
                           storage_options=storage_options)
     X, ids, key = _array_input(model, source, chunk_rows)
     if kind == "store":
-        return Prediction(out=out, kind=kind, key=key, columns=(), store=(model, X, out, source))
+        return Prediction(out=out, kind=kind, key=key, columns=(), store=(model, X, out, source),
+                          n_rows=int(X.shape[0]))
     return Prediction(out=out, kind=kind, key=key, columns=(key, *scores), parts=_array_parts(model, X, ids, key),
-                      storage_options=storage_options)
+                      storage_options=storage_options, n_rows=int(X.shape[0]))
 
 
 def _reads_as_frame(model: DimbsvmModel, source) -> bool:
