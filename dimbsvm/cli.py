@@ -447,7 +447,9 @@ def _cmd_predict(args) -> int:
     model = DimbsvmModel(*_load_prediction_model(args.model))  # checked before a cluster starts
     # the input opened and its columns checked before a cluster starts too; no row is read here
     planned = plan_prediction(model, args.data, args.out, chunk_rows=args.chunk_rows)
-    demanded = _cluster_flag(args)
+    from .jobs.placement import cluster_flag
+
+    demanded = cluster_flag(scheduler=args.scheduler, scheduler_file=args.scheduler_file, workers=args.workers)
     if demanded is None and planned.n_parts <= PREDICT_IN_PROCESS_PARTS:
         # a cluster's start (seconds) is most of the time of scoring so few rows: Dask's threads here instead
         rows = f" ({planned.n_rows:,} rows)" if planned.n_rows is not None else ""
@@ -459,16 +461,6 @@ def _cmd_predict(args) -> int:
             written = planned.run()
     print(f"wrote {written.n_rows} predictions ({', '.join(written.columns)}) to {written.out}")
     return 0
-
-
-def _cluster_flag(args) -> str | None:
-    """The flag or variable that asks a command for a cluster (``--scheduler``, ...), or ``None``."""
-    for flag, value in (("--scheduler", args.scheduler), ("--scheduler-file", args.scheduler_file),
-                        ("DASK_SCHEDULER_ADDRESS", os.environ.get("DASK_SCHEDULER_ADDRESS")),
-                        ("--workers", args.workers)):
-        if value:
-            return flag
-    return None
 
 
 def _load_prediction_model(ref: str):

@@ -54,12 +54,11 @@ def coded_class_weights(params: dict, class_map: dict | None, *, where: str = "e
     if not weighted:
         return params
     names = {label_key(name): int(code) for name, code in (class_map or {}).items()}
-    codes = set(names.values())
     coded = dict(params)
     for key in weighted:
         mapped = {}
         for name, weight in params[key].items():
-            code = _code_of(name, names, codes)
+            code = _code_of(name, names)
             if code is None:
                 known = ", ".join(repr(n) for n in names) if names else "their codes (the data names no class)"
                 raise JobSpecError(f"'{where}.{key}' names class {name!r}, which the data does not have; "
@@ -75,7 +74,7 @@ def _is_class_weight(key: str) -> bool:
     return key == "class_weight" or key.endswith("__class_weight")
 
 
-def _code_of(name, names: dict, codes: set):
+def _code_of(name, names: dict):
     """The code class ``name`` has: by name where the data names its classes, else by code."""
     if names:
         return names.get(label_key(name))

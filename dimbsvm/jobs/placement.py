@@ -48,7 +48,7 @@ from .spec import job_search
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CLUSTER_SECONDS", "CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "estimate_work",
+__all__ = ["CLUSTER_SECONDS", "CLUSTER_THRESHOLD", "FEATURE_UNIT", "KERNEL_ROWS", "Placement", "WorkEstimate", "cluster_demanded", "cluster_flag", "estimate_work",
            "place_job"]
 
 #: Row-fits (see the module docstring) above which a job starts the embedded cluster: several times the
@@ -164,8 +164,8 @@ class Placement:
         return line
 
 
-def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, workers=None) -> str | None:
-    """What asks for a cluster regardless of the job's size (a flag, the environment, the job), or ``None``."""
+def cluster_flag(*, scheduler=None, scheduler_file=None, workers=None) -> str | None:
+    """The command-line flag or the environment variable that asks for a cluster, or ``None``."""
     if scheduler:
         return "--scheduler"
     if scheduler_file:
@@ -174,6 +174,14 @@ def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, worke
         return "DASK_SCHEDULER_ADDRESS"
     if workers:
         return "--workers"
+    return None
+
+
+def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, workers=None) -> str | None:
+    """What asks for a cluster regardless of the job's size (a flag, the environment, the job), or ``None``."""
+    flag = cluster_flag(scheduler=scheduler, scheduler_file=scheduler_file, workers=workers)
+    if flag is not None:
+        return flag
     if job.execution.n_workers is not None:
         return "execution.n_workers"
     if job.execution.require_encryption:

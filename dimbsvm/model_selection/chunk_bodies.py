@@ -20,6 +20,7 @@ from ..rows import RowSubset, cache_blocks, take_rows
 from .bodies import FoldRows, PreparedFold, fold_pipeline, fold_rows, row_view, training_data
 from .scoring import fitted_thresholds
 from .spans import ChunkPlace, block_range, chunk_rows
+from ..svm.members import pooled_mean
 from ..svm.shared_threshold import ranged_shift
 
 __all__ = ["PooledChunk", "assemble_fold", "minmax_block_range", "model_of", "pooled_oob_block",
@@ -123,8 +124,7 @@ def pooled_oob_block(X, prepared: PreparedFold, rows, parts, *, span, place: Chu
                 if out.any():  # (margins are row by row: computed on the whole piece, kept where out of bag)
                     total[lo:hi][out] += signed_margins(member.estimator, piece, member.margin_sign)[out]
                     counts[lo:hi][out] += 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        margins = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
+    margins = pooled_mean(total, counts)
     return PooledChunk(int(first), margins, counts, np.argsort(margins, kind="stable"))
 
 

@@ -15,8 +15,8 @@ Then one plan on the client:
 The shared shift is then searched here on the pooled margins, as the
 in-memory fit searches it, so the fitted ensemble is the in-memory fit's.
 This process holds the labels, the pooled margins and their counts (25 bytes
-a row, and the search's sort of the margins), never a feature. Settings that need the features of rows outside a member's bag in
-one place (``member_margins="oob"``, ``candidates="othr"`` for the shared
+a row, and the search's sort of the margins), never a feature. Settings that
+need the features of rows outside a member's bag in one place (``member_margins="oob"``, ``candidates="othr"`` for the shared
 shift, ``param_grid``) are fitted in memory instead, with a warning.
 """
 
@@ -31,7 +31,7 @@ from sklearn.utils.validation import column_or_1d
 from dimbsvm.parallel import TaskPlan, run_plan
 from dimbsvm.svm._base import signed_margins
 from dimbsvm.svm.bagging import DrawnBag
-from dimbsvm.svm.members import fit_member
+from dimbsvm.svm.members import fit_member, pooled_mean
 
 __all__ = ["chunked_fit_unsupported", "fit_gathered_member", "fit_members_over_chunks", "fit_over_chunks",
            "gather_bag_rows", "pooled_oob_chunk"]
@@ -113,25 +113,20 @@ def fit_members_over_chunks(X, y, positive, seeds, specs, client):
                            classes=(np.flatnonzero(positive), np.flatnonzero(~positive)))
              for seed, spec in zip(seeds, specs)]
     distinct = [np.unique(bag.bag) for bag in drawn]
+    # per chunk, every member's distinct bag rows in it, numbered within the chunk
+    in_chunk = [[rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)] - lo for rows in distinct]
+                for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
     plan = TaskPlan()
-    gathered = []
-    for c, block in enumerate(blocks):
-        lo, hi = int(bounds[c]), int(bounds[c + 1])
-        wanted = [rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)] - lo for rows in distinct]
-        gathered.append(plan.add(gather_bag_rows, {"block": block, "wanted": wanted, "chunk": c}, name="gather"))
+    gathered = [plan.add(gather_bag_rows, {"block": block, "wanted": in_chunk[c], "chunk": c}, name="gather")
+                for c, block in enumerate(blocks)]
     fitted = []
     for m, (seed, spec, bag, rows) in enumerate(zip(seeds, specs, drawn, distinct)):
         local = DrawnBag(bag.seed, int(rows.size), np.searchsorted(rows, bag.bag), bag.n_draws, bag.random_state)
         fitted.append(plan.add(fit_gathered_member, {
             "pieces": gathered, "index": m, "y": y[rows], "seed": int(seed), "drawn": local,
             "options": dict(spec.options(), keep_oob=False)}, watch=True, name="member"))
-    sums = []
-    if pooled:
-        for c, block in enumerate(blocks):
-            lo, hi = int(bounds[c]), int(bounds[c + 1])
-            in_bag = [rows[np.searchsorted(rows, lo):np.searchsorted(rows, hi)] - lo for rows in distinct]
-            sums.append(plan.add(pooled_oob_chunk, {"block": block, "members": fitted, "in_bag": in_bag},
-                                 watch=True, name="oob"))
+    sums = [plan.add(pooled_oob_chunk, {"block": block, "members": fitted, "in_bag": in_chunk[c]}, watch=True,
+                     name="oob") for c, block in enumerate(blocks)] if pooled else []
     try:
         results = run_plan(plan, client=client, label="ensemble members over chunks")
     finally:
@@ -139,11 +134,8 @@ def fit_members_over_chunks(X, y, positive, seeds, specs, client):
     members = [results[ref.id] for ref in fitted]
     if not pooled:
         return members, None
-    total = np.concatenate([results[ref.id][0] for ref in sums])
     counts = np.concatenate([results[ref.id][1] for ref in sums])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        margins = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
-    return members, (margins, counts)
+    return members, (pooled_mean(np.concatenate([results[ref.id][0] for ref in sums]), counts), counts)
 
 
 def gather_bag_rows(*, block, wanted, chunk) -> list:

@@ -26,7 +26,8 @@ from dimbsvm.svm._native_rng import liblinear_guard
 from dimbsvm.svm.bagging import draw_seeded_bag, set_random_states
 from dimbsvm.svm.threshold import othr_threshold
 
-__all__ = ["MEMBER_MARGINS", "MemberPlan", "MemberSpec", "OTHRMember", "fit_member", "pooled_oob_margins"]
+__all__ = ["MEMBER_MARGINS", "MemberPlan", "MemberSpec", "OTHRMember", "fit_member", "pooled_mean",
+           "pooled_oob_margins"]
 
 logger = logging.getLogger(__name__)
 
@@ -391,6 +392,10 @@ def pooled_oob_margins(members, n_samples):
     for member in members:  # in member order: the same sums on any number of workers
         total[member.oob_rows] += member.oob_margins
         counts[member.oob_rows] += 1
+    return pooled_mean(total, counts), counts
+
+
+def pooled_mean(total, counts):
+    """``total / counts`` per row, NaN where ``counts`` is 0 (a row every member had in its bag)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        margins = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
-    return margins, counts
+        return np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
