@@ -200,7 +200,8 @@ def temporary_name(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_file(path, mode: str = "wb", *, error: type[Exception] = DimbsvmError, **open_kwargs):
+def atomic_file(path, mode: str = "wb", *, error: type[Exception] = DimbsvmError, durable: bool = True,
+                **open_kwargs):
     """Open a temporary file that replaces ``path`` when the block ends without an error.
 
     The data is flushed to disk before the rename, and the rename after it,
@@ -215,6 +216,10 @@ def atomic_file(path, mode: str = "wb", *, error: type[Exception] = DimbsvmError
     error : exception class, default=DimbsvmError
         Raised, naming ``path``, when the file system refuses (a full disk,
         no permission); the temporary file is removed.
+    durable : bool, default=True
+        Flush the file and its directory to disk. ``False`` for scratch
+        files that nothing reads after a crash: other processes still see
+        the old file or the whole new one, a crash of the machine may not.
 
     Yields
     ------
@@ -235,10 +240,12 @@ def atomic_file(path, mode: str = "wb", *, error: type[Exception] = DimbsvmError
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, mode, **open_kwargs) as handle:
             yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        if durable:
+            fsync_dir(path.parent)
     except OSError as exc:
         _remove(tmp)
         raise error(f"cannot write {path}: {exc.strerror or exc}") from exc

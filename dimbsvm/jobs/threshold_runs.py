@@ -1,16 +1,28 @@
-"""A fold's out-of-bag margin runs kept on disk in the run's partial directory, read back a slice at a time.
+"""What a fold's chunk tasks keep on disk in the run's partial directory for other tasks to read a slice of.
 
-The shared threshold's range tasks each take a slice of every chunk's sorted
-run of pooled out-of-bag margins
-(:mod:`dimbsvm.model_selection.threshold_tasks`). Held as task results, every
-range task would receive every whole run: all the fold's training rows in one
-task, 17 bytes a row. Where a task's process reaches the run directory, the
-task that sorts a chunk's run writes it here instead and returns a
-:class:`SpilledRun` naming its files; a range task then maps them and
-copies only its slice. A worker that does not reach the directory (another
-machine) keeps its runs in memory as before. The driver removes a fold's
-runs when the fold has finished, and the directory when the run closes; all
-of it lies in the run's own partial directory.
+Two kinds of chunk results are read in slices by many tasks of the fold:
+
+- the shared threshold's range tasks each take a slice of every chunk's
+  sorted run of pooled out-of-bag margins
+  (:mod:`dimbsvm.model_selection.threshold_tasks`). Held as task results,
+  every range task would receive every whole run: all the fold's training
+  rows in one task, 17 bytes a row. The task that sorts a chunk's run writes
+  it here instead and returns a :class:`SpilledRun` naming its files; a
+  range task maps them and copies only its slice;
+- each member of an ensemble fits on its bag rows, which every chunk's read
+  cuts out for all members at once
+  (:func:`dimbsvm.model_selection.counted_bags.gather_counted_block`). Held
+  as task results, each worker running a member would receive every
+  member's rows of every chunk: the transfers grow with the workers. The
+  read writes them here and returns :class:`SpilledPieces`; a member reads
+  only its own rows.
+
+This happens where a task's process reaches the run directory; a worker that
+does not (another machine) keeps its results in memory as before. The driver
+removes a fold's files when the fold has finished, and the directory when
+the run closes; all of it lies in the run's own partial directory. They are
+scratch, not flushed to disk: a run resumed after a crash starts the
+directory afresh.
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ import numpy as np
 
 from .._locks import atomic_file
 
-__all__ = ["RUNS_DIR", "SpilledRun", "ThresholdRunDirectory"]
+__all__ = ["RUNS_DIR", "SpilledPieces", "SpilledRun", "ThresholdRunDirectory"]
 
 #: The partial run directory's folder of spilled runs (removed when the run closes).
 RUNS_DIR = "threshold-runs"
@@ -78,6 +90,67 @@ class SpilledRun:
         return f"SpilledRun({self.prefix!r}, size={self.size})"
 
 
+class SpilledPieces:
+    """Every member's bag rows in one chunk (a list of
+    :class:`~dimbsvm.model_selection.counted_bags.CountedPiece`, in member order) kept in one file.
+
+    The file holds each member's piece in turn, its ranks, positions, rows
+    and labels one after the other, so ``pieces[i]`` is one read of member
+    ``i``'s bytes. Pickled, it is the file's path, each member's row count
+    and the fields' types.
+    """
+
+    fields = ("ranks", "positions", "rows", "labels")
+
+    def __init__(self, path: str, counts, layout):
+        self.path, self.counts = str(path), tuple(int(c) for c in counts)
+        self.layout = tuple((str(dtype), tuple(int(d) for d in shape)) for dtype, shape in layout)
+
+    @classmethod
+    def write(cls, path, pieces) -> "SpilledPieces":
+        """Write ``pieces`` to ``path`` whole (a reader keeps any older file) and return what stands for them."""
+        first = pieces[0]
+        layout = [(getattr(first, name).dtype.str, getattr(first, name).shape[1:]) for name in cls.fields]
+        with atomic_file(path, durable=False) as handle:
+            for piece in pieces:
+                for name, (dtype, _) in zip(cls.fields, layout, strict=True):
+                    handle.write(np.ascontiguousarray(getattr(piece, name), dtype=dtype).data)
+        return cls(path, [piece.ranks.size for piece in pieces], layout)
+
+    def _row_bytes(self) -> int:
+        return sum(np.dtype(dtype).itemsize * int(np.prod(shape)) for dtype, shape in self.layout)
+
+    def __len__(self):
+        return len(self.counts)
+
+    def __getitem__(self, index):
+        from ..model_selection.counted_bags import CountedPiece
+
+        row_bytes, n = self._row_bytes(), self.counts[index]
+        buffer = bytearray(n * row_bytes)
+        with open(self.path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size != sum(self.counts) * row_bytes:
+                raise ValueError(f"{self.path} holds {size} bytes, not the {sum(self.counts)} rows written there")
+            handle.seek(sum(self.counts[:index]) * row_bytes)
+            handle.readinto(buffer)
+        arrays, offset = {}, 0
+        for name, (dtype, shape) in zip(self.fields, self.layout, strict=True):
+            count = n * int(np.prod(shape))
+            arrays[name] = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(n, *shape)
+            offset += count * np.dtype(dtype).itemsize
+        return CountedPiece(**arrays)
+
+    def __getstate__(self):
+        return {"path": self.path, "counts": self.counts, "layout": self.layout}
+
+    def __setstate__(self, state):
+        self.__init__(state["path"], state["counts"], state["layout"])
+
+    def __repr__(self):
+        return f"SpilledPieces({self.path!r}, members={len(self)}, rows={sum(self.counts)})"
+
+
 @dataclass(frozen=True)
 class ThresholdRunDirectory:
     """Where the tasks of a run's folds write their sorted runs (:class:`~dimbsvm.model_selection.folds.RunSpill`).
@@ -119,12 +192,24 @@ class ThresholdRunDirectory:
         for name, dtype in _FIELDS.items():
             # each file replaced whole (a retried task; a reader keeps the old one); the run is returned, and so
             # read, only once all its files are written
-            with atomic_file(f"{prefix}-{name}.npy") as handle:
+            with atomic_file(f"{prefix}-{name}.npy", durable=False) as handle:
                 np.save(handle, np.ascontiguousarray(getattr(run, name), dtype=dtype))
         return SpilledRun(str(prefix), run.values.size)
 
+    def write_pieces(self, key, first: int, pieces) -> SpilledPieces | None:
+        """Keep fold ``key``'s bag rows of the chunk whose first training row is ``first`` (``pieces``: a list of
+        :class:`~dimbsvm.model_selection.counted_bags.CountedPiece`, one a member); ``None`` where this process
+        does not reach the directory, where the chunk holds no bag row or where its labels are Python objects
+        (the caller keeps the pieces)."""
+        sizes = [piece.ranks.size for piece in pieces]
+        if not sum(sizes) or not os.path.exists(self.marker) or any(p.labels.dtype.hasobject for p in pieces):
+            return None
+        folder = Path(self.directory) / _fold_name(key)
+        folder.mkdir(exist_ok=True)
+        return SpilledPieces.write(str(folder / f"bags-{int(first):012d}.bin"), pieces)
+
     def forget(self, key) -> None:
-        """Remove fold ``key``'s runs (its threshold is searched)."""
+        """Remove fold ``key``'s runs and bag rows (the fold has finished)."""
         shutil.rmtree(Path(self.directory) / _fold_name(key), ignore_errors=True)
 
     def close(self) -> None:

@@ -96,7 +96,8 @@ class CountedPiece:
     labels: np.ndarray
 
 
-def gather_counted_block(X, y, bags: CountedBags, *, rows, span, place: ChunkPlace, with_range: bool):
+def gather_counted_block(X, y, bags: CountedBags, *, rows, span, place: ChunkPlace, with_range: bool, spill=None,
+                         key=None):
     """Task body: every member's bag rows that lie in one chunk, found by rank from the chunk's labels and folds.
 
     ``rows``, ``place``: the chunk's folds and place
@@ -105,7 +106,11 @@ def gather_counted_block(X, y, bags: CountedBags, *, rows, span, place: ChunkPla
     ``with_range`` every training row of the chunk is read and the result is
     a :class:`~dimbsvm.model_selection.bag_bodies.ChunkPass` (the scaler's
     statistics from the same read); otherwise only the bag rows are read and
-    the result is the list of :class:`CountedPiece`.
+    the result is the list of :class:`CountedPiece`. With ``spill`` (a
+    :class:`~dimbsvm.model_selection.folds.RunSpill`) the list is kept there
+    where this process can, and what stands for it is returned: a worker
+    running a member then receives that member's rows only, not every
+    member's.
     """
     here = chunk_rows(rows, span, place)
     labels = span_labels(y, span[0], span[1])[here.train - span[0]]
@@ -123,12 +128,18 @@ def gather_counted_block(X, y, bags: CountedBags, *, rows, span, place: ChunkPla
         wanted.append((np.concatenate(where), np.concatenate(found)))
     if with_range:
         block = rows_as_stored(X, here.train)
-        return ChunkPass(block_range(block), [CountedPiece(found, here.train_first + where, block[where],
-                                                           labels[where]) for where, found in wanted])
+        pieces = [CountedPiece(found, here.train_first + where, block[where], labels[where]) for where, found in wanted]
+        return ChunkPass(block_range(block), _kept(pieces, spill, key, here.train_first))
     every = np.unique(np.concatenate([where for where, _ in wanted])) if wanted else np.empty(0, np.int64)
     read = take_rows(X, here.train[every]) if every.size else np.empty((0, *X.shape[1:]))
-    return [CountedPiece(found, here.train_first + where, read[np.searchsorted(every, where)], labels[where])
-            for where, found in wanted]
+    pieces = [CountedPiece(found, here.train_first + where, read[np.searchsorted(every, where)], labels[where])
+              for where, found in wanted]
+    return _kept(pieces, spill, key, here.train_first)
+
+
+def _kept(pieces, spill, key, first):
+    kept = None if spill is None else spill.write_pieces(key, first, pieces)
+    return pieces if kept is None else kept
 
 
 def member_inputs(pieces, bags: CountedBags, index: int, transformer):

@@ -150,7 +150,9 @@ class FoldSetup:
     run_spill : RunSpill, default=None
         Where the tasks of an ensemble's shared threshold keep each chunk's
         sorted out-of-bag margins, so that a range task reads only its
-        slices (kept in memory where the spill cannot take them).
+        slices, and the chunks' reads keep every member's bag rows, so that
+        a member reads only its own (kept in memory where the spill cannot
+        take them).
     """
 
     estimator: object
@@ -198,7 +200,8 @@ class PredictionSink(Protocol):
 
 
 class RunSpill(Protocol):
-    """Where a fold's chunk tasks keep their sorted out-of-bag margin runs, read back a slice at a time.
+    """Where a fold's chunk tasks keep what other tasks read a slice of: sorted out-of-bag margin runs, read back
+    a range at a time, and an ensemble's bag rows, read back a member at a time.
 
     The job layer gives one (:class:`dimbsvm.jobs.threshold_runs.ThresholdRunDirectory`);
     it is pickled into the tasks, so it must be small and picklable.
@@ -208,8 +211,13 @@ class RunSpill(Protocol):
         """Keep fold ``key``'s run whose first training row is ``first``; what stands for it (with the run's
         ``values``, ``rows`` and ``positive``), or ``None`` where this process cannot (the run is kept)."""
 
+    def write_pieces(self, key, first, pieces):
+        """Keep fold ``key``'s bag rows of a chunk (a list of ``CountedPiece``, one a member), ``first`` the
+        chunk's first training row; what stands for the list (``[i]`` gives member ``i``'s piece), or ``None``
+        where this process cannot (the pieces are kept)."""
+
     def forget(self, key) -> None:
-        """Drop fold ``key``'s runs once the fold has finished."""
+        """Drop fold ``key``'s runs and bag rows once the fold has finished."""
 
 
 class PartStore(Protocol):
@@ -319,7 +327,8 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     if counted:
         bags = plan.add(counted_bags, dict(parts=parts, classes=layout.classes, counts=layout.train.sum(axis=0)),
                         name="bag", priority=10)
-        gathered = [plan.add(gather_counted_block, dict(X=X, y=y, bags=bags, with_range=merged_ranges, **at(span)),
+        gathered = [plan.add(gather_counted_block, dict(X=X, y=y, bags=bags, with_range=merged_ranges,
+                                                        spill=setup.run_spill, key=spec.key, **at(span)),
                              name="read" if merged_ranges else "gather", cost=costs.read(train_chunk_rows),
                              affinity=chunk_index(span))
                     for span in train_chunks]

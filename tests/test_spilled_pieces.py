@@ -1,0 +1,106 @@
+"""An ensemble's bag rows kept on disk by the chunks' reads, each member reading only its own (issue 49, item 2).
+
+The truth is the same pieces held in memory (what the reads returned before)
+and the same job run with the pieces kept in memory: records and models equal
+bit for bit.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from dimbsvm import load_model
+from dimbsvm.datasets import load_keel
+from dimbsvm.jobs import run_job, validate_job
+from dimbsvm.jobs.data import load_job_data
+from dimbsvm.jobs.threshold_runs import SpilledPieces, ThresholdRunDirectory
+from dimbsvm.model_selection.counted_bags import CountedPiece
+from dimbsvm.store import ingest
+
+
+def _pieces(rng, sizes, n_features=5, dtype=np.float32, labels_dtype=np.int64):
+    return [CountedPiece(np.sort(rng.choice(1000, size, replace=False)), rng.integers(0, 10**6, size),
+                         rng.normal(size=(size, n_features)).astype(dtype),
+                         rng.integers(0, 2, size).astype(labels_dtype)) for size in sizes]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_spilled_pieces_read_back_each_member_as_written_and_pickle_small(tmp_path, dtype):
+    rng = np.random.default_rng(0)
+    pieces = _pieces(rng, [7, 0, 130, 1, 0], dtype=dtype)  # members without rows in this chunk among them
+    spill = ThresholdRunDirectory.open(tmp_path / "runs")
+    kept = spill.write_pieces((3, 1), 500, pieces)
+    assert isinstance(kept, SpilledPieces) and len(kept) == len(pieces)
+    kept = pickle.loads(pickle.dumps(kept))
+    assert len(pickle.dumps(kept)) < 400  # the handle travels, not the rows
+    for index, piece in enumerate(pieces):
+        read = kept[index]
+        for name in SpilledPieces.fields:
+            expected, got = getattr(piece, name), getattr(read, name)
+            assert got.dtype == expected.dtype and got.shape == expected.shape, (index, name)
+            assert np.array_equal(got, expected), (index, name)
+            assert got.flags.writeable  # a member may scale its rows in place
+    spill.forget((3, 1))
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [f".tasks-write-{spill.token}"]
+
+
+def test_pieces_stay_in_memory_where_the_spill_cannot_take_them(tmp_path):
+    rng = np.random.default_rng(1)
+    spill = ThresholdRunDirectory.open(tmp_path / "runs")
+    assert spill.write_pieces((0, 0), 0, _pieces(rng, [0, 0])) is None  # no bag row in the chunk
+    assert spill.write_pieces((0, 0), 0, _pieces(rng, [3, 2], labels_dtype=object)) is None  # labels as objects
+    (tmp_path / "runs" / f".tasks-write-{spill.token}").unlink()  # as a worker on another machine sees it
+    assert spill.write_pieces((0, 0), 0, _pieces(rng, [3, 2])) is None
+
+
+def test_a_truncated_pieces_file_is_an_error_not_other_rows(tmp_path):
+    rng = np.random.default_rng(2)
+    spill = ThresholdRunDirectory.open(tmp_path / "runs")
+    kept = spill.write_pieces((1, 0), 0, _pieces(rng, [4, 6]))
+    with open(kept.path, "r+b") as handle:
+        handle.truncate(10)
+    with pytest.raises(ValueError, match="holds 10 bytes"):
+        kept[1]
+
+
+def test_a_store_job_with_bag_rows_on_disk_equals_the_job_with_them_in_memory(tmp_path, monkeypatch):
+    """Records and final models equal bit for bit; every fold's reads kept their pieces on disk, and nothing of
+    them is left when the run has finished."""
+    data = load_keel("ecoli1")  # 336 rows, 77 minority
+    store = tmp_path / "ecoli1.zarr"
+    ingest((data.X, data.y), store, chunk_rows=30)
+    job = validate_job({"name": "pieces", "data": {"source": str(store)},
+                        "estimator": {"name": "ensemble_othr", "params": {
+                            "estimator": "linear_svc", "n_estimators": 4, "bootstrap": "balanced",
+                            "max_samples": 40, "random_state": 3}},
+                        "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 4}, "metrics": ["g_mean", "auc"]})
+    written = []
+    write_pieces = ThresholdRunDirectory.write_pieces
+
+    def counted(self, key, first, pieces):
+        kept = write_pieces(self, key, first, pieces)
+        written.append((kept, sum(piece.ranks.size for piece in pieces)))
+        return kept
+
+    monkeypatch.setattr(ThresholdRunDirectory, "write_pieces", counted)
+    on_disk = run_job(job, None, out=tmp_path / "on-disk", progress=False, data=load_job_data(str(store)))
+    n_chunks = -(-len(data.y) // 30)
+    assert len(written) == 4 * n_chunks  # 3 folds and the final model, every chunk holding training rows
+    # kept on disk unless the chunk holds no bag row
+    assert all(isinstance(kept, SpilledPieces) == (size > 0) for kept, size in written)
+    assert sum(size > 0 for _, size in written) > 0.9 * len(written)
+    monkeypatch.setattr(ThresholdRunDirectory, "write_pieces", lambda self, key, first, pieces: None)
+    in_memory = run_job(job, None, out=tmp_path / "in-memory", progress=False, data=load_job_data(str(store)))
+
+    def without_times(records):
+        return [{k: v for k, v in record.items() if not k.endswith("_time")} for record in records]
+
+    assert without_times(on_disk.folds) == without_times(in_memory.folds)
+    a, b = (load_model(result.run_dir / "model").estimator[-1] for result in (on_disk, in_memory))
+    assert np.float64(a.threshold_).tobytes() == np.float64(b.threshold_).tobytes()
+    for first, second in zip(a.estimators_, b.estimators_, strict=True):
+        assert first.coef_.tobytes() == second.coef_.tobytes()
+    assert not any(path.suffix == ".bin" for path in tmp_path.rglob("*"))  # the partial directory too
