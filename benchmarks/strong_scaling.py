@@ -22,6 +22,16 @@ worker processes (cluster start not timed):
   ensemble submitted together (:func:`dimbsvm.jobs.run_job`), with the
   cluster's utilisation: busy task seconds / (wall seconds x workers).
 
+``--start warm``: before the timed stages, the same job runs once on a small
+store (64,000 rows, the same chunk count), so that every worker has imported
+what the tasks import, as on a cluster that has run a task before; without
+it each fresh worker imports scikit-learn, SciPy and dimbsvm inside the
+timed stage (1.5-3 CPU s a process). Each worker's idle CPU (Dask's
+heartbeats, memory monitor and profiler) is measured over a few seconds
+before the stages; *above idle* is the workers' CPU less that rate times the
+stage's worker-seconds, which is what a stage's work costs: on a machine with
+fewer cores than workers the idle cost grows with the workers for no work.
+
 Per stage: wall seconds, CPU seconds (worker processes and this one),
 speed-up and parallel efficiency against one worker, peak worker memory
 (``VmHWM``, not ``ru_maxrss``, which carries the spawning process's peak),
@@ -32,6 +42,7 @@ fine performance metrics). A summary JSON is written to ``--out``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import resource
@@ -125,7 +136,45 @@ def _task_phases(stream) -> dict:
     return {k: dict(v, wall=v["stop"] - v["start"]) for k, v in phases.items()}
 
 
-def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: str = "dimbsvm") -> dict:
+IDLE_SECONDS = 5.0
+
+
+def _idle_rate(client, seconds: float = IDLE_SECONDS) -> float:
+    """CPU seconds a worker of ``client`` spends per second while no task runs."""
+    before = sum(client.run(_cpu_seconds).values())
+    start = time.perf_counter()
+    time.sleep(seconds)
+    spent = sum(client.run(_cpu_seconds).values()) - before
+    return spent / ((time.perf_counter() - start) * len(client.scheduler_info()["workers"]))
+
+
+def _job_stage(store: Path, rows, y, meta, lazy_X, client, run_dir: Path, bag: int = BAG):
+    from dimbsvm.jobs import JobData, run_job, validate_job
+
+    job = validate_job({"name": "strong", "data": {"source": str(store)},
+                        "estimator": {"name": "ensemble_othr", "params": {
+                            "estimator": "linear_svc", "n_estimators": N_MEMBERS, "bootstrap": "balanced",
+                            "max_samples": bag, "random_state": 0}},
+                        "cv": {"n_splits": 2, "n_repeats": 1, "random_state": 0},
+                        "metrics": ["g_mean", "f_measure"]})
+    data = JobData(X=rows, y=y, meta=dict(meta, source=str(store)), lazy_X=lazy_X)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    result = run_job(job, client, out=run_dir, progress=False, data=data)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def _warm_up(warm_store: Path, client) -> None:
+    """The job once on a small store: every worker imports what the tasks import."""
+    from dimbsvm.store import StoreRows, open_store
+
+    stored = open_store(warm_store)
+    _job_stage(warm_store, StoreRows(warm_store, stored.X.shape), np.asarray(stored.y.compute()), stored.meta,
+               stored.X, client, warm_store.parent / "run-warm", bag=2_000)
+
+
+def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: str = "dimbsvm",
+               warm_store: Path | None = None) -> dict:
     """Every stage on a fresh cluster of ``n_workers`` single-threaded worker processes.
 
     ``malloc``: ``"dimbsvm"`` starts the workers with dimbsvm's malloc settings
@@ -144,12 +193,15 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: s
     n = int(stored.X.shape[0])
     y = np.asarray(stored.y.compute())
     rows = StoreRows(store, stored.X.shape)
-    out = {"n": n, "workers": n_workers, "malloc": malloc, "stages": {}}
+    out = {"n": n, "workers": n_workers, "malloc": malloc, "warm": warm_store is not None, "stages": {}}
     # (each cluster's nannies leave this process's environment as they found it, so arms do not mix)
     with spawning_workers(parse_bytes(memory_limit), malloc=malloc == "dimbsvm"), \
             LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
                          memory_limit=memory_limit) as cluster, Client(cluster) as client:
         client.run(lambda: None)  # workers up before any timing
+        if warm_store is not None:
+            _warm_up(warm_store, client)
+        out["idle_cpu_per_worker_second"] = idle = _idle_rate(client)
 
         def measured(name, func):
             cpu_workers = sum(client.run(_cpu_seconds).values())
@@ -164,6 +216,7 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: s
                      "fine": fine_phases(fine_before, client.run(_execute_seconds))}
             busy = sum(p["busy"] for p in stage["phases"].values())
             stage["utilisation"] = busy / (wall * n_workers) if wall > 0 else None
+            stage["cpu_idle"] = idle * wall * n_workers
             out["stages"][name] = stage
             logger.info("n=%d workers=%d %s: %.1f s wall, utilisation %.2f", n, n_workers, name, wall,
                         stage["utilisation"] or 0)
@@ -184,30 +237,19 @@ def run_config(store: Path, n_workers: int, stages, memory_limit: str, malloc: s
                 [spec], client=client, retries=0, task_labels=rows.labels()))
             out["quality"] = {k: result["record"][k] for k in ("g_mean", "f_measure")}
         if "job" in stages:
-            from dimbsvm.jobs import JobData, run_job, validate_job
-
-            job = validate_job({"name": "strong", "data": {"source": str(store)},
-                                "estimator": {"name": "ensemble_othr", "params": {
-                                    "estimator": "linear_svc", "n_estimators": N_MEMBERS, "bootstrap": "balanced",
-                                    "max_samples": BAG, "random_state": 0}},
-                                "cv": {"n_splits": 2, "n_repeats": 1, "random_state": 0},
-                                "metrics": ["g_mean", "f_measure"]})
-            data = JobData(X=rows, y=y, meta=dict(stored.meta, source=str(store)), lazy_X=stored.X)
-            run_dir = store.parent / f"run-{n}-{n_workers}"
-            shutil.rmtree(run_dir, ignore_errors=True)
-            measured("job", lambda: run_job(job, client, out=run_dir, progress=False, data=data))
-            shutil.rmtree(run_dir, ignore_errors=True)
+            measured("job", lambda: _job_stage(store, rows, y, stored.meta, stored.X, client,
+                                               store.parent / f"run-{n}-{n_workers}"))
         out["peak_worker_rss_bytes"] = max(client.run(_peak_rss).values())
     return out
 
 
 def with_speedups(runs: list[dict]) -> list[dict]:
     """Speed-up and efficiency of every stage against the one-worker run of the same n."""
-    base = {(r["n"], r.get("malloc"), r.get("repeat"), name): s["wall"] for r in runs if r["workers"] == 1
-            for name, s in r["stages"].items()}
+    base = {(r["n"], r.get("malloc"), r.get("warm"), r.get("repeat"), name): s["wall"] for r in runs
+            if r["workers"] == 1 for name, s in r["stages"].items()}
     for r in runs:
         for name, s in r["stages"].items():
-            one = base.get((r["n"], r.get("malloc"), r.get("repeat"), name))
+            one = base.get((r["n"], r.get("malloc"), r.get("warm"), r.get("repeat"), name))
             if one:
                 s["speedup"] = one / s["wall"]
                 s["efficiency"] = s["speedup"] / r["workers"]
@@ -240,15 +282,17 @@ def render_markdown(summary: dict) -> str:
     """The strong-scaling table, as RESULTS.md shows it."""
     labelled = any("label" in r for r in summary["runs"])
     mallocs = any("malloc" in r for r in summary["runs"])  # (runs before the option have none)
+    starts = any("warm" in r for r in summary["runs"])
     lines = ["| " + ("code | " if labelled else "") + ("malloc | " if mallocs else "") +
-             "n | workers | stage | wall s | CPU s (workers) | speed-up "
+             ("workers start | " if starts else "") + "n | workers | stage | wall s | CPU s (workers) | speed-up "
              "| efficiency | utilisation | member phase s | outside tasks s | peak worker GiB |",
-             "|---" * (11 + labelled + mallocs) + "|"]
+             "|---" * (11 + labelled + mallocs + starts) + "|"]
     for r in summary["runs"]:
         for name, s in r["stages"].items():
             member = s["phases"].get("member", {}).get("wall")
             lines.append(
                 ("| " + r["label"] + " " if labelled else "") + ("| " + r.get("malloc", "dask") + " " if mallocs else "")
+                + (("| warm " if r.get("warm") else "| cold ") if starts else "")
                 + f"| {r['n']:,} | {r['workers']} | {name} | {s['wall']:.1f} | {s['cpu_workers']:.1f} | "
                 f"{s.get('speedup', float('nan')):.2f} | {s.get('efficiency', float('nan')):.2f} | "
                 f"{(s['utilisation'] or 0):.2f} | {'' if member is None else f'{member:.1f}'} | "
@@ -266,9 +310,36 @@ def render_markdown(summary: dict) -> str:
             lines.append(f"| {malloc} | {n:,} | {workers} | {name} | {len(stages)} | "
                          f"{np.median([s['wall'] for s in stages]):.1f} | "
                          f"{np.median([s.get('speedup', np.nan) for s in stages]):.2f} | {np.median(busy):.1f} |")
+    if any("cpu_idle" in s for r in summary["runs"] for s in r["stages"].values()):
+        lines += ["", *render_cpu(summary)]
     if any(s.get("fine") for r in summary["runs"] for s in r["stages"].values()):
         lines += ["", *render_fine(summary)]
     return "\n".join(lines)
+
+
+def render_cpu(summary: dict) -> list:
+    """The workers' CPU per run and stage, all of it and above their idle rate, each against the one-worker run
+    of the same size, start and repeat."""
+    def key(r, name):
+        return r["n"], r.get("warm"), r.get("repeat"), r.get("label"), name
+
+    one = {key(r, name): s for r in summary["runs"] if r["workers"] == 1 for name, s in r["stages"].items()}
+    lines = ["Workers' CPU seconds: all of it, their idle rate times the stage's worker-seconds, and the rest "
+             "(above idle), each also as a multiple of the one-worker run's:", "",
+             "| workers start | n | workers | repeat | stage | CPU s | idle s | above idle s | CPU x one | "
+             "above idle x one |", "|---" * 10 + "|"]
+    for r in summary["runs"]:
+        for name, s in r["stages"].items():
+            if "cpu_idle" not in s:
+                continue
+            above = s["cpu_workers"] - s["cpu_idle"]
+            base = one.get(key(r, name))
+            ratios = ("", "") if base is None else (f"{s['cpu_workers'] / base['cpu_workers']:.2f}",
+                                                   f"{above / (base['cpu_workers'] - base['cpu_idle']):.2f}")
+            lines.append(f"| {'warm' if r.get('warm') else 'cold'} | {r['n']:,} | {r['workers']} | "
+                         f"{r.get('repeat', 0)} | {name} | {s['cpu_workers']:.1f} | {s['cpu_idle']:.1f} | "
+                         f"{above:.1f} | {ratios[0]} | {ratios[1]} |")
+    return lines
 
 
 def render_fine(summary: dict, kinds=("read", "oob", "assemble", "member", "bag", "score")) -> list:
@@ -302,6 +373,8 @@ def main(argv=None) -> int:
     parser.add_argument("--memory-limit", default="6GiB", help="per worker")
     parser.add_argument("--malloc", nargs="+", choices=["dimbsvm", "dask"], default=["dimbsvm"],
                         help="workers' malloc settings: dimbsvm's (as dimbsvm run starts them) and/or Dask's defaults")
+    parser.add_argument("--start", nargs="+", choices=["cold", "warm"], default=["cold"],
+                        help="workers as started (cold) and/or after the job ran once on a small store (warm)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each configuration, alternating")
     parser.add_argument("--compression", choices=["zstd", "lz4"], default="zstd", help="the store's chunk codec")
     parser.add_argument("--workdir", help="where the stores go (default: a temporary directory)")
@@ -333,13 +406,14 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             store = make_store(n, args.chunks, workdir, args.compression)
             summary.setdefault("ingest_seconds", {})[str(n)] = time.perf_counter() - start
+            warm_store = make_store(64_000, args.chunks, workdir, args.compression) if "warm" in args.start else None
             for repeat in range(args.repeats):
-                for malloc in args.malloc:
-                    for workers in args.workers:
-                        run = run_config(store, workers, args.stages, args.memory_limit, malloc)
-                        summary["runs"].append(dict(run, repeat=repeat))
-                        with_speedups(summary["runs"])
-                        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+                for malloc, start_as, workers in itertools.product(args.malloc, args.start, args.workers):
+                    run = run_config(store, workers, args.stages, args.memory_limit, malloc,
+                                     warm_store=warm_store if start_as == "warm" else None)
+                    summary["runs"].append(dict(run, repeat=repeat))
+                    with_speedups(summary["runs"])
+                    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
