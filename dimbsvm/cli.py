@@ -286,7 +286,8 @@ def _cmd_run(args) -> int:
     from .jobs.runner import run_checked
 
     checked = check_job(args.job, out=args.out if remote is None else remote.staging, resume=args.resume,
-                        fresh=args.fresh, scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
+                        fresh=args.fresh, scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls,
+                        cluster=args.cluster)
     checked = _tracked(checked, args.mlflow)  # issue 35: tracking (the mlflow package checked here)
     job, plan = checked.job, checked.run
     total = job.cv.n_folds
@@ -297,7 +298,8 @@ def _cmd_run(args) -> int:
     placement = _placement(args, job, checked.data)
     try:
         with _client(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
-                     placement=placement) as client, _checkpoints(remote, plan.partial):
+                     placement=placement, cluster=_cluster_of(args, job)) as client, \
+                _checkpoints(remote, plan.partial):
             result = run_checked(checked, client, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
         raise RunInterrupted(_interrupted(args, plan, total, exc, remote=remote)) from None
@@ -423,7 +425,7 @@ def _cmd_validate(args) -> int:
     checked = check_job(args.job, run_dir=run_dir, out=args.out if remote is None else remote.staging,
                         resume=args.resume, fresh=False,
                         registry=args.registry, claim=False,
-                        scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
+                        scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     if args.fresh and checked.run is not None and checked.run.resuming:
         checked.run.resuming = False  # --fresh would start over (validate discards nothing)
     placement = _placement(args, checked.job, checked.data)
@@ -440,7 +442,7 @@ def _cmd_predict(args) -> int:
     from .store.location import is_url
 
     tls = _tls(args)
-    check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
+    check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     check_output(args.out)  # nothing dimbsvm did not write is replaced
     if not is_url(args.out):
         check_writable(Path(args.out), "predict --out")
@@ -449,7 +451,8 @@ def _cmd_predict(args) -> int:
     planned = plan_prediction(model, args.data, args.out, chunk_rows=args.chunk_rows)
     from .jobs.placement import cluster_flag
 
-    demanded = cluster_flag(scheduler=args.scheduler, scheduler_file=args.scheduler_file, workers=args.workers)
+    demanded = cluster_flag(scheduler=args.scheduler, scheduler_file=args.scheduler_file, workers=args.workers,
+                            cluster=args.cluster)
     if demanded is None and planned.n_parts <= PREDICT_IN_PROCESS_PARTS:
         # a cluster's start (seconds) is most of the time of scoring so few rows: Dask's threads here instead
         rows = f" ({planned.n_rows:,} rows)" if planned.n_rows is not None else ""
@@ -486,7 +489,7 @@ def _cmd_retrain(args) -> int:
     from .jobs.retrain import retrain_checked
 
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
-                        scheduler_file=args.scheduler_file, tls=tls)
+                        scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     checked = _tracked(checked, args.mlflow)
     job = checked.job
     holdout = job.retrain.holdout
@@ -494,7 +497,7 @@ def _cmd_retrain(args) -> int:
     training_rows = [len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction)]
     placement = _placement(args, job, checked.data, training_rows=training_rows)
     with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
-                 placement=placement) as client:
+                 placement=placement, cluster=_cluster_of(args, job)) as client:
         outcome = retrain_checked(checked, client, args.registry, force=args.force)
     _print_outcome(outcome)
     return RETRAIN_EXIT[outcome.action] if args.exit_code else 0
@@ -528,12 +531,12 @@ def _cmd_schedule(args) -> int:
     # the checks of `retrain` (issue 30: job file, cluster options, registry, data, holdout), once before the
     # cluster starts; each run then reads the data again, as it is by then
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
-                        scheduler_file=args.scheduler_file, tls=tls)
+                        scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     checked = _tracked(checked, args.mlflow)
     job, job_text = checked.job, checked.job_text
     # workers are checked before each run (they may come, go or be upgraded between runs), not at start
     with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
-                 worker_timeout=None) as client:
+                 worker_timeout=None, cluster=_cluster_of(args, job)) as client:
         def run_once():
             check_workers(client, timeout=args.worker_timeout)
             outcome = retrain(job, client, args.registry, job_text=job_text)
@@ -576,7 +579,16 @@ def _placement(args, job, data, *, training_rows=None):
     from .jobs.placement import place_job
 
     return place_job(job, data.y, n_features=math.prod(data.X.shape[1:]), scheduler=args.scheduler,
-                     scheduler_file=args.scheduler_file, workers=args.workers, training_rows=training_rows)
+                     scheduler_file=args.scheduler_file, workers=args.workers, training_rows=training_rows,
+                     cluster=args.cluster)
+
+
+def _cluster_of(args, job=None):
+    """The cluster factory a verb uses: ``--cluster``, else the job's ``execution.cluster`` unless another flag
+    names the scheduler."""
+    if args.cluster or job is None or args.scheduler or args.scheduler_file:
+        return args.cluster
+    return job.execution.cluster
 
 
 def _client(args, *, tls=None, placement=None, **kwargs):
@@ -600,7 +612,8 @@ def _client(args, *, tls=None, placement=None, **kwargs):
     kwargs.setdefault("n_workers", args.workers)
     kwargs.setdefault("timeout", args.connect_timeout)
     kwargs.setdefault("worker_timeout", args.worker_timeout)
-    if not (args.scheduler or args.scheduler_file):
+    kwargs.setdefault("cluster", args.cluster)
+    if not (args.scheduler or args.scheduler_file or kwargs["cluster"]):
         kwargs.setdefault("dashboard_address", args.dashboard_address)
 
     @contextlib.contextmanager
@@ -628,8 +641,8 @@ def _cmd_ingest(args) -> int:
         check_target(store)  # before the source is read: only a store of dimbsvm's is ever replaced
         check_writable(store.parent if store.exists() else store, "store")  # the new store is staged beside it
     tls = _tls(args)
-    check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls)
-    on_cluster = bool(args.scheduler or args.scheduler_file or args.workers)
+    check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
+    on_cluster = bool(args.scheduler or args.scheduler_file or args.workers or args.cluster)
     # without a cluster named, this process reads the source (in threads): no cluster start for small files
     with (_client(args, tls=tls) if on_cluster else contextlib.nullcontext()):
         stored = ingest(_ingest_source(args), args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
@@ -665,6 +678,7 @@ def _cmd_bench(args) -> int:
     else:
         tls = _tls(args)
         summary, out = bench(args.suite, out=args.out, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
+                             cluster=args.cluster,
                              n_workers=args.workers, tls=tls, dashboard_address=args.dashboard_address,
                              timeout=args.connect_timeout, progress=not args.no_progress,
                              command="dimbsvm " + shlex.join(args.argv))

@@ -73,13 +73,19 @@ def _cluster_flags(default: str) -> argparse.ArgumentParser:
     group = cluster.add_argument_group("cluster")
     group.add_argument("--scheduler", help=f"scheduler address, tcp:// or tls:// (default: {default})")
     group.add_argument("--scheduler-file", help="file written by `dask scheduler --scheduler-file`")
+    group.add_argument("--cluster", metavar="MODULE:CALLABLE",
+                       help="a function (imported from MODULE, the working directory first) that returns a Dask "
+                            "cluster or client: dask-jobqueue, Kubernetes, dask-gateway, Coiled, an adaptive "
+                            "LocalCluster (examples: deploy/clusters.py); closed at the end; it may start with no "
+                            "worker")
     group.add_argument("--workers", type=positive_int, metavar="N",
                        help="workers of the embedded cluster, at least 1 (default: one per core)")
     group.add_argument("--tls-ca-file", help="CA certificate (PEM) for a tls:// scheduler")
     group.add_argument("--tls-cert", help="client certificate (PEM)")
     group.add_argument("--tls-key", help="client private key (PEM)")
     group.add_argument("--worker-timeout", type=seconds, default=60.0, metavar="SECONDS",
-                       help="seconds a remote scheduler may take to have its first worker (default: 60)")
+                       help="seconds a remote scheduler may take to have its first worker (default: 60); with "
+                            "--cluster, counted from when the work is submitted")
     group.add_argument("--connect-timeout", type=seconds, default=20.0,
                        help="seconds to wait for a remote scheduler (default: 20)")
     group.add_argument("--no-progress", action="store_true", help="do not show task progress")

@@ -281,7 +281,7 @@ def check_bench_extra() -> None:
         raise DimbsvmError(f"dimbsvm bench needs {', '.join(missing)}: pip install \"dimbsvm[bench]\"")
 
 
-def bench(suite_path, *, out=None, scheduler=None, scheduler_file=None, n_workers=None, tls=None,
+def bench(suite_path, *, out=None, scheduler=None, scheduler_file=None, cluster=None, n_workers=None, tls=None,
           dashboard_address=":0", timeout=20.0, progress=True, command="dimbsvm bench") -> tuple[dict, Path]:
     """``dimbsvm bench``: check the suite and its data, start or reach a cluster, run, write the results.
 
@@ -302,7 +302,8 @@ def bench(suite_path, *, out=None, scheduler=None, scheduler_file=None, n_worker
     _check_out(out)
     n_workers = n_workers or suite["execution"].get("n_workers")
     with cluster_client(scheduler, scheduler_file=scheduler_file, tls=tls, n_workers=n_workers, timeout=timeout,
-                        **({} if scheduler or scheduler_file else {"dashboard_address": dashboard_address})) as client:
+                        cluster=cluster, **({} if scheduler or scheduler_file or cluster
+                                            else {"dashboard_address": dashboard_address})) as client:
         summary = run_benchmark(suite, client, out=out, data=data, progress=progress, command=command)
     return summary, out
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .. import environment
 from .cluster_errors import ClusterConnectionError, NoWorkersError, WorkerMismatchError
 
 logger = logging.getLogger(__name__)
@@ -193,12 +194,14 @@ def _accepted_connection(host, port, deadline: float, retry_every: float = 0.25)
 
 
 def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str | None = None,
-                          tls: TLSSettings | None = None, require_encryption: bool = False) -> str:
+                          tls: TLSSettings | None = None, require_encryption: bool = False,
+                          cluster: str | None = None) -> str:
     """Check everything about where a job will run that can be checked without contacting anything.
 
     The address (given, or ``DASK_SCHEDULER_ADDRESS``) must be well formed, a
-    scheduler file must exist, TLS files must exist, and a job that requires
-    encryption must not name a ``tcp://`` scheduler. This is what
+    scheduler file must exist, TLS files must exist, a job that requires
+    encryption must not name a ``tcp://`` scheduler, and a cluster factory
+    (``MODULE:CALLABLE``) must import as a callable (it is not called). This is what
     :func:`cluster_client` checks first; the CLI calls it before any cluster
     starts (``dimbsvm validate`` runs it too).
 
@@ -206,12 +209,22 @@ def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str |
     -------
     str
         Where the job would run, for messages: the address, the scheduler
-        file, or ``"embedded LocalCluster"``.
+        file, the cluster factory, or ``"embedded LocalCluster"``.
 
     Raises
     ------
     ClusterConnectionError
     """
+    if cluster is not None:
+        from .factory import load_factory
+
+        if scheduler or scheduler_file:
+            raise ClusterConnectionError("give one of --cluster, --scheduler and --scheduler-file")
+        if tls is not None:
+            raise ClusterConnectionError("TLS files were given with --cluster: the cluster factory sets up its own "
+                                         "security (a Security object on the cluster or client it returns)")
+        load_factory(cluster)
+        return f"cluster factory {cluster}"
     env = os.environ.get("DASK_SCHEDULER_ADDRESS")
     address = scheduler or (None if scheduler_file else env)
     if address:
@@ -249,8 +262,9 @@ def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str |
 def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None = None,
                    tls: TLSSettings | None = None, require_encryption: bool = False,
                    n_workers: int | None = None, threads_per_worker: int = 1, processes: bool = True,
-                   timeout: float = 20, dashboard_address: str = ":0", worker_timeout: float | None = 60):
-    """Connect to a scheduler, or start an embedded ``LocalCluster``.
+                   timeout: float = 20, dashboard_address: str = ":0", worker_timeout: float | None = 60,
+                   cluster: str | None = None):
+    """Connect to a scheduler, make a cluster with the user's factory, or start an embedded ``LocalCluster``.
 
     Parameters
     ----------
@@ -283,7 +297,16 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         worker runs this dimbsvm (and compatible Python, scikit-learn,
         NumPy, Dask). ``None``: no check here (a caller that checks before
         each piece of work, as ``dimbsvm schedule`` does). An embedded
-        cluster's workers run this process's software: not checked.
+        cluster's workers run this process's software: not checked. Workers
+        that join later are checked as they join
+        (:mod:`~dimbsvm.distributed.version_gate`).
+    cluster : str, default=None
+        ``MODULE:CALLABLE``: a function that returns a Dask cluster or client
+        (:mod:`~dimbsvm.distributed.factory`); what it returns is closed at
+        the end. Such a cluster may start with no worker (scale from zero):
+        work is submitted at once, and the run ends with
+        :class:`NoWorkersError` if no worker has joined within
+        ``worker_timeout`` seconds.
 
     Yields
     ------
@@ -304,13 +327,21 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
     from distributed import Client, LocalCluster
     from distributed.worker_memory import parse_memory_limit
 
-    from .compat import check_workers, quiet_close, scheduler_lost
     from .worker_memory import spawning_workers
 
-    check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls, require_encryption=require_encryption)
+    check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls, require_encryption=require_encryption,
+                          cluster=cluster)
     address = scheduler or (None if scheduler_file else os.environ.get("DASK_SCHEDULER_ADDRESS"))
-    security = tls.security() if tls is not None else None
+    if cluster is not None:
+        from .factory import factory_client
+
+        with factory_client(cluster, timeout=timeout) as (client, where):
+            with _checked_remote(client, where, require_encryption=require_encryption,
+                                 worker_timeout=worker_timeout, scale_from_zero=True):
+                yield client
+        return
     if address or scheduler_file:
+        security = tls.security() if tls is not None else None
         target = address or f"scheduler file {scheduler_file}"
         logger.info("connecting to %s", target)
         if address:
@@ -322,24 +353,10 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
             # ValueError: an address Dask cannot parse after all
             raise ClusterConnectionError(f"cannot connect to the scheduler at {target} (waited up to {timeout:g} s): "
                                          f"{_reason(exc)}") from exc
-        where = client.scheduler.address  # resolved from a scheduler file too; gone once the client closes
-        trimming = False
-        try:
-            if require_encryption and not where.startswith("tls://"):
-                raise ClusterConnectionError(f"the job requires encryption but {where} is not tls://")
-            if worker_timeout is not None:
-                check_workers(client, timeout=worker_timeout, scheduler=where)
-            trimming = _keep_heaps_trimmed(client)
+        # (the address is resolved from a scheduler file too; gone once the client closes)
+        with _checked_remote(client, client.scheduler.address, require_encryption=require_encryption,
+                             worker_timeout=worker_timeout, scale_from_zero=False):
             yield client
-        except Exception as exc:
-            if scheduler_lost(client, exc):
-                raise SchedulerLostError(f"lost the scheduler at {where} ({_lost_reason(exc)})") from exc
-            raise
-        finally:
-            with _signals_held(), quiet_close(client):
-                if trimming:  # the cluster is the user's: left as it was found
-                    _stop_trimming(client)
-                client.close()
         return
     n_workers = n_workers or os.cpu_count() or 1
     logger.info("starting an embedded LocalCluster with %d worker(s)", n_workers)
@@ -367,6 +384,80 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         finally:
             with _signals_held():
                 _close_embedded(client, cluster)
+
+
+@contextlib.contextmanager
+def _checked_remote(client, where: str, *, require_encryption: bool, worker_timeout, scale_from_zero: bool):
+    """A cluster that is not this process's own, checked before the block and as workers join; the errors of
+    losing it, or of never getting a worker, said as such. The client is closed at the end (the cluster is left
+    as it was found)."""
+    from .compat import check_workers, quiet_close, scheduler_lost
+    from .version_gate import gate_workers
+
+    trimming, watch = False, None
+    try:
+        if require_encryption and not client.scheduler.address.startswith("tls://"):
+            raise ClusterConnectionError(f"the job requires encryption but {where} is not tls://")
+        if worker_timeout is not None:
+            # a cluster that scales from zero gets its first worker once it sees work: not waited for here
+            check_workers(client, timeout=worker_timeout, scheduler=where, wait=not scale_from_zero)
+            gate_workers(client, environment.software_record())
+            if scale_from_zero:
+                watch = _FirstWorkerWatch(client, worker_timeout, where).start()
+        trimming = _keep_heaps_trimmed(client)
+        yield
+    except BaseException as exc:  # (closing the client cancels the run's futures: CancelledError)
+        if watch is not None and watch.expired:
+            raise NoWorkersError(watch.message) from exc
+        if isinstance(exc, Exception) and scheduler_lost(client, exc):
+            raise SchedulerLostError(f"lost the scheduler at {where} ({_lost_reason(exc)})") from exc
+        raise
+    finally:
+        if watch is not None:
+            watch.stop()
+        with _signals_held(), quiet_close(client):
+            if trimming:  # the cluster is the user's: left as it was found
+                _stop_trimming(client)
+            client.close()
+
+
+class _FirstWorkerWatch:
+    """Ends a run on a cluster that scales from zero if no worker has joined within ``timeout`` seconds.
+
+    Work is submitted before any worker is there (so an autoscaler sees it);
+    a cluster that never gets one would hold the run forever. The watch
+    closes the client, which stops the run, and :attr:`message` says why.
+    """
+
+    def __init__(self, client, timeout: float, where: str):
+        self.client, self.timeout, self.where = client, float(timeout), where
+        self.expired = False
+        self._stopped = threading.Event()
+        self.message = (f"no worker joined {where} within {self.timeout:g} s of the work being submitted; the "
+                        "cluster did not scale up (its manager's logs say why: a queue, a quota, an image that "
+                        "fails to start); --worker-timeout waits longer")
+
+    def start(self) -> "_FirstWorkerWatch":
+        threading.Thread(target=self._watch, name="dimbsvm-first-worker", daemon=True).start()
+        return self
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self._stopped.wait(0.5):
+            try:
+                if self.client.scheduler_info(n_workers=-1).get("workers"):
+                    return
+            except Exception:  # noqa: BLE001 - a client closing meanwhile: the run says why
+                return
+            if time.monotonic() > deadline:
+                self.expired = True
+                logger.error("%s", self.message)
+                with contextlib.suppress(Exception):
+                    self.client.close()
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 def _keep_heaps_trimmed(client) -> bool:

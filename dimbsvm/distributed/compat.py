@@ -66,7 +66,7 @@ _checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _by_value_lock = threading.Lock()
 
 
-def check_workers(client, *, timeout: float = 60.0, scheduler: str | None = None) -> dict:
+def check_workers(client, *, timeout: float = 60.0, scheduler: str | None = None, wait: bool = True) -> dict:
     """Raise unless the cluster has a worker and every worker runs this process's software.
 
     Parameters
@@ -76,6 +76,11 @@ def check_workers(client, *, timeout: float = 60.0, scheduler: str | None = None
         Seconds to wait for the first worker to join.
     scheduler : str, default=None
         The scheduler's name for messages (default: its address).
+    wait : bool, default=True
+        ``False``: a cluster that has no worker yet is not waited for (one
+        that scales from zero starts workers once it sees work); only the
+        scheduler is checked, and the workers as they join
+        (:mod:`~dimbsvm.distributed.version_gate`).
 
     Returns
     -------
@@ -95,6 +100,14 @@ def check_workers(client, *, timeout: float = 60.0, scheduler: str | None = None
         The workers did not answer within :data:`PROBE_TIMEOUT` (or ``timeout``, if longer).
     """
     where = scheduler or client.scheduler.address
+    if not wait and not client.scheduler_info(n_workers=-1).get("workers"):
+        ours = environment.software_record()
+        problems = _scheduler_differences(client, ours, where)
+        if problems:
+            raise WorkerMismatchError(problems[0])
+        _checked[client] = {}
+        logger.info("%s has no worker yet: each is checked as it joins", where)
+        return {}
     _wait_for_a_worker(client, timeout, where)
     ours, records, problems = _compare(client, where, max(timeout, PROBE_TIMEOUT))
     if problems:
@@ -269,6 +282,11 @@ def _compare(client, where: str, timeout: float):
     return ours, records, problems
 
 
+def record_worker(client, address: str, name: str, record: dict) -> None:
+    """Add a worker checked as it joined to :func:`worker_versions` of ``client``."""
+    _checked.setdefault(client, {})[address] = (name, record)
+
+
 def _wait_for_a_worker(client, timeout: float, where: str) -> None:
     try:
         client.wait_for_workers(1, timeout=timeout)
@@ -294,7 +312,7 @@ def _scheduler_differences(client, ours: dict, where: str) -> list[str]:
 def _probe(client, timeout: float, where: str) -> dict:
     """``{address: software record or exception}`` from every worker."""
     try:
-        with _sent_by_value(environment):
+        with sent_by_value(environment):
             return client.run(environment.software_record_in_thread, list(environment.CLUSTER_PACKAGES),
                               on_error="return", callback_timeout=timeout)
     except TimeoutError as exc:
@@ -305,8 +323,8 @@ def _probe(client, timeout: float, where: str) -> dict:
 
 
 @contextlib.contextmanager
-def _sent_by_value(module):
-    """Pickle ``module``'s functions by value (their code travels) while this block runs.
+def sent_by_value(*modules):
+    """Pickle the functions and classes of ``modules`` by value (their code travels) while this block runs.
 
     By reference, a worker would have to import dimbsvm to load the check -
     the very thing being checked.
@@ -314,13 +332,14 @@ def _sent_by_value(module):
     import cloudpickle
 
     with _by_value_lock:
-        registered = module.__name__ in cloudpickle.list_registry_pickle_by_value()
-        if not registered:
+        added = [module for module in modules
+                 if module.__name__ not in cloudpickle.list_registry_pickle_by_value()]
+        for module in added:
             cloudpickle.register_pickle_by_value(module)
         try:
             yield
         finally:
-            if not registered:
+            for module in added:
                 cloudpickle.unregister_pickle_by_value(module)
 
 

@@ -89,7 +89,8 @@ class CheckedJob:
 
 def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False, fresh: bool = False,
               registry=None, scheduler: str | None = None, scheduler_file: str | None = None,
-              tls: TLSSettings | None = None, runs_root=RUNS_ROOT, claim: bool = True) -> CheckedJob:
+              tls: TLSSettings | None = None, runs_root=RUNS_ROOT, claim: bool = True,
+              cluster: str | None = None) -> CheckedJob:
     """Run every check of a job before anything starts (see the module docstring).
 
     Parameters
@@ -104,8 +105,9 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
     registry : path, default=None
         A model registry directory the run will write (``retrain``,
         ``schedule``); with it, the holdout split is checked too.
-    scheduler, scheduler_file, tls
-        As given to :func:`~dimbsvm.distributed.cluster_client`.
+    scheduler, scheduler_file, tls, cluster
+        As given to :func:`~dimbsvm.distributed.cluster_client`; ``cluster``
+        defaults to the job's ``execution.cluster``.
     runs_root : path, default="runs"
         Where runs go without ``out``.
     claim : bool, default=True
@@ -127,7 +129,8 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
     if job.tracking is not None:
         require_mlflow(job.tracking.mlflow)  # the optional extra, before the data is read
     where = check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls,
-                                  require_encryption=job.execution.require_encryption)
+                                  require_encryption=job.execution.require_encryption,
+                                  cluster=cluster or (None if scheduler or scheduler_file else job.execution.cluster))
     if run_dir and out is not None:
         check_out_path(out)  # a path that cannot be used fails before the data is read
     if registry is not None:

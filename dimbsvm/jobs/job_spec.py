@@ -316,16 +316,20 @@ class RetrainSpec:
 
 @dataclass(frozen=True)
 class ExecutionSpec:
-    """``execution``: task retries, an embedded cluster's workers, and whether encryption is required."""
+    """``execution``: task retries, an embedded cluster's workers, whether encryption is required, and the
+    function that makes the cluster (``MODULE:CALLABLE``, as ``--cluster``)."""
 
     retries: int = 2
     require_encryption: bool = False
     n_workers: int | None = None
+    cluster: str | None = None
 
     def to_dict(self) -> dict:
         out = {"retries": self.retries, "require_encryption": self.require_encryption}
         if self.n_workers is not None:
             out["n_workers"] = self.n_workers
+        if self.cluster is not None:
+            out["cluster"] = self.cluster
         return out
 
 

@@ -164,8 +164,10 @@ class Placement:
         return line
 
 
-def cluster_flag(*, scheduler=None, scheduler_file=None, workers=None) -> str | None:
+def cluster_flag(*, scheduler=None, scheduler_file=None, workers=None, cluster=None) -> str | None:
     """The command-line flag or the environment variable that asks for a cluster, or ``None``."""
+    if cluster:
+        return "--cluster"
     if scheduler:
         return "--scheduler"
     if scheduler_file:
@@ -177,11 +179,14 @@ def cluster_flag(*, scheduler=None, scheduler_file=None, workers=None) -> str | 
     return None
 
 
-def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, workers=None) -> str | None:
+def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, workers=None,
+                     cluster=None) -> str | None:
     """What asks for a cluster regardless of the job's size (a flag, the environment, the job), or ``None``."""
-    flag = cluster_flag(scheduler=scheduler, scheduler_file=scheduler_file, workers=workers)
+    flag = cluster_flag(scheduler=scheduler, scheduler_file=scheduler_file, workers=workers, cluster=cluster)
     if flag is not None:
         return flag
+    if job.execution.cluster is not None:
+        return "execution.cluster"
     if job.execution.n_workers is not None:
         return "execution.n_workers"
     if job.execution.require_encryption:
@@ -310,7 +315,7 @@ def _scaled(fraction, rows: float) -> float:
 
 
 def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler_file=None, workers=None,
-              training_rows=None) -> Placement:
+              training_rows=None, cluster=None) -> Placement:
     """Where ``job`` runs: on the cluster something names, else by its :func:`estimate_work`.
 
     Parameters
@@ -318,8 +323,8 @@ def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler
     job : JobSpec
     y : array-like
         The job's labels.
-    scheduler, scheduler_file, workers
-        The command line's ``--scheduler``, ``--scheduler-file`` and ``--workers``.
+    scheduler, scheduler_file, workers, cluster
+        The command line's ``--scheduler``, ``--scheduler-file``, ``--workers`` and ``--cluster``.
     n_features, training_rows
         As :func:`estimate_work`.
 
@@ -327,7 +332,8 @@ def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler
     -------
     Placement
     """
-    demanded = cluster_demanded(job, scheduler=scheduler, scheduler_file=scheduler_file, workers=workers)
+    demanded = cluster_demanded(job, scheduler=scheduler, scheduler_file=scheduler_file, workers=workers,
+                                cluster=cluster)
     work = estimate_work(job, y, n_features=n_features, training_rows=training_rows)
     model = _cost_model()
     if demanded is not None:

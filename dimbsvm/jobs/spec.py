@@ -208,6 +208,9 @@ JOB_SCHEMA = {
                 "n_workers": {"type": "integer", "minimum": 1, "maximum": MAX_WORKERS,
                               "$comment": "an embedded cluster's workers are processes on this machine"},
                 "require_encryption": {"type": "boolean"},
+                "cluster": {"type": "string", "pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
+                            "$comment": "MODULE:CALLABLE, a function returning a Dask cluster or client "
+                                        "(as --cluster; the flag wins)"},
             },
         },
         "tracking": {

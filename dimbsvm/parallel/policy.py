@@ -86,6 +86,10 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, OSError) and not isinstance(error, _PERMANENT_OS_ERRORS)
 
 
+#: The attribute of a Dask worker that a version check refused (:mod:`dimbsvm.distributed.version_gate`): why.
+REFUSED_WORKER = "dimbsvm_refused"
+
+
 def worker_threads() -> int | None:
     """Threads of the Dask worker running this code, or None outside a worker task."""
     try:
@@ -198,6 +202,8 @@ def run_task(func, kwargs: dict):
         if isinstance(value, TaskFailure):
             return value
     n_threads = worker_threads()
+    if n_threads is not None:
+        _reschedule_if_refused()
     threads = task_threads(n_threads) if n_threads is not None else contextlib.nullcontext()
     memory = contextlib.nullcontext()
     if n_threads is not None:  # in a worker: blocks of scikit-learn's chunked computations within its limit
@@ -215,6 +221,14 @@ def run_task(func, kwargs: dict):
     finally:
         if n_threads is not None:  # the temporaries the task freed, given back where the worker holds too many
             return_freed_heap(worker_memory_limit())
+
+
+def _reschedule_if_refused() -> None:
+    """In a worker the version check refused (closing as this runs): the task goes to another worker."""
+    from distributed import Reschedule, get_worker
+
+    if getattr(get_worker(), REFUSED_WORKER, None):
+        raise Reschedule()
 
 
 def raise_failure(result):

@@ -1,0 +1,205 @@
+"""``--cluster MODULE:CALLABLE`` and scale from zero (issue 53, items 1 and 2), on real clusters started here.
+
+The truth for a job's records is the same job run in this process; for the
+version gate, a real ``dask worker`` process importing a copy of dimbsvm whose
+sources differ (another build), which the first check refuses as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from dimbsvm.cli import main
+from dimbsvm.distributed import NoWorkersError, cluster_client, worker_versions
+from dimbsvm.parallel import TaskPlan, run_plan
+
+REPO = Path(__file__).resolve().parents[1]
+
+FACTORIES = textwrap.dedent('''
+    made = []
+
+    def adaptive():
+        """An adaptive cluster with no worker until it sees work."""
+        from distributed import LocalCluster
+        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster.adapt(minimum=0, maximum=2, interval="200ms", wait_count=5)
+        made.append(cluster)
+        return cluster
+
+    def never():
+        from distributed import LocalCluster
+        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=False, dashboard_address=None)
+        made.append(cluster)
+        return cluster
+
+    def client():
+        from distributed import Client, LocalCluster
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+        made.extend([Client(cluster), cluster])  # (the client's cluster is the factory's to close: here, the test's)
+        return made[0]
+
+    def raises():
+        raise RuntimeError("no quota left")
+
+    def wrong():
+        return 42
+
+    number = 7
+''')
+
+JOB = textwrap.dedent("""
+    name: factory
+    data: {source: ecoli1}
+    estimator: {name: othr}
+    cv: {n_splits: 3, n_repeats: 1, random_state: 0}
+    metrics: [g_mean, f_measure]
+""")
+
+
+@pytest.fixture
+def factories(tmp_path, monkeypatch):
+    """A module of cluster factories in the working directory, as a user's would be; forgotten afterwards."""
+    (tmp_path / "my_clusters.py").write_text(FACTORIES)
+    (tmp_path / "job.yaml").write_text(JOB)
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    module = sys.modules.pop("my_clusters", None)
+    for thing in getattr(module, "made", []):
+        thing.close()
+
+
+def _records(run_dir):
+    folds = json.loads((Path(run_dir) / "metrics.json").read_text())["folds"]
+    return [{k: v for k, v in fold.items() if not k.endswith("_time")} for fold in folds]
+
+
+def test_a_job_on_a_cluster_that_scales_from_zero_equals_the_job_run_here(factories, capsys):
+    """The adaptive cluster has no worker when the job starts: the work is submitted, the cluster sees it and
+    starts workers, and the records are those of the same job in this process. The cluster is closed after."""
+    assert main(["run", "job.yaml", "--cluster", "my_clusters:adaptive", "--out", "on-factory"]) == 0
+    import my_clusters
+
+    [cluster] = my_clusters.made
+    assert cluster.status.name == "closed"
+    assert main(["run", "job.yaml", "--out", "here"]) == 0
+    assert "running in this process" in capsys.readouterr().out  # the reference did run here
+    assert _records("on-factory") == _records("here")
+    versions = json.loads((factories / "on-factory" / "metrics.json").read_text())["worker_versions"]
+    assert versions and all(v["dimbsvm_build"] for v in versions.values())  # those that joined, checked as they did
+
+
+def test_a_factory_returning_a_client_is_used_and_closed(factories):
+    with cluster_client(cluster="my_clusters:client") as client:
+        plan = TaskPlan()
+        refs = [plan.add(pow, {"base": k, "exp": 2}, watch=True) for k in range(4)]
+        assert run_plan(plan, client=client) == {ref.id: k * k for k, ref in enumerate(refs)}
+    import my_clusters
+
+    assert my_clusters.made[0].status == "closed"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("my_clusters", "is not MODULE:CALLABLE"),
+    ("no_such_module:make", "cannot import no_such_module (--cluster no_such_module:make): ModuleNotFoundError"),
+    ("my_clusters:nope", "my_clusters has no nope"),
+    ("my_clusters:number", "my_clusters:number (--cluster) is a int, not a function"),
+])
+def test_a_factory_that_cannot_be_loaded_is_one_line_before_anything_runs(factories, capsys, spec, message):
+    assert main(["validate", "job.yaml", "--cluster", spec]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("my_clusters:raises", "the cluster factory my_clusters:raises raised RuntimeError: no quota left"),
+    ("my_clusters:wrong", "the cluster factory my_clusters:wrong returned a int, not a Dask cluster"),
+])
+def test_a_factory_that_fails_is_one_line(factories, capsys, spec, message):
+    assert main(["run", "job.yaml", "--cluster", spec, "--out", "run"]) != 0
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_cluster_that_never_gets_a_worker_ends_the_run_in_one_line(factories, capsys):
+    start = time.monotonic()
+    assert main(["run", "job.yaml", "--cluster", "my_clusters:never", "--worker-timeout", "2", "--out", "run"]) != 0
+    assert time.monotonic() - start < 60
+    err = capsys.readouterr().err
+    assert "no worker joined my_clusters:never" in err and "within 2 s of the work being submitted" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    with pytest.raises(NoWorkersError):
+        with cluster_client(cluster="my_clusters:never", worker_timeout=1) as client:
+            plan = TaskPlan()
+            plan.add(pow, {"base": 2, "exp": 2}, watch=True)
+            run_plan(plan, client=client)
+
+
+def test_cluster_flags_are_one_of_cluster_scheduler_and_scheduler_file(factories, capsys):
+    assert main(["validate", "job.yaml", "--cluster", "my_clusters:adaptive", "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert "give one of --cluster, --scheduler and --scheduler-file" in capsys.readouterr().err
+
+
+def _other_build(tmp_path) -> Path:
+    """A copy of dimbsvm whose sources differ from this one's by a comment: another build of the same version."""
+    copy = tmp_path / "other-build"
+    shutil.copytree(REPO / "dimbsvm", copy / "dimbsvm", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / "dimbsvm" / "_version.py", "a") as handle:
+        handle.write("# another build\n")
+    return copy
+
+
+def test_a_worker_of_another_build_joining_late_is_refused_and_runs_no_task(tmp_path, caplog):
+    """A job's cluster has one worker; a worker of another dimbsvm build joins while it runs. The gate refuses it
+    with one line in the client's log, it leaves (its nanny too), and every task runs on the first worker."""
+    from distributed import LocalCluster
+
+    other = _other_build(tmp_path)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                      protocol="tcp://", host="127.0.0.1") as cluster, \
+            cluster_client(cluster.scheduler_address, worker_timeout=30) as client:
+        [first] = client.scheduler_info()["workers"]
+        env = dict(os.environ, PYTHONPATH=str(other))
+        joiner = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
+                                   "--nthreads", "1", "--nworkers", "1", "--name", "late"],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+        try:
+            assert joiner.wait(timeout=90) is not None  # closed with its nanny: the process ends
+        finally:
+            if joiner.poll() is None:
+                joiner.kill()
+        refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+        assert len(refused) == 1 and "(late) refused: it has dimbsvm" in refused[0], refused
+        assert list(client.scheduler_info()["workers"]) == [first]
+        plan = TaskPlan()
+        for k in range(6):
+            plan.add(_where, {"k": k}, watch=True)
+        assert set(run_plan(plan, client=client).values()) == {first}
+        assert [name for name in worker_versions(client)] == [str(cluster.workers[0].name)]
+
+
+def _where(*, k):
+    from distributed import get_worker
+
+    return get_worker().address
+
+
+def test_the_deploy_factory_of_an_adaptive_local_cluster_runs_a_job(tmp_path, monkeypatch):
+    """deploy/clusters.py's own factory, from zero workers, as its docstring tells a user to call it."""
+    monkeypatch.syspath_prepend(str(REPO / "deploy"))
+    monkeypatch.setenv("DIMBSVM_CLUSTER_MAX_WORKERS", "2")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.yaml").write_text(JOB)
+    try:
+        assert main(["run", "job.yaml", "--cluster", "clusters:local_adaptive", "--out", "run"]) == 0
+    finally:
+        sys.modules.pop("clusters", None)
+    assert len(_records(tmp_path / "run")) == 3
