@@ -76,9 +76,14 @@ class SideProcess:
             return not self._closed and self._process.poll() is None
 
     def submit(self, func, /, *args, **kwargs) -> Future:
-        """Run ``func(*args, **kwargs)`` in the side process after the calls submitted before it."""
+        """Run ``func(*args, **kwargs)`` in the side process after the calls submitted before it.
+
+        The call runs in this process's working directory as it is now (a
+        relative path means the same file on both sides, even after this
+        process changed directory since the side process started).
+        """
         future = Future()
-        request = pickle.dumps((func, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        request = pickle.dumps((func, args, kwargs, _working_directory()), protocol=pickle.HIGHEST_PROTOCOL)
         with self._lock:
             if self._closed:
                 future.set_exception(SideProcessError("the side process is closed or has died"))
@@ -144,8 +149,17 @@ def _read_message(stream):
     return message if len(message) == size else None
 
 
-def _answer(func, args, kwargs) -> bytes:
+def _working_directory() -> str | None:
     try:
+        return os.getcwd()
+    except OSError:  # removed since this process entered it: the side process stays where it is
+        return None
+
+
+def _answer(func, args, kwargs, directory) -> bytes:
+    try:
+        if directory is not None:
+            os.chdir(directory)
         outcome = (True, func(*args, **kwargs))
     except Exception as exc:  # noqa: BLE001 - handed to the caller, as a future's exception is
         outcome = (False, exc)

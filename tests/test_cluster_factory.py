@@ -164,26 +164,29 @@ def test_a_worker_of_another_build_joining_late_is_refused_and_runs_no_task(tmp_
 
     other = _other_build(tmp_path)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
-                      protocol="tcp://", host="127.0.0.1") as cluster, \
-            cluster_client(cluster.scheduler_address, worker_timeout=30) as client:
-        [first] = client.scheduler_info()["workers"]
-        env = dict(os.environ, PYTHONPATH=str(other))
-        joiner = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
-                                   "--nthreads", "1", "--nworkers", "1", "--name", "late"],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-        try:
-            assert joiner.wait(timeout=90) is not None  # closed with its nanny: the process ends
-        finally:
-            if joiner.poll() is None:
-                joiner.kill()
-        refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
-        assert len(refused) == 1 and "(late) refused: it has dimbsvm" in refused[0], refused
-        assert list(client.scheduler_info()["workers"]) == [first]
-        plan = TaskPlan()
-        for k in range(6):
-            plan.add(_where, {"k": k}, watch=True)
-        assert set(run_plan(plan, client=client).values()) == {first}
-        assert [name for name in worker_versions(client)] == [str(cluster.workers[0].name)]
+                      protocol="tcp://", host="127.0.0.1") as cluster:
+        with cluster_client(cluster.scheduler_address, worker_timeout=30) as client:
+            [first] = client.scheduler_info()["workers"]
+            joiner = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+                                       cluster.scheduler_address, "--nthreads", "1", "--nworkers", "1",
+                                       "--name", "late"], env=dict(os.environ, PYTHONPATH=str(other)),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+            try:
+                assert joiner.wait(timeout=90) is not None  # closed with its nanny: the process ends
+            finally:
+                if joiner.poll() is None:
+                    joiner.kill()
+            refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+            assert len(refused) == 1 and "(late) refused: it has dimbsvm" in refused[0], refused
+            assert list(client.scheduler_info()["workers"]) == [first]
+            plan = TaskPlan()
+            for k in range(6):
+                plan.add(_where, {"k": k}, watch=True)
+            assert set(run_plan(plan, client=client).values()) == {first}
+            assert [name for name in worker_versions(client)] == [str(cluster.workers[0].name)]
+            assert "dimbsvm-version-gate" in cluster.scheduler.worker_plugins
+        # the user's cluster is left as it was found: the gate is taken off its scheduler
+        assert "dimbsvm-version-gate" not in cluster.scheduler.worker_plugins
 
 
 def _where(*, k):

@@ -52,10 +52,28 @@ def test_calls_run_in_another_process_in_the_order_submitted(side):
     assert {future.result(timeout=60) for future in pids} == {side.pid}
     assert side.pid != os.getpid()
     # the answers come back in order: each call sees the environment the previous one left
-    here = os.getcwd()
-    side.submit(os.chdir, "/")
-    assert side.submit(os.getcwd).result(timeout=60) == "/"
-    assert os.getcwd() == here
+    side.submit(_set_env, "DIMBSVM_SIDE_TEST", "set by the call before")
+    assert side.submit(os.getenv, "DIMBSVM_SIDE_TEST").result(timeout=60) == "set by the call before"
+    assert "DIMBSVM_SIDE_TEST" not in os.environ
+
+
+def test_a_call_runs_in_the_callers_working_directory_of_the_moment(side, tmp_path, monkeypatch):
+    """A relative path names the same file on both sides, even after the caller changed directory (a second
+    run of a notebook, a test) since the side process started."""
+    assert side.submit(os.getcwd).result(timeout=60) == os.getcwd()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here.txt").write_text("this one")
+    assert side.submit(os.getcwd).result(timeout=60) == str(tmp_path)
+    assert side.submit(_read, "here.txt").result(timeout=60) == "this one"
+
+
+def _set_env(name, value):
+    os.environ[name] = value
+
+
+def _read(path):
+    with open(path) as handle:
+        return handle.read()
 
 
 def test_an_error_of_the_call_is_raised_by_its_future_and_the_process_goes_on(side):

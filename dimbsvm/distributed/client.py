@@ -392,9 +392,9 @@ def _checked_remote(client, where: str, *, require_encryption: bool, worker_time
     losing it, or of never getting a worker, said as such. The client is closed at the end (the cluster is left
     as it was found)."""
     from .compat import check_workers, quiet_close, scheduler_lost
-    from .version_gate import gate_workers
+    from .version_gate import gate_workers, ungate_workers
 
-    trimming, watch = False, None
+    trimming, gated, watch = False, False, None
     try:
         if require_encryption and not client.scheduler.address.startswith("tls://"):
             raise ClusterConnectionError(f"the job requires encryption but {where} is not tls://")
@@ -402,6 +402,7 @@ def _checked_remote(client, where: str, *, require_encryption: bool, worker_time
             # a cluster that scales from zero gets its first worker once it sees work: not waited for here
             check_workers(client, timeout=worker_timeout, scheduler=where, wait=not scale_from_zero)
             gate_workers(client, environment.software_record())
+            gated = True
             if scale_from_zero:
                 watch = _FirstWorkerWatch(client, worker_timeout, where).start()
         trimming = _keep_heaps_trimmed(client)
@@ -418,6 +419,8 @@ def _checked_remote(client, where: str, *, require_encryption: bool, worker_time
         with _signals_held(), quiet_close(client):
             if trimming:  # the cluster is the user's: left as it was found
                 _stop_trimming(client)
+            if gated:
+                ungate_workers(client)
             client.close()
 
 

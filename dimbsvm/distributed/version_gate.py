@@ -30,7 +30,7 @@ from ..environment import software_record_in_thread
 from ..parallel.policy import REFUSED_WORKER
 from .compat import differences
 
-__all__ = ["TOPIC", "VersionGate", "gate_workers"]
+__all__ = ["TOPIC", "VersionGate", "gate_workers", "ungate_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,15 @@ def gate_workers(client, ours: dict) -> None:
     client.subscribe_topic(TOPIC, reported)
     with compat.sent_by_value(environment, compat, _this_module()):
         client.register_plugin(VersionGate(ours))
+
+
+def ungate_workers(client) -> None:
+    """Take the gate off ``client``'s cluster (a user's cluster is left as it was found)."""
+    try:
+        client.unsubscribe_topic(TOPIC)
+        client.unregister_worker_plugin(VersionGate.name)
+    except Exception:  # noqa: BLE001 - a cluster going away keeps nothing
+        logger.debug("could not take the version gate off", exc_info=True)
 
 
 def _this_module():
