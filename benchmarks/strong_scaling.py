@@ -299,15 +299,16 @@ def render_markdown(summary: dict) -> str:
                 f"{outside_tasks(s):.1f} | {r['peak_worker_rss_bytes'] / 2**30:.2f} |")
     if max((r.get("repeat") or 0 for r in summary["runs"]), default=0) > 0:
         lines += ["", "Medians over the repeats (speed-up: the median of each repeat's ratio to its own one-worker "
-                  "run):", "", "| malloc | n | workers | stage | repeats | wall s | speed-up | task busy s |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "run):", "", "| malloc | workers start | n | workers | stage | repeats | wall s | speed-up | "
+                  "task busy s |", "|---|---|---|---|---|---|---|---|---|"]
         groups = {}
         for r in summary["runs"]:
             for name, s in r["stages"].items():
-                groups.setdefault((r.get("malloc", "dask"), r["n"], r["workers"], name), []).append(s)
-        for (malloc, n, workers, name), stages in groups.items():
+                start = "warm" if r.get("warm") else "cold"
+                groups.setdefault((r.get("malloc", "dask"), start, r["n"], r["workers"], name), []).append(s)
+        for (malloc, start, n, workers, name), stages in groups.items():
             busy = [sum(p["busy"] for p in s["phases"].values()) for s in stages]
-            lines.append(f"| {malloc} | {n:,} | {workers} | {name} | {len(stages)} | "
+            lines.append(f"| {malloc} | {start} | {n:,} | {workers} | {name} | {len(stages)} | "
                          f"{np.median([s['wall'] for s in stages]):.1f} | "
                          f"{np.median([s.get('speedup', np.nan) for s in stages]):.2f} | {np.median(busy):.1f} |")
     if any("cpu_idle" in s for r in summary["runs"] for s in r["stages"].values()):
