@@ -347,10 +347,11 @@ def render_fine(summary: dict, kinds=("read", "oob", "assemble", "member", "bag"
     """Per run and stage, each task kind's seconds of thread CPU and of waiting (Dask's fine metrics), summed
     over workers: ``cpu / waiting``."""
     labelled = any("label" in r for r in summary["runs"])
+    starts = any("warm" in r for r in summary["runs"])
     lines = ["Task seconds by kind, summed over workers: thread CPU / thread not on a CPU (Dask's fine "
              "performance metrics: waiting for a CPU, for I/O or for another thread such as zarr's decoding):", "",
-             "| " + ("code | " if labelled else "") + "workers | repeat | stage | " + " | ".join(kinds) + " |",
-             "|---" * (3 + labelled + len(kinds)) + "|"]
+             "| " + ("code | " if labelled else "") + ("workers start | " if starts else "") + "workers | repeat | "
+             "stage | " + " | ".join(kinds) + " |", "|---" * (3 + labelled + starts + len(kinds)) + "|"]
     for r in summary["runs"]:
         for name, s in r["stages"].items():
             fine = s.get("fine")
@@ -358,7 +359,9 @@ def render_fine(summary: dict, kinds=("read", "oob", "assemble", "member", "bag"
                 continue
             cells = [f"{fine[k]['thread_cpu']:.2f} / {fine[k]['thread_noncpu']:.2f}" if k in fine else ""
                      for k in kinds]
-            lines.append(("| " + r["label"] + " " if labelled else "") + f"| {r['workers']} | {r.get('repeat', 0)} "
+            lines.append(("| " + r["label"] + " " if labelled else "")
+                         + (("| warm " if r.get("warm") else "| cold ") if starts else "")
+                         + f"| {r['workers']} | {r.get('repeat', 0)} "
                          f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
