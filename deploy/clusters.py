@@ -18,9 +18,10 @@ environment on a shared filesystem. Each manager is an optional extra:
 ``pip install "dimbsvm[jobqueue]"`` (SLURM, PBS, LSF, SGE), ``[kubernetes]``
 (the Dask Kubernetes operator), ``[gateway]`` (dask-gateway), ``[coiled]``.
 
-Only :func:`local_adaptive` runs in dimbsvm's test suite; the others follow
-their managers' documented APIs and are not run there (no SLURM, Kubernetes,
-gateway or Coiled account on the test machine).
+:func:`local_adaptive` and :func:`gateway` (against a real dask-gateway server
+with its local backend) run in dimbsvm's test suite; the others follow their
+managers' documented APIs and are not run there (no SLURM, Kubernetes or
+Coiled on the test machine).
 """
 
 from __future__ import annotations
@@ -86,10 +87,11 @@ def kubernetes():
 
 
 def gateway():
-    """A cluster from a dask-gateway server at ``DIMBSVM_CLUSTER_GATEWAY`` (its options as the server allows)."""
-    from dask_gateway import Gateway
+    """A cluster from a dask-gateway server at ``DIMBSVM_CLUSTER_GATEWAY`` (its options as the server allows;
+    authentication as dask-gateway's configuration says)."""
+    from dask_gateway import GatewayCluster
 
-    cluster = Gateway(_setting("GATEWAY", "http://127.0.0.1:8000")).new_cluster()
+    cluster = GatewayCluster(address=_setting("GATEWAY", "http://127.0.0.1:8000"))  # (it owns its connection)
     cluster.adapt(minimum=0, maximum=_most_workers())
     return cluster
 
