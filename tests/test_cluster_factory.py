@@ -196,16 +196,23 @@ def _where(*, k):
     return get_worker().address
 
 
-def test_the_deploy_factory_of_an_adaptive_local_cluster_runs_a_job(tmp_path, monkeypatch):
-    """deploy/clusters.py's own factory, from zero workers, as its docstring tells a user to call it."""
+def _run_with_deploy_factory(name, out, tmp_path, monkeypatch, **settings) -> int:
+    """``dimbsvm run`` of the test job with ``--cluster clusters:NAME`` from deploy/clusters.py, as its docstring
+    tells a user to call it (``DIMBSVM_CLUSTER_<KEY>`` settings from ``settings``)."""
     monkeypatch.syspath_prepend(str(REPO / "deploy"))
-    monkeypatch.setenv("DIMBSVM_CLUSTER_MAX_WORKERS", "2")
+    for key, value in dict(settings, MAX_WORKERS="2").items():
+        monkeypatch.setenv(f"DIMBSVM_CLUSTER_{key}", value)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "job.yaml").write_text(JOB)
     try:
-        assert main(["run", "job.yaml", "--cluster", "clusters:local_adaptive", "--out", "run"]) == 0
+        return main(["run", "job.yaml", "--cluster", f"clusters:{name}", "--out", out])
     finally:
         sys.modules.pop("clusters", None)
+
+
+def test_the_deploy_factory_of_an_adaptive_local_cluster_runs_a_job(tmp_path, monkeypatch):
+    """deploy/clusters.py's own factory, from zero workers."""
+    assert _run_with_deploy_factory("local_adaptive", "run", tmp_path, monkeypatch) == 0
     assert len(_records(tmp_path / "run")) == 3
 
 
@@ -260,15 +267,7 @@ def gateway(tmp_path):
 def test_the_deploy_factory_of_dask_gateway_runs_a_job_from_zero_workers(gateway, tmp_path, monkeypatch):
     """deploy/clusters.py's gateway factory against a real gateway server: the cluster it asks for starts with
     no worker, scales with the job, and the records are those of the job run in this process."""
-    monkeypatch.syspath_prepend(str(REPO / "deploy"))
-    monkeypatch.setenv("DIMBSVM_CLUSTER_GATEWAY", gateway)
-    monkeypatch.setenv("DIMBSVM_CLUSTER_MAX_WORKERS", "2")
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "job.yaml").write_text(JOB)
-    try:
-        assert main(["run", "job.yaml", "--cluster", "clusters:gateway", "--out", "on-gateway"]) == 0
-    finally:
-        sys.modules.pop("clusters", None)
+    assert _run_with_deploy_factory("gateway", "on-gateway", tmp_path, monkeypatch, GATEWAY=gateway) == 0
     assert main(["run", "job.yaml", "--out", "here"]) == 0
     assert _records("on-gateway") == _records("here")
     from dask_gateway import Gateway
