@@ -76,6 +76,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from .cli_json import JSON_VERBS, json_output
 from .cli_listings import cmd_datasets, cmd_estimators, cmd_features
 from .cli_parser import build_parser
 from .cli_registry import cmd_models, cmd_promote, cmd_rollback, open_registry
@@ -151,44 +152,51 @@ def _main(argv: list) -> int:
     args = parser.parse_args(argv)
     args.argv = argv
     _configure_logging(args.verbose)
+    if getattr(args, "json", False) and args.verb in JSON_VERBS:
+        with json_output(args) as finish:
+            status, error = _handled(args)
+        return finish(status, error)
+    return _handled(args)[0]
+
+
+def _handled(args) -> tuple[int, str | None]:
+    """The verb run with every error turned into one line on standard error: ``(exit status, that line)``."""
     restore = _terminate_as_interrupt() if args.verb != "schedule" else None  # schedule stops on its own
     try:
         _refuse_urls_for_local_paths(args)
-        return args.handler(args)
+        return args.handler(args), None
     except RunInterrupted as exc:
-        print(f"dimbsvm: {_one_line(exc)}", file=sys.stderr)
-        return 130
+        return _failed(_one_line(exc), 130)
     except KeyboardInterrupt as exc:
-        what = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
-        print(f"dimbsvm: {what}", file=sys.stderr)
-        return 130
+        return _failed("terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted", 130)
     except (DimbsvmError, OSError, ValueError) as exc:
         # ValueError: scikit-learn's (and numpy's) way of rejecting an input or a parameter combination,
         # e.g. raised inside a task; it reaches here as itself
         if args.verbose:
             traceback.print_exc()
-        print(f"dimbsvm: error: {_describe(exc)}", file=sys.stderr)
-        return getattr(exc, "exit_status", 2)  # 3: the scheduler was lost (SchedulerLostError)
+        return _failed(f"error: {_describe(exc)}", getattr(exc, "exit_status", 2))  # 3: SchedulerLostError
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: still one line, traceback with -v
         if args.verbose:
             traceback.print_exc()
         if _from_object_storage(exc) and _unanswered(exc):
             from .store.location import READ_TIMEOUT_VARIABLE, s3_call_limits
 
-            print(f"dimbsvm: error: object storage did not answer: {_one_line(exc)} (each call waits "
-                  f"{s3_call_limits()['read_timeout']:g} s, set by {READ_TIMEOUT_VARIABLE}; check the endpoint, "
-                  "AWS_ENDPOINT_URL, and the network)", file=sys.stderr)
-            return 2
+            return _failed(f"error: object storage did not answer: {_one_line(exc)} (each call waits "
+                           f"{s3_call_limits()['read_timeout']:g} s, set by {READ_TIMEOUT_VARIABLE}; check the "
+                           "endpoint, AWS_ENDPOINT_URL, and the network)", 2)
         if _from_object_storage(exc):
-            print(f"dimbsvm: error: object storage refused the request: {_one_line(exc)} (check the credentials "
-                  "and endpoint: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...)", file=sys.stderr)
-            return 2
-        print(f"dimbsvm: error: unexpected {type(exc).__name__}: {_one_line(exc)} (this is probably a bug in "
-              "dimbsvm; rerun with -v for the traceback and report it)", file=sys.stderr)
-        return 1
+            return _failed(f"error: object storage refused the request: {_one_line(exc)} (check the credentials "
+                           "and endpoint: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...)", 2)
+        return _failed(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (this is probably a bug in "
+                       "dimbsvm; rerun with -v for the traceback and report it)", 1)
     finally:
         if restore is not None:
             restore()
+
+
+def _failed(line: str, status: int) -> tuple[int, str]:
+    print(f"dimbsvm: {line}", file=sys.stderr)
+    return status, line
 
 
 def _one_line(exc: BaseException) -> str:
@@ -324,6 +332,10 @@ def _cmd_run(args) -> int:
         where = publish_run_dir(result.run_dir, remote.url)
     print(f"run directory: {where}")
     print(f"report: {where}/report.html")
+    args.json_document = {"job": job.name, "estimator": job.estimator.name, "data": str(job.data.source),
+                          "run_directory": str(where), "report": f"{where}/report.html", "summary": result.summary,
+                          "reused_folds": result.reused, "reused_members": result.reused_members,
+                          "search": result.search or None}
     return 0
 
 
@@ -420,7 +432,7 @@ def _cmd_validate(args) -> int:
     remote = _remote_out(args.out)
     tls = _tls(args)
     _read_job_file(args.job)
-    from .jobs.checks import check_job, describe
+    from .jobs.checks import check_job, describe, described
 
     checked = check_job(args.job, run_dir=run_dir, out=args.out if remote is None else remote.staging,
                         resume=args.resume, fresh=False,
@@ -432,6 +444,7 @@ def _cmd_validate(args) -> int:
     print(f"{args.job}: ok, every check before a run passed")
     for line in describe(checked, placement=placement):
         print(f"  {line}")
+    args.json_document = described(checked, placement=placement)
     return 0
 
 
@@ -500,6 +513,10 @@ def _cmd_retrain(args) -> int:
                  placement=placement, cluster=_cluster_of(args, job)) as client:
         outcome = retrain_checked(checked, client, args.registry, force=args.force)
     _print_outcome(outcome)
+    args.json_document = {"action": outcome.action, "version": outcome.version, "champion": outcome.champion,
+                          "promoted": outcome.promoted, "reason": outcome.reason,
+                          "challenger_metrics": outcome.challenger_metrics,
+                          "champion_metrics": outcome.champion_metrics, "search_params": outcome.search_params}
     return RETRAIN_EXIT[outcome.action] if args.exit_code else 0
 
 

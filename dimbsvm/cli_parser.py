@@ -94,6 +94,12 @@ def _cluster_flags(default: str) -> argparse.ArgumentParser:
     return cluster
 
 
+def _json_flag(verb) -> None:
+    verb.add_argument("--json", action="store_true",
+                      help="one JSON document on stdout, also on failure; the usual lines go to stderr "
+                           "(schema: dimbsvm.cli_json.SCHEMAS)")
+
+
 def build_parser(handlers: dict) -> argparse.ArgumentParser:
     """The ``dimbsvm`` command line: every verb and flag, each verb's ``handler`` taken from ``handlers`` (by verb)."""
     parser = _Parser(prog="dimbsvm", description="SVMs for class-imbalanced data on Dask.")
@@ -107,6 +113,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     run = verbs.add_parser("run", parents=[placed],
                            help="run a job (YAML): small ones in this process, others on a Dask cluster")
     run.add_argument("job", help="job spec file (YAML)")
+    _json_flag(run)
     _mlflow_flag(run)  # issue 35: experiment tracking
     run.add_argument("--out", help="run directory to create (default: runs/<job name>-<timestamp>); "
                                    "an interrupted run with the same --out resumes")
@@ -117,6 +124,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                                 help="run every check of `dimbsvm run` (job, data, folds, paths, scheduler "
                                      "address, TLS files) without starting anything")
     validate.add_argument("job", help="job spec file (YAML)")
+    _json_flag(validate)
     validate.add_argument("--out", help="the --out the run will be given")
     validate.add_argument("--registry", help="the --registry a retrain will be given")
     _resume_flags(validate)
@@ -149,6 +157,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     retrain = verbs.add_parser("retrain", parents=[placed],
                                help="train a challenger and promote it if it beats the champion")
     retrain.add_argument("job", help="job spec file (YAML) with a retrain section")
+    _json_flag(retrain)
     retrain.add_argument("--registry", required=True, help="model registry directory")
     _mlflow_flag(retrain)
     retrain.add_argument("--force", action="store_true",

@@ -308,6 +308,27 @@ def describe(checked: CheckedJob, *, placement=None) -> list[str]:
     return lines
 
 
+def described(checked: CheckedJob, *, placement=None) -> dict:
+    """What :func:`describe` says, as fields (``dimbsvm validate --json``; see :mod:`dimbsvm.cli_json`)."""
+    job, data = checked.job, checked.data
+    labels, counts = unique_counts(data.y)
+    names = {code: name for name, code in class_names(data).items()}
+    work = None if placement is None else (placement.work or placement.estimated)
+    estimate = None
+    if work is not None and placement.time is not None:
+        estimate = {"seconds_low": float(placement.time.low), "seconds_high": float(placement.time.high),
+                    "in_process": bool(placement.in_process), "fits": int(work.n_fits),
+                    "row_fits": float(work.row_fits)}
+    run = checked.run
+    return {"job": job.name, "estimator": job.estimator.name, "data": str(job.data.source), "rows": len(data.y),
+            "features": math.prod(data.X.shape[1:]),
+            "class_counts": {str(names.get(c, c)): int(n) for c, n in zip(labels.tolist(), counts.tolist(),
+                                                                           strict=True)},
+            "folds": job.cv.n_folds, "metrics": list(job.metrics), "runs_on": _runs_on(checked, placement),
+            "estimate": estimate, "run_directory": None if run is None else str(run.run_dir),
+            "resumes": bool(run is not None and run.resuming)}
+
+
 def _runs_on(checked: CheckedJob, placement) -> str:
     if placement is None or placement.work is None:
         return checked.where
