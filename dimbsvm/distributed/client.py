@@ -335,7 +335,7 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
     if cluster is not None:
         from .factory import factory_client
 
-        with factory_client(cluster, timeout=timeout) as (client, where):
+        with factory_client(cluster, timeout=timeout, closing=_signals_held) as (client, where):
             with _checked_remote(client, where, require_encryption=require_encryption,
                                  worker_timeout=worker_timeout, scale_from_zero=True):
                 yield client

@@ -63,7 +63,7 @@ def load_factory(spec: str):
 
 
 @contextlib.contextmanager
-def factory_client(spec: str, *, timeout: float = 20):
+def factory_client(spec: str, *, timeout: float = 20, closing=contextlib.nullcontext):
     """Call the factory ``spec`` names; yield a ``distributed.Client`` of what it returned, closed at the end.
 
     Parameters
@@ -72,6 +72,10 @@ def factory_client(spec: str, *, timeout: float = 20):
         ``MODULE:CALLABLE``.
     timeout : float, default=20
         Seconds to connect to a returned cluster's scheduler.
+    closing : callable, default=contextlib.nullcontext
+        A context manager the closing runs in (the CLI holds Ctrl-C and
+        SIGTERM off, so that a cluster's jobs are not left behind half
+        cancelled).
 
     Yields
     ------
@@ -111,9 +115,10 @@ def factory_client(spec: str, *, timeout: float = 20):
     try:
         yield client, f"{spec} ({client.scheduler.address})"
     finally:
-        _close(client, spec)
-        if cluster is not None:
-            _close(cluster, spec)
+        with closing():
+            _close(client, spec)
+            if cluster is not None:
+                _close(cluster, spec)
 
 
 def _close(thing, spec) -> None:
