@@ -551,11 +551,19 @@ def _cmd_schedule(args) -> int:
                         scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     checked = _tracked(checked, args.mlflow)
     job, job_text = checked.job, checked.job_text
-    # workers are checked before each run (they may come, go or be upgraded between runs), not at start
+    # workers are checked before each run (they may come, go or be upgraded between runs), not at start; a
+    # factory's cluster may have none between runs (it scales with the work): checked as they join
+    from_factory = _cluster_of(args, job) is not None
     with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
                  worker_timeout=None, cluster=_cluster_of(args, job)) as client:
+        if from_factory:
+            from .distributed.version_gate import gate_workers
+            from .environment import software_record
+
+            gate_workers(client, software_record())
+
         def run_once():
-            check_workers(client, timeout=args.worker_timeout)
+            check_workers(client, timeout=args.worker_timeout, wait=not from_factory)
             outcome = retrain(job, client, args.registry, job_text=job_text)
             _print_outcome(outcome)
             sys.stdout.flush()

@@ -18,9 +18,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dimbsvm.cli import main
 from dimbsvm.distributed import NoWorkersError, cluster_client, worker_versions
+from dimbsvm.jobs.registry import ModelRegistry
 from dimbsvm.parallel import TaskPlan, run_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -280,3 +282,16 @@ def test_the_deploy_factory_of_dask_gateway_runs_a_job_from_zero_workers(gateway
     import gc
 
     gc.collect()
+
+
+def test_a_schedule_on_a_cluster_that_scales_from_zero_runs_each_retraining(factories, tmp_path):
+    """Between scheduled runs the adaptive cluster may have no worker: each run is not refused for it, its
+    work brings workers, and the retraining is recorded (the first promotes, the second finds nothing changed)."""
+    job = yaml.safe_load((REPO / "jobs" / "retrain.yaml").read_text())
+    job["data"]["source"] = "ecoli1"
+    job["estimator"] = {"name": "othr"}
+    (factories / "retrain.yaml").write_text(yaml.safe_dump(job))
+    assert main(["schedule", "retrain.yaml", "--cron", "* * * * * */2", "--registry", "reg", "--max-runs", "2",
+                 "--cluster", "my_clusters:adaptive", "--worker-timeout", "30"]) == 0
+    actions = [entry["action"] for entry in ModelRegistry(factories / "reg").history()]
+    assert actions == ["promote", "unchanged"], actions

@@ -100,16 +100,21 @@ def check_workers(client, *, timeout: float = 60.0, scheduler: str | None = None
         The workers did not answer within :data:`PROBE_TIMEOUT` (or ``timeout``, if longer).
     """
     where = scheduler or client.scheduler.address
-    if not wait and not client.scheduler_info(n_workers=-1).get("workers"):
+    if wait:
+        _wait_for_a_worker(client, timeout, where)
+    try:
+        ours, records, problems = _compare(client, where, max(timeout, PROBE_TIMEOUT))
+    except NoWorkersError:
+        if wait:
+            raise
+        # none yet, or those there left meanwhile (a cluster scaling down): the scheduler now, workers as they join
         ours = environment.software_record()
         problems = _scheduler_differences(client, ours, where)
         if problems:
-            raise WorkerMismatchError(problems[0])
+            raise WorkerMismatchError(problems[0]) from None
         _checked[client] = {}
         logger.info("%s has no worker yet: each is checked as it joins", where)
         return {}
-    _wait_for_a_worker(client, timeout, where)
-    ours, records, problems = _compare(client, where, max(timeout, PROBE_TIMEOUT))
     if problems:
         # Once more before failing: a source file saved between this process's hash and a worker's (a
         # checkout being edited) differs only once; the workers have imported dimbsvm by now, so it is quick.
