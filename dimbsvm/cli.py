@@ -551,17 +551,11 @@ def _cmd_schedule(args) -> int:
                         scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     checked = _tracked(checked, args.mlflow)
     job, job_text = checked.job, checked.job_text
-    # workers are checked before each run (they may come, go or be upgraded between runs), not at start; a
-    # factory's cluster may have none between runs (it scales with the work): checked as they join
+    # workers are checked before each run (they may come, go or be upgraded between runs), not at start, and as
+    # they join; a factory's cluster may have none between runs (it scales with the work): not waited for
     from_factory = _cluster_of(args, job) is not None
     with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
                  worker_timeout=None, cluster=_cluster_of(args, job)) as client:
-        if from_factory:
-            from .distributed.version_gate import gate_workers
-            from .environment import software_record
-
-            gate_workers(client, software_record())
-
         def run_once():
             check_workers(client, timeout=args.worker_timeout, wait=not from_factory)
             outcome = retrain(job, client, args.registry, job_text=job_text)
@@ -609,11 +603,12 @@ def _placement(args, job, data, *, training_rows=None):
 
 
 def _cluster_of(args, job=None):
-    """The cluster factory a verb uses: ``--cluster``, else the job's ``execution.cluster`` unless another flag
-    names the scheduler."""
-    if args.cluster or job is None or args.scheduler or args.scheduler_file:
+    """The cluster factory a verb uses (:func:`~dimbsvm.jobs.placement.cluster_factory`)."""
+    from .jobs.placement import cluster_factory
+
+    if job is None:
         return args.cluster
-    return job.execution.cluster
+    return cluster_factory(job, cluster=args.cluster, scheduler=args.scheduler, scheduler_file=args.scheduler_file)
 
 
 def _client(args, *, tls=None, placement=None, **kwargs):

@@ -401,10 +401,11 @@ def _checked_remote(client, where: str, *, require_encryption: bool, worker_time
         if worker_timeout is not None:
             # a cluster that scales from zero gets its first worker once it sees work: not waited for here
             check_workers(client, timeout=worker_timeout, scheduler=where, wait=not scale_from_zero)
-            gate_workers(client, environment.software_record())
-            gated = True
             if scale_from_zero:
                 watch = _FirstWorkerWatch(client, worker_timeout, where).start()
+        # workers that join later (or, without a check here, any worker) are checked as they register
+        gate_workers(client, environment.software_record())
+        gated = True
         trimming = _keep_heaps_trimmed(client)
         yield
     except BaseException as exc:  # (closing the client cancels the run's futures: CancelledError)

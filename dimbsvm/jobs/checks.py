@@ -41,6 +41,7 @@ from ..store import content_fingerprint
 from .class_weights import coded_class_weights
 from .data import JobData, _check_finite, check_job_data, class_names, load_job_data
 from .job_spec import JobSpec
+from .placement import cluster_factory
 from .run_dir import RUNS_ROOT, RunDirPlan, check_out_path, check_writable, plan_run_dir
 from .spec import job_search, load_job_file
 from .tracking import require_mlflow
@@ -130,7 +131,8 @@ def check_job(job_path, *, run_dir: bool = True, out=None, resume: bool = False,
         require_mlflow(job.tracking.mlflow)  # the optional extra, before the data is read
     where = check_cluster_options(scheduler, scheduler_file=scheduler_file, tls=tls,
                                   require_encryption=job.execution.require_encryption,
-                                  cluster=cluster or (None if scheduler or scheduler_file else job.execution.cluster))
+                                  cluster=cluster_factory(job, cluster=cluster, scheduler=scheduler,
+                                                          scheduler_file=scheduler_file))
     if run_dir and out is not None:
         check_out_path(out)  # a path that cannot be used fails before the data is read
     if registry is not None:
@@ -278,12 +280,11 @@ def describe(checked: CheckedJob, *, placement=None) -> list[str]:
     without it, :attr:`CheckedJob.where`.
     """
     job, data = checked.job, checked.data
-    labels, counts = unique_counts(data.y)
-    names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
+    counts = _named_class_counts(data)
     cv = job.cv
     lines = [
         f"data: {job.data.source} ({len(data.y)} rows, {_features(data.X.shape)}, "
-        f"class counts {{{format_class_counts([names.get(c, c) for c in labels.tolist()], counts.tolist())}}})",
+        f"class counts {{{format_class_counts(list(counts), list(counts.values()))}}})",
         f"estimator: {job.estimator.name} {job.estimator.plain_params() or ''}".rstrip(),
         f"protocol: {cv.n_splits}-fold CV x {cv.n_repeats} = {cv.n_folds} fold tasks; "
         f"metrics {', '.join(job.metrics)}",
@@ -311,8 +312,6 @@ def describe(checked: CheckedJob, *, placement=None) -> list[str]:
 def described(checked: CheckedJob, *, placement=None) -> dict:
     """What :func:`describe` says, as fields (``dimbsvm validate --json``; see :mod:`dimbsvm.cli_json`)."""
     job, data = checked.job, checked.data
-    labels, counts = unique_counts(data.y)
-    names = {code: name for name, code in class_names(data).items()}
     work = None if placement is None else (placement.work or placement.estimated)
     estimate = None
     if work is not None and placement.time is not None:
@@ -322,11 +321,17 @@ def described(checked: CheckedJob, *, placement=None) -> dict:
     run = checked.run
     return {"job": job.name, "estimator": job.estimator.name, "data": str(job.data.source), "rows": len(data.y),
             "features": math.prod(data.X.shape[1:]),
-            "class_counts": {str(names.get(c, c)): int(n) for c, n in zip(labels.tolist(), counts.tolist(),
-                                                                           strict=True)},
+            "class_counts": {str(name): count for name, count in _named_class_counts(data).items()},
             "folds": job.cv.n_folds, "metrics": list(job.metrics), "runs_on": _runs_on(checked, placement),
             "estimate": estimate, "run_directory": None if run is None else str(run.run_dir),
             "resumes": bool(run is not None and run.resuming)}
+
+
+def _named_class_counts(data) -> dict:
+    """``{class: rows}`` in the order of the codes, each class by the data's name for it (its code without one)."""
+    labels, counts = unique_counts(data.y)
+    names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
+    return {names.get(code, code): int(n) for code, n in zip(labels.tolist(), counts.tolist(), strict=True)}
 
 
 def _runs_on(checked: CheckedJob, placement) -> str:

@@ -179,6 +179,14 @@ def cluster_flag(*, scheduler=None, scheduler_file=None, workers=None, cluster=N
     return None
 
 
+def cluster_factory(job: JobSpec, *, cluster=None, scheduler=None, scheduler_file=None) -> str | None:
+    """The cluster factory (``MODULE:CALLABLE``) a job uses: ``--cluster``, else the job's ``execution.cluster``
+    unless a flag names the scheduler."""
+    if cluster or scheduler or scheduler_file:
+        return cluster
+    return job.execution.cluster
+
+
 def cluster_demanded(job: JobSpec, *, scheduler=None, scheduler_file=None, workers=None,
                      cluster=None) -> str | None:
     """What asks for a cluster regardless of the job's size (a flag, the environment, the job), or ``None``."""
