@@ -7,7 +7,7 @@ Usage (from the repository root)::
 
 Runs ``dimbsvm bench benchmarks/member-batches.yaml --workers 2`` (an embedded
 cluster of two worker processes) as a fresh process, alternately with the fold
-engine's default (:data:`dimbsvm.model_selection.folds.MEMBER_TASK_ROWS`:
+engine's default (:data:`dimbsvm.svm.ensemble_fold.MEMBER_TASK_ROWS`:
 members of a small in-memory fold batched, a few tasks per fold) and with
 ``MEMBER_TASK_ROWS = 1`` (one task per member, what the engine did before),
 set in the child process before the CLI runs. Wall time of each process
@@ -40,8 +40,8 @@ QUALITY = ("g_mean", "f_measure", "auc")
 _CHILD = ("import sys\n"
           "rows = sys.argv.pop(1)\n"
           "if rows != 'default':\n"
-          "    import dimbsvm.model_selection.folds as folds\n"
-          "    folds.MEMBER_TASK_ROWS = int(rows)\n"
+          "    import dimbsvm.svm.ensemble_fold as ensemble_fold\n"
+          "    ensemble_fold.MEMBER_TASK_ROWS = int(rows)\n"
           "from dimbsvm.cli import main\n"
           "sys.exit(main())\n")
 
@@ -104,7 +104,7 @@ def render_markdown(summary: dict) -> list[str]:
 def member_tasks(suite: str, member_task_rows: int | None) -> int:
     """Member-fitting tasks the suite's plan holds with this ``MEMBER_TASK_ROWS`` (planned, not run)."""
     import dimbsvm.bench.quality as quality
-    import dimbsvm.model_selection.folds as folds
+    import dimbsvm.svm.ensemble_fold as ensemble_fold
 
     counted = {}
 
@@ -112,14 +112,14 @@ def member_tasks(suite: str, member_task_rows: int | None) -> int:
         counted["n"] = sum(task.name in ("member", "members") for task in plan.tasks)
         raise _Planned
 
-    default, run_plan = folds.MEMBER_TASK_ROWS, quality.run_plan
-    folds.MEMBER_TASK_ROWS, quality.run_plan = member_task_rows or default, count
+    default, run_plan = ensemble_fold.MEMBER_TASK_ROWS, quality.run_plan
+    ensemble_fold.MEMBER_TASK_ROWS, quality.run_plan = member_task_rows or default, count
     try:
         quality.run_suite(quality.load_suite(str(ROOT / suite)), None, progress=False)
     except _Planned:
         pass
     finally:
-        folds.MEMBER_TASK_ROWS, quality.run_plan = default, run_plan
+        ensemble_fold.MEMBER_TASK_ROWS, quality.run_plan = default, run_plan
     return counted["n"]
 
 

@@ -143,7 +143,7 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     from sklearn.preprocessing import MinMaxScaler
 
     from dimbsvm.parallel import TaskPlan, run_plan
-    from dimbsvm.model_selection.bodies import FoldRows
+    from dimbsvm.fold_data.prepared import FoldRows
     from dimbsvm.model_selection.chunk_bodies import minmax_block_range, prepare_from_ranges
     from dimbsvm.model_selection.folds import add_fold
 
@@ -179,8 +179,8 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
 def test_out_of_bag_pooling_still_rejects_a_nan_row(small):
     # the chunk is checked for NaN once for all members; a NaN row left out of the bags must still fail
     # as every member's own check failed, not pool a NaN margin into the threshold search
-    from dimbsvm.model_selection.bodies import FoldRows, PreparedFold
-    from dimbsvm.model_selection.chunk_bodies import pooled_oob_block
+    from dimbsvm.fold_data.prepared import FoldRows, PreparedFold
+    from dimbsvm.svm.pooled_oob import pooled_oob_block
     from dimbsvm.svm.members import fit_member
 
     X, y = small
@@ -205,8 +205,8 @@ def test_out_of_bag_pooling_in_cache_sized_pieces_equals_the_members_margins(mon
     # each member's margins are computed a cache-sized piece of the chunk at a time; the pooled mean must
     # be the members' own margins on the whole chunk, summed in member order (to the last bit)
     from dimbsvm import rows as row_helpers
-    from dimbsvm.model_selection.bodies import FoldRows, PreparedFold
-    from dimbsvm.model_selection.chunk_bodies import pooled_oob_block
+    from dimbsvm.fold_data.prepared import FoldRows, PreparedFold
+    from dimbsvm.svm.pooled_oob import pooled_oob_block
     from dimbsvm.svm.members import fit_member
 
     X, y = make_imbalanced(n_samples=5000, n_features=6, minority_fraction=0.1, random_state=4)
@@ -231,7 +231,7 @@ def test_out_of_bag_pooling_in_cache_sized_pieces_equals_the_members_margins(mon
 
 
 def test_a_chunks_out_of_bag_mask_equals_set_membership():
-    from dimbsvm.model_selection.chunk_bodies import _outside
+    from dimbsvm.svm.pooled_oob import _outside
 
     rng = np.random.RandomState(0)
     in_bag = np.unique(rng.randint(0, 1000, size=300))
@@ -240,8 +240,10 @@ def test_a_chunks_out_of_bag_mask_equals_set_membership():
 
 
 def test_saved_parts_are_reused_not_refitted(client, small, sequential_fold, tmp_path):
-    from dimbsvm.model_selection.bodies import FoldRows, fit_part, prepare_fold
-    from dimbsvm.model_selection.parts import parts_of
+    from dimbsvm.fold_data.prepared import FoldRows
+    from dimbsvm.model_selection.bodies import prepare_fold
+    from dimbsvm.svm.parts import fit_part
+    from dimbsvm.svm.parts import parts_of
 
     X, y = small
     estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 2})
@@ -263,8 +265,10 @@ def test_a_small_in_memory_fold_is_preprocessed_once_and_its_members_are_the_row
     # below PREPROCESSED_ONCE_BYTES the prepare task scales the fold's training rows once and members slice
     # them; the truth is the same members fitted on rows scaled as they are read (the path above the cap)
     import dimbsvm.model_selection.bodies as bodies
-    from dimbsvm.model_selection.bodies import FoldRows, fit_part, prepare_fold, training_data
-    from dimbsvm.model_selection.parts import parts_of
+    from dimbsvm.fold_data.prepared import FoldRows, training_data
+    from dimbsvm.model_selection.bodies import prepare_fold
+    from dimbsvm.svm.parts import fit_part
+    from dimbsvm.svm.parts import parts_of
 
     X, y = small
     estimator = make_estimator("ensemble_othr", {"n_estimators": 3, "random_state": 2})
@@ -296,10 +300,10 @@ def test_retrain_fans_ensemble_members_out(client, small, tmp_path, monkeypatch,
     # (MEMBER_TASK_ROWS of 1200 on 401-600 training rows: two members per task, so two tasks)
     from distributed import get_task_stream
 
-    import dimbsvm.model_selection.folds as folds
+    import dimbsvm.svm.ensemble_fold as ensemble_fold
     from dimbsvm.jobs.retrain import retrain
 
-    monkeypatch.setattr(folds, "MEMBER_TASK_ROWS", member_task_rows)
+    monkeypatch.setattr(ensemble_fold, "MEMBER_TASK_ROWS", member_task_rows)
     X, y = small
     job = validate_job({"name": "ens", "data": {"source": "unused"},
                         "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 4, "random_state": 0}}})
@@ -541,7 +545,8 @@ def test_out_of_fold_probabilities_equal_the_fold_pipelines_predict_proba(small,
 def test_small_folds_batch_their_members_and_give_the_same_records(small, sequential_fold):
     # a fold of 400 training rows: members_per_task(400) = 50, so 120 members are 3 tasks, not 120;
     # the record equals the sequential reference, as without batches
-    from dimbsvm.model_selection.folds import MEMBER_TASK_ROWS, add_fold, members_per_task
+    from dimbsvm.model_selection.folds import add_fold
+    from dimbsvm.svm.ensemble_fold import MEMBER_TASK_ROWS, members_per_task
     from dimbsvm.parallel import TaskPlan, run_plan
 
     X, y = small

@@ -1,4 +1,4 @@
-"""The contract between an estimator that fits in members and the fold engine (model_selection/parts.py).
+"""The contract between an estimator that fits in members and the fold engine (svm/parts.py).
 
 The truth here is the estimator's own ``fit``: planning the members, fitting
 each from its MemberSpec and assembling them must give the same model.
@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.svm import SVC, LinearSVC
 
 from dimbsvm.datasets import make_imbalanced
-from dimbsvm.model_selection.parts import FitsInMembers, Part, parts_of
+from dimbsvm.svm.parts import FitsInMembers, Part, parts_of
 from dimbsvm.svm import EnsembleOTHRClassifier, MemberPlan, MemberSpec, OTHRClassifier
 
 

@@ -19,7 +19,7 @@ from dimbsvm.datasets import load_keel
 from dimbsvm.jobs import run_job, validate_job
 from dimbsvm.jobs.data import JobData, load_job_data
 from dimbsvm.model_selection.folds import FoldLayout
-from dimbsvm.model_selection.spans import chunk_spans
+from dimbsvm.fold_data.spans import chunk_spans
 from dimbsvm.model_selection.splits import chunk_class_counts, chunk_fold_counts, repeat_splits
 from dimbsvm.store import StoreRows, ingest
 from dimbsvm.svm import EnsembleOTHRClassifier

@@ -13,7 +13,8 @@ import pytest
 
 from dimbsvm.datasets import make_imbalanced
 from dimbsvm.estimators import make_estimator
-from dimbsvm.model_selection import folds, threshold_tasks
+from dimbsvm.model_selection import folds
+from dimbsvm.svm import ensemble_fold, threshold_tasks
 from dimbsvm.model_selection.folds import FoldSetup, FoldSpec, run_folds
 from dimbsvm.model_selection.splits import minority_class, repeat_splits
 from dimbsvm.store import StoreRows, ingest
@@ -30,7 +31,7 @@ def stored(tmp_path_factory):
 
 
 def _fit(rows, y, params, client, monkeypatch, *, ranged):
-    monkeypatch.setattr(folds, "RANGED_THRESHOLD", ranged)
+    monkeypatch.setattr(ensemble_fold, "RANGED_THRESHOLD", ranged)
     monkeypatch.setattr(threshold_tasks, "ROWS_PER_RANGE", 300)  # several ranges of these few rows
     train, test = repeat_splits(y, n_splits=3, seed=1)[0]
     specs = [FoldSpec((1, 0), train, test, keep_model=True), FoldSpec(("final",), np.arange(y.size), test[:0])]

@@ -515,8 +515,9 @@ class _Raising(BaseEstimator, ClassifierMixin):
                                              (OSError(5, "Input/output error"), False)])
 def test_an_inner_fit_records_its_error_unless_a_retry_may_cure_it(error, recorded):
     """Deterministic errors become the candidate's record; transient I/O errors are raised for the engine to retry."""
-    from dimbsvm.model_selection.bodies import FoldRows, prepare_fold
-    from dimbsvm.model_selection.parts import parts_of
+    from dimbsvm.fold_data.prepared import FoldRows
+    from dimbsvm.model_selection.bodies import prepare_fold
+    from dimbsvm.svm.parts import parts_of
     from dimbsvm.model_selection.searched_folds import FailedFit, fit_inner_part
 
     X, y = make_imbalanced(100, n_features=3, minority_fraction=0.2, random_state=0)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dimbsvm.model_selection.spans import chunk_spans, rows_within
+from dimbsvm.fold_data.spans import chunk_spans, rows_within
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -17,7 +17,7 @@ from dimbsvm.datasets import load_keel
 from dimbsvm.jobs import run_job, validate_job
 from dimbsvm.jobs.data import load_job_data
 from dimbsvm.jobs.threshold_runs import SpilledPieces, ThresholdRunDirectory
-from dimbsvm.model_selection.counted_bags import CountedPiece
+from dimbsvm.svm.counted_bags import CountedPiece
 from dimbsvm.store import ingest
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from sklearn.svm import SVC, LinearSVC
 
-from dimbsvm.model_selection.parts import parts_of
+from dimbsvm.svm.parts import parts_of
 from dimbsvm._counts import minority_count
-from dimbsvm.model_selection.task_costs import KERNEL_FIT_SECONDS, LINEAR_FIT_SECONDS, TASK_SECONDS, FoldCosts
+from dimbsvm.svm.task_costs import KERNEL_FIT_SECONDS, LINEAR_FIT_SECONDS, TASK_SECONDS, FoldCosts
 from dimbsvm.svm import EnsembleOTHRClassifier, OTHRClassifier
 from dimbsvm.svm.bagging import draw_bag
 from dimbsvm.svm.scaled_defaults import LARGE_N

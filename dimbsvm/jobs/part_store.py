@@ -12,7 +12,7 @@ __all__ = ["PartDirectory"]
 
 
 class PartDirectory:
-    """The fold engine's :class:`~dimbsvm.model_selection.folds.PartStore` as a directory of skops files.
+    """The fold engine's :class:`~dimbsvm.fold_data.context.PartStore` as a directory of skops files.
 
     One file per (fold, part) under ``directory`` (in the partial run
     directory); a fold's files are removed once its result is saved. Files

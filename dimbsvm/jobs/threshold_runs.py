@@ -4,14 +4,14 @@ Two kinds of chunk results are read in slices by many tasks of the fold:
 
 - the shared threshold's range tasks each take a slice of every chunk's
   sorted run of pooled out-of-bag margins
-  (:mod:`dimbsvm.model_selection.threshold_tasks`). Held as task results,
+  (:mod:`dimbsvm.svm.threshold_tasks`). Held as task results,
   every range task would receive every whole run: all the fold's training
   rows in one task, 17 bytes a row. The task that sorts a chunk's run writes
   it here instead and returns a :class:`SpilledRun` naming its files; a
   range task maps them and copies only its slice;
 - each member of an ensemble fits on its bag rows, which every chunk's read
   cuts out for all members at once
-  (:func:`dimbsvm.model_selection.counted_bags.gather_counted_block`). Held
+  (:func:`dimbsvm.svm.counted_bags.gather_counted_block`). Held
   as task results, each worker running a member would receive every
   member's rows of every chunk: the transfers grow with the workers. The
   read writes them here and returns :class:`SpilledPieces`; a member reads
@@ -92,7 +92,7 @@ class SpilledRun:
 
 class SpilledPieces:
     """Every member's bag rows in one chunk (a list of
-    :class:`~dimbsvm.model_selection.counted_bags.CountedPiece`, in member order) kept in one file.
+    :class:`~dimbsvm.svm.counted_bags.CountedPiece`, in member order) kept in one file.
 
     The file holds each member's piece in turn, its ranks, positions, rows
     and labels one after the other, so ``pieces[i]`` is one read of member
@@ -124,7 +124,7 @@ class SpilledPieces:
         return len(self.counts)
 
     def __getitem__(self, index):
-        from ..model_selection.counted_bags import CountedPiece
+        from ..svm.counted_bags import CountedPiece
 
         row_bytes, n = self._row_bytes(), self.counts[index]
         buffer = bytearray(n * row_bytes)
@@ -153,7 +153,7 @@ class SpilledPieces:
 
 @dataclass(frozen=True)
 class ThresholdRunDirectory:
-    """Where the tasks of a run's folds write their sorted runs (:class:`~dimbsvm.model_selection.folds.RunSpill`).
+    """Where the tasks of a run's folds write their sorted runs (:class:`~dimbsvm.fold_data.context.RunSpill`).
 
     Whether a task's process reaches the directory is told by a marker the
     driver wrote there (:meth:`open`), as for the out-of-fold files.
@@ -198,7 +198,7 @@ class ThresholdRunDirectory:
 
     def write_pieces(self, key, first: int, pieces) -> SpilledPieces | None:
         """Keep fold ``key``'s bag rows of the chunk whose first training row is ``first`` (``pieces``: a list of
-        :class:`~dimbsvm.model_selection.counted_bags.CountedPiece`, one a member); ``None`` where this process
+        :class:`~dimbsvm.svm.counted_bags.CountedPiece`, one a member); ``None`` where this process
         does not reach the directory, where the chunk holds no bag row or where its labels are Python objects
         (the caller keeps the pieces)."""
         sizes = [piece.ranks.size for piece in pieces]

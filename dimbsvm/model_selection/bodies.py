@@ -1,50 +1,37 @@
-"""The plain task bodies of a fold: prepare, fit one part, finish.
+"""The plain task bodies of a fold: its rows, its preparation, its finish.
 
 No Dask here (:mod:`dimbsvm.model_selection.folds` builds the tasks,
-:mod:`dimbsvm.distributed` runs them). A fold's estimator is fitted in
-*parts* (:mod:`dimbsvm.model_selection.parts`): an ensemble's members, or,
-for any other estimator, one part that is the whole estimator. Every body receives the data (an array
-or a row handle on a store), the labels and the fold's rows, and reads only
-the rows it needs.
+:mod:`dimbsvm.distributed` runs them). Every body receives the data (an
+array or a row handle on a store), the labels and the fold's rows, and reads
+only the rows it needs.
 
 1. :func:`prepare_fold` fits the preprocessing and feature stages on the
-   fold's training rows, once, for all its parts;
-2. :func:`fit_part` fits one part;
-3. :func:`finish_fold` assembles the model from its parts and, when the fold
-   has test rows, predicts and scores them in one pass over those rows.
+   fold's training rows, once, for every task that fits;
+2. the estimator is fitted between them (:func:`~dimbsvm.svm.parts.fit_part`,
+   or an estimator's own tasks, :mod:`~dimbsvm.fold_data.context`);
+3. :func:`finish_fold` makes the model and, when the fold has test rows,
+   predicts and scores them in one pass over those rows.
 
 Over a store, the same steps are cut into one task per stored chunk
-(:mod:`~dimbsvm.model_selection.chunk_bodies`), and an ensemble's bags are
-gathered in one pass over the chunks (:mod:`~dimbsvm.model_selection.bag_bodies`).
+(:mod:`~dimbsvm.model_selection.chunk_bodies`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
-from ..rows import RowSubset, TransformedRows, block_rows_of, row_blocks, take_rows
-from ..svm._native_rng import fit_guard
-from .bag_bodies import GatheredRows
-from .counted_bags import CountedBags, member_inputs
-from .parts import Part
+from ..fold_data.prepared import FoldRows, PreparedFold, row_view, training_data
+from ..rows import RowSubset, block_rows_of, row_blocks, take_rows
+from ..svm.parts import fitted_parts
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
-__all__ = ["AssignedRows", "FoldRows", "PreparedFold", "assigned_rows", "every_row", "finish_fold", "fit_part",
-           "fit_parts", "fitted_parts", "fold_assignment", "fold_rows", "handed_predictions", "prepare_fold"]
-
-
-@dataclass(frozen=True)
-class FoldRows:
-    """The rows of one fold: ``train`` (fitted on) and ``test`` (scored; empty for a final model)."""
-
-    train: np.ndarray
-    test: np.ndarray
+__all__ = ["AssignedRows", "assigned_rows", "every_row", "finish_fold", "fold_assignment", "fold_rows",
+           "handed_predictions", "prepare_fold"]
 
 
 def fold_rows(y, *, n_splits=None, seed=None, fold=None, test_from=None) -> FoldRows:
@@ -122,37 +109,6 @@ def every_row(y) -> AssignedRows:
     return AssignedRows(None, None, len(y))
 
 
-@dataclass
-class PreparedFold:
-    """The fitted steps before the estimator, for one fold.
-
-    Attributes
-    ----------
-    steps : list of transformers
-        Imputer, scaler and feature stages, fitted on the training rows.
-    train_features : array or None
-        With feature stages: the training rows as the stages output them at
-        fit time (``fit_transform``; e.g. structural features leave each
-        training row out of its own neighbourhood). Without them, for an
-        in-memory fold of at most :data:`PREPROCESSED_ONCE_BYTES`: the
-        training rows through ``steps``, once. ``None`` otherwise: parts read
-        raw rows and apply ``steps`` themselves.
-    fit_time : float
-        Seconds spent fitting the steps.
-    stage : StoredStructural or None
-        A stored feature stage (:mod:`dimbsvm.model_selection.stages`): the
-        estimator sees ``steps`` then the stage, looked up by row number.
-    """
-
-    steps: list
-    train_features: object
-    fit_time: float
-    stage: object = None
-
-    def transformer(self):
-        return make_pipeline(*self.steps) if self.steps else None
-
-
 #: An in-memory fold's training rows are preprocessed once, in the prepare task, when they take at most this
 #: many bytes: its parts then slice them, where each ensemble member would preprocess its bag and every
 #: out-of-bag row again. Above it (and over a store) the rows are preprocessed as they are read, so that no
@@ -191,22 +147,6 @@ def prepare_fold(X, y, rows: FoldRows, *, scaler, impute, features, stage=None) 
                         stage=stage)
 
 
-def row_view(X, prepared: PreparedFold, rows: FoldRows):
-    """The data as the fold's estimator sees it, read by row number: steps applied (and a stored stage)."""
-    if prepared.stage is not None:
-        from .stages import FoldStageRows
-
-        return FoldStageRows(X, prepared.steps, prepared.stage, rows.train)
-    return TransformedRows(X, prepared.transformer())
-
-
-def training_data(X, y, prepared: PreparedFold, rows: FoldRows):
-    """``(X, y, rows)`` a part draws from: the stages' output, or raw rows transformed as they are read."""
-    if prepared.train_features is not None:
-        return prepared.train_features, np.asarray(y)[rows.train], None
-    return row_view(X, prepared, rows), y, rows.train
-
-
 def fold_pipeline(prepared: PreparedFold, final):
     """The fold's fitted pipeline; with a stored stage, its standalone steps for new rows, or ``None``."""
     if prepared.stage is None:
@@ -223,56 +163,6 @@ def scoring_inputs(X, prepared: PreparedFold, rows: FoldRows, final, model):
     return model, X
 
 
-def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part, gathered=None, bags=None):
-    """Task body: fit one part of the fold's estimator; return ``(fitted part, seconds)``.
-
-    An ensemble member (:func:`~dimbsvm.svm.ensemble.fit_member`) reads only
-    its bag (and its out-of-bag rows a block at a time); a whole estimator
-    reads the fold's training rows. ``gathered``: the member's bag rows, one
-    piece per chunk (:func:`gather_block`), so that it reads no store;
-    ``bags``: every member's bag (:func:`member_bags`), so that it does not
-    draw its own again.
-    """
-    start = time.perf_counter()
-    if isinstance(bags, CountedBags):  # a bag of class ranks, found in the chunks: no index array of the fold
-        X_bag, y_bag, drawn = member_inputs(gathered, bags, part.index, prepared.transformer())
-        return part.member.fit(X_bag, y_bag, part.seed, drawn=drawn), time.perf_counter() - start
-    bag = None if bags is None else bags[part.index]
-    X_train, y_train, train = training_data(X, y, prepared, rows)
-    if gathered is not None:
-        X_train = GatheredRows([getattr(pieces, "pieces", pieces)[part.index] for pieces in gathered],
-                               prepared.transformer(), X.shape[0])
-    if part.member is not None:
-        fitted = part.member.fit(X_train, y_train, part.seed, rows=train, drawn=None if bag is None else bag.drawn)
-    else:
-        if train is not None:
-            X_train, y_train = take_rows(X_train, train), np.asarray(y_train)[train]
-        fitted = clone(estimator)
-        with fit_guard(fitted):  # threads of one process share LIBLINEAR's generator
-            fitted.fit(X_train, y_train)
-    return fitted, time.perf_counter() - start
-
-
-def fit_parts(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, parts):
-    """Task body: :func:`fit_part` of each of ``parts`` in turn; the list of its ``(fitted part, seconds)``.
-
-    Members of a small fold take milliseconds each, less than a task's
-    scheduling: a batch of them is one task.
-    """
-    return [fit_part(X, y, prepared, rows, estimator=estimator, part=part) for part in parts]
-
-
-def fitted_parts(parts):
-    """``parts`` with each batch (a list from :func:`fit_parts`) spread into its ``(fitted part, seconds)``.
-
-    Examples
-    --------
-    >>> fitted_parts([("a", 1.0), [("b", 2.0), ("c", 3.0)]])
-    [('a', 1.0), ('b', 2.0), ('c', 3.0)]
-    """
-    return [item for entry in parts for item in (entry if isinstance(entry, list) else [entry])]
-
-
 def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimator, seeds, key, metrics,
                 pos_label, keep_model=False, keep_predictions=False, prediction_sink=None):
     """Task body: the fold's model from its parts, then its test rows predicted and scored in one pass.
@@ -280,9 +170,11 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
     Parameters
     ----------
     parts : list of (fitted part, seconds)
-        In part order; a batch of members as one list (:func:`fit_parts`).
+        In part order; a batch of members as one list
+        (:func:`~dimbsvm.svm.parts.fit_parts`): the fitted estimator alone,
+        or the members of an ensemble a nested search fitted as tasks.
     seeds : ndarray or None
-        Member seeds of an ensemble (:func:`parts_of`).
+        Member seeds of such an ensemble (:func:`~dimbsvm.svm.parts.parts_of`).
     key : tuple
         ``(seed, fold)`` of a CV fold, written into the record.
     keep_model : bool, default=False

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..fold_data.spans import chunk_rows, span_labels
 from .bodies import handed_predictions, scoring_inputs
 from .counted_metrics import RankCounts, confusion_counts, metrics_from_counts, rank_counts, sorted_positive_scores
 from .scoring import predict_and_score_rows
-from .span_folds import span_labels
-from .spans import chunk_rows
 
 __all__ = ["ChunkTally", "ScoredChunk", "fold_positives", "rank_chunk", "record_from_tallies", "score_chunk",
            "tally_chunk"]
@@ -81,7 +80,7 @@ def score_chunk(X, assembled, *, rows, span, y, pos_label, scores, probabilities
                 prediction_sink=None, place=None) -> ScoredChunk:
     """Task body: one chunk's test rows predicted and scored, read once; written as a part where the sink can.
 
-    ``rows``, ``place``: as :func:`~dimbsvm.model_selection.spans.chunk_rows` takes them.
+    ``rows``, ``place``: as :func:`~dimbsvm.fold_data.spans.chunk_rows` takes them.
     """
     start = time.perf_counter()
     here = chunk_rows(rows, span, place)

@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._counts import ClassCounts, unique_counts
+from ..fold_data.spans import ChunkPlace
 from ..parallel import TaskPlan, run_plan
 from .bodies import assigned_rows, every_row, fold_assignment, fold_rows
 from .span_folds import joined_folds, span_class_counts, span_fold_counts, span_folds
-from .spans import ChunkPlace
 
 __all__ = ["FoldLayout", "layouts_of", "store_chunk_folds", "store_fold_rows"]
 
@@ -81,7 +81,7 @@ class FoldLayout:
         return ClassCounts.of(self.classes, self.train.sum(axis=0))
 
     def places(self, fold) -> list[ChunkPlace]:
-        """Each stored chunk's :class:`~dimbsvm.model_selection.spans.ChunkPlace` in fold ``fold`` (``None``:
+        """Each stored chunk's :class:`~dimbsvm.fold_data.spans.ChunkPlace` in fold ``fold`` (``None``:
         every row trains), from the counts alone."""
         train, test = self.train.sum(axis=1), self.test.sum(axis=1)
         train_first, test_first = np.cumsum(train) - train, np.cumsum(test) - test
@@ -92,7 +92,7 @@ class FoldLayout:
 
     def spans(self, which: str) -> list[tuple[int, int]]:
         """``[(start, stop), ...]`` of the chunks holding ``which`` (``"train"`` or ``"test"``) rows, in order:
-        what :func:`~dimbsvm.model_selection.spans.chunk_spans` gives for those rows."""
+        what :func:`~dimbsvm.fold_data.spans.chunk_spans` gives for those rows."""
         held = np.flatnonzero(getattr(self, which).sum(axis=1) > 0)
         return [(int(c) * self.block_rows, (int(c) + 1) * self.block_rows) for c in held]
 
@@ -130,7 +130,7 @@ def store_chunk_folds(plan: TaskPlan, y, split: dict, assignments: dict, layout:
     One task a chunk (:func:`~dimbsvm.model_selection.span_folds.span_folds`)
     from ``layout``'s first ranks, added once a repeat and shared by its
     folds through ``assignments``: what the per-chunk tasks find their rows
-    in (:func:`~dimbsvm.model_selection.spans.chunk_rows`), and what
+    in (:func:`~dimbsvm.fold_data.spans.chunk_rows`), and what
     :func:`store_fold_rows` joins where a task needs every row.
     """
     if split.get("fold") is None:

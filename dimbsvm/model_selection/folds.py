@@ -5,70 +5,52 @@ rows and which has no test rows) the engine adds to one
 :class:`~dimbsvm.parallel.TaskPlan`
 
 * the fold's rows, sent once (:meth:`TaskPlan.share`), never inside each task;
-* a *prepare* task (:func:`~dimbsvm.model_selection.bodies.prepare_fold`);
-* one *part* task per ensemble member, or one for a plain estimator
-  (:func:`~dimbsvm.model_selection.bodies.fit_part`);
-* a *finish* task (:func:`~dimbsvm.model_selection.bodies.finish_fold`).
+* a *prepare* task (:func:`~dimbsvm.model_selection.bodies.prepare_fold`, or
+  over a store the scaler merged from one task per stored chunk);
+* the fit: one task for a plain estimator (:func:`~dimbsvm.svm.parts.fit_part`),
+  or the tasks an estimator that plans its own fit adds through the hook of
+  :mod:`~dimbsvm.fold_data.context` (the ensemble's bags, members, pooled
+  out-of-bag margins and threshold search, :mod:`~dimbsvm.svm.ensemble_fold`);
+* a *finish* task (:func:`~dimbsvm.model_selection.bodies.finish_fold`), or
+  over a store the test rows scored a chunk per task
+  (:mod:`~dimbsvm.model_selection.chunk_scoring`) and the record made from
+  their counts.
 
-The whole plan is submitted at once, so members of every fold and of the
+The whole plan is submitted at once, so the tasks of every fold and of the
 final model run side by side; without a client it runs in this process, in
-order. Finished parts can be saved as they arrive and found again on resume.
-A plain estimator is the one-part case of an ensemble: ``dimbsvm run``,
-``dimbsvm retrain`` and the benchmark harness all go through here.
+order. Finished parts an estimator's tasks mark can be saved as they arrive
+and found again on resume. ``dimbsvm run``, ``dimbsvm retrain`` and the
+benchmark harness all go through here.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 import numpy as np
-from sklearn.base import clone
 
 from .._counts import minority_count, unique_counts
+from ..fold_data.context import FoldContext, FoldFit, PartStore, PlansFoldFit, RunSpill
+from ..fold_data.prepared import FoldRows
+from ..fold_data.spans import chunk_index, chunk_spans
 from ..parallel import TaskPlan, run_plan
 from ..rows import block_rows_of, is_in_memory
-from .bag_bodies import gather_block, member_bags, range_and_gather_block
-from .counted_bags import counted_bags, draws_from_counts, gather_counted_block
-from .bodies import FoldRows, finish_fold, fit_part, fit_parts, prepare_fold
-from .chunk_bodies import assemble_fold, minmax_block_range, model_of, pooled_oob_block, prepare_from_ranges
+from ..svm.parts import Part, fit_part
+from ..svm.task_costs import FoldCosts, prepare_seconds, read_seconds
+from .bodies import finish_fold, fold_rows, prepare_fold
+from .chunk_bodies import assemble_fold, minmax_block_range, model_of, prepare_from_ranges
 from .chunk_scoring import fold_positives, rank_chunk, record_from_tallies, score_chunk, tally_chunk
-from .parts import FitsInMembers, parts_of
-from .scoring import needs_scores
-from .spans import chunk_index, chunk_spans
 from .fold_layout import FoldLayout, layouts_of, store_chunk_folds, store_fold_rows
-from .task_costs import FoldCosts
+from .scoring import needs_scores
 from .search import Search
-from .screened_fold import add_screened_fit
 from .searched_folds import add_searched_fold
-from .threshold_tasks import add_ranged_search, range_search_params
 
-__all__ = ["MEMBER_TASK_ROWS", "RANGED_THRESHOLD", "FoldLayout", "FoldSetup", "FoldSpec", "PartStore",
-           "PredictionSink", "add_fold", "members_per_task", "run_folds"]
+__all__ = ["FoldLayout", "FoldSetup", "FoldSpec", "PartStore", "PredictionSink", "RunSpill", "add_fold", "run_folds"]
 
 logger = logging.getLogger(__name__)
-
-#: Search an ensemble's shared threshold over a store with value-range tasks
-#: (:mod:`dimbsvm.model_selection.threshold_tasks`; the same result, bit for bit),
-#: instead of in the one assemble task per fold.
-RANGED_THRESHOLD = True
-
-#: An in-memory fold's ensemble members are fitted in batches of about this many training rows
-#: (one task per batch): on small folds a member takes less time than a task's scheduling.
-MEMBER_TASK_ROWS = 20_000
-
-
-def members_per_task(n_train: int) -> int:
-    """Members one task fits on a fold of ``n_train`` in-memory training rows (at least one).
-
-    Examples
-    --------
-    >>> members_per_task(300), members_per_task(5_000), members_per_task(20_001)
-    (66, 4, 1)
-    """
-    return max(1, MEMBER_TASK_ROWS // max(int(n_train), 1))
-
 
 @dataclass(frozen=True)
 class FoldSpec:
@@ -199,48 +181,6 @@ class PredictionSink(Protocol):
         """Something small of one chunk's test rows, made where they are scored, for the fold's entry."""
 
 
-class RunSpill(Protocol):
-    """Where a fold's chunk tasks keep what other tasks read a slice of: sorted out-of-bag margin runs, read back
-    a range at a time, and an ensemble's bag rows, read back a member at a time.
-
-    The job layer gives one (:class:`dimbsvm.jobs.threshold_runs.ThresholdRunDirectory`);
-    it is pickled into the tasks, so it must be small and picklable.
-    """
-
-    def write(self, key, first, run):
-        """Keep fold ``key``'s run whose first training row is ``first``; what stands for it (with the run's
-        ``values``, ``rows`` and ``positive``), or ``None`` where this process cannot (the run is kept)."""
-
-    def write_pieces(self, key, first, pieces):
-        """Keep fold ``key``'s bag rows of a chunk (a list of ``CountedPiece``, one a member), ``first`` the
-        chunk's first training row; what stands for the list (``[i]`` gives member ``i``'s piece), or ``None``
-        where this process cannot (the pieces are kept)."""
-
-    def forget(self, key) -> None:
-        """Drop fold ``key``'s runs and bag rows once the fold has finished."""
-
-
-class PartStore(Protocol):
-    """Where finished parts of multi-part folds are kept, and found again on resume.
-
-    The job layer gives one (:class:`dimbsvm.jobs.part_store.PartDirectory`:
-    a directory of skops files in the partial run directory); the engine
-    only calls these three methods, so it does no I/O of its own.
-    """
-
-    def load(self, key, index):
-        """The saved part ``index`` of fold ``key``, or ``None``."""
-
-    def save(self, key, index, part) -> None:
-        """Keep a finished part."""
-
-    def forget(self, key) -> None:
-        """Drop a fold's parts once the fold's result is saved."""
-
-    def flush(self) -> None:
-        """Wait until every save and forget asked for is done (a store may do them in the background)."""
-
-
 def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, block_rows: int | None = None,
              assignments: dict | None = None):
     """Add one fold's prepare / part / finish tasks to ``plan``.
@@ -281,9 +221,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         finish = add_searched_fold(plan, spec, setup, X=X, y=y, labels=labels, in_store=bool(block_rows),
                                    assignments=assignments)
         return finish, {}, 0
-    estimator, scaler, impute, features = setup.estimator, setup.scaler, setup.impute, setup.features
-    metrics, pos_label, stage, part_store = setup.metrics, setup.pos_label, setup.stage, setup.part_store
-    keep_predictions = setup.keep_predictions
+    estimator, scaler, impute, features, stage = setup.estimator, setup.scaler, setup.impute, setup.features, setup.stage
     layout = spec.layout
     if spec.train is None and (layout is None or spec.split is None or not block_rows):
         raise ValueError(f"fold {spec.key} has no rows: only a store's CV fold with its layout is planned from counts")
@@ -296,7 +234,6 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         rows = _added_once(lambda: plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test))))
     # a fold planned from its layout is known by counts: the driver holds none of its rows or labels
     y_train = layout.train_counts() if spec.train is None else labels[spec.train]
-    parts, seeds = parts_of(estimator, y_train)
     # one task per stored chunk needs the rows in order (a fold's are; a shuffled holdout's are not)
     in_order = spec.train is None or all(np.all(np.diff(r) > 0) for r in (spec.train, spec.test))
     if spec.train is None:
@@ -307,106 +244,54 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     n_train, n_test = spec.n_train, spec.n_test
     at = _chunk_rows_args(plan, spec, y=y, rows=rows, stage=stage, assignments=assignments)
     train_chunk_rows = n_train / max(len(train_chunks), 1)  # rows of a chunk's share, on average
-    # An ensemble pooling out-of-bag margins over a store: members keep only their bags, and the
-    # margins of every training row are computed one chunk at a time for all members at once
-    # (instead of each member scoring every other row and sending those margins to one task).
-    pool_by_chunk = (seeds is not None and len(train_chunks) > 1 and not features
-                     and isinstance(estimator, FitsInMembers) and estimator.pools_out_of_bag())
-    if pool_by_chunk:
-        parts = [replace(part, member=part.member.keeping_bag_only()) for part in parts]
-    costs = FoldCosts.of(estimator, parts, n_train=n_train, n_test=n_test,
-                         n_minority=minority_count(y_train), n_feature_stages=len(features or ()))
     merged_ranges = len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features
-    # The members' bags cut out of each chunk in one pass (not a full read per member), in the same read as
-    # the chunk's scaler statistics when those are merged from chunks. Every member's bag drawn in one task:
-    # from the fold's class counts where the bags are drawn by class rank (found in the chunks by their
-    # reads, so no task holds the fold's rows), else from one pass over the fold's training labels.
-    gathered, bags = None, None
-    counted = (pool_by_chunk and stage is None and spec.train is None
-               and all(draws_from_counts(part.member) for part in parts))
-    if counted:
-        bags = plan.add(counted_bags, dict(parts=parts, classes=layout.classes, counts=layout.train.sum(axis=0)),
-                        name="bag", priority=10)
-        gathered = [plan.add(gather_counted_block, dict(X=X, y=y, bags=bags, with_range=merged_ranges,
-                                                        spill=setup.run_spill, key=spec.key, **at(span)),
-                             name="read" if merged_ranges else "gather", cost=costs.read(train_chunk_rows),
-                             affinity=chunk_index(span))
-                    for span in train_chunks]
-    elif pool_by_chunk and stage is None:
-        bags = plan.add(member_bags, dict(y=y, rows=rows(), parts=parts), name="bag", priority=10,
-                        cost=costs.bag() * len(parts))
-        gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, **at(span)), name="read",
-                             cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
-                    if merged_ranges else plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather",
-                                                   cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
-                    for span in train_chunks]
-    if merged_ranges:
-        # the scaler's statistics as one task per stored chunk, merged exactly
-        ranges = gathered or [plan.add(minmax_block_range, dict(X=X, **at(span)), name="range",
-                                       cost=costs.read(train_chunk_rows), affinity=chunk_index(span))
-                              for span in train_chunks]
-        prepared = plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, stage=stage,
-                                                      rows=None if stage is None else rows()),
-                            name="prepare")
-    else:
-        prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=rows(), scaler=scaler, impute=impute,
-                                                features=features, stage=stage), name="prepare", cost=costs.prepare())
-    fitted, saved_parts, reused = [], {}, 0
-    saving = part_store is not None and len(parts) > 1
-    screens = isinstance(estimator, FitsInMembers) and not estimator.plans_members_up_front()
-    batch = members_per_task(n_train) if (seeds is not None or screens) and not saving and not block_rows \
-        else 1
-    if screens:  # two rounds of member tasks, the second chosen by the first; the ensemble is the fold's one part
-        fitted = [add_screened_fit(plan, X=X, y=y, prepared=prepared, rows=rows(), estimator=estimator, batch=batch,
-                                   screening=clone(estimator).plan_screening(y_train))]
-    elif batch > 1:  # members of a small in-memory fold: a few tasks of many members each
-        fitted = [plan.add(fit_parts, dict(X=X, y=y, prepared=prepared, rows=rows(), estimator=estimator,
-                                           parts=parts[i:i + batch]), name="members",
-                           cost=costs.part() * len(parts[i:i + batch]))
-                  for i in range(0, len(parts), batch)]
-    else:
-        for part in parts:
-            found = part_store.load(spec.key, part.index) if saving else None
-            if found is not None:
-                fitted.append(found)
-                reused += 1
-                continue
-            ref = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=None if counted else rows(),
-                                          estimator=estimator, part=part, gathered=gathered, bags=bags), watch=saving,
-                           name="member" if seeds is not None else "fit", cost=costs.part())
-            if saving:
-                saved_parts[ref.id] = (spec.key, part.index)
-            fitted.append(ref)
-    pooled, ranged = None, {}
-    search = range_search_params(estimator) if pool_by_chunk and RANGED_THRESHOLD else None
-    if search is not None:
-        # the shared threshold searched by value-range tasks, not inside the one assemble task
-        ranged = add_ranged_search(plan, X=X, y=y, prepared=prepared, parts=fitted, at=at,
-                                   train_chunks=train_chunks, n_train=n_train,
-                                   pos_label=parts[0].member.pos_label, search=search,
-                                   oob_cost=costs.scored(train_chunk_rows), spill=setup.run_spill, key=spec.key)
-        pooled = []
-    elif pool_by_chunk:
-        pooled = [plan.add(pooled_oob_block, dict(X=X, prepared=prepared, parts=fitted, **at(span)),
-                           name="oob", cost=costs.scored(train_chunk_rows), affinity=chunk_index(span))
-                  for span in train_chunks]
-    if len(test_chunks) <= 1 and pooled is None:
-        finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows(), parts=fitted,
-                                            estimator=estimator, seeds=seeds, key=spec.key, metrics=tuple(metrics),
+    n_stages = len(features or ())
+
+    prepared_once = []
+
+    def prepare(ranges=None):  # the fold's one prepare task (an estimator's reads may carry the scaler's ranges)
+        if not prepared_once:
+            prepared_once.append(add_prepare(ranges))
+        return prepared_once[0]
+
+    def add_prepare(ranges):
+        if merged_ranges:  # the scaler's statistics as one task per stored chunk, merged exactly
+            ranges = ranges or [plan.add(minmax_block_range, dict(X=X, **at(span)), name="range",
+                                         cost=read_seconds(train_chunk_rows), affinity=chunk_index(span))
+                                for span in train_chunks]
+            return plan.add(prepare_from_ranges, dict(ranges=ranges, scaler=scaler, stage=stage,
+                                                      rows=None if stage is None else rows()), name="prepare")
+        return plan.add(prepare_fold, dict(X=X, y=y, rows=rows(), scaler=scaler, impute=impute, features=features,
+                                           stage=stage), name="prepare", cost=prepare_seconds(n_train, n_stages))
+
+    if isinstance(estimator, PlansFoldFit):  # the estimator adds its own fit tasks
+        context = FoldContext(plan=plan, key=spec.key, X=X, y=y, rows=rows, at=at, prepare=prepare,
+                              rows_from_labels=partial(fold_rows, **spec.split) if spec.train is None else None,
+                              train_labels=y_train, train_chunks=train_chunks, n_train=n_train, n_test=n_test,
+                              in_store=bool(block_rows), merged_ranges=merged_ranges, n_feature_stages=n_stages,
+                              stage=stage, part_store=setup.part_store, run_spill=setup.run_spill)
+        fit = estimator.plan_fold_fit(context)
+    else:  # one fit task
+        costs = FoldCosts.of(estimator, [Part(0)], n_train=n_train, n_test=n_test,
+                             n_minority=minority_count(y_train), n_feature_stages=n_stages)
+        prepared = prepare()
+        fitted = plan.add(fit_part, dict(X=X, y=y, prepared=prepared, rows=rows(), estimator=estimator, part=Part(0)),
+                          name="fit", cost=costs.part())
+        fit = FoldFit(prepared, fitted, by_chunk=False, costs=costs)
+    metrics, pos_label, keep_predictions = tuple(setup.metrics), setup.pos_label, setup.keep_predictions
+    prepared, costs = fit.prepared, fit.costs
+    if len(test_chunks) <= 1 and not fit.by_chunk:
+        finish = plan.add(finish_fold, dict(X=X, y=y, prepared=prepared, rows=rows(), parts=[fit.fitted],
+                                            estimator=estimator, seeds=None, key=spec.key, metrics=metrics,
                                             pos_label=pos_label, keep_model=spec.keep_model,
                                             keep_predictions=keep_predictions,
                                             prediction_sink=setup.prediction_sink),
-                          watch=True, name="finish", cost=costs.finish())
-        return finish, saved_parts, reused
+                          watch=True, name="finish", cost=costs.scored(n_test))
+        return finish, fit.saved_parts, fit.reused
     # the test rows of a store scored as one task per stored chunk, after the model is assembled
-    # a fold whose members fitted on bags found by rank is assembled from its class counts (the labels and rows
-    # of every training row read there only where the shared threshold falls back to the serial search)
-    by_counts = dict(rows=None, split=spec.split, train_counts=layout.train_counts()) if counted else dict(rows=rows())
-    assembled = plan.add(assemble_fold, dict(X=X, y=y, prepared=prepared, parts=fitted, estimator=estimator,
-                                             seeds=seeds, pooled=pooled or None, **ranged, **by_counts),
-                         name="assemble", cost=costs.assemble())
+    assembled = plan.add(assemble_fold, dict(prepared=prepared, fitted=fit.fitted), name="model")
     if not n_test:
-        return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), saved_parts, reused
+        return plan.add(model_of, dict(assembled=assembled), watch=True, name="finish"), fit.saved_parts, fit.reused
     # each chunk's test rows scored where it is read and kept there (written as a part of the fold's file
     # where the sink reaches the run directory); the fold's record is made from their counts
     sink = setup.prediction_sink if keep_predictions else None
@@ -429,11 +314,11 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
         ranked = dict(ranks=ranks, positives=positives)
     finish = plan.add(record_from_tallies, dict(assembled=assembled, tallies=tallies, key=spec.key,
                                                 n_train=n_train, n_test=n_test, classes=classes,
-                                                metrics=tuple(metrics), pos_label=pos_label,
+                                                metrics=metrics, pos_label=pos_label,
                                                 keep_model=spec.keep_model, keep_predictions=keep_predictions,
                                                 prediction_sink=sink, **ranked),
                       watch=True, name="finish")
-    return finish, saved_parts, reused
+    return finish, fit.saved_parts, fit.reused
 
 
 def _added_once(add):
@@ -454,7 +339,7 @@ def _chunk_rows_args(plan, spec: FoldSpec, *, y, rows, stage, assignments):
     A store fold planned from its counts (without a stored stage, which looks
     rows up in the fold's whole training rows) hands each chunk's task that
     chunk's folds and its place among the fold's rows
-    (:func:`~dimbsvm.model_selection.spans.chunk_rows`): no per-chunk task
+    (:func:`~dimbsvm.fold_data.spans.chunk_rows`): no per-chunk task
     then builds the fold's index arrays or reads every label. Otherwise each
     task searches the fold's shared ``rows``.
     """

@@ -38,11 +38,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..fold_data.prepared import FoldRows
 from ..parallel import TaskPlan
 from ..parallel.policy import is_transient
-from .bodies import FoldRows, finish_fold, fit_part, prepare_fold
+from ..svm.parts import fit_part, parts_of
+from .bodies import finish_fold, prepare_fold
 from .fold_layout import store_fold_rows
-from .parts import parts_of
 from .scoring import TIME_METRICS
 from .search import Search, inner_splits, select_candidate, stage_params
 
@@ -208,7 +209,7 @@ def prepare_inner(X, y, rows, *, scaler, impute, features, stage=None, error_sco
 
 
 def fit_inner_part(X, y, prepared, rows, *, estimator, part, error_score="raise"):
-    """Task body: :func:`~dimbsvm.model_selection.bodies.fit_part` for an inner fold (guarded: see the module)."""
+    """Task body: :func:`~dimbsvm.svm.parts.fit_part` for an inner fold (guarded: see the module)."""
     if isinstance(prepared, FailedFit):
         return prepared
     return _guarded(error_score, fit_part, X, y, prepared, rows, estimator=estimator, part=part)

@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..fold_data.spans import span_labels
 from .splits import class_codes, fold_class_counts, folds_of_codes
 
 __all__ = ["joined_folds", "span_class_counts", "span_fold_counts", "span_folds"]
-
-
-def span_labels(y, start: int, stop: int) -> np.ndarray:
-    """Labels ``start`` up to ``stop``: a store's labels handle reads only the chunks holding them."""
-    span = getattr(y, "span", None)
-    return np.asarray(span(start, stop) if span is not None else y[start:stop])
 
 
 def _span_codes(y, classes, start, stop) -> np.ndarray:

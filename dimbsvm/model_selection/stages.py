@@ -74,6 +74,10 @@ class StoredStructural:
         """Steps of a standalone model for new rows: none (they would need a kNN index over every row)."""
         return None
 
+    def row_view(self, X, steps, train_rows):
+        """A fold's rows as its estimator sees them: the fold's ``steps``, then this stage (:class:`FoldStageRows`)."""
+        return FoldStageRows(X, steps, self, train_rows)
+
     def features(self, X_scaled, rows, train_rows):
         """``[x, lambda * n(x)]`` of ``rows`` (dataset row numbers) for the fold with ``train_rows``."""
         from ..features.hik import encode
@@ -175,6 +179,10 @@ class StoredSimilarity:
         scaler = MinMaxScaler().partial_fit(np.stack([self.low, self.high]))
         features = SimilarityFeatures.from_moments(self.references, self.modalities, self.mu, self.sigma)
         return [scaler, features]
+
+    def row_view(self, X, steps, train_rows):
+        """A fold's rows as its estimator sees them: the fold's ``steps``, then this stage (:class:`FoldStageRows`)."""
+        return FoldStageRows(X, steps, self, train_rows)
 
 
 class FoldStageRows:

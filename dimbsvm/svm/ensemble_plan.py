@@ -118,6 +118,25 @@ class MemberPlanning:
         seeds, specs = self._member_tasks()
         return MemberPlan(np.asarray(seeds), tuple(specs))
 
+    def plan_fold_fit(self, context):
+        """Add this ensemble's fit tasks of one fold to the fold engine's plan (:mod:`~dimbsvm.svm.ensemble_fold`).
+
+        The hook by which the fold engine leaves an ensemble's bags, member
+        tasks, pooled out-of-bag margins, shared threshold search and
+        screening to it (:class:`~dimbsvm.fold_data.context.PlansFoldFit`).
+
+        Parameters
+        ----------
+        context : FoldContext
+
+        Returns
+        -------
+        FoldFit
+        """
+        from .ensemble_fold import plan_ensemble_fold
+
+        return plan_ensemble_fold(self, context)
+
     def pools_out_of_bag(self) -> bool:
         """Whether the out-of-bag margins can be pooled over all members at once (a shared shift, no grid)."""
         return self.threshold == "pooled_oob" and self.param_grid is None

@@ -7,7 +7,7 @@ of the rows.
 
 Two readers: the job's placement and cost estimate
 (:mod:`dimbsvm.jobs.placement`), and the fold engine's task costs
-(:mod:`dimbsvm.model_selection.task_costs`). Plain arithmetic, no Dask, no I/O.
+(:mod:`dimbsvm.svm.task_costs`). Plain arithmetic, no Dask, no I/O.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class OTHRMember:
         With ``fit_member(..., keep_oob="bag")``: the distinct rows of the bag
         (numbered within ``rows``, sorted), so that the out-of-bag margins can
         be computed elsewhere, a chunk of rows for all members at once
-        (:func:`dimbsvm.model_selection.chunk_bodies.pooled_oob_block`).
+        (:func:`dimbsvm.svm.pooled_oob.pooled_oob_block`).
     """
 
     estimator: object

@@ -32,7 +32,7 @@ Inputs the argument does not cover (a NaN or infinite margin, a class absent,
 positive margins without spread, too few negatives for the binned counts)
 are returned whole by the ranges (``gather``), so that the caller runs the
 serial search on exactly the arrays it would have had. No Dask and no I/O
-here: :mod:`dimbsvm.model_selection.threshold_tasks` wires the tasks.
+here: :mod:`dimbsvm.svm.threshold_tasks` wires the tasks.
 """
 
 from __future__ import annotations

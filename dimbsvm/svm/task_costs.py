@@ -18,14 +18,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..svm.bagging import bag_rows
-from ..svm.fit_cost import fit_row_cost, uses_linear_solver
-from ..svm.scaled_defaults import with_scaled_defaults
-from ..svm.threshold import smoothed_count_evaluations
+from .bagging import bag_rows
+from .fit_cost import fit_row_cost, uses_linear_solver
+from .scaled_defaults import with_scaled_defaults
+from .threshold import smoothed_count_evaluations
 
 __all__ = ["ASSEMBLE_ROW_SECONDS", "BAG_ROW_SECONDS", "FEATURE_STAGE_SHARE", "KERNEL_FIT_SECONDS", "KERNEL_SCORE_SECONDS",
            "LINEAR_FIT_SECONDS", "LINEAR_SCORE_SECONDS", "PREPARE_ROW_SECONDS", "READ_ROW_SECONDS", "SMOOTHING_SECONDS",
-           "TASK_SECONDS", "FoldCosts"]
+           "TASK_SECONDS", "FoldCosts", "prepare_seconds", "read_seconds"]
 
 #: Seconds per row-fit (:mod:`dimbsvm.svm.fit_cost`) of a LIBLINEAR fit.
 LINEAR_FIT_SECONDS = 3e-6
@@ -89,12 +89,12 @@ class FoldCosts:
 
     @classmethod
     def of(cls, estimator, parts, *, n_train: int, n_test: int, n_minority: int, n_feature_stages: int = 0):
-        """The costs of a fold of ``estimator`` fitted in ``parts`` (:func:`~dimbsvm.model_selection.parts.parts_of`).
+        """The costs of a fold of ``estimator`` fitted in ``parts`` (:func:`~dimbsvm.svm.parts.parts_of`).
 
         Examples
         --------
         >>> from sklearn.svm import SVC
-        >>> from dimbsvm.model_selection.parts import Part
+        >>> from dimbsvm.svm.parts import Part
         >>> costs = FoldCosts.of(SVC(), [Part(0)], n_train=800, n_test=200, n_minority=40)
         >>> round(costs.part(), 6), round(costs.finish(), 6)
         (0.00648, 0.0028)
@@ -116,8 +116,7 @@ class FoldCosts:
 
     def prepare(self) -> float:
         """The prepare task: the training rows read and scaled, feature stages fitted."""
-        stages = self.n_feature_stages * FEATURE_STAGE_SHARE * KERNEL_FIT_SECONDS * fit_row_cost(self.n_train, None)
-        return TASK_SECONDS + PREPARE_ROW_SECONDS * self.n_train + stages
+        return prepare_seconds(self.n_train, self.n_feature_stages)
 
     def part(self) -> float:
         """One part's task: its fit, and a member's scoring of its out-of-bag rows."""
@@ -142,7 +141,18 @@ class FoldCosts:
     @staticmethod
     def read(rows: float) -> float:
         """Reading ``rows`` stored rows (a chunk's scaler statistics, its members' bags)."""
-        return TASK_SECONDS + READ_ROW_SECONDS * rows
+        return read_seconds(rows)
+
+
+def prepare_seconds(n_train: int, n_feature_stages: int = 0) -> float:
+    """A fold's prepare task: its ``n_train`` training rows read and scaled, its feature stages fitted."""
+    stages = n_feature_stages * FEATURE_STAGE_SHARE * KERNEL_FIT_SECONDS * fit_row_cost(n_train, None)
+    return TASK_SECONDS + PREPARE_ROW_SECONDS * n_train + stages
+
+
+def read_seconds(rows: float) -> float:
+    """Reading ``rows`` stored rows (a chunk's scaler statistics, its members' bags)."""
+    return TASK_SECONDS + READ_ROW_SECONDS * rows
 
 
 def _fit_seconds(rows: float, estimator) -> float:

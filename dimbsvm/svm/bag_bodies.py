@@ -18,7 +18,7 @@ import numpy as np
 
 from ..rows import take_rows
 from ..store.rows import StoreRows
-from .spans import ChunkPlace, block_range, chunk_rows, rows_within
+from ..fold_data.spans import ChunkPlace, block_range, chunk_rows, rows_within
 
 __all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bags", "range_and_gather_block",
            "rows_as_stored", "where_held"]
@@ -43,7 +43,7 @@ def member_bags(y, rows, *, parts) -> list:
     without drawing again. The draws need the positions of each class among
     the training rows, the same for every member: found once here, each bag
     then costs the time of its own draw. ``rows``: the fold's
-    :class:`~dimbsvm.model_selection.bodies.FoldRows`.
+    :class:`~dimbsvm.fold_data.prepared.FoldRows`.
     """
     train = rows.train
     positive = np.asarray(y)[train] == parts[0].member.pos_label
@@ -83,7 +83,7 @@ def range_and_gather_block(X, bags, *, rows, span, place: ChunkPlace | None = No
 
     The bags are cheap to draw, so waiting for them costs less than reading
     every chunk a second time (a read is most of either task). ``rows``,
-    ``place``: as :func:`~dimbsvm.model_selection.spans.chunk_rows` takes them.
+    ``place``: as :func:`~dimbsvm.fold_data.spans.chunk_rows` takes them.
     """
     train_rows = chunk_rows(rows, span, place).train
     block = rows_as_stored(X, train_rows)

@@ -15,10 +15,9 @@ from __future__ import annotations
 import logging
 
 
-from ..svm import range_threshold as ranges
-from .chunk_bodies import pooled_oob_block
-from .span_folds import span_labels
-from .spans import ChunkPlace, chunk_index, chunk_rows
+from ..fold_data.spans import ChunkPlace, chunk_index, chunk_rows, span_labels
+from . import range_threshold as ranges
+from .pooled_oob import pooled_oob_block
 
 __all__ = ["MAX_THRESHOLD_RANGES", "ROWS_PER_RANGE", "add_ranged_search", "digest_block", "oob_run_block",
            "pick_block", "plan_block", "range_merge_block", "range_search_params", "summary_block"]
@@ -54,7 +53,7 @@ def oob_run_block(X, y, prepared, rows, parts, *, span, pos_label, place: ChunkP
     """Task body: one chunk's pooled out-of-bag margins (:func:`pooled_oob_block`) as a sorted run with classes.
 
     Only the chunk's labels are read. With ``spill`` (a
-    :class:`~dimbsvm.model_selection.folds.RunSpill`) the run is kept there
+    :class:`~dimbsvm.fold_data.context.RunSpill`) the run is kept there
     for fold ``key`` where this process can, and what it returns stands for
     the run (the range tasks then read only their slices of it).
     """
@@ -104,7 +103,7 @@ def add_ranged_search(plan, *, X, y, prepared, parts, at, train_chunks, n_train,
     at : callable
         ``at(span)``: the keyword arguments by which a chunk's task finds the
         fold's rows in it (``rows``, ``span`` and possibly ``place``, as
-        :func:`~dimbsvm.model_selection.spans.chunk_rows` takes them).
+        :func:`~dimbsvm.fold_data.spans.chunk_rows` takes them).
     train_chunks : list of (int, int)
         The stored chunks of the training rows.
     n_train : int

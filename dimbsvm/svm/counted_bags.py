@@ -19,10 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..rows import take_rows
-from ..svm.bagging import DrawnBag, RankRange
+from ..fold_data.spans import ChunkPlace, block_range, chunk_rows, span_labels
 from .bag_bodies import ChunkPass, GatheredRows, rows_as_stored, where_held
-from .span_folds import span_labels
-from .spans import ChunkPlace, block_range, chunk_rows
+from .bagging import DrawnBag, RankRange
 
 __all__ = ["CountedBags", "counted_bags", "draws_from_counts", "gather_counted_block", "member_inputs"]
 
@@ -101,13 +100,13 @@ def gather_counted_block(X, y, bags: CountedBags, *, rows, span, place: ChunkPla
     """Task body: every member's bag rows that lie in one chunk, found by rank from the chunk's labels and folds.
 
     ``rows``, ``place``: the chunk's folds and place
-    (:func:`~dimbsvm.model_selection.spans.chunk_rows`); ``place`` also
+    (:func:`~dimbsvm.fold_data.spans.chunk_rows`); ``place`` also
     gives the fold's training rows of each class before the chunk. With
     ``with_range`` every training row of the chunk is read and the result is
-    a :class:`~dimbsvm.model_selection.bag_bodies.ChunkPass` (the scaler's
+    a :class:`~dimbsvm.svm.bag_bodies.ChunkPass` (the scaler's
     statistics from the same read); otherwise only the bag rows are read and
     the result is the list of :class:`CountedPiece`. With ``spill`` (a
-    :class:`~dimbsvm.model_selection.folds.RunSpill`) the list is kept there
+    :class:`~dimbsvm.fold_data.context.RunSpill`) the list is kept there
     where this process can, and what stands for it is returned: a worker
     running a member then receives that member's rows only, not every
     member's.

@@ -6,7 +6,7 @@ is ``False``): which settings get all their members depends on the first
 round's out-of-bag margins. It still fits as tasks of the one plan:
 
 * round one: one task per screening member (or per batch of them, on a small
-  fold), :func:`~dimbsvm.model_selection.bodies.fit_part`;
+  fold), :func:`~dimbsvm.svm.parts.fit_part`;
 * :func:`screen_block`: the survivors (a :class:`~dimbsvm.svm.grid_members.Screen`),
   from round one's members;
 * round two: one task per added member (:func:`fit_added`), each reading its
@@ -26,9 +26,9 @@ import numpy as np
 from sklearn.base import clone
 
 from ..rows import RowSubset
-from ..svm.grid_members import screen_survivors
-from .bodies import fit_part, fit_parts, fitted_parts, training_data
-from .parts import Part
+from ..fold_data.prepared import training_data
+from .grid_members import screen_survivors
+from .parts import Part, fit_part, fit_parts, fitted_parts
 
 __all__ = ["add_screened_fit", "assemble_screened", "fit_added", "screen_block"]
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ChunkPlace", "ChunkRows", "block_range", "chunk_index", "chunk_rows", "chunk_spans", "rows_within"]
+__all__ = ["ChunkPlace", "ChunkRows", "block_range", "chunk_index", "chunk_rows", "chunk_spans", "rows_within",
+           "span_labels"]
 
 
 def chunk_spans(rows, block_rows: int) -> list[tuple[int, int]]:
@@ -135,3 +136,9 @@ def block_range(block):
     """
     return (np.nanmin(block, axis=0).astype(np.float64, copy=False),
             np.nanmax(block, axis=0).astype(np.float64, copy=False), block.shape[0])
+
+
+def span_labels(y, start: int, stop: int) -> np.ndarray:
+    """Labels ``start`` up to ``stop``: a store's labels handle reads only the chunks holding them."""
+    span = getattr(y, "span", None)
+    return np.asarray(span(start, stop) if span is not None else y[start:stop])
