@@ -19,6 +19,7 @@ _LAZY = {
     "SimilarityFeatures": "dimbsvm.features",
     "StructuralFeatures": "dimbsvm.features",
     "ACTClassifier": "dimbsvm.svm",
+    "BaggedACTClassifier": "dimbsvm.svm",
     "EnsembleOTHRClassifier": "dimbsvm.svm",
     "HPCClassifier": "dimbsvm.svm",
     "OTHRClassifier": "dimbsvm.svm",

@@ -315,6 +315,18 @@ register_estimator("act", _act, "ACT: adaptive conformal transformation of the R
                    trusted_types=("dimbsvm.svm.act.ACTClassifier", "dimbsvm.svm._conformal.ConformalTransform"))
 
 
+def _bagged_act():
+    from .svm import BaggedACTClassifier
+
+    return BaggedACTClassifier()
+
+
+register_estimator("bagged_act", _bagged_act, "ACT members on class-balanced bags of at most max_samples rows, "
+                   "averaged: ACT past the rows one kernel holds; members fan out as tasks over a store",
+                   trusted_types=("dimbsvm.svm.bagged_act.BaggedACTClassifier", "dimbsvm.svm.act.ACTClassifier",
+                                  "dimbsvm.svm._conformal.ConformalTransform"))
+
+
 def _structural():
     from .features import StructuralFeatures
 

@@ -4,6 +4,7 @@
 * :class:`THRClassifier` -- SVM-THR, Lin & Chen's closed-form shift.
 * :class:`EnsembleOTHRClassifier` -- EnSVM-OTHR, bagged OTHR members fanned out on Dask.
 * :class:`ACTClassifier` -- adaptive conformal transformation of the SVM kernel.
+* :class:`BaggedACTClassifier` -- ACT members on class-balanced bags, averaged.
 * :class:`HPCClassifier` -- HPC-SVM, hinge SVM regularised by hypergraph pairwise constraints.
 
 Where the rest lives: threshold shifts as plain functions on arrays in
@@ -22,6 +23,7 @@ from .._lazy import lazy_names
 #: import).
 _LAZY = {
     "ACTClassifier": ".act",
+    "BaggedACTClassifier": ".bagged_act",
     "HPCClassifier": ".hpc",
     **dict.fromkeys(("EnsembleOTHRClassifier", "OTHRMember", "fit_member"), ".ensemble"),
     **dict.fromkeys(("MemberPlan", "MemberSpec"), ".members"),
@@ -30,6 +32,7 @@ _LAZY = {
 
 __all__ = [
     "ACTClassifier",
+    "BaggedACTClassifier",
     "EnsembleOTHRClassifier",
     "HPCClassifier",
     "MemberPlan",
