@@ -22,8 +22,8 @@ from typing import Callable
 
 from sklearn.base import BaseEstimator
 from sklearn.svm import SVC, LinearSVC
-from sklearn.utils._param_validation import InvalidParameterError
 
+from ._params import InvalidParameterError, check_declared_params
 from .exceptions import JobSpecError
 
 __all__ = [
@@ -206,7 +206,7 @@ def _build(registry, kind, name, params):
             f"accepted: {', '.join(sorted(k for k in valid if '__' not in k and k not in _PLACEMENT_PARAMS))}")
     estimator.set_params(**params)
     try:
-        estimator._validate_params()  # scikit-learn's declared constraints
+        check_declared_params(estimator)
     except InvalidParameterError as exc:
         raise JobSpecError(f"{kind} {name!r}: {exc}") from exc
     return estimator

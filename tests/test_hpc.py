@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import minimize
 from sklearn.datasets import make_classification
 from sklearn.svm import LinearSVC
-from sklearn.utils._param_validation import InvalidParameterError
+from dimbsvm._params import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dimbsvm.exceptions import DataError

@@ -102,8 +102,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV, TunedThresholdClassifierCV
 from sklearn.svm import SVC
-from sklearn.utils._param_validation import HasMethods, Interval, InvalidParameterError
 
+from dimbsvm._params import HasMethods, Interval, InvalidParameterError, ValidatedParams, check_declared_params
 from dimbsvm.exceptions import JobSpecError
 from dimbsvm.recommended import SVM_GRID
 from dimbsvm.metrics import g_mean
@@ -219,7 +219,7 @@ def _lightgbm_tuned_threshold(random_state):
                                       response_method="predict_proba")
 
 
-class SmallSampleSMOTE(BaseEstimator):
+class SmallSampleSMOTE(ValidatedParams, BaseEstimator):
     """SMOTE that lowers ``k_neighbors`` to what a small minority class allows.
 
     imbalanced-learn's ``SMOTE(k_neighbors=k)`` refuses a training set with
@@ -258,7 +258,7 @@ class SmallSampleSMOTE(BaseEstimator):
         return self
 
 
-class AucTunedThreshold(ClassifierMixin, BaseEstimator):
+class AucTunedThreshold(ValidatedParams, ClassifierMixin, BaseEstimator):
     """An SVC whose ``(C, gamma)`` maximise ROC-AUC, then a G-mean-tuned threshold.
 
     The grid search (:data:`TUNED_GRID`, ``cv=3``, scoring ``roc_auc``) picks
@@ -383,17 +383,7 @@ def make_peer(name: str, params: dict | None = None, *, random_state: int = 0) -
                            f"accepted: {', '.join(sorted(valid))}")
     estimator.set_params(**params)
     try:
-        _validate_nested(estimator)
+        check_declared_params(estimator)  # (LightGBM's estimators declare none: checked when fitted)
     except InvalidParameterError as exc:
         raise JobSpecError(f"peer {name!r}: {exc}") from exc
     return estimator
-
-
-def _validate_nested(estimator) -> None:
-    """Run scikit-learn's declared parameter checks on the estimator and every sub-estimator that declares them.
-
-    (LightGBM's estimators declare none: they check their parameters when fitted.)
-    """
-    for value in [estimator, *estimator.get_params(deep=True).values()]:
-        if isinstance(value, BaseEstimator) and hasattr(value, "_parameter_constraints"):
-            value._validate_params()

@@ -17,9 +17,10 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, _fit_context
-from sklearn.utils._param_validation import Interval
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._params import Interval, ValidatedParams, fit_context
 
 __all__ = ["HIKEncoder", "histogram_intersection", "quantize", "unary_code"]
 
@@ -118,7 +119,7 @@ def encode(X, levels, *, clip=True):
     return unary_code(rows, cols, q, n, d, levels)
 
 
-class HIKEncoder(TransformerMixin, BaseEstimator):
+class HIKEncoder(ValidatedParams, TransformerMixin, BaseEstimator):
     """Unary code of quantised features: a linear kernel on it is the histogram intersection kernel.
 
     Each feature value ``v`` (expected in [0, 1], e.g. after ``MinMaxScaler``)
@@ -181,7 +182,7 @@ class HIKEncoder(TransformerMixin, BaseEstimator):
     def __setstate__(self, state):
         super().__setstate__({"sparse_output": True, **state})  # saved before the parameter existed
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Record the number of features (the code has no fitted state beyond it).
 

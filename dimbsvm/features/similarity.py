@@ -20,11 +20,11 @@ from numbers import Integral
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
+from dimbsvm._params import Interval, RealNotInt, StrOptions, ValidatedParams, fit_context
 from dimbsvm._validation import refuse_sparse
 from ..parallel import ClientParamMixin, compute, current_client
 from ..exceptions import DataError
@@ -39,7 +39,7 @@ __all__ = ["SimilarityFeatures"]
 logger = logging.getLogger(__name__)
 
 
-class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
+class SimilarityFeatures(ClientParamMixin, ValidatedParams, TransformerMixin, BaseEstimator):
     """Normalised distances to a reference set: the similarity (Fisher) kernel features.
 
     ``fit`` chooses the reference set S and estimates, for every reference
@@ -181,7 +181,7 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
         features.n_features_in_ = int(np.prod(features.input_shape_))
         return features
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Choose the references and estimate the moments of the distances to them.
 
@@ -198,7 +198,7 @@ class SimilarityFeatures(ClientParamMixin, TransformerMixin, BaseEstimator):
         self._fit(X, y)
         return self
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
         """Fit, then transform the training rows, computing their distances once.
 

@@ -22,10 +22,10 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._params import Interval, StrOptions, ValidatedParams, fit_context
 from ..graph.knn import KNN_METHODS, KNNIndex
 from .hik import _code_names, _input_names, encode
 
@@ -143,7 +143,7 @@ def _digest(X):
     return digest.hexdigest()
 
 
-class StructuralFeatures(TransformerMixin, BaseEstimator):
+class StructuralFeatures(ValidatedParams, TransformerMixin, BaseEstimator):
     """Append the kNN neighbourhood vector over the training rows: a(x) = [x, lambda * n(x)].
 
     ``fit`` indexes the training rows and finds each one's k nearest other
@@ -270,7 +270,7 @@ class StructuralFeatures(TransformerMixin, BaseEstimator):
     def __setstate__(self, state):
         super().__setstate__({"sparse_output": True, **state})  # saved before the parameter existed
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Index the training rows and find each one's neighbours among the others.
 

@@ -21,11 +21,12 @@ import numpy as np
 from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.model_selection import StratifiedKFold
-from sklearn.svm import SVC
+from sklearn.svm import SVC, LinearSVC
 from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
+from dimbsvm._params import ValidatedParams
 from dimbsvm._counts import ClassCounts, unique_counts
 from dimbsvm.svm.calibration import platt_probability
 from dimbsvm.svm.scaled_defaults import LARGE_N, large_n_estimator, log_scaled
@@ -53,7 +54,7 @@ def default_estimator():
     return SVC(kernel="rbf", C=1.0, gamma="scale")
 
 
-class _ShiftedMarginClassifier(ClassifierMixin, BaseEstimator):
+class _ShiftedMarginClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
     """Shared validation, prediction and tags of the threshold-moving classifiers.
 
     Subclasses set ``classes_``, ``pos_label_`` (via
@@ -185,7 +186,7 @@ class _ShiftedMarginClassifier(ClassifierMixin, BaseEstimator):
         return tags
 
 
-class _SignedScoreClassifier(ClassifierMixin, BaseEstimator):
+class _SignedScoreClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
     """``predict`` from a ``decision_function`` that is positive towards ``classes_[1]``.
 
     Subclasses set ``classes_`` (two classes) and implement
@@ -368,12 +369,9 @@ def _is_plain_linear_call(estimator, X) -> bool:
     return bool(get_config()["assume_finite"] or np.isfinite(X).all())
 
 
-try:  # (a private module of scikit-learn; without it every call takes decision_function's path)
-    from sklearn.linear_model._base import LinearClassifierMixin as _LinearClassifierMixin
-
-    _LINEAR_DECISION = _LinearClassifierMixin.decision_function
-except ImportError:  # pragma: no cover
-    _LINEAR_DECISION = None
+#: scikit-learn's linear classifiers' shared ``decision_function`` (``X @ coef_.T + intercept_``), found on a
+#: public class: an estimator whose class has this very function scores by it.
+_LINEAR_DECISION = getattr(LinearSVC, "decision_function", None)
 
 
 def out_of_fold_margins(estimator, X, y, pos_label, classes, splits, sample_weight=None):

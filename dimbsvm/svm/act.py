@@ -17,14 +17,13 @@ from collections import namedtuple
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dimbsvm._params import Interval, StrOptions, fit_context
 from dimbsvm._validation import refuse_sparse
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block
@@ -206,7 +205,7 @@ class ACTClassifier(_SignedScoreClassifier):
         self.class_weight, self.solver_max_iter = class_weight, solver_max_iter
         self.max_kernel_size, self.random_state = max_kernel_size, random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Run the transformation rounds, judged on a validation split.
 

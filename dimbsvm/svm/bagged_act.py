@@ -23,9 +23,9 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._params import HasMethods, Interval
 from .._validation import refuse_sparse
 from ..fold_data.context import FoldContext, FoldFit
 from ..fold_data.prepared import training_data

@@ -20,10 +20,10 @@ from numbers import Integral, Real
 
 import numpy as np
 from dask.base import is_dask_collection
-from sklearn.base import _fit_context, clone
-from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
+from sklearn.base import clone
 from sklearn.utils.metaestimators import available_if
 
+from dimbsvm._params import HasMethods, Interval, RealNotInt, StrOptions, fit_context
 from dimbsvm.parallel import ClientParamMixin, current_client, effective_n_jobs, map_tasks
 from dimbsvm.parallel.policy import in_order_threads
 from dimbsvm.graph.knn import KNN_METHODS
@@ -406,7 +406,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         super().__setstate__({"probability": False, "param_grid": None, "top_candidates": 3, "screen_members": None,
                               "screen_survivors": 6, "n_jobs": None, **state})
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
         """Fit the members, as Dask tasks when a client is available, then the shift.
 

@@ -30,13 +30,12 @@ from numbers import Integral, Real
 
 import dask.array as da
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.linear_model import SGDClassifier
 from sklearn.svm import LinearSVC
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dimbsvm._params import Interval, StrOptions, fit_context
 from dimbsvm._validation import refuse_sparse
 from dimbsvm.parallel import ClientParamMixin, current_client
 from dimbsvm.exceptions import DataError
@@ -286,7 +285,7 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         """Whether fitting trains with LIBLINEAR (its process-wide generator: :mod:`dimbsvm.svm._native_rng`)."""
         return self.solver == "liblinear"
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, neighbors=None):
         """Build the hypergraph, reduce the dual and solve it.
 

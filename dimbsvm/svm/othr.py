@@ -20,12 +20,10 @@ import logging
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _check_sample_weight
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
+from dimbsvm._params import HasMethods, Interval, StrOptions, check_sample_weight, fit_context
 from dimbsvm.graph.knn import KNN_METHODS
 from dimbsvm.svm._base import (
     _ShiftedMarginClassifier,
@@ -134,7 +132,7 @@ class THRClassifier(_ShiftedMarginClassifier):
         self.estimator = estimator
         self.pos_label = pos_label
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, sample_weight=None):
         """Fit the base classifier and compute the eq. 16 shift.
 
@@ -155,7 +153,7 @@ class THRClassifier(_ShiftedMarginClassifier):
         """
         X, y, positive = self._validate_training_data(X, y)
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
+            sample_weight = check_sample_weight(sample_weight, X, ensure_non_negative=True)
         estimator = self._resolve_defaults(X.shape[0], positive.sum()).get("estimator", self.estimator)
         self.estimator_ = fit_base_estimator(estimator, X, y, sample_weight, owner="THRClassifier")
         self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
@@ -360,7 +358,7 @@ class OTHRClassifier(_ShiftedMarginClassifier):
     def __setstate__(self, state):
         super().__setstate__({"probability": False, **state})  # saved before the parameter existed
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, sample_weight=None):
         """Fit the base classifier and search the threshold shift.
 
@@ -386,7 +384,7 @@ class OTHRClassifier(_ShiftedMarginClassifier):
             raise ValueError("probability=True calibrates on out-of-fold margins: it needs margins='cv'; "
                              f"got margins={self.margins!r}.")
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
+            sample_weight = check_sample_weight(sample_weight, X, ensure_non_negative=True)
         random_state = check_random_state(self.random_state)
         estimator = self._resolve_defaults(X.shape[0], positive.sum()).get("estimator", self.estimator)
         self.estimator_ = fit_base_estimator(estimator, X, y, sample_weight, owner="OTHRClassifier")
