@@ -534,8 +534,9 @@ def test_sgd_on_dask_holds_one_chunk_of_rows(chunk_log, monkeypatch):
     n_chunks = X_dask.numblocks[0]
     clf = HPCClassifier(class_weight="balanced", solver="sgd", n_epochs=epochs,
                         random_state=0).fit(X_dask, y_dask, neighbors=nbrs)
-    # every chunk is produced once per pass: moments, J^T L' J, each epoch, the objective
-    assert len(chunk_log.loads) == n_chunks * (3 + epochs)
+    # every chunk is produced at most once per pass: moments, J^T L' J, each epoch, the objective (Dask 2024.8
+    # may keep one between passes); every row is read in every epoch (the SGD rows below)
+    assert n_chunks * (2 + epochs) < len(chunk_log.loads) <= n_chunks * (3 + epochs)
     assert max(chunk_log.loads) == chunk
     assert max(chunk_log.client_rows) <= chunk          # nothing bigger reaches this process
     assert max(chunk_log.sgd_rows) <= chunk and sum(chunk_log.sgd_rows) == epochs * n
@@ -564,7 +565,9 @@ def test_sgd_with_disk_exchange_holds_one_chunk_of_rows(chunk_log, monkeypatch, 
                         exchange_dir=tmp_path, random_state=0).fit(X_dask, y_dask,
                                                                    neighbors=nbrs_dask)
     # rows: one pass each for the moments, the exchange's send, each epoch and the objective
-    assert len(chunk_log.loads) == n_chunks * (3 + epochs) and max(chunk_log.loads) == chunk
+    # (at most once per pass; Dask 2024.8 may keep one chunk between passes)
+    assert n_chunks * (2 + epochs) < len(chunk_log.loads) <= n_chunks * (3 + epochs)
+    assert max(chunk_log.loads) == chunk
     assert sorted(chunk_log.sent_rows) == sorted(X_dask.chunks[0])  # each chunk sent once
     # neighbours: read by the plan and receive tasks, a chunk at a time, never by this process
     assert len(chunk_log.neighbor_loads) == 2 * n_chunks and max(chunk_log.neighbor_loads) == chunk

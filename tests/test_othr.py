@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import sklearn
 from sklearn.base import clone
 from sklearn.datasets import make_classification
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
@@ -168,9 +169,19 @@ def test_nan_and_one_class_errors(Estimator):
 EXACT_WEIGHT_SVC = SVC(gamma=1.0, tol=1e-10)
 
 
+#: scikit-learn before 1.7 draws this check's data otherwise: repeating its rows by its weights changes which
+#: class has fewer rows, and OTHR takes the minority by rows (its weights do not count), so the two fits shift
+#: towards different classes. From 1.7 on the check passes.
+_OLD_WEIGHT_CHECK = tuple(int(part) for part in sklearn.__version__.split(".")[:2]) < (1, 7)
+
+
 def _expected_failed_checks(estimator):
     if not isinstance(estimator, EnsembleOTHRClassifier):
         base = estimator.estimator
+        if _OLD_WEIGHT_CHECK:
+            reason = "scikit-learn < 1.7's weight-equivalence data change the minority class by rows (see above)"
+            return {"check_sample_weight_equivalence_on_dense_data": reason,
+                    "check_sample_weight_equivalence_on_sparse_data": reason}
         if base is None or (isinstance(base, SVC) and base.tol > 1e-8):
             reason = ("the default base SVC(gamma='scale') computes gamma from the unweighted feature "
                       "variance and stops at tol=1e-3, so it is not exactly weight-equivalent itself "
