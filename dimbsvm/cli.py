@@ -274,8 +274,10 @@ def _read_job_file(path) -> None:
 def _cmd_run(args) -> int:
     from .distributed import SchedulerLostError
 
+    from .jobs import run_lifecycle as lifecycle
+
     tls = _tls(args)
-    remote = _remote_out(args.out)  # a URL: written in a local staging directory, published when complete
+    remote = lifecycle.remote_out(args.out)  # a URL: written in a local staging directory, published when complete
     if remote is not None and remote.finished:
         from .jobs.remote_run_dir import check_staged_run, publish_run_dir
 
@@ -283,8 +285,10 @@ def _cmd_run(args) -> int:
         print(f"dimbsvm: the run finished in {remote.staging}; publishing it to {remote.url}", file=sys.stderr)
         print(f"run directory: {publish_run_dir(remote.staging, remote.url)}")
         return 0
-    if remote is not None and not args.fresh:
-        _restore_checkpoints(remote)  # an interrupted run of this URL resumes here, whichever machine it ran on
+    if remote is not None and not args.fresh:  # an interrupted run of this URL resumes here, whichever machine ran it
+        restored = lifecycle.restore_checkpoints(remote)
+        if restored:
+            print(f"dimbsvm: {restored}", file=sys.stderr)
     # everything that can be checked is checked before a cluster starts
     _read_job_file(args.job)
     from .jobs.report_drawing import report_process
@@ -296,7 +300,7 @@ def _cmd_run(args) -> int:
     checked = check_job(args.job, out=args.out if remote is None else remote.staging, resume=args.resume,
                         fresh=args.fresh, scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls,
                         cluster=args.cluster)
-    checked = _tracked(checked, args.mlflow)  # issue 35: tracking (the mlflow package checked here)
+    checked = lifecycle.tracked(checked, args.mlflow)  # tracking (the mlflow package checked here)
     job, plan = checked.job, checked.run
     total = job.cv.n_folds
     if plan.resuming:
@@ -307,12 +311,13 @@ def _cmd_run(args) -> int:
     try:
         with _client(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
                      placement=placement, cluster=_cluster_of(args, job)) as client, \
-                _checkpoints(remote, plan.partial):
+                lifecycle.checkpoints(remote, plan.partial):
             result = run_checked(checked, client, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
-        raise RunInterrupted(_interrupted(args, plan, total, exc, remote=remote)) from None
+        how = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
+        raise RunInterrupted(lifecycle.interrupted_line(args.argv, plan, total, how, remote)) from None
     except SchedulerLostError as exc:
-        raise SchedulerLostError(_interrupted(args, plan, total, exc, how=_one_line(exc), remote=remote)) from exc
+        raise SchedulerLostError(lifecycle.interrupted_line(args.argv, plan, total, _one_line(exc), remote)) from exc
     print(f"job {job.name}: {job.estimator.name} on {job.data.source}")
     if result.reused:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
@@ -324,7 +329,9 @@ def _cmd_run(args) -> int:
     if result.search:
         print(_search_lines(result.search))
     # tracked after the run directory is written (a failure is a warning), before a URL's staging copy goes
-    _track_run(checked, result)
+    tracked_line = lifecycle.track_run(checked, result)
+    if tracked_line:
+        print(tracked_line)
     where = result.run_dir
     if remote is not None:
         from .jobs.remote_run_dir import publish_run_dir
@@ -339,97 +346,11 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _remote_out(out):
-    """The staging plan of a ``--out`` URL (checked: nothing but an unfinished run of dimbsvm's there), or None."""
-    from .store.location import is_url
-
-    if out is None or not is_url(out):
-        return None
-    from .jobs.remote_run_dir import plan_remote_out
-
-    remote = plan_remote_out(out)
-    remote.staging.parent.mkdir(parents=True, exist_ok=True)
-    return remote
-
-
-def _restore_checkpoints(remote) -> None:
-    from .jobs.remote_run_dir import restore_checkpoints
-
-    if restore_checkpoints(remote):
-        print(f"dimbsvm: the interrupted run mirrored at {remote.url} was restored into {remote.staging.parent}",
-              file=sys.stderr)
-
-
-def _checkpoints(remote, partial):
-    """While a URL's run is written, its partial directory mirrored there (a context manager; none for a path)."""
-    if remote is None:
-        import contextlib
-
-        return contextlib.nullcontext()
-    from .jobs.remote_run_dir import Checkpoints
-
-    return Checkpoints(remote.url, partial)
-
-
-def _tracked(checked, uri):
-    """``checked`` with ``--mlflow`` applied; a job that asks for tracking without mlflow installed fails here."""
-    import dataclasses
-
-    from .jobs.tracking import with_tracking
-
-    job = with_tracking(checked.job, uri)
-    return checked if job is checked.job else dataclasses.replace(checked, job=job)
-
-
-def _track_run(checked, result) -> None:
-    if checked.job.tracking is not None:
-        from .jobs.tracking import track_run
-
-        run_id = track_run(checked.job, result.run_dir)
-        if run_id:
-            print(f"mlflow: run {run_id} at {checked.job.tracking.mlflow}")
-
-
-def _interrupted(args, plan, total: int, exc: BaseException, how: str | None = None, remote=None) -> str:
-    """The one line an interrupted run ends with: what was saved, and the command that resumes."""
-    from .jobs.run_dir import saved_progress
-
-    how = how or ("terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted")
-    if plan.run_dir.exists():  # interrupted after the last step: the run is complete
-        if remote is not None:
-            return (f"{how} after the run finished in {plan.run_dir}, before it was published to {remote.url}; "
-                    f"publish it with: {_resume_command(args, remote.url)}")
-        return f"{how} after the run finished; its run directory is {plan.run_dir}"
-    folds, members = saved_progress(plan.partial)
-    saved = f"{folds} of {total} folds"
-    if members:
-        saved += f" and {members} ensemble member(s)"
-    where = f"saved in {plan.partial}" if plan.partial.exists() else "saved (nothing was written yet)"
-    out = plan.run_dir if remote is None else remote.url  # a URL's run resumes from its mirror there
-    return f"{how}: {saved} {where}; resume with: {_resume_command(args, out)}"
-
-
-def _resume_command(args, run_dir) -> str:
-    """The command line of this run with ``--out RUN_DIR`` (and without ``--fresh``)."""
-    argv, skip = [], False
-    for arg in args.argv:
-        if skip:
-            skip = False
-            continue
-        if arg in ("--fresh", "--resume"):
-            continue
-        if arg == "--out":
-            skip = True
-            continue
-        if arg.startswith("--out="):
-            continue
-        argv.append(arg)
-    return shlex.join(["dimbsvm", *argv, "--out", str(run_dir)])
-
-
 def _cmd_validate(args) -> int:
     run_dir = args.registry is None or args.out is not None  # --registry alone: a retrain, no run directory
-    remote = _remote_out(args.out)
+    from .jobs.run_lifecycle import remote_out
+
+    remote = remote_out(args.out)
     tls = _tls(args)
     _read_job_file(args.job)
     from .jobs.checks import check_job, describe, described
@@ -500,10 +421,11 @@ def _cmd_retrain(args) -> int:
     _read_job_file(args.job)
     from .jobs.checks import check_job
     from .jobs.retrain import retrain_checked
+    from .jobs.run_lifecycle import tracked
 
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
-    checked = _tracked(checked, args.mlflow)
+    checked = tracked(checked, args.mlflow)
     job = checked.job
     holdout = job.retrain.holdout
     # the challenger is one fit on the rows left after the holdout (all of them with a separate holdout source)
@@ -544,12 +466,13 @@ def _cmd_schedule(args) -> int:
     from .distributed import check_workers
     from .jobs.checks import check_job
     from .jobs.retrain import retrain
+    from .jobs.run_lifecycle import tracked
 
     # the checks of `retrain` (issue 30: job file, cluster options, registry, data, holdout), once before the
     # cluster starts; each run then reads the data again, as it is by then
     checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
                         scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
-    checked = _tracked(checked, args.mlflow)
+    checked = tracked(checked, args.mlflow)
     job, job_text = checked.job, checked.job_text
     # workers are checked before each run (they may come, go or be upgraded between runs), not at start, and as
     # they join; a factory's cluster may have none between runs (it scales with the work): not waited for
