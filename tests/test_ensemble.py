@@ -349,18 +349,25 @@ def test_screening_gives_the_best_screened_settings_all_their_members():
 
 
 def test_screening_fits_fewer_members_and_is_fitted_whole(monkeypatch):
-    import dimbsvm.svm.ensemble as ensemble_module
-
     X, y = make_classification(n_samples=300, n_features=5, weights=[0.9], flip_y=0.03, random_state=7)
-    # counted where the members are handed out, so that it holds on a client a previous test left active too
+    # counted in the plan the fit runs, so that it holds on a client a previous test left active too
+    from dimbsvm.svm import ensemble_fold
+
     fits = []
-    real = ensemble_module._fit_members
-    monkeypatch.setattr(ensemble_module, "_fit_members",
-                        lambda X, y, seeds, specs, *how: fits.extend(seeds) or real(X, y, seeds, specs, *how))
+    real = ensemble_fold.run_plan
+
+    def counting(plan, **how):
+        for task in plan.tasks:
+            args = task.kwargs
+            fits.append(len(args["parts"]) if "parts" in args else len(args["positions"]) if "positions" in args
+                        else 1 if "part" in args else 0)
+        return real(plan, **how)
+
+    monkeypatch.setattr(ensemble_fold, "run_plan", counting)
     model = EnsembleOTHRClassifier(n_estimators=5, param_grid=GRID, screen_members=2, screen_survivors=2,
                                    random_state=0)
     model.fit(X, y)
-    assert len(fits) == model.n_member_fits() == 6 * 2 + 2 * 3
+    assert sum(fits) == model.n_member_fits() == 6 * 2 + 2 * 3
     assert not model.plans_members_up_front()
     with pytest.raises(ValueError, match="cannot be planned before fit"):
         clone(model).plan_members(y)

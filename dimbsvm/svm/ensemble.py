@@ -24,7 +24,7 @@ from sklearn.base import clone
 from sklearn.utils.metaestimators import available_if
 
 from dimbsvm._params import HasMethods, Interval, RealNotInt, StrOptions, fit_context
-from dimbsvm.parallel import ClientParamMixin, current_client, effective_n_jobs, map_tasks
+from dimbsvm.parallel import ClientParamMixin, current_client, effective_n_jobs
 from dimbsvm.parallel.policy import in_order_threads
 from dimbsvm.graph.knn import KNN_METHODS
 from dimbsvm.svm._base import (
@@ -39,7 +39,6 @@ from dimbsvm.svm.grid_members import (
     ScreeningPlan,
     candidate_settings,
     keep_best_settings,
-    screen_survivors,
     screened_search_results,
 )
 # Re-exported: models saved by dimbsvm 0.1.0 name ``dimbsvm.svm.ensemble.OTHRMember``
@@ -121,13 +120,14 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
     ``perturbation=0.1``, ``objective="g_mean"``, ``candidates="othr"``,
     ``smoothing=None``, ``tolerance=0.0``, ``class_weight=None``.
 
-    Members are fitted as Dask tasks when ``client`` is given or a
-    ``distributed`` client is active (not from inside a Dask task): ``X`` and
-    ``y`` are sent once and each task calls :func:`fit_member` with its seed
-    (:func:`dimbsvm.parallel.map_tasks`). Otherwise they are
-    fitted in-process, one after the other. The pooled search runs once, after all
-    members, on the client. Seeds are drawn once from ``random_state``, so
-    the fitted ensemble is identical either way and for any number of workers.
+    ``fit`` runs the plan of tasks a job's fold runs (the fold engine's
+    hook, :mod:`dimbsvm.svm.ensemble_fold`): the members (a few per task on
+    small data), with ``screen_members`` its two rounds, then the assembly.
+    The tasks run on ``client`` when it is given or a ``distributed`` client
+    is active (not from inside a Dask task; ``X`` and ``y`` are sent once),
+    else on ``n_jobs`` processes, else in this process, one after the other.
+    Seeds are drawn once from ``random_state``, so the fitted ensemble is
+    identical either way and for any number of workers.
 
     Parameters
     ----------
@@ -436,21 +436,23 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         self._resolve_bags(positive.size, int(np.count_nonzero(positive)))
         # In this process BLAS gets one thread, as a job run here and a one-thread worker do: a second
         # thread only spins on the members' small products (same results, a third more CPU).
-        with in_order_threads() if client is None else contextlib.nullcontext():
-            if self._screens():
-                return self._fit_screened(X, y, positive, client)
-            seeds, specs = self._member_tasks()
-            members = _fit_members(X, y, seeds, specs, client, self.n_jobs)
-            self.seeds_ = seeds
-            return self._set_members(X, positive, members)
+        # The members are tasks of the same plan a job's fold runs (the estimator's fold hook), with screening's
+        # two rounds where it screens.
+        from dimbsvm.svm.ensemble_fold import fit_as_one_fold
 
-    def _fit_screened(self, X, y, positive, client):
-        """Successive halving in two rounds: a few members for every setting, all of them for the best."""
-        plan = self._screening_plan()
-        screened = _fit_members(X, y, *zip(*plan.first_round()), client, self.n_jobs)
-        screen = screen_survivors(plan.settings, screened, positive, plan.n_survivors)
-        added = _fit_members(X, y, *zip(*plan.second_round(screen.survivors)), client, self.n_jobs)
-        return self._assemble_screened(X, positive, plan, screened, added, screen)
+        with in_order_threads() if client is None else contextlib.nullcontext():
+            fitted = fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs)
+        return self._take_fitted_state(fitted)
+
+    def _take_fitted_state(self, fitted):
+        """This ensemble with ``fitted``'s fitted attributes (its parameters are this one's): those of an earlier
+        fit that ``fitted`` has not are dropped, the input's validated ones (feature count and names) kept."""
+        state = {key: value for key, value in vars(fitted).items() if key.endswith("_") or key.startswith("_")}
+        for key in [key for key in vars(self) if key.endswith("_") and key not in state]:
+            if key not in ("n_features_in_", "feature_names_in_"):
+                del self.__dict__[key]
+        vars(self).update(state)
+        return self
 
     def _screening_plan(self) -> ScreeningPlan:
         seeds, settings, specs = self._grid_specs()
@@ -590,11 +592,3 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
             return self._label(margins.mean(axis=0) > 0)
         votes = (margins > 0).sum(axis=0)
         return self._label(2 * votes >= len(self.members_))
-
-
-def _fit_members(X, y, seeds, specs, client, n_jobs) -> list:
-    """``fit_member`` for every (seed, spec): one task each on ``client``, else on ``n_jobs`` processes or here."""
-    if client is not None:
-        logger.info("fitting %d members on %s", len(seeds), client)
-    return list(map_tasks(fit_member, [dict(seed=int(seed), **spec.options()) for seed, spec in zip(seeds, specs)],
-                          client=client, shared={"X": X, "y": y}, label="ensemble members", n_jobs=n_jobs))
