@@ -143,6 +143,40 @@ def test_plan_on_processes_gives_the_in_order_results():
     assert map_tasks(_writeable, [{"k": k} for k in range(4)], shared={"data": data}, n_jobs=2) == [False] * 4
 
 
+def _pid_and(value=None, values=None):
+    import os
+
+    return os.getpid(), value if values is None else [v for _, v in values]
+
+
+def test_a_gathering_task_runs_in_this_process_on_processes_with_its_inputs_as_they_are():
+    import os
+
+    data = np.arange(5.0)
+    plan = TaskPlan()
+    shared = plan.share(data)
+    parts = [plan.add(_pid_and, {"value": k}) for k in range(3)]
+    joined = plan.add(_pid_and, {"values": parts}, watch=True, gathers=True)
+    reads = plan.add(_is_the_array, {"data": shared, "after": joined}, watch=True, gathers=True)
+    results = run_plan(plan, n_jobs=2)
+    pid, values = results[joined.id]
+    assert pid == os.getpid() and values == [0, 1, 2]  # in this process, the parts' results gathered
+    assert results[reads.id] is True  # the shared value itself, not a file mapped from it
+    assert run_plan(plan)[joined.id] == (os.getpid(), [0, 1, 2])  # (in order, here: the same result)
+    parts_pids = {p for p, _ in [run_plan(_one(k), n_jobs=2)[0] for k in range(2)]}
+    assert os.getpid() not in parts_pids  # a task that does not gather runs in a process
+
+
+def _is_the_array(data, after):
+    return type(data) is np.ndarray and data.flags.writeable
+
+
+def _one(k):
+    plan = TaskPlan()
+    plan.add(_pid_and, {"value": k}, watch=True)
+    return plan
+
+
 def test_a_misspelled_argument_fails_when_the_task_is_added():
     plan = TaskPlan()
     with pytest.raises(TypeError, match=r"task '_square': got an unexpected keyword argument 'offest'"):

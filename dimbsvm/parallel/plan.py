@@ -35,6 +35,7 @@ class _Task:
     priority: int = 0
     cost: float | None = None
     affinity: int | None = None
+    gathers: bool = False
 
 
 @dataclass
@@ -58,7 +59,7 @@ class TaskPlan:
     tasks: list = field(default_factory=list)
 
     def add(self, func, kwargs: dict, *, watch: bool = False, name: str | None = None, priority: int = 0,
-            cost: float | None = None, affinity: int | None = None) -> TaskRef:
+            cost: float | None = None, affinity: int | None = None, gathers: bool = False) -> TaskRef:
         """Add ``func(**kwargs)``; return a reference to its result.
 
         ``priority``: on a cluster, runnable tasks of higher priority start
@@ -73,12 +74,16 @@ class TaskPlan:
         in its :mod:`~dimbsvm.store.chunk_cache`); loosely: a busy worker's
         tasks are still stolen by idle ones, and a worker that left is
         replaced by any other.
+        ``gathers``: the task joins the results of many others (an
+        assembly): on this machine's processes (``n_jobs``) it runs in this
+        process, where those results already are, instead of being sent to
+        a process and its result back; on a cluster it is a task like any other.
         """
         ref = TaskRef(len(self.tasks), name or getattr(func, "__name__", "task"))
         _check_arguments(func, kwargs, ref.name)
         self.tasks.append(_Task(func, dict(kwargs), watch, ref.name, priority=int(priority),
                                 cost=None if cost is None else float(cost),
-                                affinity=None if affinity is None else int(affinity)))
+                                affinity=None if affinity is None else int(affinity), gathers=bool(gathers)))
         return ref
 
     def share(self, value) -> TaskRef:

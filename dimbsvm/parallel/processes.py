@@ -11,7 +11,8 @@ Each shared value (the training rows, the labels) is written once to a
 temporary folder with :func:`joblib.dump` and mapped read-only by each task
 that reads it (not sent with every task); a task's inputs that are
 other tasks' results go through this process, as on a cluster they go
-through the scheduler. Tasks run through
+through the scheduler, and a task that joins many of them (``gathers``, an
+assembly) runs in this process, where they already are. Tasks run through
 :func:`~dimbsvm.parallel.policy.run_task`, numeric libraries limited to this
 machine's cores shared among the processes; they are submitted in the plan's
 order as their inputs finish, at most two per process unfinished at a time.
@@ -98,6 +99,7 @@ def run_in_processes(plan, n_jobs: int, *, progress=False, label="tasks", on_res
     bar = Progress(len(costs), label, enabled=progress, total_work=sum(costs.values()), parallelism=n_jobs)
     unfinished = Unfinished(costs)
     values, watched, running = {}, {}, {}
+    originals = {i: task.kwargs["value"] for i, task in enumerate(plan.tasks) if task.shared}
     try:
         for i, task in enumerate(plan.tasks):
             if task.shared:
@@ -110,13 +112,18 @@ def run_in_processes(plan, n_jobs: int, *, progress=False, label="tasks", on_res
             while ready and len(running) < _IN_FLIGHT_PER_PROCESS * n_jobs:
                 i = ready.pop(0)
                 task = plan.tasks[i]
-                kwargs = {key: resolve_refs(value, values) for key, value in task.kwargs.items()}
-                running[executor.submit(_run_here_in_child, task.func, kwargs, threads)] = i
+                if task.gathers:  # its inputs are results already here: run here (the shared values as they are)
+                    kwargs = {key: resolve_refs(value, {**values, **originals}) for key, value in task.kwargs.items()}
+                    running[_Done(run_task(task.func, kwargs))] = i
+                else:
+                    kwargs = {key: resolve_refs(value, values) for key, value in task.kwargs.items()}
+                    running[executor.submit(_run_here_in_child, task.func, kwargs, threads)] = i
                 for ref in task_inputs(task):
                     readers[ref.id] -= 1
                     if readers[ref.id] == 0 and not plan.tasks[ref.id].shared:
                         values.pop(ref.id, None)  # no task left to submit reads it
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            done = [future for future in running if isinstance(future, _Done)] or \
+                wait(running, return_when=FIRST_COMPLETED)[0]
             for future in sorted(done, key=running.get):
                 i = running.pop(future)
                 result = future.result()
@@ -137,13 +144,24 @@ def run_in_processes(plan, n_jobs: int, *, progress=False, label="tasks", on_res
                 bar.advance(1, costs[i], unfinished.finish(i))
     except BaseException:
         for future in running:
-            future.cancel()
+            if not isinstance(future, _Done):
+                future.cancel()
         raise
     finally:
         bar.close()
         shutil.rmtree(folder, ignore_errors=True)
     logger.info("%d %s finished on %d processes", plan.n_watched, label, n_jobs)
     return watched
+
+
+class _Done:
+    """The finished result of a task run in this process, where the loop expects a future."""
+
+    def __init__(self, result):
+        self._result = result
+
+    def result(self):
+        return self._result
 
 
 def _dump(value, path) -> None:

@@ -229,7 +229,8 @@ class BaggedACTClassifier(_SignedScoreClassifier):
         members = [plan.add(fit_bag_member, dict(common, bags=bags, index=i, estimator=self), name="member",
                             cost=costs.part())
                    for i in range(self.n_estimators)]
-        fitted = plan.add(assemble_bagged, dict(bags=bags, members=members, estimator=self), name="assemble")
+        fitted = plan.add(assemble_bagged, dict(bags=bags, members=members, estimator=self), name="assemble",
+                          gathers=True)
         return FoldFit(prepared, fitted, by_chunk=False, costs=costs)
 
 

@@ -162,7 +162,7 @@ def plan_ensemble_fold(estimator, context: FoldContext) -> FoldFit:
     rows = (dict(rows=None, rows_from_labels=ctx.rows_from_labels, train_counts=ctx.train_labels) if counted
             else dict(rows=ctx.rows()))
     fitted = plan.add(assemble_members, dict(common, members=members, seeds=seeds, pooled=pooled, **ranged, **rows),
-                      name="assemble", cost=costs.assemble())
+                      name="assemble", cost=costs.assemble(), gathers=True)
     return FoldFit(prepared, fitted, by_chunk=by_chunk, costs=costs, saved_parts=saved_parts, reused=reused)
 
 
@@ -186,7 +186,7 @@ def fit_as_one_fold(estimator, X, y, *, client=None, n_jobs=None):
                           at=no_chunks, prepare=lambda ranges=None: prepared, train_labels=np.asarray(y),
                           train_chunks=[], n_train=len(y), n_test=0, in_store=False, merged_ranges=False)
     fit = plan_ensemble_fold(estimator, context)
-    result = plan.add(_fitted_estimator, dict(fitted=fit.fitted), watch=True, name="fitted")
+    result = plan.add(_fitted_estimator, dict(fitted=fit.fitted), watch=True, name="fitted", gathers=True)
     return run_plan(plan, client=client, n_jobs=n_jobs, label="ensemble members")[result.id]
 
 

@@ -85,11 +85,11 @@ def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch:
     else:
         screened = [plan.add(fit_part, dict(common, part=part), name="member") for part in first]
     screen = plan.add(screen_block, dict(y=y, rows=rows, screened=screened, plan=screening), name="screen",
-                      priority=_PRIORITY)
+                      priority=_PRIORITY, gathers=True)
     n_added = screening.n_added
     added = [plan.add(fit_added, dict(common, screen=screen, plan=screening,
                                       positions=tuple(range(i, min(i + batch, n_added)))),
                       name="members" if batch > 1 else "member")
              for i in range(0, n_added, max(1, batch))]
     return plan.add(assemble_screened, dict(common, screened=screened, added=added, screen=screen,
-                                            plan=screening), name="ensemble", priority=_PRIORITY)
+                                            plan=screening), name="ensemble", priority=_PRIORITY, gathers=True)
