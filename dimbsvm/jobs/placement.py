@@ -34,13 +34,12 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from numbers import Integral
 
 import numpy as np
 
 from .._counts import minority_count
 from ..estimators import make_estimator
-from ..svm.fit_cost import KERNEL_ROWS, fit_row_cost, uses_linear_solver
+from ..svm.fit_cost import KERNEL_ROWS, fit_row_cost, margin_fits, member_fits, uses_linear_solver
 from ..svm.scaled_defaults import with_scaled_defaults
 from .cost import TimeRange, load_cost_model
 from .job_spec import JobSpec
@@ -251,8 +250,8 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
             # the configuration fit will use on this many rows (dimbsvm.svm.scaled_defaults)
             fitted = with_scaled_defaults(estimator, fit_rows, fit_minority)
             member_kind = "linear" if uses_linear_solver(fitted) else "kernel"
-            members, member_rows = _members(fitted, fit_rows, fit_minority)
-            for inner, inner_rows in _margin_fits(fitted, member_rows):
+            members, member_rows = member_fits(fitted, fit_rows, fit_minority)
+            for inner, inner_rows in margin_fits(fitted, member_rows):
                 n_fits += members * times * inner
                 by_kind[member_kind] += members * times * inner * fit_row_cost(inner_rows, fitted)
             if members > 1 or member_rows < fit_rows:  # members score the rows out of their bags, and the test rows
@@ -271,33 +270,6 @@ def estimate_work(job: JobSpec, y, *, n_features: int = 1, training_rows=None) -
                         by_kind=tuple((kind, value) for kind, value in by_kind.items() if value))
 
 
-def _members(estimator, n_rows: float, n_minority: float) -> tuple[int, float]:
-    """``(members, rows of each)`` of one fit: an ensemble's bags, or the estimator itself on every row."""
-    n_estimators = getattr(estimator, "n_estimators", None)
-    if not hasattr(estimator, "plan_members") or not isinstance(n_estimators, Integral):
-        return 1, n_rows
-    grid = getattr(estimator, "param_grid", None)
-    members = estimator.n_member_fits(max(1, len(_grid_settings(grid))))
-    size, bootstrap = getattr(estimator, "max_samples", None), getattr(estimator, "bootstrap", "plain")
-    if size == "auto":  # left by with_scaled_defaults: bags within LARGE_N rows, the size None gives
-        size = None
-    if bootstrap == "balanced":
-        bag = 2 * (size // 2 if isinstance(size, Integral) else _scaled(size, n_minority))
-    else:
-        bag = size if isinstance(size, Integral) else _scaled(size, n_rows)
-    return members, float(bag)
-
-
-def _margin_fits(estimator, rows: float) -> list:
-    """``[(fits, rows of each)]`` of one model of ``rows`` rows: the model, and the inner cross-validation
-    fits that give a threshold rule its out-of-fold margins (``margins="cv"``, ``member_margins="cv"``)."""
-    margins = getattr(estimator, "margins", None) or getattr(estimator, "member_margins", None)
-    k = getattr(estimator, "cv", None)
-    if margins == "cv" and isinstance(k, Integral) and k > 1:
-        return [(1, rows), (int(k), rows * (k - 1) / k)]
-    return [(1, rows)]
-
-
 def _sci(value: float) -> str:
     """``1.3e5``, ``1e7``: a count in short scientific notation.
 
@@ -308,18 +280,6 @@ def _sci(value: float) -> str:
     """
     mantissa, exponent = f"{value:.1e}".split("e")
     return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
-
-
-def _grid_settings(grid) -> list:
-    if not grid:
-        return []
-    from sklearn.model_selection import ParameterGrid
-
-    return list(ParameterGrid(grid))
-
-
-def _scaled(fraction, rows: float) -> float:
-    return rows if fraction is None else max(1.0, float(fraction) * rows)
 
 
 def place_job(job: JobSpec, y, *, n_features: int = 1, scheduler=None, scheduler_file=None, workers=None,
