@@ -351,10 +351,10 @@ def test_screening_gives_the_best_screened_settings_all_their_members():
 def test_screening_fits_fewer_members_and_is_fitted_whole(monkeypatch):
     X, y = make_classification(n_samples=300, n_features=5, weights=[0.9], flip_y=0.03, random_state=7)
     # counted in the plan the fit runs, so that it holds on a client a previous test left active too
-    from dimbsvm.svm import ensemble_fold
+    from dimbsvm.fold_data import one_fold
 
     fits = []
-    real = ensemble_fold.run_plan
+    real = one_fold.run_plan
 
     def counting(plan, **how):
         for task in plan.tasks:
@@ -363,7 +363,7 @@ def test_screening_fits_fewer_members_and_is_fitted_whole(monkeypatch):
                         else 1 if "part" in args else 0)
         return real(plan, **how)
 
-    monkeypatch.setattr(ensemble_fold, "run_plan", counting)
+    monkeypatch.setattr(one_fold, "run_plan", counting)
     model = EnsembleOTHRClassifier(n_estimators=5, param_grid=GRID, screen_members=2, screen_survivors=2,
                                    random_state=0)
     model.fit(X, y)

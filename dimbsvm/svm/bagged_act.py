@@ -28,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._params import HasMethods, Interval
 from .._validation import refuse_sparse
 from ..fold_data.context import FoldContext, FoldFit
+from ..fold_data.one_fold import fit_as_one_fold
 from ..fold_data.prepared import training_data
 from ..rows import take_rows
 from ._base import _SignedScoreClassifier, binary_classes, positive_label
@@ -161,7 +162,7 @@ class BaggedACTClassifier(_SignedScoreClassifier):
                          random_state=self.random_state)
 
     def fit(self, X, y):
-        """Fit every member on its bag, in this process.
+        """Fit every member on its bag, in this process, by the plan a job's fold runs (:meth:`plan_fold_fit`).
 
         Parameters
         ----------
@@ -176,10 +177,10 @@ class BaggedACTClassifier(_SignedScoreClassifier):
         """
         refuse_sparse(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64)
-        bags = self._bags(y)
-        members = [_fit_member(self._member(), X[p], labels, seed)
-                   for p, labels, seed in zip(bags.positions, bags.labels, bags.seeds)]
-        return self._set_members(bags, members)
+        self._check_params()
+        fitted = fit_as_one_fold(self, X, y, label="bagged ACT members")
+        vars(self).update({key: value for key, value in vars(fitted).items() if key.endswith("_")})
+        return self
 
     def _set_members(self, bags: FoldBags, members):
         self.classes_, self.pos_label_ = bags.classes, bags.pos_label

@@ -121,7 +121,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
     ``smoothing=None``, ``tolerance=0.0``, ``class_weight=None``.
 
     ``fit`` runs the plan of tasks a job's fold runs (the fold engine's
-    hook, :mod:`dimbsvm.svm.ensemble_fold`): the members (a few per task on
+    hook, :mod:`dimbsvm.svm.ensemble_fold`, run by :mod:`dimbsvm.fold_data.one_fold`): the members (a few per task on
     small data), with ``screen_members`` its two rounds, then the assembly.
     The tasks run on ``client`` when it is given or a ``distributed`` client
     is active (not from inside a Dask task; ``X`` and ``y`` are sent once),
@@ -438,10 +438,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         # thread only spins on the members' small products (same results, a third more CPU).
         # The members are tasks of the same plan a job's fold runs (the estimator's fold hook), with screening's
         # two rounds where it screens.
-        from dimbsvm.svm.ensemble_fold import fit_as_one_fold
+        from dimbsvm.fold_data.one_fold import fit_as_one_fold
 
         with in_order_threads() if client is None else contextlib.nullcontext():
-            fitted = fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs)
+            fitted = fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs, label="ensemble members")
         return self._take_fitted_state(fitted)
 
     def _take_fitted_state(self, fitted):

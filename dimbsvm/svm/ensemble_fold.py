@@ -31,9 +31,8 @@ from sklearn.base import clone
 
 from .._counts import minority_count
 from ..fold_data.context import FoldContext, FoldFit
-from ..fold_data.prepared import FoldRows, PreparedFold, row_view, training_data
+from ..fold_data.prepared import PreparedFold, row_view, training_data
 from ..fold_data.spans import chunk_index
-from ..parallel import TaskPlan, run_plan
 from ..rows import RowSubset
 from .bag_bodies import gather_block, member_bags, range_and_gather_block
 from .counted_bags import counted_bags, draws_from_counts, gather_counted_block
@@ -44,8 +43,7 @@ from .shared_threshold import ranged_shift
 from .task_costs import FoldCosts
 from .threshold_tasks import add_ranged_search, range_search_params
 
-__all__ = ["MEMBER_TASK_ROWS", "RANGED_THRESHOLD", "assemble_members", "fit_as_one_fold", "members_per_task",
-           "plan_ensemble_fold"]
+__all__ = ["MEMBER_TASK_ROWS", "RANGED_THRESHOLD", "assemble_members", "members_per_task", "plan_ensemble_fold"]
 
 #: Search an ensemble's shared threshold over a store with value-range tasks
 #: (:mod:`dimbsvm.svm.threshold_tasks`; the same result, bit for bit),
@@ -164,35 +162,6 @@ def plan_ensemble_fold(estimator, context: FoldContext) -> FoldFit:
     fitted = plan.add(assemble_members, dict(common, members=members, seeds=seeds, pooled=pooled, **ranged, **rows),
                       name="assemble", cost=costs.assemble(), gathers=True)
     return FoldFit(prepared, fitted, by_chunk=by_chunk, costs=costs, saved_parts=saved_parts, reused=reused)
-
-
-def fit_as_one_fold(estimator, X, y, *, client=None, n_jobs=None):
-    """``estimator`` fitted on every row of ``(X, y)`` by its own fold plan: the plan a job's fold runs.
-
-    The fold has no preprocessing and no test rows; its tasks run on
-    ``client``, else on ``n_jobs`` processes, else here, in order
-    (:func:`~dimbsvm.parallel.run_plan`). Returns the fitted ensemble (a new
-    object; the caller takes its state).
-    """
-    plan = TaskPlan()
-    X_ref, y_ref = plan.share(X), plan.share(y)
-    every = plan.share(FoldRows(np.arange(len(y)), np.empty(0, dtype=np.int64)))
-    prepared = plan.share(PreparedFold(steps=[], train_features=None, fit_time=0.0))
-
-    def no_chunks(span):  # (a fold in memory has no stored chunks)
-        raise AssertionError(f"a fold in memory has no chunk {span}")
-
-    context = FoldContext(plan=plan, key=("fit",), X=X_ref, y=y_ref, rows=lambda: every, rows_from_labels=None,
-                          at=no_chunks, prepare=lambda ranges=None: prepared, train_labels=np.asarray(y),
-                          train_chunks=[], n_train=len(y), n_test=0, in_store=False, merged_ranges=False)
-    fit = plan_ensemble_fold(estimator, context)
-    result = plan.add(_fitted_estimator, dict(fitted=fit.fitted), watch=True, name="fitted", gathers=True)
-    return run_plan(plan, client=client, n_jobs=n_jobs, label="ensemble members")[result.id]
-
-
-def _fitted_estimator(fitted):
-    """Task body: the fitted estimator of ``(fitted estimator, seconds)``."""
-    return fitted[0]
 
 
 def assemble_members(X, y, prepared: PreparedFold, rows, members, *, estimator, seeds, pooled=None,
