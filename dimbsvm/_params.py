@@ -209,14 +209,16 @@ def check_declared_params(estimator) -> None:
 
     dimbsvm's estimators are checked against their ``_parameter_constraints``
     here. Scikit-learn's own estimators are checked by their own method where
-    they have one (a private method: where a release drops it, they are
-    checked when fitted, as before a job). Raises
+    they have one and declare constraints (a private method: where a release
+    drops it, they are checked when fitted, as estimators that declare none,
+    such as LightGBM's, always are). Raises
     :class:`InvalidParameterError` naming the parameter.
     """
     for value in [estimator, *estimator.get_params(deep=True).values()]:
         if isinstance(value, ValidatedParams):
             value._validate_params()
-        elif hasattr(value, "get_params") and callable(getattr(value, "_validate_params", None)):
+        elif (hasattr(value, "get_params") and callable(getattr(value, "_validate_params", None))
+              and getattr(value, "_parameter_constraints", None) is not None):  # (LightGBM's declare none)
             try:
                 value._validate_params()
             except (ValueError, TypeError) as exc:

@@ -145,3 +145,20 @@ def test_no_module_of_dimbsvm_imports_scikit_learns_private_api():
                                                    or any(item.startswith("_") for item in imported)):
                     offenders.append(f"{path.name}: {name} {imported}")
     assert offenders == []
+
+
+def test_declared_parameters_are_checked_through_nested_estimators_and_skipped_where_none_are_declared():
+    from sklearn.svm import SVC
+
+    from dimbsvm.svm import EnsembleOTHRClassifier
+
+    class Undeclared(BaseEstimator):  # (as LightGBM's estimators: no constraints, checked when fitted)
+        def __init__(self, depth=-5):
+            self.depth = depth
+
+    ours.check_declared_params(Undeclared())
+    ours.check_declared_params(EnsembleOTHRClassifier(SVC(C=1.0)))
+    with pytest.raises(ours.InvalidParameterError, match="'C' parameter of SVC"):
+        ours.check_declared_params(EnsembleOTHRClassifier(SVC(C=-1.0)))  # the member's, as scikit-learn says it
+    with pytest.raises(ours.InvalidParameterError, match="'n_estimators' parameter of EnsembleOTHRClassifier"):
+        ours.check_declared_params(EnsembleOTHRClassifier(n_estimators=0))
