@@ -60,6 +60,16 @@ SCHEMAS = {
         "challenger_metrics": {"type": "object", "additionalProperties": {"type": ["number", "null"]}},
         "champion_metrics": {"type": ["object", "null"], "additionalProperties": {"type": ["number", "null"]}},
         "search_params": {"type": ["object", "null"]}}, ["action", "promoted", "reason"]),
+    "models": _schema("models", {
+        "registry": {"type": "string"}, "champion": {"type": ["string", "null"]},
+        "versions": {"type": "array", "items": {
+            "type": "object", "required": ["id", "champion"],
+            "properties": {"id": {"type": "string"}, "champion": {"type": "boolean"}, "job": {"type": "string"},
+                           "created_at": {"type": "string"}, "data_fingerprint": {"type": ["string", "null"]},
+                           "n_train": {"type": "integer"}, "n_holdout": {"type": "integer"},
+                           "holdout_metrics": {"type": "object",
+                                               "additionalProperties": {"type": ["number", "null"]}}}}}},
+        ["registry", "champion", "versions"]),
 }
 
 #: The verbs that take ``--json`` this way (``estimators`` and ``features`` print JSON listings of their own).

@@ -179,6 +179,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
 
     models = verbs.add_parser("models", help="list a registry's versions and its champion")
     models.add_argument("registry", help="model registry directory (written by retrain)")
+    _json_flag(models)
     models.set_defaults(handler=handlers["models"])
 
     promote = verbs.add_parser("promote", help="make a version the champion, by hand")

@@ -20,6 +20,8 @@ def open_registry(path):
 def cmd_models(args) -> int:
     registry = open_registry(args.registry)
     versions = registry.versions()
+    args.json_document = {"registry": str(args.registry), "champion": registry.champion(),
+                          "versions": versions}
     if not versions:
         print(f"{args.registry}: no versions")
         return 0

@@ -1,4 +1,4 @@
-"""``--json`` on ``run``, ``validate`` and ``retrain`` (issue 53, item 4): one document an orchestrator reads.
+"""``--json`` on ``run``, ``validate``, ``retrain`` and ``models`` (issue 53, item 4): one document an orchestrator reads.
 
 Real command lines in a subprocess (stdout as a program sees it); every
 document is checked against its published schema (``dimbsvm.cli_json.SCHEMAS``)
@@ -73,3 +73,13 @@ def test_retrain_documents_name_the_outcome_as_the_registry_records_it(tmp_path)
     status, again, _ = _json_cli("retrain", job, "--registry", registry, "--workers", "1", "--exit-code")
     assert status == 5 and again["ok"] and again["action"] == "unchanged"  # an outcome, not a failure
     assert again["champion"] == first["version"]
+    # the registry as an orchestrator reads it: its versions as their files record them, and the champion
+    status, listed, _ = _json_cli("models", registry)
+    versions = ModelRegistry(registry).versions()
+    assert status == 0 and listed["ok"] and listed["champion"] == first["version"]
+    assert [v["id"] for v in listed["versions"]] == [v["id"] for v in versions] == [first["version"]]
+    assert listed["versions"][0]["holdout_metrics"] == versions[0]["holdout_metrics"]
+    assert listed["versions"][0]["champion"] is True
+    for not_one in (tmp_path / "none-yet", JOB):  # nothing there, a file: not a registry, said in the document
+        status, failed, _ = _json_cli("models", not_one)
+        assert status == 2 and not failed["ok"] and str(not_one) in failed["error"]
