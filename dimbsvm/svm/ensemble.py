@@ -434,12 +434,11 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
             logger.warning("EnsembleOTHRClassifier: the Dask array is computed into this process (%s)", unsupported)
         X, y, positive = self._validate_training_data(X, y)
         self._resolve_bags(positive.size, int(np.count_nonzero(positive)))
-        # In this process BLAS gets one thread, as a job run here and a one-thread worker do: a second
-        # thread only spins on the members' small products (same results, a third more CPU).
-        # The members are tasks of the same plan a job's fold runs (the estimator's fold hook), with screening's
-        # two rounds where it screens.
         from dimbsvm.fold_data.one_fold import fit_as_one_fold
 
+        # The members are tasks of the plan a job's fold runs (the estimator's fold hook; with screening, its two
+        # rounds). In this process BLAS gets one thread, as a job run here and a one-thread worker do: a second
+        # thread only spins on the members' small products (same results, a third more CPU).
         with in_order_threads() if client is None else contextlib.nullcontext():
             fitted = fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs, label="ensemble members")
         return self._take_fitted_state(fitted)
