@@ -313,7 +313,9 @@ def test_a_search_over_a_feature_stage_equals_gridsearchcv(yeast5):
 
     X, y = yeast5
     stage = make_feature("similarity", {"references": 50, "random_state": 0})  # references drawn reproducibly
-    estimator = make_estimator("linear_svc")
+    # (seeded: LIBLINEAR's coordinate order comes from NumPy's global generator otherwise, so the engine's fits and
+    # scikit-learn's would depend on what ran before them in the process)
+    estimator = make_estimator("linear_svc", {"random_state": 0})
     search = Search(candidate_params({"features.0.references": [20, 60], "C": [0.1, 1.0]}), n_splits=3)
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=0))]
     setup = FoldSetup(estimator, minority_class(y), features=[stage], metrics=("g_mean",), search=search)
@@ -388,7 +390,9 @@ def test_a_failing_candidate_is_scored_nan_and_the_choice_equals_gridsearchcv(sc
     from sklearn.exceptions import FitFailedWarning
 
     X, y = yeast5
-    estimator = make_estimator("linear_svc")
+    # (seeded: LIBLINEAR's coordinate order comes from NumPy's global generator otherwise, so the engine's fits and
+    # scikit-learn's would depend on what ran before them in the process)
+    estimator = make_estimator("linear_svc", {"random_state": 0})
     search = Search(candidate_params(FAILING_GRID), n_splits=3, scoring="g_mean")
     failing = search.candidates.index({"C": 0.5, "loss": "hinge", "penalty": "l1"})
     specs, results = _engine(estimator, X, y, search, client=scheduler, n_splits=3)
@@ -558,7 +562,9 @@ def test_a_stage_setting_that_fails_fails_its_candidates_as_in_gridsearchcv(sche
     from sklearn.pipeline import Pipeline
 
     X, y = yeast5
-    estimator = make_estimator("linear_svc")
+    # (seeded: LIBLINEAR's coordinate order comes from NumPy's global generator otherwise, so the engine's fits and
+    # scikit-learn's would depend on what ran before them in the process)
+    estimator = make_estimator("linear_svc", {"random_state": 0})
     search = Search(candidate_params({"features.0.fail": [False, True], "C": [0.1, 1.0]}), n_splits=3)
     specs = [FoldSpec((0, f), train, test) for f, (train, test) in enumerate(repeat_splits(y, n_splits=3, seed=0))]
     setup = FoldSetup(estimator, minority_class(y), features=[_FailingStage()], metrics=("g_mean",), search=search)
