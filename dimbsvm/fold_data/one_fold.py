@@ -38,7 +38,10 @@ def fit_as_one_fold(estimator, X, y, *, client=None, n_jobs=None, label="fit tas
     Returns
     -------
     estimator
-        The fitted estimator (a new object; the caller takes its state).
+        ``estimator``, with the fitted state of the estimator the plan
+        assembled (its fitted attributes; those of an earlier fit that this
+        one does not set are dropped, the input's validated feature count and
+        names kept).
     """
     plan = TaskPlan()
     X_ref, y_ref = plan.share(X), plan.share(y)
@@ -53,7 +56,17 @@ def fit_as_one_fold(estimator, X, y, *, client=None, n_jobs=None, label="fit tas
                           train_chunks=[], n_train=len(y), n_test=0, in_store=False, merged_ranges=False)
     fit = estimator.plan_fold_fit(context)
     result = plan.add(_fitted_estimator, dict(fitted=fit.fitted), watch=True, name="fitted", gathers=True)
-    return run_plan(plan, client=client, n_jobs=n_jobs, label=label)[result.id]
+    return _take_fitted_state(estimator, run_plan(plan, client=client, n_jobs=n_jobs, label=label)[result.id])
+
+
+def _take_fitted_state(estimator, fitted):
+    """``estimator`` with ``fitted``'s fitted and private attributes (its parameters are the same)."""
+    state = {key: value for key, value in vars(fitted).items() if key.endswith("_") or key.startswith("_")}
+    for key in [key for key in vars(estimator) if key.endswith("_") and key not in state]:
+        if key not in ("n_features_in_", "feature_names_in_"):
+            del estimator.__dict__[key]
+    vars(estimator).update(state)
+    return estimator
 
 
 def _fitted_estimator(fitted):

@@ -25,7 +25,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._params import HasMethods, Interval
+from .._params import HasMethods, Interval, fit_context
 from .._validation import refuse_sparse
 from ..fold_data.context import FoldContext, FoldFit
 from ..fold_data.one_fold import fit_as_one_fold
@@ -139,10 +139,6 @@ class BaggedACTClassifier(_SignedScoreClassifier):
     (3, (3,))
     """
 
-    def __init__(self, estimator=None, n_estimators=10, max_samples=2000, random_state=None):
-        self.estimator, self.n_estimators = estimator, n_estimators
-        self.max_samples, self.random_state = max_samples, random_state
-
     _parameter_constraints = {
         "estimator": [HasMethods(["fit", "decision_function"]), None],
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
@@ -150,17 +146,18 @@ class BaggedACTClassifier(_SignedScoreClassifier):
         "random_state": ["random_state"],
     }
 
-    def _check_params(self):
-        self._validate_params()
+    def __init__(self, estimator=None, n_estimators=10, max_samples=2000, random_state=None):
+        self.estimator, self.n_estimators = estimator, n_estimators
+        self.max_samples, self.random_state = max_samples, random_state
 
     def _member(self):
         return ACTClassifier() if self.estimator is None else self.estimator
 
     def _bags(self, y) -> FoldBags:
-        self._check_params()
         return draw_bags(y, n_estimators=self.n_estimators, max_samples=self.max_samples,
                          random_state=self.random_state)
 
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit every member on its bag, in this process, by the plan a job's fold runs (:meth:`plan_fold_fit`).
 
@@ -177,10 +174,7 @@ class BaggedACTClassifier(_SignedScoreClassifier):
         """
         refuse_sparse(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64)
-        self._check_params()
-        fitted = fit_as_one_fold(self, X, y, label="bagged ACT members")
-        vars(self).update({key: value for key, value in vars(fitted).items() if key.endswith("_")})
-        return self
+        return fit_as_one_fold(self, X, y, label="bagged ACT members")
 
     def _set_members(self, bags: FoldBags, members):
         self.classes_, self.pos_label_ = bags.classes, bags.pos_label
@@ -218,7 +212,7 @@ class BaggedACTClassifier(_SignedScoreClassifier):
         -------
         FoldFit
         """
-        self._check_params()
+        self._validate_params()  # (a job plans the fold without calling fit)
         plan = context.plan
         prepared, rows = context.prepare(), context.rows()
         bag_rows = min(self.max_samples, context.n_train)

@@ -440,18 +440,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         # rounds). In this process BLAS gets one thread, as a job run here and a one-thread worker do: a second
         # thread only spins on the members' small products (same results, a third more CPU).
         with in_order_threads() if client is None else contextlib.nullcontext():
-            fitted = fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs, label="ensemble members")
-        return self._take_fitted_state(fitted)
-
-    def _take_fitted_state(self, fitted):
-        """This ensemble with ``fitted``'s fitted attributes (its parameters are this one's): those of an earlier
-        fit that ``fitted`` has not are dropped, the input's validated ones (feature count and names) kept."""
-        state = {key: value for key, value in vars(fitted).items() if key.endswith("_") or key.startswith("_")}
-        for key in [key for key in vars(self) if key.endswith("_") and key not in state]:
-            if key not in ("n_features_in_", "feature_names_in_"):
-                del self.__dict__[key]
-        vars(self).update(state)
-        return self
+            return fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs, label="ensemble members")
 
     def _screening_plan(self) -> ScreeningPlan:
         seeds, settings, specs = self._grid_specs()
