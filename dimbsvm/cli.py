@@ -516,11 +516,10 @@ def _tls(args):
 
 def _placement(args, job, data, *, training_rows=None):
     """Where a job runs (:func:`dimbsvm.jobs.placement.place_job`) given the command line's cluster flags."""
-    import math
-
+    from .jobs.data import values_per_row
     from .jobs.placement import place_job
 
-    return place_job(job, data.y, n_features=math.prod(data.X.shape[1:]), scheduler=args.scheduler,
+    return place_job(job, data.y, n_features=values_per_row(data), scheduler=args.scheduler,
                      scheduler_file=args.scheduler_file, workers=args.workers, training_rows=training_rows,
                      cluster=args.cluster)
 
@@ -589,10 +588,12 @@ def _cmd_ingest(args) -> int:
     # without a cluster named, this process reads the source (in threads): no cluster start for small files
     with (_client(args, tls=tls) if on_cluster else contextlib.nullcontext()):
         stored = ingest(_ingest_source(args), args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
-                        verify=args.verify, dtype=args.dtype, compression=args.compression)
+                        verify=args.verify, dtype=args.dtype, compression=args.compression,
+                        n_features=args.n_features)
     meta = stored.meta
-    print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype} in chunks of {stored.X.chunks[0][0]} rows "
-          f"({meta.get('compression', 'zstd')}), classes {_named_counts(meta)}")
+    kind = f" sparse CSR ({meta['nnz']} values)" if meta.get("sparse") else ""
+    print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype}{kind} in chunks of {stored.X.chunks[0][0]} "
+          f"rows ({meta.get('compression', 'zstd')}), classes {_named_counts(meta)}")
     if meta.get("target_guessed"):
         print(f"label column {meta['target']!r}: found by its name (--target COL chooses another)")
     if meta.get("id_column"):

@@ -197,8 +197,9 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     ingest = verbs.add_parser("ingest", parents=[_cluster_flags("this process reads the source, in threads")],
                               help="write a data file into a Zarr store (read in this process, or by the "
                                    "workers of the cluster that --scheduler, --scheduler-file or --workers name)")
-    ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts), bundled name, or Parquet/CSV "
-                                       "file, directory, glob or URL (s3:// gs:// az:// https://; .csv.gz too)")
+    ingest.add_argument("source", help="data file (.dat .csv .npz .svm .data .ts), bundled name, or Parquet/CSV/"
+                                       "svmlight file, directory, glob or URL (s3:// gs:// az:// https://; .csv.gz "
+                                       "too); svmlight is stored sparse")
     ingest.add_argument("store", help="store directory to create")
     ingest.add_argument("--chunk-rows", type=positive_int, help="rows per chunk (default: ~128 chunks of 2 to 32 MiB)")
     ingest.add_argument("--dtype", choices=("float64", "float32"),
@@ -207,6 +208,9 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     ingest.add_argument("--compression", choices=("zstd", "lz4"),
                         help="chunk codec: zstd (default; smaller on data of few distinct values) or lz4 "
                              "(decodes several times faster)")
+    ingest.add_argument("--n-features", type=positive_int, metavar="N",
+                        help="svmlight source: the feature count (default: the largest column index's); kept "
+                             "sparse in the store")
     ingest.add_argument("--overwrite", action="store_true",
                         help="replace a store holding other data, or rebuild a damaged one")
     ingest.add_argument("--verify", action="store_true",

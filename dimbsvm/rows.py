@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["CACHE_BLOCK_BYTES", "DEFAULT_BLOCK_ROWS", "RowSubset", "TransformedRows", "cache_blocks", "is_in_memory",
-           "map_row_blocks", "row_blocks", "take_rows"]
+           "map_row_blocks", "no_rows", "row_blocks", "stack_rows", "take_rows"]
 
 #: Rows read at once from a handle when the handle does not say (``block_rows``).
 DEFAULT_BLOCK_ROWS = 65_536
@@ -42,6 +42,29 @@ def cache_blocks(block):
 def is_in_memory(X) -> bool:
     """True for numpy arrays and scipy sparse matrices; False for row handles."""
     return isinstance(X, np.ndarray) or sp.issparse(X)
+
+
+def stack_rows(blocks):
+    """Blocks of rows one after the other: CSR when any block is sparse, else an ndarray.
+
+    Examples
+    --------
+    >>> stack_rows([np.ones((1, 2)), np.zeros((2, 2))]).shape
+    (3, 2)
+    >>> stack_rows([sp.csr_matrix(np.eye(2)), sp.csr_matrix((1, 2))]).nnz
+    2
+    """
+    blocks = list(blocks)
+    if any(sp.issparse(block) for block in blocks):
+        return sp.vstack(blocks, format="csr")
+    return np.concatenate(blocks)
+
+
+def no_rows(X, dtype=np.float64):
+    """A block of no rows with ``X``'s columns: a CSR matrix for sparse data (a sparse store's handle), else an
+    ndarray."""
+    sparse = sp.issparse(X) or bool(getattr(X, "sparse", False))
+    return sp.csr_matrix((0, *X.shape[1:]), dtype=dtype) if sparse else np.empty((0, *X.shape[1:]), dtype=dtype)
 
 
 def take_rows(X, rows):
@@ -94,7 +117,7 @@ def map_row_blocks(func, X, rows, *, block_rows=None):
         return func(X[rows])
     size = block_rows or block_rows_of(X)
     parts = [func(take_rows(X, block)) for block in row_blocks(rows, size)]
-    return np.concatenate(parts) if parts else func(take_rows(X, rows))
+    return stack_rows(parts) if parts else func(take_rows(X, rows))
 
 
 class TransformedRows:

@@ -27,12 +27,12 @@ def scheduler(request):
 
 
 def reference_fold(X, y, estimator, *, n_splits, seed, fold, metrics=("g_mean", "f_measure", "auc"),
-                   features=(), pos_label=None):
+                   features=(), pos_label=None, scaler=None):
     """The independent sequential truth for one fold: explicit split, scikit-learn pipeline, direct scoring.
 
     No dimbsvm engine code but the folds (``StratifiedBlockKFold``, tested row by row against their definition):
-    ``MinMaxScaler`` -> feature stages -> the estimator fitted by ``Pipeline.fit`` in this process, then
-    G-mean from per-class recalls, F-measure and ROC-AUC from scikit-learn.
+    ``MinMaxScaler`` (or ``scaler``) -> feature stages -> the estimator fitted by ``Pipeline.fit`` in this process,
+    then G-mean from per-class recalls, F-measure and ROC-AUC from scikit-learn. A sparse ``X`` stays sparse.
     """
     import numpy as np
     from sklearn.base import clone
@@ -42,11 +42,14 @@ def reference_fold(X, y, estimator, *, n_splits, seed, fold, metrics=("g_mean", 
 
     from dimbsvm.model_selection import StratifiedBlockKFold
 
-    X, y = np.asarray(X), np.asarray(y)
+    import scipy.sparse as sp
+
+    X, y = (X.tocsr() if sp.issparse(X) else np.asarray(X)), np.asarray(y)
     labels, counts = np.unique(y, return_counts=True)
     pos = labels[np.lexsort((-labels, counts))[0]] if pos_label is None else pos_label
     train, test = list(StratifiedBlockKFold(n_splits, random_state=seed).split(X, y))[fold]
-    model = make_pipeline(MinMaxScaler(), *[clone(f) for f in features], clone(estimator)).fit(X[train], y[train])
+    model = make_pipeline(clone(scaler) if scaler is not None else MinMaxScaler(), *[clone(f) for f in features],
+                          clone(estimator)).fit(X[train], y[train])
     y_pred = model.predict(X[test])
     record = {"seed": seed, "fold": fold, "n_train": len(train), "n_test": len(test)}
     recalls = recall_score(y[test], y_pred, average=None, labels=labels, zero_division=0)

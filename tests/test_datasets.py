@@ -9,6 +9,7 @@ import time
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from dimbsvm.datasets import (
     Dataset,
@@ -297,11 +298,18 @@ def test_svmlight_round_trip(tmp_path):
     labels = np.where(np.arange(30) < 5, 1, -1)
     dump_svmlight_file(X, labels, str(tmp_path / "d.svm"))
     ds = load_svmlight(tmp_path / "d.svm")
-    np.testing.assert_allclose(ds.X, X)
+    assert sp.isspmatrix_csr(ds.X) and ds.X.nnz == np.count_nonzero(X)  # kept sparse
+    np.testing.assert_allclose(ds.X.toarray(), X)
+    np.testing.assert_array_equal(load_svmlight(tmp_path / "d.svm", dense=True).X, ds.X.toarray())
+    np.testing.assert_array_equal(ds.to_dense().X, ds.X.toarray())
     (tmp_path / "d.txt").write_bytes((tmp_path / "d.svm").read_bytes())
-    np.testing.assert_array_equal(load(tmp_path / "d.txt").X, ds.X)  # .txt dispatches too
+    assert (load(tmp_path / "d.txt").X != ds.X).nnz == 0  # .txt dispatches too
     assert ds.class_map == {"-1": 0, "1": 1}
     np.testing.assert_array_equal(ds.y, labels == 1)
+    wide = load_svmlight(tmp_path / "d.svm", n_features=10)
+    assert wide.X.shape == (30, 10) and (wide.X[:, :4] != ds.X).nnz == 0
+    with pytest.raises(DataError, match="not a readable svmlight file"):
+        load_svmlight(tmp_path / "d.svm", n_features=2)
 
 
 def test_npz_round_trip(tmp_path):

@@ -25,7 +25,7 @@ def _job(**changes):
     ({"colour": "red"}, r"unknown key 'colour'"),
     ({"cv": {"n_splits": "five"}}, r"'cv.n_splits' must be of type integer"),
     ({"cv": {"n_splits": 1}}, r"'cv.n_splits' is 1; it must be at least 2"),
-    ({"preprocessing": {"scaler": "robust"}}, r"'preprocessing.scaler' is 'robust'; accepted: minmax, standard, none"),
+    ({"preprocessing": {"scaler": "robust"}}, r"'preprocessing.scaler' is 'robust'; accepted: minmax, standard, maxabs, none"),
     ({"metrics": ["g_mean", "accuracy"]}, r"'metrics.1' is 'accuracy'; accepted: g_mean"),
     ({"estimator": {"name": "forest"}}, r"'estimator.name' is 'forest'; accepted: .*svc_balanced"),
     ({"estimator": {"name": "svc", "params": {"C": -1}}}, r"'C' parameter of SVC must be a float"),

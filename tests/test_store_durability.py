@@ -2,7 +2,7 @@
 
 Writers are real processes (forked from a server that imported dimbsvm once,
 so each kill costs milliseconds, not an interpreter start) killed with
-SIGKILL at many points of an ingest, run two at a time into one path, and
+SIGKILL at many points of an ingest (of dense rows and of sparse ones), run two at a time into one path, and
 run on a tmpfs too small for the new store. After each, the path is checked
 against the data itself: the meta's fingerprint names one of the two
 datasets and the rows read back are exactly that dataset's.
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from dimbsvm.exceptions import StoreError
 from dimbsvm.store import ingest, open_store, verify_store
@@ -26,13 +27,18 @@ from dimbsvm.store import ingest, open_store, verify_store
 N_ROWS, N_FEATURES, CHUNK_ROWS = 16_000, 8, 400
 
 
-def _dataset(seed: int):
+def _dataset(seed: int, sparse: bool = False):
+    """Dataset ``seed``: dense rows, or (``sparse``) 4,000-column CSR rows of about 5 values each."""
     rng = np.random.default_rng(seed)
+    if sparse:
+        rows, columns = np.repeat(np.arange(N_ROWS), 5), rng.integers(0, 4000, size=5 * N_ROWS)
+        X = sp.csr_matrix((rng.normal(size=rows.size), (rows, columns)), shape=(N_ROWS, 4000))
+        return X, (rng.random(N_ROWS) < 0.1).astype(np.int64)
     return rng.normal(size=(N_ROWS, N_FEATURES)), (rng.random(N_ROWS) < 0.1).astype(np.int64)
 
 
-def _ingest_seed(seed: int, path: str) -> None:
-    ingest(_dataset(seed), path, chunk_rows=CHUNK_ROWS, overwrite=True)
+def _ingest_seed(seed: int, path: str, sparse: bool = False) -> None:
+    ingest(_dataset(seed, sparse), path, chunk_rows=CHUNK_ROWS, overwrite=True)
 
 
 @pytest.fixture(scope="module")
@@ -43,37 +49,41 @@ def writers():
     return context
 
 
-def _start(writers, seed, path):
-    process = writers.Process(target=_ingest_seed, args=(seed, str(path)))
+def _start(writers, seed, path, sparse=False):
+    process = writers.Process(target=_ingest_seed, args=(seed, str(path), sparse))
     process.start()
     return process
 
 
-def _which_dataset(path: Path, fingerprints: dict) -> int:
+def _which_dataset(path: Path, fingerprints: dict, sparse: bool = False) -> int:
     """The seed whose data the store at ``path`` holds, checked row for row; fails on anything else."""
     stored = verify_store(path)  # complete, every chunk present and passing its checksum
     seed = fingerprints.get(stored.meta["fingerprint"])
     assert seed is not None, f"store fingerprint {stored.meta['fingerprint'][:12]} names neither dataset"
-    X, y = _dataset(seed)
-    np.testing.assert_array_equal(stored.X.compute(), X)
+    X, y = _dataset(seed, sparse)
+    if sparse:
+        assert (stored.to_dataset().X != X).nnz == 0
+    else:
+        np.testing.assert_array_equal(stored.X.compute(), X)
     np.testing.assert_array_equal(stored.y.compute(), y)
     return seed
 
 
-def _fingerprints(tmp_path) -> dict:
-    return {ingest(_dataset(seed), tmp_path / f"ref{seed}.zarr", chunk_rows=CHUNK_ROWS).meta["fingerprint"]: seed
-            for seed in (1, 2)}
+def _fingerprints(tmp_path, sparse=False) -> dict:
+    return {ingest(_dataset(seed, sparse), tmp_path / f"ref{seed}.zarr",
+                   chunk_rows=CHUNK_ROWS).meta["fingerprint"]: seed for seed in (1, 2)}
 
 
-def test_killed_replacement_leaves_old_or_new(tmp_path, writers):
-    fingerprints = _fingerprints(tmp_path)
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_killed_replacement_leaves_old_or_new(tmp_path, writers, sparse):
+    fingerprints = _fingerprints(tmp_path, sparse)
     path = tmp_path / "s.zarr"
-    _start(writers, 1, path).join()  # the first also starts the fork server
+    _start(writers, 1, path, sparse).join()  # the first also starts the fork server
     start = time.perf_counter()
-    _start(writers, 2, path).join()
-    _start(writers, 1, path).join()
+    _start(writers, 2, path, sparse).join()
+    _start(writers, 1, path, sparse).join()
     whole = (time.perf_counter() - start) / 2  # a whole replacement
-    assert _which_dataset(path, fingerprints) == 1
+    assert _which_dataset(path, fingerprints, sparse) == 1
 
     seen = set()
     rng = np.random.default_rng(0)
@@ -85,22 +95,22 @@ def test_killed_replacement_leaves_old_or_new(tmp_path, writers):
         fraction = rng.uniform(0, 1.2)
         if attempt >= 8 and len(seen) < 2:  # a loaded machine: aim at the outcome not yet seen
             fraction = rng.uniform(0, 0.2) if "old" not in seen else rng.uniform(1.5, 3.0)
-        process = _start(writers, seed, path)
+        process = _start(writers, seed, path, sparse)
         time.sleep(fraction * whole)
         try:
             os.kill(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass  # it had finished
         process.join()
-        after = _which_dataset(path, fingerprints)
+        after = _which_dataset(path, fingerprints, sparse)
         assert after in (before, seed)
         seen.add("new" if after != before else "old")
         before = after
     # the kills landed both before and after the swap (otherwise the test proved half of its claim)
     assert seen == {"old", "new"}, seen
     # a finished ingest afterwards cleans the staging the killed ones left
-    _start(writers, 1, path).join()
-    assert _which_dataset(path, fingerprints) == 1
+    _start(writers, 1, path, sparse).join()
+    assert _which_dataset(path, fingerprints, sparse) == 1
     assert not list(tmp_path.glob(".s.zarr.staging-*"))
 
 

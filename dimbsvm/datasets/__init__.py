@@ -1,4 +1,4 @@
-"""Dataset readers, the synthetic generator and bundled example data.
+"""Dataset readers, the synthetic generators and bundled example data.
 
 Every reader returns a :class:`Dataset` with float64 features, integer labels
 and the class map (binary data: the minority class is 1). :func:`load` picks
@@ -10,6 +10,7 @@ from .keel import read_keel
 from .registry import bundled_names, list_available, load, load_keel, shared_datasets_dir
 from .synthetic import make_imbalanced
 from .tabular import load_agnostic, load_csv, load_csv_features, load_npz, load_svmlight
+from .text_like import make_text_like
 from .timeseries import load_ts
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "load_ts",
     "load",
     "make_imbalanced",
+    "make_text_like",
     "bundled_names",
     "shared_datasets_dir",
     "list_available",

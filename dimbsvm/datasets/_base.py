@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -15,7 +15,8 @@ class Dataset:
     ----------
     X : ndarray of shape (n_samples, n_features), or (n_samples, n_channels, length)
         Features as float64; nominal columns are already one-hot encoded.
-        Time series (``load_ts``) are 3-D.
+        Time series (``load_ts``) are 3-D. svmlight files are read into a
+        ``scipy.sparse.csr_matrix`` (:meth:`to_dense` densifies).
     y : ndarray of shape (n_samples,)
         Integer labels. Binary data: the minority (KEEL ``positive``) class is 1.
     feature_names : list of str
@@ -48,6 +49,12 @@ class Dataset:
     @property
     def n_samples(self) -> int:
         return int(self.X.shape[0])
+
+    def to_dense(self) -> "Dataset":
+        """This dataset with a dense ``X`` (itself when ``X`` is already dense)."""
+        if not hasattr(self.X, "toarray"):
+            return self
+        return replace(self, X=np.asarray(self.X.toarray(), dtype=np.float64))
 
     def meta(self) -> dict:
         """JSON-serialisable metadata (everything except the arrays)."""

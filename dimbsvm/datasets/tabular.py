@@ -443,19 +443,27 @@ def load_npz(path) -> Dataset:
     )
 
 
-def load_svmlight(path) -> Dataset:
-    """Read an svmlight / libsvm file (densified).
+def load_svmlight(path, *, dense=False, n_features=None) -> Dataset:
+    """Read an svmlight / libsvm file, kept sparse unless densified on request.
 
     Parameters
     ----------
     path : str or path-like
-        File in the format read by :func:`sklearn.datasets.load_svmlight_file`.
+        File in the format read by :func:`sklearn.datasets.load_svmlight_file`
+        (indices one-based unless one of them is 0, as its ``"auto"``).
+    dense : bool, default=False
+        Return ``X`` as a dense array. Text-like data of 10^5 columns is
+        gigabytes dense; keep it sparse where the estimator takes CSR.
+    n_features : int, default=None
+        The feature count (default: the largest index's); a file with a
+        larger index is refused.
 
     Returns
     -------
     Dataset
-        ``X`` dense float64; labels follow the binary-minority rule (for
-        ``-1``/``+1`` data the smaller class is 1); features named ``x0, ...``.
+        ``X`` a float64 ``scipy.sparse.csr_matrix`` (an ndarray with
+        ``dense``); labels follow the binary-minority rule (for ``-1``/``+1``
+        data the smaller class is 1); features named ``x0, ...``.
 
     Examples
     --------
@@ -463,20 +471,22 @@ def load_svmlight(path) -> Dataset:
     >>> tmp = pathlib.Path(tempfile.mkdtemp()) / "toy.svm"
     >>> _ = tmp.write_text("-1 1:0.5 3:1\\n+1 2:2\\n-1 1:1\\n")
     >>> ds = load_svmlight(tmp)
-    >>> ds.X.shape, ds.y.tolist(), ds.class_map
-    ((3, 3), [0, 1, 0], {'-1': 0, '1': 1})
+    >>> ds.X.shape, ds.X.nnz, ds.y.tolist(), ds.class_map
+    ((3, 3), 4, [0, 1, 0], {'-1': 0, '1': 1})
+    >>> load_svmlight(tmp, dense=True).X.tolist()[0]
+    [0.5, 0.0, 1.0]
     """
     from sklearn.datasets import load_svmlight_file
 
     path = _existing_file(path)
     try:
-        X_sparse, y_source = load_svmlight_file(str(path))
+        X, y_source = load_svmlight_file(str(path), n_features=n_features)
     except (ValueError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: not a readable svmlight file: {exc}") from exc
-    X = np.asarray(X_sparse.toarray(), dtype=np.float64)
+    X = X.toarray() if dense else X.tocsr()
     y, class_map = encode_labels(y_source, source=str(path))
     return Dataset(
-        X=X,
+        X=np.asarray(X, dtype=np.float64) if dense else X.astype(np.float64),
         y=y,
         feature_names=[f"x{j}" for j in range(X.shape[1])],
         named_columns=False,  # the format names no column

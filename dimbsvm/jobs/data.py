@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import get_tags
 
 from .._counts import unique_counts
@@ -32,6 +33,8 @@ from ..model_selection.search import stage_params
 from ..model_selection.splits import minority_class
 from ..store.fingerprints import content_fingerprint, dataset_fingerprint
 from ..store.rows import StoreLabels, StoreRows
+from ..store.sparse_rows import SparseStoreRows, store_rows
+from .sparse_checks import check_sparse_job
 from ..store.location import is_url
 from ..artifacts import positive_class
 from .job_spec import JobSpec
@@ -40,7 +43,7 @@ from .spec import job_search
 if TYPE_CHECKING:
     import dask.array as da
 
-__all__ = ["JobData", "check_job_data", "class_names", "code_labels", "coded_as", "load_job_data"]
+__all__ = ["JobData", "check_job_data", "class_names", "code_labels", "coded_as", "load_job_data", "values_per_row"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +107,7 @@ def _store_data(path) -> JobData:
 
     stored = open_store(path)
     # the content fingerprint keys each process's cached chunks: a store rebuilt from other data is read again
-    rows = StoreRows(stored.path, stored.X.shape, content_fingerprint(stored.meta))
+    rows = store_rows(stored.path, stored.X.shape, stored.meta, content_fingerprint(stored.meta))
     counts = stored.meta.get("class_counts")
     if counts and math.prod(stored.X.shape) * stored.X.dtype.itemsize >= SCAN_BYTES:
         y = StoreLabels(stored.path, stored.X.shape[0], stored.meta.get("fingerprint", ""), counts=counts)
@@ -117,6 +120,22 @@ def _store_data(path) -> JobData:
     except ValueError as exc:  # a chunk that fails its checksum or does not decode (truncated)
         raise _damaged(stored.path, exc) from exc
     return JobData(X=rows, y=y, meta=dict(stored.meta, source=str(path)), lazy_X=stored.X)
+
+
+def values_per_row(data: JobData) -> float:
+    """The values a row holds, which a solver's work per row grows with: its features (channels x length for
+    series), or for a sparse store its stored values on average.
+
+    Examples
+    --------
+    >>> values_per_row(JobData(X=np.zeros((4, 3)), y=np.zeros(4), meta={}))
+    3.0
+    """
+    if isinstance(data.X, SparseStoreRows):
+        return float(data.meta.get("nnz") or 0) / max(1, data.X.shape[0])
+    if sp.issparse(data.X):
+        return data.X.nnz / max(1, data.X.shape[0])
+    return float(math.prod(data.X.shape[1:]))
 
 
 def class_names(data: JobData) -> dict[str, int]:
@@ -308,7 +327,10 @@ def check_job_data(data: JobData, job: JobSpec) -> None:
     if job.stored_features and not isinstance(X, StoreRows):
         raise DataError(f"{name}: a stored feature stage is kept in a dimbsvm Zarr store, and the data is not "
                         f"one; ingest it first (dimbsvm ingest {name} STORE.zarr) and name the store in data.source")
-    _check_finite(data, impute=job.preprocessing.impute != "none", name=name)
+    if isinstance(X, SparseStoreRows) or sp.issparse(X):
+        check_sparse_job(data, job, name)  # (its finite values and chunk files too)
+    else:
+        _check_finite(data, impute=job.preprocessing.impute != "none", name=name)
     labels, counts = unique_counts(y)
     if len(labels) < 2:
         raise DataError(f"{name}: only one class ({labels[0] if len(labels) else 'none'}) in the labels; "

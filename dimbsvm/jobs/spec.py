@@ -15,7 +15,7 @@ Example job::
       positive: positive        # optional: the positive class as the data names it; default: the minority
       unknown_categories: error # error | ignore: a nominal value training never saw, at predict time
     preprocessing:
-      scaler: minmax            # minmax | standard | none (fitted per training fold)
+      scaler: minmax            # minmax | standard | maxabs | none (fitted per training fold)
       impute: none              # none | mean | median (NaN is rejected with none)
     features:                   # optional stages fitted per training fold, after scaling
       - name: similarity

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._locks import atomic_file
 
@@ -199,10 +200,11 @@ class ThresholdRunDirectory:
     def write_pieces(self, key, first: int, pieces) -> SpilledPieces | None:
         """Keep fold ``key``'s bag rows of the chunk whose first training row is ``first`` (``pieces``: a list of
         :class:`~dimbsvm.svm.counted_bags.CountedPiece`, one a member); ``None`` where this process
-        does not reach the directory, where the chunk holds no bag row or where its labels are Python objects
-        (the caller keeps the pieces)."""
+        does not reach the directory, where the chunk holds no bag row, where its labels are Python objects or
+        its rows sparse (the caller keeps the pieces)."""
         sizes = [piece.ranks.size for piece in pieces]
-        if not sum(sizes) or not os.path.exists(self.marker) or any(p.labels.dtype.hasobject for p in pieces):
+        if not sum(sizes) or not os.path.exists(self.marker) or any(p.labels.dtype.hasobject for p in pieces) \
+                or any(sp.issparse(p.rows) for p in pieces):
             return None
         folder = Path(self.directory) / _fold_name(key)
         folder.mkdir(exist_ok=True)

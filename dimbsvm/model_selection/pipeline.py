@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import MinMaxScaler, StandardScaler
+from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, StandardScaler
 
 
 __all__ = ["IMPUTERS", "SCALERS", "build_pipeline", "preprocessing_steps"]
 
-SCALERS = ("minmax", "standard", "none")
+#: ``maxabs`` divides each feature by its largest absolute value: it keeps zeros zero, so sparse rows stay
+#: sparse (the one scaler a sparse store takes besides none).
+SCALERS = ("minmax", "standard", "maxabs", "none")
 IMPUTERS = ("none", "mean", "median")
 
 
@@ -31,6 +33,8 @@ def preprocessing_steps(*, scaler: str = "minmax", impute: str = "none", feature
         steps.append(MinMaxScaler())
     elif scaler == "standard":
         steps.append(StandardScaler())
+    elif scaler == "maxabs":
+        steps.append(MaxAbsScaler())
     elif scaler != "none":
         raise ValueError(f"unknown scaler {scaler!r}; accepted: {', '.join(SCALERS)}")
     steps.extend(clone(stage) for stage in features)

@@ -21,14 +21,17 @@ from pathlib import Path
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 
 from ..datasets import load, load_csv_features
-from ..datasets.tabular import load_npz_features
+from ..datasets.tabular import load_npz_features, load_svmlight
 from ..exceptions import DataError
 from ..model_selection.scoring import positive_scores
 from .encoding import column_names
 from ..store import create_checksummed_array, finish_stage, open_stage, open_store
 from ..store.location import filesystem, is_url
+from ..store.sources.svmlight import looks_svmlight
+from ..store.sparse import is_sparse
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +80,46 @@ def prediction_features(source, meta: dict, *, chunk_rows: int = 100_000) -> da.
     if is_store(source):
         stored = open_store(source)
         X, names = stored.X, column_names(stored.meta)
+        if is_sparse(stored.meta):
+            return _sparse_by_index(X, n_features, feature_names, source=str(source))
+    elif looks_svmlight(source):  # kept sparse, its columns those of the model's training (by index)
+        X = load_svmlight(path, n_features=n_features).X
+        return da.from_array(X, chunks=(chunk_rows, -1), asarray=False,
+                             meta=sp.csr_matrix((0, n_features), dtype=X.dtype))
     elif path.suffix.lower() == ".csv":  # labelled or not: the model's names choose the columns, in its order
         X, names = load_csv_features(path, n_features=n_features, feature_names=feature_names), None
     elif path.suffix.lower() == ".npz":  # labelled or not; named by its feature_names array where it has one
         X, names = load_npz_features(path)
     else:
-        dataset = load(source)
+        dataset = load(source).to_dense()  # rows matched to the model's columns as a dense block
         X, names = dataset.X, column_names(dataset.meta())
     X = align_features(X, names, feature_names=feature_names, n_features=n_features, source=str(source))
     return X if isinstance(X, da.Array) else da.from_array(X, chunks=(chunk_rows, -1))
+
+
+def _sparse_by_index(X: da.Array, n_features: int, feature_names, *, source: str) -> da.Array:
+    """A sparse store's rows with the model's ``n_features`` columns, matched by index.
+
+    A sparse store names no column: its columns are the model's by index.
+    One with fewer columns (the source's largest index was lower) is widened
+    with columns of zeros, as svmlight means them; one with more is refused.
+    """
+    if feature_names is not None:
+        raise DataError(f"{source} is a sparse store, whose columns have no names; the model was trained on named "
+                        "columns: score a table or a dense store of them")
+    width = int(X.shape[1])
+    if width > n_features:
+        raise DataError(f"{source} has {width} features per row (sparse, by index); the model was trained on "
+                        f"{n_features}")
+    if width == n_features:
+        return X
+    return X.map_blocks(_widened, n_features, chunks=(X.chunks[0], (n_features,)), dtype=X.dtype,
+                        meta=sp.csr_matrix((0, n_features), dtype=X.dtype))
+
+
+def _widened(block, n_features):
+    block = sp.csr_matrix(block)
+    return sp.csr_matrix((block.data, block.indices, block.indptr), shape=(block.shape[0], int(n_features)))
 
 
 def is_store(source) -> bool:
@@ -213,13 +247,22 @@ def _score_block(block, model, pos_label, with_probability, feature_names=None, 
 
 def _refuse_empty_cells(X: np.ndarray, *, first_row: int, feature_names=None) -> None:
     """One line naming the first empty (NaN) or infinite cell of a chunk: a model cannot score it."""
-    bad = ~np.isfinite(X)
-    if not bad.any():
-        return
-    row, column = (int(i) for i in np.argwhere(bad)[0])
+    if sp.issparse(X):  # only its stored values can be other than finite numbers
+        cells = sp.csr_matrix(X).tocoo()  # (in row order)
+        bad = ~np.isfinite(cells.data)
+        if not bad.any():
+            return
+        first = int(np.flatnonzero(bad)[0])
+        row, column, value = int(cells.row[first]), int(cells.col[first]), cells.data[first]
+    else:
+        bad = ~np.isfinite(X)
+        if not bad.any():
+            return
+        row, column = (int(i) for i in np.argwhere(bad)[0])
+        value = X[row, column]
     named = feature_names is not None and column < len(feature_names)
     label = repr(str(feature_names[column])) if named else str(column + 1)
-    what = "empty (NaN)" if np.isnan(X[row, column]) else f"{X[row, column]}"
+    what = "empty (NaN)" if np.isnan(value) else f"{value}"
     raise DataError(f"row {first_row + row + 1} (counting data rows from 1), column "
                     f"{label} is {what}: every cell to score needs a finite number "
                     f"({int(bad.sum())} such cell(s) in rows {first_row + 1}..{first_row + X.shape[0]})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from ..exceptions import DataError
 from ..model_selection.scoring import positive_scores
@@ -118,7 +119,8 @@ class DimbsvmModel:
         return InputEncoding(columns=tuple((str(c), None) for c in frame.columns))
 
     def _array_features(self, X, source: str) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
+        # a scipy.sparse matrix stays sparse (CSR), as scikit-learn's SVMs take it
+        X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
         if self.encoding is not None and self.encoding.has_nominal:
             raise DataError(f"{source}: the model one-hot encodes nominal columns; pass a pandas DataFrame with "
                             f"its input columns ({', '.join(self.encoding.input_columns)})")

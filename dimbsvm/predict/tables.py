@@ -47,6 +47,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from ..exceptions import DimbsvmError
 from ..store.location import filesystem, is_url
@@ -337,13 +338,13 @@ def _array_parts(model: DimbsvmModel, X: da.Array, ids, key: str) -> list:
 
 def _score_block(block, ids, key: str, model: DimbsvmModel, first: int, feature_names) -> pd.DataFrame:
     """The output rows of one chunk of encoded features (``first``: its 0-based first row)."""
-    X = np.asarray(block, dtype=np.float64)
+    X = block.astype(np.float64) if sp.issparse(block) else np.asarray(block, dtype=np.float64)
     _refuse_empty_cells(X, first_row=first, feature_names=feature_names)
     scored = _score_features(model, X)
     if ids is not None:
         scored.insert(0, key, np.asarray(ids))
     else:
-        scored.insert(0, "row", np.arange(first, first + len(X), dtype=np.int64))
+        scored.insert(0, "row", np.arange(first, first + X.shape[0], dtype=np.int64))
     return scored
 
 

@@ -57,13 +57,20 @@ def dataset_fingerprint(dataset: Dataset) -> str:
 
 
 def array_fingerprint(X, y) -> str:
-    """Content hash for in-memory arrays; Dask's deterministic token for lazy ones."""
+    """Content hash for in-memory arrays (scipy sparse ones by their CSR arrays); Dask's deterministic token for lazy ones."""
     if is_dask_array(X) or is_dask_array(y):
         import dask.base
 
         return "dask-" + dask.base.tokenize(X, y)
     digest = hashlib.sha256()
-    for arr in (np.ascontiguousarray(X), np.ascontiguousarray(y)):
+    if hasattr(X, "tocsr"):  # scipy.sparse: its canonical CSR arrays (duplicates summed, indices sorted)
+        X = X.tocsr(copy=True)
+        X.sum_duplicates()
+        digest.update(b"csr" + str(X.shape).encode())
+        parts = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, y)
+    else:
+        parts = (X, y)
+    for arr in map(np.ascontiguousarray, parts):
         digest.update(str((arr.dtype, arr.shape)).encode())
         digest.update(arr.tobytes())
     return digest.hexdigest()

@@ -7,6 +7,10 @@ A store is a Zarr v3 group on local disk::
       X/               float64 (float32 if asked for), chunked by rows, crc32c-checksummed chunks
       y/               int32, chunked like X's rows
 
+A sparse source (svmlight files, a ``scipy.sparse`` matrix, a Dask array of
+CSR chunks) is kept sparse: ``X`` is then a group of CSR arrays per chunk
+(:mod:`dimbsvm.store.sparse`); everything else below holds alike.
+
 The ``complete`` flag is written last, after every chunk is on disk, so a store
 whose ingest crashed part-way can never be opened as if it were whole. An
 ingest writes the store beside its path and swaps it in only when complete,
@@ -43,13 +47,16 @@ from pathlib import Path
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 
 from ..datasets import Dataset, load
 from ..exceptions import StoreError
 from . import placement
 from .location import filesystem, is_url, join, location, name_of, read_json
 from .finite import META_KEY as NONFINITE_KEY, nonfinite_rows
-from .fingerprints import array_fingerprint, dataset_fingerprint
+from .fingerprints import array_fingerprint, content_fingerprint, dataset_fingerprint
+from .sparse import SPARSE_FORMAT, chunk_lengths, csr_array, find_sparse_damage, index_dtype, is_sparse, write_csr_chunk
+from .._validation import is_dask_array
 from ._zarr import COMPRESSIONS, create_checksummed_array, missing_chunks, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
 
@@ -91,7 +98,8 @@ class StoredData:
     Attributes
     ----------
     X : dask.array.Array
-        Features, float64 or float32 as ingested, chunked as stored.
+        Features, float64 or float32 as ingested, chunked as stored; of a
+        sparse store, a Dask array of ``scipy.sparse.csr_matrix`` chunks.
     y : dask.array.Array
         Integer labels.
     meta : dict
@@ -115,7 +123,7 @@ class StoredData:
         except ValueError as exc:  # zarr raises ValueError for a failed checksum
             raise StoreError(f"store {self.path} has a damaged chunk: {exc}") from exc
         return Dataset(
-            X=np.asarray(X, dtype=np.float64),
+            X=X.tocsr().astype(np.float64) if is_sparse(self.meta) else np.asarray(X, dtype=np.float64),
             y=np.asarray(y),
             feature_names=list(self.meta.get("feature_names", [])),
             nominal_columns=list(self.meta.get("nominal_columns", [])),
@@ -130,7 +138,8 @@ DTYPES = ("float64", "float32")
 
 
 def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=False, dtype=None,
-           compression=None, target=None, id=None, drop=None, nominal=None, max_categories=None) -> StoredData:
+           compression=None, target=None, id=None, drop=None, nominal=None, max_categories=None,
+           n_features=None) -> StoredData:
     """Write a dataset into a Zarr store and return it opened.
 
     Parameters
@@ -139,7 +148,11 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
         A file or bundled name understood by :func:`dimbsvm.datasets.load`, a
         loaded :class:`~dimbsvm.datasets.Dataset`, or arrays (numpy or Dask).
         Dask arrays are written chunk by chunk, so peak memory does not grow
-        with the number of rows.
+        with the number of rows. svmlight files (``.svm``, ``.svmlight``,
+        ``.libsvm``, a glob of them, local or at a URL) are parsed block by
+        block on the workers into a sparse store, as are ``scipy.sparse``
+        matrices and Dask arrays of CSR chunks
+        (:mod:`dimbsvm.store.sparse`).
     path : str or path
         Directory of the store (created).
     chunk_rows : int, default=None
@@ -180,6 +193,9 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     max_categories : int, default=None
         A nominal column with more distinct values is refused (default 100).
         See :func:`dimbsvm.store.sources.resolve_tabular_source`.
+    n_features : int, default=None
+        For svmlight files: the feature count (default: the largest column
+        index's); a file with a larger index is refused.
 
     Returns
     -------
@@ -217,7 +233,8 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     source = with_columns(source, target=target, id=id, drop=drop, nominal=nominal, max_categories=max_categories)
     # A late refusal (see resolve_tabular_source's presume_numbers) leaves a local store as it was, but would leave a
     # claimed URL incomplete: a store at a URL is only written from a source scanned whole.
-    X, y, ids, meta = _resolve_source(source, presume_numbers=not is_url(path))
+    X, y, ids, meta = _resolve_source(source, presume_numbers=not is_url(path), n_features=n_features,
+                                      dtype=asked["dtype"])
     if name is not None:
         meta["name"] = name
     try:
@@ -243,7 +260,7 @@ def _place_store(path, X, y, ids, meta: dict, asked: dict, target_state, *, over
         if target_state == "store" and _reuse_or_rebuild(path, meta, asked, overwrite=False, verify=verify):
             return False
         placement.claim_url(path)  # one writer: the first to create the store's zarr.json
-        _write_store(path, X, y, meta, mode="r+", ids=ids, **asked)
+        _write_any_store(path, X, y, meta, mode="r+", ids=ids, **asked)
     else:
         with placement.lock_target(path):
             placement.clean_leftovers(path)
@@ -254,7 +271,7 @@ def _place_store(path, X, y, ids, meta: dict, asked: dict, target_state, *, over
                 placement.check_replaceable(path)
             staged = placement.stage_beside(path)
             try:
-                _write_store(staged, X, y, meta, ids=ids, **asked)
+                _write_any_store(staged, X, y, meta, ids=ids, **asked)
                 placement.swap_in(staged, path, target_state)
             except BaseException as exc:
                 placement.discard_staged(staged)
@@ -298,6 +315,56 @@ def _reuse_or_rebuild(path, meta: dict, asked: dict, *, overwrite: bool, verify:
     if asked["compression"] is None:
         asked["compression"] = existing.get("compression", "zstd")  # and its compression
     return False
+
+
+def _write_any_store(path, X, y, meta: dict, **settings) -> None:
+    """:func:`_write_sparse_store` for a sparse source, else :func:`_write_store`."""
+    (_write_sparse_store if is_sparse(meta) else _write_store)(path, X, y, meta, **settings)
+
+
+#: Values a row of a sparse source whose count is not known before it is read (a lazy array) is taken to hold,
+#: to size its chunks.
+SPARSE_ROW_VALUES = 64
+
+
+def _write_sparse_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None) -> None:
+    """Write a complete sparse store at a fresh ``path`` (:mod:`dimbsvm.store.sparse`), one task per chunk."""
+    n_rows, n_features = int(X.shape[0]), int(X.shape[1])
+    store_dtype = np.dtype(dtype or _default_dtype(X))
+    if chunk_rows is None:  # the stored bytes of an average row: its values, their columns, where it starts
+        per_row_values = SPARSE_ROW_VALUES if meta.get("nnz") is None else meta["nnz"] / max(n_rows, 1)
+        per_row = per_row_values * (store_dtype.itemsize + index_dtype(n_features).itemsize) + 8
+        chunk_rows = default_chunk_rows(n_rows, max(1, int(np.ceil(per_row))))
+    chunk_rows, compression = int(chunk_rows), compression or "zstd"
+    count_classes = meta.pop("count_classes", False)
+    group = open_group(path, mode=mode)
+    meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows, dtype=store_dtype.name,
+                compression=compression, sparse=SPARSE_FORMAT)
+    group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
+    group.create_group("X")
+    y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,),
+                                     compression=compression)
+    lengths = chunk_lengths(n_rows, chunk_rows)
+    if is_dask_array(X):
+        blocks = X.rechunk((lengths, n_features)).to_delayed().ravel().tolist()
+    else:
+        X = X.tocsr()
+        blocks = [X[start:start + rows] for start, rows in zip(np.cumsum((0, *lengths[:-1])), lengths)]
+    write = dask.delayed(write_csr_chunk, pure=False)
+    writes = [write(path, chunk, block, dtype=store_dtype, compression=compression)
+              for chunk, block in enumerate(blocks)]
+    y_dask = da.asarray(y).astype(np.int32).rechunk((lengths,))
+    stored_y = da.store(y_dask, y_arr, lock=False, compute=False)
+    # One graph: a lazy source's blocks are parsed once for their rows and their labels.
+    counted = [da.bincount(y_dask.astype(np.int64))] if count_classes else []
+    chunks, _, *counts = dask.compute(writes, stored_y, *counted)
+    if count_classes:
+        meta["class_counts"] = {str(k): int(c) for k, c in enumerate(counts[0]) if c}
+    meta.update(nnz=int(sum(c["nnz"] for c in chunks)), chunk_nnz=[c["nnz"] for c in chunks])
+    meta[NONFINITE_KEY] = {"rows": n_rows, "nan": int(sum(c["nonfinite"][0] for c in chunks)),
+                           "inf": int(sum(c["nonfinite"][1] for c in chunks))}
+    meta["complete"] = True
+    group.attrs[_ATTR] = meta  # the completion marker, written last
 
 
 def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None) -> None:
@@ -454,6 +521,13 @@ def open_store(path) -> StoredData:
         x_arr, y_arr = group["X"], group["y"]
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise StoreError(f"store {path} is damaged: {exc}") from exc
+    if is_sparse(meta):
+        n_rows, n_features = (int(v) for v in meta["shape"])
+        if n_rows != y_arr.shape[0]:
+            raise StoreError(f"store {path} is damaged: its meta records {n_rows} rows, y has {y_arr.shape[0]}")
+        X = csr_array(path, chunk_lengths(n_rows, meta["chunk_rows"]), n_features, np.dtype(meta["dtype"]),
+                      token=content_fingerprint(meta))
+        return StoredData(X=X, y=da.from_zarr(y_arr), meta=meta, path=path)
     if x_arr.shape[0] != y_arr.shape[0]:
         raise StoreError(f"store {path} is damaged: X has {x_arr.shape[0]} rows, y has {y_arr.shape[0]}")
     return StoredData(X=da.from_zarr(x_arr), y=da.from_zarr(y_arr), meta=meta, path=path)
@@ -467,6 +541,12 @@ def find_damage(path, *, checksums: bool = True) -> str | None:
     """
     path = location(path)
     arrays = _row_arrays(path)
+    meta = _read_attrs(path) or {}
+    if is_sparse(meta):
+        damage = find_sparse_damage(path, chunk_lengths(int(meta["shape"][0]), int(meta["chunk_rows"])),
+                                    int(meta["shape"][1]), checksums=checksums)
+        if damage:
+            return damage
     for name in arrays:
         if read_json(join(path, name, "zarr.json")) is None:
             return f"array {name} is missing"
@@ -494,9 +574,9 @@ def find_damage(path, *, checksums: bool = True) -> str | None:
 
 
 def _row_arrays(path) -> tuple[str, ...]:
-    """The arrays of a store cut by rows: ``X``, ``y``, and ``ids`` when its meta names an id column."""
+    """The arrays of a store cut by rows: ``X`` (when dense), ``y``, and ``ids`` when its meta names an id column."""
     meta = _read_attrs(path) or {}
-    return ("X", "y", "ids") if meta.get("id_column") else ("X", "y")
+    return (*(() if is_sparse(meta) else ("X",)), "y", *(("ids",) if meta.get("id_column") else ()))
 
 
 def verify_store(path) -> StoredData:
@@ -541,24 +621,30 @@ def _array_dtype(path: Path) -> str | None:
         return None
 
 
-def _resolve_source(source, *, presume_numbers=False):
+def _resolve_source(source, *, presume_numbers=False, n_features=None, dtype=None):
     """``(X, y, ids, meta)`` (meta with a fingerprint) for any accepted source; ``ids`` is None but for tables.
 
-    ``presume_numbers``: see :func:`dimbsvm.store.sources.resolve_tabular_source`.
+    ``presume_numbers``: see :func:`dimbsvm.store.sources.resolve_tabular_source`; ``n_features`` and
+    ``dtype``: see :func:`dimbsvm.store.sources.svmlight.resolve_svmlight_source`.
     """
     from .sources import is_tabular_source, resolve_tabular_source  # (dask.dataframe only when ingesting)
+    from .sources.svmlight import looks_svmlight, resolve_svmlight_source
 
+    if n_features is not None and not looks_svmlight(source):
+        raise StoreError("n_features applies to svmlight sources (.svm, .svmlight, .libsvm) only")
+    if looks_svmlight(source):  # parsed block by block on the workers, kept sparse
+        return resolve_svmlight_source(source, n_features=n_features, dtype=dtype or np.float64)
     if is_tabular_source(source):  # Parquet, CSV, URLs, DataFrames: read by the workers, partition by partition
         return resolve_tabular_source(source, presume_numbers=presume_numbers)
     if isinstance(source, (str, Path)):
         dataset = load(source)
         _check_arrays(dataset.X, dataset.y, dataset.source)
-        meta = dataset.meta()
+        meta = _sparse_meta(dataset.meta(), dataset.X)
         meta["fingerprint"] = dataset_fingerprint(dataset)
         return dataset.X, dataset.y, None, meta
     if isinstance(source, Dataset):
         _check_arrays(source.X, source.y, source.source or source.name)
-        meta = source.meta()
+        meta = _sparse_meta(source.meta(), source.X)
         meta["fingerprint"] = array_fingerprint(source.X, source.y)
         return source.X, source.y, None, meta
     if isinstance(source, tuple) and len(source) == 2:
@@ -577,8 +663,21 @@ def _resolve_source(source, *, presume_numbers=False):
         else:
             labels, counts = np.unique(np.asarray(y), return_counts=True)
             meta["class_counts"] = {str(int(k)): int(c) for k, c in zip(labels, counts)}
-        return X, y, None, meta
+        return X, y, None, _sparse_meta(meta, X)
     raise StoreError(f"cannot ingest a {type(source).__name__}: pass a path, a Dataset or (X, y)")
+
+
+def _sparse_meta(meta: dict, X) -> dict:
+    """``meta`` of a sparse ``X`` (scipy.sparse, or a Dask array of its chunks) marked sparse; else as it is.
+
+    Made-up names (``x0, ...``) are left out: 10^6 of them would be megabytes in every meta read.
+    """
+    if not sp.issparse(getattr(X, "_meta", X)):
+        return meta
+    if not meta.get("named_columns", True):
+        meta["feature_names"] = []
+    meta.update(sparse=SPARSE_FORMAT, nnz=None if is_dask_array(X) else int(X.nnz))
+    return meta
 
 
 def _check_arrays(X, y, where):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..rows import take_rows
+from ..rows import no_rows, stack_rows, take_rows
 from ..store.rows import StoreRows
 from ..fold_data.spans import ChunkPlace, block_range, chunk_rows, rows_within
 
@@ -60,7 +60,7 @@ def gather_block(X, bags, *, span):
     in_chunk = _bag_rows_in(bags, span)
     wanted = np.unique(np.concatenate(in_chunk)) if in_chunk else np.empty(0, dtype=np.int64)
     if wanted.size == 0:
-        return [(ids, np.empty((0, *X.shape[1:]))) for ids in in_chunk]
+        return [(ids, no_rows(X)) for ids in in_chunk]
     block = take_rows(X, wanted)
     return [(ids, block[np.searchsorted(wanted, ids)]) for ids in in_chunk]
 
@@ -129,7 +129,7 @@ class GatheredRows:
         ids = [p[0] for p in pieces if len(p[0])]
         data = [p[1] for p in pieces if len(p[0])]
         self.ids = np.concatenate(ids) if ids else np.empty(0, dtype=np.int64)
-        self.data = np.concatenate(data).astype(np.float64) if data else np.empty((0, 0))
+        self.data = stack_rows(data).astype(np.float64) if data else np.empty((0, 0))
         self.transformer = transformer
         self.shape = (int(n_rows), *self.data.shape[1:])
 

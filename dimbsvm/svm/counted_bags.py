@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..rows import take_rows
+from ..rows import no_rows, stack_rows, take_rows
 from ..fold_data.spans import ChunkPlace, block_range, chunk_rows, span_labels
 from .bag_bodies import ChunkPass, GatheredRows, rows_as_stored, where_held
 from .bagging import DrawnBag, RankRange
@@ -130,7 +130,7 @@ def gather_counted_block(X, y, bags: CountedBags, *, rows, span, place: ChunkPla
         pieces = [CountedPiece(found, here.train_first + where, block[where], labels[where]) for where, found in wanted]
         return ChunkPass(block_range(block), _kept(pieces, spill, key, here.train_first))
     every = np.unique(np.concatenate([where for where, _ in wanted])) if wanted else np.empty(0, np.int64)
-    read = take_rows(X, here.train[every]) if every.size else np.empty((0, *X.shape[1:]))
+    read = take_rows(X, here.train[every]) if every.size else no_rows(X)
     pieces = [CountedPiece(found, here.train_first + where, read[np.searchsorted(every, where)], labels[where])
               for where, found in wanted]
     return _kept(pieces, spill, key, here.train_first)
@@ -155,7 +155,7 @@ def member_inputs(pieces, bags: CountedBags, index: int, transformer):
     drawn, n_train = bags.drawn[index], bags.n_rows
     bag = positions[order][np.searchsorted(expected, drawn.bag)]
     by_position = np.argsort(positions, kind="stable")
-    X = GatheredRows([(positions[by_position], np.concatenate([piece.rows for piece in pieces])[by_position])],
+    X = GatheredRows([(positions[by_position], stack_rows([piece.rows for piece in pieces])[by_position])],
                      transformer, n_train)
     y = _GatheredLabels(positions[by_position], np.concatenate([piece.labels for piece in pieces])[by_position],
                         n_train)

@@ -1,0 +1,148 @@
+"""Jobs and predictions over sparse stores (issue 52): CSR rows end to end, refused where a step would densify.
+
+Truths: the sequential scikit-learn pipeline on the CSR rows themselves
+(``MaxAbsScaler`` -> estimator, :func:`conftest.reference_fold`); the same job
+over a dense store of the same rows; the fitted model's own ``decision_function``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import dump_svmlight_file
+from sklearn.preprocessing import MaxAbsScaler
+
+from dimbsvm import load_model
+from dimbsvm.estimators import make_estimator
+from dimbsvm.exceptions import DataError
+from dimbsvm.jobs import run_job, validate_job
+from dimbsvm.jobs.data import check_job_data, load_job_data
+from dimbsvm.jobs.oof import load_oof
+from dimbsvm.predict.tables import predict_to
+from dimbsvm.store import ingest
+
+METRICS = ["g_mean", "f_measure", "auc"]
+
+
+def _separable_text(n_rows=1800, n_features=400, seed=0):
+    """Sparse rows whose minority (about 10 %) is a noisy linear function of them."""
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n_rows), 8)
+    columns = np.minimum(rng.zipf(1.4, size=rows.size) - 1, n_features - 1)
+    X = sp.csr_matrix((rng.random(rows.size) + 0.1, (rows, columns)), shape=(n_rows, n_features))
+    w = rng.normal(size=n_features) * (rng.random(n_features) < 0.3)
+    score = X @ w + 0.3 * rng.normal(size=n_rows)
+    return X, (score > np.quantile(score, 0.9)).astype(np.int64)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    X, y = _separable_text()
+    root = tmp_path_factory.mktemp("sparse")
+    sparse = ingest((X, y), root / "sparse.zarr", chunk_rows=300)
+    dense = ingest((X.toarray(), y), root / "dense.zarr", chunk_rows=300)
+    return X, y, sparse, dense
+
+
+def _job(source, estimator, params, scaler="maxabs", **extra):
+    return validate_job({"name": "sparse", "data": {"source": str(source)},
+                         "estimator": {"name": estimator, "params": params},
+                         "preprocessing": {"scaler": scaler}, "cv": {"n_splits": 3, "random_state": 0},
+                         "metrics": METRICS, **extra})
+
+
+@pytest.mark.parametrize("estimator, params", [
+    ("othr", {"estimator": "linear_svc", "random_state": 0}),
+    ("ensemble_othr", {"estimator": "linear_svc", "n_estimators": 3, "random_state": 2}),
+])
+def test_sparse_store_job_equals_the_sequential_pipeline_on_csr(stores, estimator, params, client, tmp_path,
+                                                                sequential_fold):
+    X, y, sparse, _ = stores
+    result = run_job(_job(sparse.path, estimator, params), client, out=tmp_path / "run", progress=False)
+    reference = make_estimator(estimator, params)
+    for record in result.folds:
+        expected = sequential_fold(X, y, reference, n_splits=3, seed=record["seed"], fold=record["fold"],
+                                   scaler=MaxAbsScaler())
+        for key in METRICS:
+            assert record[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-12), key
+        assert record["threshold"] == pytest.approx(expected["threshold"], rel=1e-12)
+
+
+def test_sparse_and_dense_stores_of_the_same_rows_give_the_same_run(stores, tmp_path):
+    # Without scaling the same rows reach the members, CSR or dense, and liblinear solves the same problem.
+    _, _, sparse, dense = stores
+    params = {"estimator": "linear_svc", "n_estimators": 3, "random_state": 1}
+    runs = [run_job(_job(store.path, "ensemble_othr", params, scaler="none"), None, out=tmp_path / name,
+                    progress=False) for name, store in (("sparse", sparse), ("dense", dense))]
+    for got, expected in zip(*(run.folds for run in runs)):
+        for key in (*METRICS, "threshold"):
+            assert got[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-12), key
+    oof = [load_oof(run.run_dir) for run in runs]
+    np.testing.assert_array_equal(oof[0]["y_pred"], oof[1]["y_pred"])
+    np.testing.assert_allclose(oof[0]["score"], oof[1]["score"], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"scaler": "minmax"}, "preprocessing.scaler minmax would turn every zero into a value"),
+    ({"scaler": "standard"}, "use maxabs"),
+    ({"estimator": "act"}, "estimator 'act' builds dense kernel or distance matrices"),
+    ({"features": [{"name": "structural", "params": {"n_neighbors": 5}}]}, "feature stages \\(structural\\)"),
+])
+def test_what_would_densify_is_refused_in_one_line(stores, change, message):
+    _, _, sparse, _ = stores
+    job = _job(sparse.path, change.get("estimator", "othr"), {}, scaler=change.get("scaler", "maxabs"),
+               **({"features": change["features"]} if "features" in change else {}))
+    data = load_job_data(str(sparse.path))
+    with pytest.raises(DataError, match=message) as caught:
+        check_job_data(data, job)
+    assert "\n" not in str(caught.value) and "sparse store" in str(caught.value)
+
+
+def test_predictions_on_sparse_stores_and_svmlight_files_match_the_model(stores, tmp_path):
+    X, y, sparse, _ = stores
+    run = run_job(_job(sparse.path, "othr", {"estimator": "linear_svc"}), None, out=tmp_path / "run",
+                  progress=False)
+    model = load_model(run.run_dir / "model")
+    truth = model.decision_function(X)  # the model on the CSR rows, in memory
+    np.testing.assert_allclose(truth, model.decision_function(X.toarray()), rtol=1e-12, atol=1e-12)
+
+    predict_to(model, sparse.path, tmp_path / "store.csv")
+    dump_svmlight_file(X, y, str(tmp_path / "rows.svm"))
+    predict_to(model, tmp_path / "rows.svm", tmp_path / "file.csv")
+    for out in ("store.csv", "file.csv"):
+        scored = pd.read_csv(tmp_path / out)
+        np.testing.assert_allclose(scored["decision"], truth, rtol=1e-9, atol=1e-12)  # (the text's precision)
+
+    # a store with fewer columns is widened with zero columns, as svmlight means them; more are refused
+    narrow = X[:, :300]
+    ingest((narrow, y), tmp_path / "narrow.zarr", chunk_rows=500)
+    predict_to(model, tmp_path / "narrow.zarr", tmp_path / "narrow.csv")
+    widened = sp.hstack([narrow, sp.csr_matrix((X.shape[0], 100))]).tocsr()
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "narrow.csv")["decision"], model.decision_function(widened),
+                               rtol=1e-12, atol=1e-12)
+    ingest((sp.hstack([X, X]).tocsr(), y), tmp_path / "wide.zarr")
+    with pytest.raises(DataError, match="has 800 features per row \\(sparse, by index\\); the model was trained "
+                                        "on 400"):
+        predict_to(model, tmp_path / "wide.zarr", tmp_path / "wide.csv")
+
+
+def test_the_sparse_example_job_reads_the_file_and_its_store_alike(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    spec = yaml.safe_load((root / "jobs" / "sparse.yaml").read_text())
+    source = root / "jobs" / "data" / "textlike.svm"
+    proc = subprocess.run([sys.executable, "-m", "dimbsvm.cli", "ingest", str(source), str(tmp_path / "t.zarr"),
+                           "--chunk-rows", "400"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "X (1500, 5000) float64 sparse CSR (" in proc.stdout and "in chunks of 400 rows" in proc.stdout
+    runs = [run_job(validate_job(dict(spec, data={"source": str(where)})), None, out=tmp_path / name,
+                    progress=False) for name, where in (("file", source), ("store", tmp_path / "t.zarr"))]
+    assert runs[0].folds == runs[1].folds  # in memory (CSR) and over the store: the same records
+    assert runs[0].summary["g_mean"]["mean"] > 0.8  # the topic words separate the minority
