@@ -6,7 +6,7 @@ import sys
 
 import scipy.sparse as sp
 
-__all__ = ["is_dask_array", "refuse_sparse"]
+__all__ = ["in_memory_sparse", "is_dask_array", "refuse_sparse"]
 
 
 def is_dask_array(a) -> bool:
@@ -18,6 +18,19 @@ def is_dask_array(a) -> bool:
     """
     da = sys.modules.get("dask.array")
     return da is not None and isinstance(a, da.Array)
+
+
+def in_memory_sparse(X):
+    """A Dask array of sparse chunks computed into one CSR matrix; anything else as it is.
+
+    scikit-learn's checks turn a Dask array into an ndarray with
+    ``np.asarray``, which for chunks of ``scipy.sparse`` matrices gives an
+    object scalar, not rows. An estimator fitted in this process on such an
+    array (no client to fit over its chunks) takes its CSR rows instead.
+    """
+    if is_dask_array(X) and sp.issparse(X._meta):
+        return sp.csr_matrix(X.compute())
+    return X
 
 
 def refuse_sparse(estimator, X) -> None:

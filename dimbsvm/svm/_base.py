@@ -27,6 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
 from dimbsvm._params import ValidatedParams
+from dimbsvm._validation import in_memory_sparse
 from dimbsvm._counts import ClassCounts, unique_counts
 from dimbsvm.svm.calibration import platt_probability
 from dimbsvm.svm.scaled_defaults import LARGE_N, large_n_estimator, log_scaled
@@ -95,7 +96,7 @@ class _ShiftedMarginClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
         return self.scaled_defaults_
 
     def _validate_training_data(self, X, y):
-        X, y = validate_data(self, X, y, accept_sparse="csr")
+        X, y = validate_data(self, in_memory_sparse(X), y, accept_sparse="csr")
         classes, counts = binary_classes(y, type(self).__name__)
         self.classes_ = classes
         self.pos_label_ = positive_label(classes, counts, self.pos_label)
@@ -103,7 +104,7 @@ class _ShiftedMarginClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
 
     def _validate_X(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, accept_sparse="csr", reset=False)
+        return validate_data(self, in_memory_sparse(X), accept_sparse="csr", reset=False)
 
     def _shifted_margin(self, X):
         raise NotImplementedError

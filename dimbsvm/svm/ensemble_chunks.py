@@ -25,10 +25,12 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import scipy.sparse as sp
 from dask.base import is_dask_collection
 from sklearn.utils.validation import column_or_1d
 
 from dimbsvm.parallel import TaskPlan, run_plan
+from dimbsvm.rows import stack_rows
 from dimbsvm.svm._base import signed_margins
 from dimbsvm.svm.bagging import DrawnBag
 from dimbsvm.svm.members import fit_member, pooled_mean
@@ -144,11 +146,16 @@ def gather_bag_rows(*, block, wanted, chunk) -> list:
     Every row of the chunk is checked to be finite first, as the in-memory
     fit checks every row (a row in no bag is read here and nowhere else).
     """
-    block = np.asarray(block)
-    if not np.isfinite(block).all():
+    block = _rows_of(block)
+    if not np.isfinite(block.data if sp.issparse(block) else block).all():
         raise ValueError(f"Input X contains NaN or infinity (in chunk {chunk}); EnsembleOTHRClassifier does not "
                          "accept missing values (impute them first)")
     return [block[rows] for rows in wanted]
+
+
+def _rows_of(block):
+    """A chunk as rows: CSR for a sparse chunk (scikit-learn's SVMs take it as it is), else an ndarray."""
+    return sp.csr_matrix(block) if sp.issparse(block) else np.asarray(block)
 
 
 def fit_gathered_member(*, pieces, index, y, seed, drawn, options):
@@ -157,7 +164,7 @@ def fit_gathered_member(*, pieces, index, y, seed, drawn, options):
     ``drawn`` is the member's bag numbered within those rows: the rows it
     fits on, in the order it drew them, are the in-memory fit's.
     """
-    X = np.concatenate([chunk[index] for chunk in pieces])
+    X = stack_rows([chunk[index] for chunk in pieces])
     return fit_member(X, np.asarray(y), seed, drawn=drawn, **options)
 
 
@@ -167,7 +174,7 @@ def pooled_oob_chunk(*, block, members, in_bag):
     Summed in member order, as :func:`~dimbsvm.svm.members.pooled_oob_margins`
     sums them: the same values on any number of workers.
     """
-    block = np.asarray(block)
+    block = _rows_of(block)
     total = np.zeros(block.shape[0])
     counts = np.zeros(block.shape[0], dtype=np.int64)
     for member, bag in zip(members, in_bag):
