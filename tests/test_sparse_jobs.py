@@ -146,3 +146,18 @@ def test_the_sparse_example_job_reads_the_file_and_its_store_alike(tmp_path):
                     progress=False) for name, where in (("file", source), ("store", tmp_path / "t.zarr"))]
     assert runs[0].folds == runs[1].folds  # in memory (CSR) and over the store: the same records
     assert runs[0].summary["g_mean"]["mean"] > 0.8  # the topic words separate the minority
+
+
+def test_a_search_over_a_sparse_store_equals_the_search_over_its_rows_in_memory(stores, tmp_path):
+    X, y, _, _ = stores
+    spec = {"name": "search", "estimator": {"name": "othr", "params": {"estimator": "linear_svc"}},
+            "preprocessing": {"scaler": "maxabs"}, "cv": {"n_splits": 3, "random_state": 0}, "metrics": METRICS,
+            "search": {"params": {"estimator__C": [0.1, 10.0]}, "cv": 2, "scoring": "g_mean"}}
+    dump_svmlight_file(X, y, str(tmp_path / "rows.svm"))
+    store = ingest(tmp_path / "rows.svm", tmp_path / "rows.zarr", chunk_rows=400)
+    runs = [run_job(validate_job(dict(spec, data={"source": str(source)})), None, out=tmp_path / name,
+                    progress=False) for name, source in (("store", store.path), ("file", tmp_path / "rows.svm"))]
+    assert runs[0].folds == runs[1].folds
+    untimed = [[{k: v for k, v in c.items() if k != "seconds"} for c in run.search["candidates"]] for run in runs]
+    assert untimed[0] == untimed[1] and len(untimed[0]) == 2
+    assert {record["params"]["estimator__C"] for record in runs[0].folds} <= {0.1, 10.0}
