@@ -165,3 +165,24 @@ def test_lazy_reads_stay_lazy_and_chunked(tmp_path, svm_file):
     block = stored.X.blocks[3].compute(scheduler="synchronous")
     assert sp.isspmatrix_csr(block) and (block != stored.to_dataset().X[2100:2800]).nnz == 0
     assert dask.compute(stored.y.sum())[0] == int(stored.meta["class_counts"]["1"])
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_max_abs_scaler_merged_from_chunk_ranges_is_the_one_fitted_on_all_rows(sparse):
+    from sklearn.preprocessing import MaxAbsScaler
+
+    from dimbsvm.fold_data.spans import block_range
+    from dimbsvm.model_selection.chunk_bodies import prepare_from_ranges
+
+    X, _ = _text_like(1000, 300, seed=5)
+    X = X.multiply(np.where(np.arange(300) % 3 == 0, -1.0, 1.0)).tocsr()  # negative columns too
+    X = X if sparse else X.toarray()
+    ranges = [block_range(X[start:start + 128]) for start in range(0, 1000, 128)]
+    assert sp.issparse(ranges[0][0]) == sparse
+    merged = prepare_from_ranges(ranges, scaler="maxabs").steps[0]
+    direct = MaxAbsScaler().fit(X)
+    for attr in ("max_abs_", "scale_", "n_samples_seen_"):
+        np.testing.assert_array_equal(getattr(merged, attr), getattr(direct, attr))
+    transformed = merged.transform(X)
+    np.testing.assert_array_equal(transformed.toarray() if sparse else transformed,
+                                  direct.transform(X).toarray() if sparse else direct.transform(X))

@@ -9,9 +9,11 @@ around :func:`assemble_fold`. No Dask here.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..fold_data.prepared import FoldRows, PreparedFold
 from ..fold_data.spans import ChunkPlace, block_range, chunk_rows
@@ -19,7 +21,7 @@ from ..rows import take_rows
 from .bodies import fold_pipeline
 from .scoring import fitted_thresholds
 
-__all__ = ["assemble_fold", "minmax_block_range", "model_of", "prepare_from_ranges"]
+__all__ = ["MERGED_SCALERS", "assemble_fold", "minmax_block_range", "model_of", "prepare_from_ranges"]
 
 
 def minmax_block_range(X, *, rows, span, place: ChunkPlace | None = None):
@@ -29,21 +31,35 @@ def minmax_block_range(X, *, rows, span, place: ChunkPlace | None = None):
     """
     return block_range(take_rows(X, chunk_rows(rows, span, place).train))
 
+#: Scalers that are functions of the per-feature extremes alone, and so merged exactly from chunks' ranges.
+MERGED_SCALERS = ("minmax", "maxabs")
+
+
 def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) -> PreparedFold:
-    """Task body: the fold's ``MinMaxScaler`` from per-chunk ranges (exactly as fitted on all rows).
+    """Task body: the fold's ``MinMaxScaler`` or ``MaxAbsScaler`` from per-chunk ranges (exactly as fitted on all
+    rows).
 
     The minimum and maximum of the union are the minimum of the minima and the
-    maximum of the maxima, and a min-max scaler is a function of them alone.
+    maximum of the maxima; a min-max scaler is a function of them alone, and a
+    max-abs scaler of ``max(|minimum|, |maximum|)``. Sparse ranges (of CSR
+    chunks) are merged sparse.
     """
-    from sklearn.preprocessing import MinMaxScaler
+    from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler
 
-    if scaler != "minmax":
-        raise ValueError(f"only a min-max scaler is merged from chunk ranges, not {scaler!r}")
+    if scaler not in MERGED_SCALERS:
+        raise ValueError(f"only {' and '.join(MERGED_SCALERS)} scalers are merged from chunk ranges, not {scaler!r}")
     start = time.perf_counter()
     ranges = [getattr(r, "range", r) for r in ranges]  # (a ChunkPass carries its chunk's range)
-    low = np.min(np.stack([r[0] for r in ranges]), axis=0)
-    high = np.max(np.stack([r[1] for r in ranges]), axis=0)
-    fitted = MinMaxScaler().partial_fit(np.stack([low, high]))
+    if sp.issparse(ranges[0][0]):
+        low = functools.reduce(lambda a, b: a.minimum(b), [r[0] for r in ranges]).toarray().ravel()
+        high = functools.reduce(lambda a, b: a.maximum(b), [r[1] for r in ranges]).toarray().ravel()
+    else:
+        low = np.min(np.stack([r[0] for r in ranges]), axis=0)
+        high = np.max(np.stack([r[1] for r in ranges]), axis=0)
+    if scaler == "minmax":
+        fitted = MinMaxScaler().partial_fit(np.stack([low, high]))
+    else:
+        fitted = MaxAbsScaler().partial_fit(np.maximum(np.abs(low), np.abs(high))[None, :])
     fitted.n_samples_seen_ = int(sum(r[2] for r in ranges))
     if stage is not None:
         stage = stage.for_fold(rows.train)

@@ -41,7 +41,7 @@ from ..rows import block_rows_of, is_in_memory
 from ..svm.parts import Part, fit_part
 from ..svm.task_costs import FoldCosts, prepare_seconds, read_seconds
 from .bodies import finish_fold, fold_rows, prepare_fold
-from .chunk_bodies import assemble_fold, minmax_block_range, model_of, prepare_from_ranges
+from .chunk_bodies import MERGED_SCALERS, assemble_fold, minmax_block_range, model_of, prepare_from_ranges
 from .chunk_scoring import fold_positives, rank_chunk, record_from_tallies, score_chunk, tally_chunk
 from .fold_layout import FoldLayout, layouts_of, store_chunk_folds, store_fold_rows
 from .scoring import needs_scores
@@ -244,7 +244,7 @@ def add_fold(plan: TaskPlan, spec: FoldSpec, setup: FoldSetup, *, X, y, labels, 
     n_train, n_test = spec.n_train, spec.n_test
     at = _chunk_rows_args(plan, spec, y=y, rows=rows, stage=stage, assignments=assignments)
     train_chunk_rows = n_train / max(len(train_chunks), 1)  # rows of a chunk's share, on average
-    merged_ranges = len(train_chunks) > 1 and scaler == "minmax" and impute == "none" and not features
+    merged_ranges = len(train_chunks) > 1 and scaler in MERGED_SCALERS and impute == "none" and not features
     n_stages = len(features or ())
 
     prepared_once = []
