@@ -713,3 +713,37 @@ def test_a_replayed_graph_gives_the_schedules_worked_out_by_hand():
     kinds = replay(_graph(**{f"x-{k}": ((), 1.0 + 2.0 * (i // 2), 2.0) for i, k in enumerate("abcd")}),
                    [(1.0, [f"x-{k}" for k in "abcd"])], 0.0, 5.5, 2)["kinds"]
     assert kinds == {"x": pytest.approx({"first": 1.0, "last": 5.0, "busy": 8.0})}
+
+
+def test_a_sparse_protocol_holds_csr_rows_and_the_linear_peers_score_them_as_scikit_learn_does(tmp_path):
+    """``protocol.sparse`` gives every method CSR rows (max-abs scaled); the linear peers' folds are the plain
+    scikit-learn pipeline's on the same CSR rows."""
+    import scipy.sparse as sp
+    from sklearn.metrics import make_scorer
+    from sklearn.model_selection import TunedThresholdClassifierCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MaxAbsScaler
+    from sklearn.svm import LinearSVC
+
+    from dimbsvm.metrics import g_mean
+
+    suite = validate_suite({"datasets": ["yeast5"], "metrics": ["g_mean", "auc"],
+                            "protocol": {"n_splits": 3, "scaler": "maxabs", "sparse": True},
+                            "methods": [{"name": "linear", "kind": "peer", "estimator": "linear_svc_balanced"},
+                                        {"name": "linear_tuned", "kind": "peer", "estimator": "linear_tuned_threshold"},
+                                        {"name": "ensemble", "kind": "registry", "estimator": "ensemble_othr",
+                                         "params": {"estimator": "linear_svc", "n_estimators": 3}}]})
+    [data] = quality.load_suite_data(suite)
+    assert sp.isspmatrix_csr(data.X)
+    records = quality.run_suite(suite, None, data=[data], progress=False)
+    X, y = load_keel("yeast5").X, load_keel("yeast5").y
+    X = sp.csr_matrix(X)
+    peers = {"linear": LinearSVC(class_weight="balanced", random_state=0),
+             "linear_tuned": TunedThresholdClassifierCV(LinearSVC(random_state=0), scoring=make_scorer(g_mean),
+                                                        response_method="decision_function")}
+    for fold, (train, test) in enumerate(StratifiedBlockKFold(3, random_state=0).split(X, y)):
+        for name, peer in peers.items():
+            [record] = [r for r in records if r["method"] == name and r["fold"] == fold]
+            model = make_pipeline(MaxAbsScaler(), peer).fit(X[train], y[train])
+            assert record["g_mean"] == pytest.approx(g_mean(y[test], model.predict(X[test])), rel=1e-12)
+    assert {r["method"] for r in records if r.get("error") is None} == {"linear", "linear_tuned", "ensemble"}

@@ -130,3 +130,32 @@ def test_csv_files_on_s3_are_ingested_as_the_same_files_are_locally(s3_bucket, t
                             for k, p in enumerate(("*.csv", "*.csv.gz"))])
     expected = np.array([float(c) for c in cells])  # the independent truth: Python's float of every cell
     assert whole[:, 0].tobytes() == expected.tobytes()
+
+
+def test_svmlight_objects_become_a_sparse_store_on_s3_equal_to_the_local_one(s3_bucket, tmp_path):
+    """svmlight objects (plain and gzip) read through S3 into a sparse store at a URL: the local store's rows."""
+    import gzip
+
+    import s3fs
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+
+    from dimbsvm.datasets import make_text_like
+    from dimbsvm.store.sparse_rows import store_rows
+
+    X, y = make_text_like(900, 3000, random_state=3)
+    fs = s3fs.S3FileSystem()
+    for part, rows in enumerate((slice(0, 500), slice(500, 900))):
+        dump_svmlight_file(X[rows], y[rows], str(tmp_path / f"p{part}.svm"), zero_based=False)
+        data = (tmp_path / f"p{part}.svm").read_bytes()
+        fs.pipe_file(f"{s3_bucket}/text/p{part}.svm.gz", gzip.compress(data))
+    url = f"s3://{s3_bucket}/stores/text.zarr"
+    remote = ingest(f"s3://{s3_bucket}/text/p*.svm.gz", url, chunk_rows=200, n_features=3000)
+    local = ingest(str(tmp_path / "p*.svm"), tmp_path / "text.zarr", chunk_rows=200, n_features=3000)
+    assert remote.meta["sparse"] == "csr" and remote.meta["nnz"] == local.meta["nnz"] == X.nnz
+    assert (verify_store(url).to_dataset().X != local.to_dataset().X).nnz == 0
+    assert (local.to_dataset().X != sp.csr_matrix(X)).nnz == 0
+    rows = store_rows(url, remote.X.shape, remote.meta)  # what a task reads through
+    assert (rows[np.array([5, 450, 899])] != X[[5, 450, 899]]).nnz == 0
+    fs.rm(f"{s3_bucket}/stores/text.zarr/X/3/data/c/0")
+    assert find_damage(url, checksums=False) == "chunk 3 of X (rows 600..799): its data values are missing on disk"

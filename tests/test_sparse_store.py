@@ -186,3 +186,13 @@ def test_max_abs_scaler_merged_from_chunk_ranges_is_the_one_fitted_on_all_rows(s
     transformed = merged.transform(X)
     np.testing.assert_array_equal(transformed.toarray() if sparse else transformed,
                                   direct.transform(X).toarray() if sparse else direct.transform(X))
+
+
+def test_compressed_files_are_one_block_each_and_read_alike(tmp_path, svm_file):
+    import gzip
+
+    (tmp_path / "train.svm.gz").write_bytes(gzip.compress(svm_file.read_bytes()))
+    packed = ingest(tmp_path / "train.svm.gz", tmp_path / "gz.zarr", chunk_rows=700)
+    plain = ingest(svm_file, tmp_path / "plain.zarr", chunk_rows=700)
+    assert (packed.to_dataset().X != plain.to_dataset().X).nnz == 0
+    np.testing.assert_array_equal(packed.to_dataset().y, plain.to_dataset().y)

@@ -74,6 +74,17 @@ lightgbm_tuned_threshold
     The same inside ``TunedThresholdClassifierCV`` for G-mean (as
     ``tuned_threshold``: 5-fold out-of-fold probabilities, 100 thresholds, refit).
 
+Linear peers
+------------
+For sparse, high-dimensional data (text, hashed crosses), where a kernel SVM
+is the wrong tool and LIBLINEAR the usual one; both take CSR rows as they are.
+
+linear_svc_balanced
+    ``LinearSVC(class_weight="balanced")``.
+linear_tuned_threshold
+    ``TunedThresholdClassifierCV(LinearSVC())`` maximising G-mean on
+    ``decision_function`` (as ``tuned_threshold``).
+
 Seeds
 -----
 Peers with randomness (``smote_svc``, ``balanced_bagging``, the LightGBM rows) take the
@@ -101,7 +112,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV, TunedThresholdClassifierCV
-from sklearn.svm import SVC
+from sklearn.svm import SVC, LinearSVC
 
 from dimbsvm._params import HasMethods, Interval, InvalidParameterError, ValidatedParams, check_declared_params
 from dimbsvm.exceptions import JobSpecError
@@ -206,6 +217,15 @@ def _ensemble_grid_cv(random_state):
 
 def _auc_tuned_threshold(random_state):
     return AucTunedThreshold()
+
+
+def _linear_svc_balanced(random_state):
+    return LinearSVC(class_weight="balanced", random_state=random_state)
+
+
+def _linear_tuned_threshold(random_state):
+    return TunedThresholdClassifierCV(LinearSVC(random_state=random_state), scoring=make_scorer(g_mean),
+                                      response_method="decision_function")
 
 
 def _lightgbm(random_state):
@@ -341,6 +361,10 @@ PEERS: dict[str, Peer] = {
                                 "subsample 0.8, class_weight='balanced'"),
     "lightgbm_tuned_threshold": Peer(_lightgbm_tuned_threshold, "the lightgbm peer in TunedThresholdClassifierCV "
                                                                 "(G-mean on predict_proba, cv=5)"),
+    "linear_svc_balanced": Peer(_linear_svc_balanced, "scikit-learn LinearSVC(class_weight='balanced') (sparse "
+                                                      "input as it is)"),
+    "linear_tuned_threshold": Peer(_linear_tuned_threshold, "TunedThresholdClassifierCV(LinearSVC), G-mean on "
+                                                            "decision_function, cv=5"),
 }
 
 

@@ -22,6 +22,7 @@ extra (the peers come from imbalanced-learn).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..distributed import cluster_client
 from ..parallel import TaskPlan, run_plan
@@ -90,6 +92,11 @@ def load_suite_data(suite: dict) -> list[SuiteData]:
                          preprocessing=PreprocessingSpec(scaler=protocol["scaler"], impute=protocol["impute"]),
                          metrics=tuple(suite["metrics"]), cv=CVSpec(n_splits=protocol["n_splits"]))
         data = load_job_data(source)
+        if protocol["sparse"] and not sp.issparse(data.X):
+            if not isinstance(data.X, np.ndarray):
+                raise DataError(f"{source}: protocol.sparse holds datasets as CSR in memory; a store is read as "
+                                "it was ingested (ingest svmlight files or sparse matrices for a sparse store)")
+            data = dataclasses.replace(data, X=sp.csr_matrix(data.X))
         name = data.meta.get("name") or Path(source).stem
         if name in seen:
             raise DataError(f"datasets {seen[name]!r} and {source!r} are both named {name!r}; "

@@ -92,6 +92,8 @@ SUITE_SCHEMA = {
                 "scaler": {"enum": list(SCALERS)},
                 "impute": {"enum": list(IMPUTERS)},
                 "estimator_random_state": {"anyOf": [{"type": "integer", "minimum": 0}, {"const": "per_fold"}]},
+                # every dataset held as CSR rows (scipy.sparse), as svmlight files are: every method sees them sparse
+                "sparse": {"type": "boolean"},
             },
         },
         "metrics": {
@@ -116,7 +118,7 @@ SUITE_SCHEMA = {
 DEFAULTS = {
     "name": "suite",
     "protocol": {"n_splits": 5, "n_repeats": 1, "random_state": 0, "scaler": "minmax", "impute": "none",
-                 "estimator_random_state": 0},
+                 "estimator_random_state": 0, "sparse": False},
     "metrics": list(METRICS),
     # Fold tasks are deterministic: a retry only helps with a lost worker,
     # which Dask recomputes anyway, so one retry is plenty.

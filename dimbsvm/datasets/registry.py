@@ -140,7 +140,8 @@ def load(source, **kwargs) -> Dataset:
     source : str or path-like
         A file (suffix picks the reader, see ``READERS``), a directory holding
         a ``*_train.data`` file (agnostic-learning set), or a bare KEEL
-        dataset name without suffix (``"yeast5"``, see :func:`load_keel`).
+        dataset name without suffix (``"yeast5"``, see :func:`load_keel`), or
+        the bare name of a shared agnostic-learning set (``"hiva"``).
     **kwargs
         Passed to the reader (e.g. ``target=`` for CSV).
 
@@ -160,7 +161,8 @@ def load(source, **kwargs) -> Dataset:
         raise DataError(f"{path}: directory without a *_train.data file; nothing to load")
     suffix = path.suffix.lower()
     if not suffix and not path.exists():
-        return load_keel(str(source), **kwargs)
+        agnostic = _shared_agnostic(str(source))
+        return load_agnostic(agnostic, **kwargs) if agnostic is not None else load_keel(str(source), **kwargs)
     reader = READERS.get(suffix)
     if reader is None:
         raise DataError(
@@ -200,6 +202,13 @@ def list_available() -> dict:
             "ucr": _stems(shared / "ucr", "*.ts"),
         }
     return {"bundled": bundled_names(), "shared": found}
+
+
+def _shared_agnostic(name: str) -> Path | None:
+    """The shared agnostic-learning set of this bare name (``hiva``), or None."""
+    shared = shared_datasets_dir()
+    folder = None if shared is None or "/" in name else shared / "agnostic" / name
+    return folder if folder is not None and folder.is_dir() and any(folder.glob("*_train.data")) else None
 
 
 def _stems(folder: Path, pattern: str) -> list[str]:

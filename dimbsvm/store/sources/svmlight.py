@@ -168,7 +168,9 @@ def resolve_svmlight_source(source, *, n_features=None, dtype=np.float64, blocks
 
     location = _locate(source, storage_options)
     compression = _compression_of(location.paths[0])
-    _, blocks = read_bytes(list(location.urls), delimiter=b"\n", blocksize=blocksize or DEFAULT_BLOCKSIZE,
+    # a compressed file cannot be cut: it is one block
+    _, blocks = read_bytes(list(location.urls), delimiter=b"\n",
+                           blocksize=None if compression else blocksize or DEFAULT_BLOCKSIZE,
                            sample=False, compression=compression, **(storage_options or {}))
     blocks = [(block, url) for url, file_blocks in zip(location.urls, blocks) for block in file_blocks]
     scans = [dask.delayed(scan_block, pure=True)(block, url) for block, url in blocks]
