@@ -329,6 +329,8 @@ SPARSE_ROW_VALUES = 64
 
 def _write_sparse_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None) -> None:
     """Write a complete sparse store at a fresh ``path`` (:mod:`dimbsvm.store.sparse`), one task per chunk."""
+    if ids is not None:  # (no sparse source has an id column today: refused rather than dropped)
+        raise StoreError("a sparse store keeps no ids; ingest the rows without an id column")
     n_rows, n_features = int(X.shape[0]), int(X.shape[1])
     store_dtype = np.dtype(dtype or _default_dtype(X))
     if chunk_rows is None:  # the stored bytes of an average row: its values, their columns, where it starts
