@@ -36,10 +36,12 @@ def check_sparse_job(data, job, name: str) -> None:
     """
     from ..store.finite import recorded_nonfinite
     from ..store.sparse import chunk_lengths, find_sparse_damage, sparse_nonfinite_rows
+    from ..store.sparse_rows import SparseStoreRows
 
-    nnz = data.meta.get("nnz") if hasattr(data.X, "chunk_rows") else data.X.nnz
-    kind = "store" if hasattr(data.X, "chunk_rows") else "data"
-    what = f"{name} is sparse {kind} ({nnz} stored values in {data.X.shape[0]} x {data.X.shape[1]})"
+    in_store = isinstance(data.X, SparseStoreRows)  # else CSR rows in memory
+    nnz = data.meta.get("nnz") if in_store else data.X.nnz
+    what = f"{name} is sparse {'store' if in_store else 'data'} ({nnz} stored values in {data.X.shape[0]} x " \
+           f"{data.X.shape[1]})"
     scaler = job.preprocessing.scaler
     if scaler not in SPARSE_SCALERS:
         raise DataError(f"{what}: preprocessing.scaler {scaler} would turn every zero into a value (dense rows); "
@@ -53,7 +55,7 @@ def check_sparse_job(data, job, name: str) -> None:
     if job.estimator.name not in SPARSE_ESTIMATORS:
         raise DataError(f"{what}: estimator {job.estimator.name!r} builds dense kernel or distance matrices and is "
                         f"not run on a sparse store; one of {', '.join(SPARSE_ESTIMATORS)} takes CSR rows")
-    if not hasattr(data.X, "chunk_rows"):  # in memory: its stored values are the ones to look at
+    if not in_store:  # its stored values are the ones to look at
         nan_rows, inf_rows = (int(v) for v in sparse_nonfinite_rows(data.X))
     else:
         recorded = recorded_nonfinite(data.meta, data.X.shape[0])
@@ -64,7 +66,7 @@ def check_sparse_job(data, job, name: str) -> None:
     if nan_rows or inf_rows:
         raise DataError(f"{what}: {nan_rows} row(s) hold NaN and {inf_rows} row(s) infinite values; remove or "
                         "replace them in the source")
-    if hasattr(data.X, "chunk_rows"):
+    if in_store:
         damage = find_sparse_damage(data.X.path, chunk_lengths(data.X.shape[0], data.X.chunk_rows),
                                     data.X.shape[1], checksums=False)
         if damage:

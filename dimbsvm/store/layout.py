@@ -339,13 +339,9 @@ def _write_sparse_store(path, X, y, meta: dict, *, chunk_rows, dtype, compressio
         chunk_rows = default_chunk_rows(n_rows, max(1, int(np.ceil(per_row))))
     chunk_rows, compression = int(chunk_rows), compression or "zstd"
     count_classes = meta.pop("count_classes", False)
-    group = open_group(path, mode=mode)
-    meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows, dtype=store_dtype.name,
-                compression=compression, sparse=SPARSE_FORMAT)
-    group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
+    group, y_arr = _begin_store(path, meta, y, mode=mode, chunk_rows=chunk_rows, dtype=store_dtype,
+                                compression=compression, sparse=SPARSE_FORMAT)
     group.create_group("X")
-    y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,),
-                                     compression=compression)
     lengths = chunk_lengths(n_rows, chunk_rows)
     if is_dask_array(X):
         blocks = X.rechunk((lengths, n_features)).to_delayed().ravel().tolist()
@@ -360,13 +356,9 @@ def _write_sparse_store(path, X, y, meta: dict, *, chunk_rows, dtype, compressio
     # One graph: a lazy source's blocks are parsed once for their rows and their labels.
     counted = [da.bincount(y_dask.astype(np.int64))] if count_classes else []
     chunks, _, *counts = dask.compute(writes, stored_y, *counted)
-    if count_classes:
-        meta["class_counts"] = {str(k): int(c) for k, c in enumerate(counts[0]) if c}
     meta.update(nnz=int(sum(c["nnz"] for c in chunks)), chunk_nnz=[c["nnz"] for c in chunks])
-    meta[NONFINITE_KEY] = {"rows": n_rows, "nan": int(sum(c["nonfinite"][0] for c in chunks)),
-                           "inf": int(sum(c["nonfinite"][1] for c in chunks))}
-    meta["complete"] = True
-    group.attrs[_ATTR] = meta  # the completion marker, written last
+    _complete_store(group, meta, n_rows, np.sum([c["nonfinite"] for c in chunks] or [[0, 0]], axis=0),
+                    counts[0] if count_classes else None)
 
 
 def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None) -> None:
@@ -384,14 +376,10 @@ def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode
 
     compression = compression or "zstd"
     count_classes = meta.pop("count_classes", False)
-    group = open_group(path, mode=mode)
-    meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows, dtype=store_dtype.name,
-                compression=compression)
-    group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
+    group, y_arr = _begin_store(path, meta, y, mode=mode, chunk_rows=chunk_rows, dtype=store_dtype,
+                                compression=compression)
     x_arr = create_checksummed_array(group, "X", shape=X.shape, dtype=store_dtype.name,
                                      chunks=(chunk_rows, *X.shape[1:]), compression=compression)
-    y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,),
-                                     compression=compression)
 
     X_dask = da.asarray(X).astype(store_dtype)
     write_rows = _write_blocks(X_dask.chunks[0], chunk_rows,
@@ -412,12 +400,30 @@ def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode
     # reads the record instead of every chunk (dimbsvm.store.finite).
     nonfinite = X_dask.map_blocks(_block_nonfinite, dtype=np.int64, chunks=((1,) * X_dask.numblocks[0], (2,)),
                                   drop_axis=list(range(2, X_dask.ndim))).sum(axis=0)
-    if count_classes:
-        # Computed together with the writes, so a lazy source is read only once.
-        _, nonfinite, counts = dask.compute(writes, nonfinite, da.bincount(y_dask.astype(np.int64)))
-        meta["class_counts"] = {str(k): int(c) for k, c in enumerate(counts) if c}
-    else:
-        _, nonfinite = dask.compute(writes, nonfinite)
+    # Class counts computed together with the writes, so a lazy source is read only once.
+    counted = [da.bincount(y_dask.astype(np.int64))] if count_classes else []
+    _, nonfinite, *counts = dask.compute(writes, nonfinite, *counted)
+    _complete_store(group, meta, n_rows, nonfinite, counts[0] if count_classes else None)
+
+
+def _begin_store(path, meta: dict, y, *, mode, chunk_rows: int, dtype, compression: str, **marks):
+    """The store's group with ``meta`` written first, marked incomplete, and its (empty) labels array.
+
+    ``meta`` gains the format, chunking, dtype, compression and ``marks``.
+    """
+    group = open_group(path, mode=mode)
+    meta.update(store_format=STORE_FORMAT, complete=False, chunk_rows=chunk_rows, dtype=np.dtype(dtype).name,
+                compression=compression, **marks)
+    group.attrs[_ATTR] = meta  # written first: marks the store as incomplete
+    y_arr = create_checksummed_array(group, "y", shape=y.shape, dtype="int32", chunks=(chunk_rows,),
+                                     compression=compression)
+    return group, y_arr
+
+
+def _complete_store(group, meta: dict, n_rows: int, nonfinite, class_counts=None) -> None:
+    """Record the rows' NaN/inf counts (and the class counts, where counted) and write the completion marker."""
+    if class_counts is not None:
+        meta["class_counts"] = {str(k): int(c) for k, c in enumerate(class_counts) if c}
     meta[NONFINITE_KEY] = {"rows": n_rows, "nan": int(nonfinite[0]), "inf": int(nonfinite[1])}
     meta["complete"] = True
     group.attrs[_ATTR] = meta  # the completion marker, written last (with the record of the chunks it describes)

@@ -7,7 +7,7 @@ rows, the chunk's CSR arrays::
 
     store.zarr/
       zarr.json          {"dimbsvm": {..., "sparse": "csr", "nnz": total, "chunk_nnz": [...]}}
-      X/                 a group: {"shape": [n_rows, n_features]}
+      X/                 a group (the shape is the meta's "shape")
         0/data           the chunk's stored values (float64 or float32)
         0/indices        their columns (int32, or int64 past 2^31 - 1 columns)
         0/indptr         where each row starts in data (int64, rows + 1 values)
