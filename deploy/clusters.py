@@ -88,7 +88,9 @@ def kubernetes():
 
 def gateway():
     """A cluster from a dask-gateway server at ``DIMBSVM_CLUSTER_GATEWAY`` (its options as the server allows;
-    authentication as dask-gateway's configuration says)."""
+    authentication as dask-gateway's configuration says). The server's backend decides the workers' environment:
+    its local backend passes none of the submitting shell's, so BLAS settings such as ``OPENBLAS_CORETYPE``
+    belong in the server's ``c.ClusterConfig.environment`` if results are to equal this machine's to the bit."""
     from dask_gateway import GatewayCluster
 
     cluster = GatewayCluster(address=_setting("GATEWAY", "http://127.0.0.1:8000"))  # (it owns its connection)

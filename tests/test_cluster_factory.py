@@ -228,6 +228,11 @@ GATEWAY_CONFIG = textwrap.dedent('''
     c.ClusterConfig.worker_cmd = [sys.executable, "-m", "distributed.cli.dask_worker"]
     c.ClusterConfig.worker_cores = 1
     c.ClusterConfig.worker_memory = "1 G"
+    # the local backend starts workers with a clean environment: hand them this machine's BLAS settings (an
+    # OPENBLAS_CORETYPE the workers lack picks other kernels, and decision values then differ in the last bit)
+    import os
+    c.ClusterConfig.environment = {{
+        key: value for key, value in os.environ.items() if key.startswith(("OPENBLAS_", "OMP_", "MKL_", "KMP_"))}}
 ''')
 
 
