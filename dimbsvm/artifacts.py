@@ -188,7 +188,7 @@ def verify_model(directory) -> dict:
     return json.loads((directory / _META).read_text())
 
 
-def load_artifact(directory):
+def load_artifact(directory, *, shown: str | None = None):
     """Verify a model directory and load its estimator with only trusted types.
 
     Parameters
@@ -197,6 +197,9 @@ def load_artifact(directory):
         A local model directory, or one at an fsspec URL (``s3://.../model``,
         e.g. a run published there), whose files are copied to a temporary
         directory and verified there, so what is loaded is what was checked.
+    shown : str, optional
+        How messages name the model (by default ``directory``): where it came
+        from when ``directory`` is a download.
 
     Returns
     -------
@@ -212,8 +215,8 @@ def load_artifact(directory):
         with tempfile.TemporaryDirectory(prefix="dimbsvm-model-") as tmp:
             local = Path(tmp)
             _fetch_model(location(str(directory)), local)
-            return _load_verified(local, shown=str(directory))
-    return _load_verified(Path(directory), shown=str(directory))
+            return _load_verified(local, shown=shown or str(directory))
+    return _load_verified(Path(directory), shown=shown or str(directory))
 
 
 def _fetch_model(url: str, into: Path) -> None:

@@ -5,7 +5,7 @@ Verbs::
     dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N] [--resume | --fresh]
                 [--mlflow URI]
     dimbsvm validate JOB.yaml [--out DIR] [--registry DIR] [--scheduler ADDRESS]
-    dimbsvm predict MODEL|REGISTRY@champion|REGISTRY@VERSION DATA --out PRED.parquet|PRED.csv|PRED.zarr
+    dimbsvm predict MODEL|REGISTRY@champion|REGISTRY@VERSION|models:/NAME@ALIAS DATA --out PRED.parquet|PRED.csv|PRED.zarr
                     [--chunk-rows N] [--scheduler ADDRESS]
     dimbsvm retrain JOB.yaml --registry DIR [--force] [--exit-code] [--scheduler ADDRESS] [--mlflow URI]
     dimbsvm schedule JOB.yaml --cron "0 3 * * *" --registry DIR [--max-runs N] [--mlflow URI]
@@ -380,7 +380,7 @@ def _cmd_predict(args) -> int:
     check_output(args.out)  # nothing dimbsvm did not write is replaced
     if not is_url(args.out):
         check_writable(Path(args.out), "predict --out")
-    model = DimbsvmModel(*_load_prediction_model(args.model))  # checked before a cluster starts
+    model = DimbsvmModel(*_load_prediction_model(args.model, args.mlflow))  # checked before a cluster starts
     # the input opened and its columns checked before a cluster starts too; no row is read here
     planned = plan_prediction(model, args.data, args.out, chunk_rows=args.chunk_rows)
     from .jobs.placement import cluster_flag
@@ -400,13 +400,17 @@ def _cmd_predict(args) -> int:
     return 0
 
 
-def _load_prediction_model(ref: str):
-    """``(model, meta)`` of a model directory, or of ``REGISTRY@champion`` / ``REGISTRY@VERSION``.
+def _load_prediction_model(ref: str, mlflow_uri: str | None = None):
+    """``(model, meta)`` of a model directory, of ``REGISTRY@champion`` / ``REGISTRY@VERSION``, or of
+    ``models:/NAME@ALIAS`` / ``models:/NAME/VERSION`` in the MLflow registry at ``mlflow_uri``.
 
     A path that exists is a model directory even if its name holds an ``@``.
     """
     from .jobs import load_artifact
+    from .predict.mlflow_source import is_registered_model, load_registered_model
 
+    if is_registered_model(ref):
+        return load_registered_model(ref, tracking_uri=mlflow_uri)
     if "@" in ref and not Path(ref).exists():
         root, _, version = ref.rpartition("@")
         registry = open_registry(root)

@@ -136,7 +136,9 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                                help="score data with a model, partition by partition (a few here, more on a "
                                     "cluster)")
     predict.add_argument("model", help="model directory (a run directory's model/), or REGISTRY@champion, "
-                                       "REGISTRY@VERSION (a version id or its unique prefix, e.g. v0003)")
+                                       "REGISTRY@VERSION (a version id or its unique prefix, e.g. v0003), or a "
+                                       "model that retrain registered in MLflow: models:/NAME@ALIAS, "
+                                       "models:/NAME/VERSION (see --mlflow)")
     predict.add_argument("data", help="rows to score, labelled or not: Parquet or CSV (a file, a directory, a glob; "
                                       "local or a URL such as s3://bucket/rows/), a Zarr store, or a file the "
                                       "readers know (KEEL .dat, .npz, svmlight). Raw columns are encoded as in "
@@ -144,6 +146,9 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                                       "name; the label and id columns may be there or not; a missing or an "
                                       "extra column is an error. Formats without names (svmlight, .npz without "
                                       "feature_names) are taken by position, checked by count only")
+    predict.add_argument("--mlflow", metavar="URI",
+                         help="the MLflow tracking and registry URI a models:/ model is read from (default: "
+                              "$MLFLOW_TRACKING_URI); needs pip install \"dimbsvm[mlflow]\"")
     predict.add_argument("--out", required=True,
                          help="output to create, local or a URL: .parquet (a directory of part files, _SUCCESS "
                               "written last) or .csv, with the id column (else row), prediction (the class name), "

@@ -8,8 +8,13 @@ No mocks: what a team's MLflow would hold is what is checked.
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -135,16 +140,35 @@ def test_a_tracked_run_logs_params_fold_metrics_artifacts_and_a_model_that_predi
               f"model = mlflow.pyfunc.load_model({model_uri!r})\n"
               f"rows = pd.read_parquet({str(rows)!r})\n"
               "np.save(sys.argv[1], np.asarray(model.predict(rows), dtype=str))\n"
-              "np.save(sys.argv[2], model.unwrap_python_model().unwrap().decision_function(rows))\n")
+              "np.save(sys.argv[2], model.unwrap_python_model().unwrap().decision_function(rows))\n"
+              "np.save(sys.argv[3], model.predict(rows, params={'predict_method': 'decision_function'}))\n"
+              "try:\n"
+              "    model.predict(rows, params={'predict_method': 'predict_proba'})\n"
+              "except mlflow.exceptions.MlflowException as exc:\n"
+              "    open(sys.argv[4], 'w').write(exc.message)\n"
+              "example = mlflow.models.Model.load(" + repr(model_uri) + ").load_input_example()\n"
+              "np.save(sys.argv[5], np.asarray(model.predict(example), dtype=str))\n"
+              "example.to_csv(sys.argv[6], index=False)\n")
     names, decisions = tmp_path / "names.npy", tmp_path / "decisions.npy"
-    loaded = subprocess.run([sys.executable, "-c", script, str(names), str(decisions)], capture_output=True,
-                            text=True, cwd=tmp_path, timeout=300)
+    by_param, refused = tmp_path / "by_param.npy", tmp_path / "refused.txt"
+    example_names, example = tmp_path / "example.npy", tmp_path / "example.csv"
+    loaded = subprocess.run([sys.executable, "-c", script, str(names), str(decisions), str(by_param), str(refused),
+                             str(example_names), str(example)], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=300)
     assert loaded.returncode == 0, loaded.stderr
     by_code = {code: name for name, code in meta["class_map"].items()}
     expected = np.array([by_code[code] for code in estimator.predict(np.asarray(data.X))])
     assert set(expected) == {"positive", "negative"}
     np.testing.assert_array_equal(np.load(names), expected)
     np.testing.assert_array_equal(np.load(decisions), estimator.decision_function(np.asarray(data.X)))
+    # params={"predict_method": ...}: the estimator's decision values; probabilities refused by name here
+    np.testing.assert_array_equal(np.load(by_param), estimator.decision_function(np.asarray(data.X)))
+    assert "gives no probabilities (train it with probability=True)" in refused.read_text()
+    # the logged input example: one row of the training columns (not a training row), scored like any other
+    shown = pd.read_csv(example)
+    assert list(shown.columns) == data.meta()["feature_names"] and len(shown) == 1
+    assert (shown.to_numpy() == 0).all()
+    np.testing.assert_array_equal(np.load(example_names), [by_code[code] for code in estimator.predict(np.zeros((1, data.X.shape[1])))])
 
 
 @pytest.mark.slow
@@ -163,6 +187,48 @@ def test_a_tracking_failure_keeps_the_run_and_its_exit_status(tmp_path):
     assert "mlflow: run" not in proc.stdout
 
 
+def _serve(model_uri, tracking_uri, cwd):
+    """``mlflow models serve`` of ``model_uri`` on a free port of 127.0.0.1, stopped at the test's end; returns
+    a function posting rows (and params) to its ``/invocations`` and answering its predictions."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri)
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager",
+                               "local", "--host", "127.0.0.1", "-p", str(port)], cwd=cwd, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    _SERVERS.append(server)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2):
+                break
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "mlflow models serve did not start"
+            time.sleep(0.3)
+
+    def served(frame, **params):
+        body = {"dataframe_split": frame.to_dict(orient="split"), **({"params": params} if params else {})}
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.loads(answer.read())["predictions"]
+
+    return served
+
+
+_SERVERS = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_servers():
+    yield
+    while _SERVERS:
+        server = _SERVERS.pop()
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
 def _aliases(client, name):
     model = client.get_registered_model(name)
     return {alias: client.get_model_version(name, number).tags["dimbsvm.version"]
@@ -170,7 +236,7 @@ def _aliases(client, name):
 
 
 @pytest.mark.slow
-def test_retrain_registers_versions_and_the_champion_alias_follows_the_registry(tmp_path):
+def test_retrain_registers_versions_and_the_champion_alias_follows_the_registry(tmp_path, monkeypatch, capsys):
     mlflow = pytest.importorskip("mlflow", reason="tracking needs the extra: pip install 'dimbsvm[mlflow]'")
     from dimbsvm.datasets import load
     from dimbsvm.jobs.registry import ModelRegistry
@@ -190,7 +256,7 @@ def test_retrain_registers_versions_and_the_champion_alias_follows_the_registry(
 
     # a worse challenger (an unbalanced SVC): registered, the challenger alias on it, the champion alias stays
     worse = yaml.safe_load(RETRAIN_JOB.read_text())
-    worse["estimator"] = {"name": "svc", "params": {"C": 1.0}}
+    worse["estimator"] = {"name": "svc", "params": {"C": 1.0, "probability": True}}
     second = _cli("retrain", _job(tmp_path, worse, "worse.yaml"), "--registry", reg, "--workers", "1",
                   "--no-progress", "--mlflow", uri, cwd=tmp_path)
     assert second.returncode == 0, second.stderr
@@ -211,6 +277,10 @@ def test_retrain_registers_versions_and_the_champion_alias_follows_the_registry(
     rows = pd.DataFrame(np.asarray(data.X), columns=data.meta()["feature_names"])
     np.testing.assert_array_equal(np.asarray(back.predict(rows), dtype=str),
                                   [by_code[code] for code in kept.predict(np.asarray(data.X))])
+    # and its probabilities, one column per class name in the estimator's order
+    proba = back.predict(rows, params={"predict_method": "predict_proba"})
+    assert list(proba.columns) == [by_code[code] for code in kept.classes_]
+    np.testing.assert_array_equal(proba.to_numpy(), kept.predict_proba(np.asarray(data.X)))
     runs = client.search_runs([client.get_experiment_by_name(name).experiment_id],
                               filter_string=f"tags.`dimbsvm.version` = '{v2}'")
     [run] = runs
@@ -226,3 +296,34 @@ def test_retrain_registers_versions_and_the_champion_alias_follows_the_registry(
     assert rollback.returncode == 0, rollback.stderr
     assert _aliases(client, name)["champion"] == v1 == ModelRegistry(reg).champion()
     assert " WARNING " not in promote.stderr + rollback.stderr
+
+    # served by MLflow's own scoring server, the parameter chooses the answer; an unknown one is a 400
+    served = _serve(f"models:/{name}@challenger", uri, tmp_path)
+    head = rows.head(3)
+    assert served(head) == [by_code[code] for code in kept.predict(np.asarray(data.X)[:3])]
+    np.testing.assert_array_equal(served(head, predict_method="decision_function"),
+                                  kept.decision_function(np.asarray(data.X)[:3]))
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        served(head, predict_method="margins")
+    assert refused.value.code == 400 and "predict_method must be one of" in refused.value.read().decode()
+
+    # dimbsvm predict reads a registered model by alias or version number: the registry's own predictions
+    # (in this process: a subprocess each would double the test's time)
+    from dimbsvm.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rows.to_csv("rows.csv", index=False)
+    number = next(v.version for v in versions if v.tags["dimbsvm.version"] == v2)
+    for ref, out in ((f"models:/{name}@champion", "champion.csv"), (f"models:/{name}/{number}", "v2.csv"),
+                     (f"{reg}@champion", "reg-champion.csv"), (f"{reg}@{v2}", "reg-v2.csv")):
+        assert main(["predict", ref, "rows.csv", "--out", out, "--mlflow", uri]) == 0
+    assert (tmp_path / "champion.csv").read_bytes() == (tmp_path / "reg-champion.csv").read_bytes()
+    assert (tmp_path / "v2.csv").read_bytes() == (tmp_path / "reg-v2.csv").read_bytes()
+    assert (tmp_path / "v2.csv").read_bytes() != (tmp_path / "champion.csv").read_bytes()
+    capsys.readouterr()
+    for ref, message in ((f"models:/{name}@nobody", "nobody"), ("models:/no-such-model/1", "no-such-model"),
+                         (f"models:/{name}", "models:/NAME@ALIAS or models:/NAME/VERSION")):
+        assert main(["predict", ref, "rows.csv", "--out", "refused.csv", "--mlflow", uri]) != 0
+        assert not (tmp_path / "refused.csv").exists()
+        [line] = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert line.startswith("dimbsvm: error: ") and ref in line and message in line, line

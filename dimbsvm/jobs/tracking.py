@@ -219,7 +219,7 @@ def _log_model(model_dir: Path, **kwargs):
     """
     import mlflow.pyfunc
 
-    from ..predict.mlflow_model import MODEL_ARTIFACT, MODEL_CODE, signature
+    from ..predict.mlflow_model import MODEL_ARTIFACT, MODEL_CODE, input_example, signature
     from ..predict.model import load_model
 
     model = load_model(model_dir)
@@ -230,6 +230,7 @@ def _log_model(model_dir: Path, **kwargs):
                                       if v and v != "not installed"]
     return mlflow.pyfunc.log_model(name="model", python_model=str(MODEL_CODE),
                                    artifacts={MODEL_ARTIFACT: str(model_dir)}, signature=signature(model),
+                                   input_example=input_example(model),
                                    pip_requirements=requirements,
                                    metadata={"dimbsvm": _json_safe(meta)}, **kwargs)
 
