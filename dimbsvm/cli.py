@@ -479,12 +479,12 @@ def _cmd_schedule(args) -> int:
     checked = tracked(checked, args.mlflow)
     job, job_text = checked.job, checked.job_text
     # workers are checked before each run (they may come, go or be upgraded between runs), not at start, and as
-    # they join; a factory's cluster may have none between runs (it scales with the work): not waited for
-    from_factory = _cluster_of(args, job) is not None
+    # they join; a factory's cluster (or one said to scale from zero) may have none between runs: not waited for
+    scales_from_zero = _cluster_of(args, job) is not None or args.scale_from_zero
     with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
                  worker_timeout=None, cluster=_cluster_of(args, job)) as client:
         def run_once():
-            check_workers(client, timeout=args.worker_timeout, wait=not from_factory)
+            check_workers(client, timeout=args.worker_timeout, wait=not scales_from_zero)
             outcome = retrain(job, client, args.registry, job_text=job_text)
             _print_outcome(outcome)
             sys.stdout.flush()
@@ -545,6 +545,11 @@ def _client(args, *, tls=None, placement=None, **kwargs):
     """
     import contextlib
 
+    cluster = kwargs.get("cluster", args.cluster)
+    if args.scale_from_zero and not (args.scheduler or args.scheduler_file or cluster
+                                     or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+        raise DimbsvmError("--scale-from-zero is for a remote scheduler's cluster (--scheduler, --scheduler-file or "
+                           "DASK_SCHEDULER_ADDRESS); an embedded cluster has its workers from the start")
     if placement is not None and placement.work is not None:
         print(placement.reason, flush=True)
     cost = placement.cost_line() if placement is not None else None
@@ -559,6 +564,7 @@ def _client(args, *, tls=None, placement=None, **kwargs):
     kwargs.setdefault("timeout", args.connect_timeout)
     kwargs.setdefault("worker_timeout", args.worker_timeout)
     kwargs.setdefault("cluster", args.cluster)
+    kwargs.setdefault("scale_from_zero", args.scale_from_zero)
     if not (args.scheduler or args.scheduler_file or kwargs["cluster"]):
         kwargs.setdefault("dashboard_address", args.dashboard_address)
 

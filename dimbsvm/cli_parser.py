@@ -86,6 +86,10 @@ def _cluster_flags(default: str) -> argparse.ArgumentParser:
     group.add_argument("--worker-timeout", type=seconds, default=60.0, metavar="SECONDS",
                        help="seconds a remote scheduler may take to have its first worker (default: 60); with "
                             "--cluster, counted from when the work is submitted")
+    group.add_argument("--scale-from-zero", action="store_true",
+                       help="the scheduler's cluster starts workers when it sees work (an autoscaler with minimum "
+                            "0, e.g. the Kubernetes operator's DaskAutoscaler): submit without waiting for a "
+                            "worker; --worker-timeout then counts from the submission")
     group.add_argument("--connect-timeout", type=seconds, default=20.0,
                        help="seconds to wait for a remote scheduler (default: 20)")
     group.add_argument("--no-progress", action="store_true", help="do not show task progress")

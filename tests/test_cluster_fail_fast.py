@@ -168,6 +168,50 @@ def test_older_dimbsvm_whose_preload_fails_never_joins(tmp_path):
     assert not (tmp_path / "run").exists() and not (tmp_path / ".run.partial").exists()
 
 
+def _autoscale_from_zero(procs, stop):
+    """What an autoscaler with minimum 0 does (the Kubernetes operator's DaskAutoscaler polls the scheduler's
+    ``adaptive_target``): no worker until the scheduler wants one, then one real ``dask worker``."""
+    from distributed import Client
+
+    with Client(procs.address, timeout=30) as client:
+        while not stop.wait(0.2):
+            if client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.adaptive_target()) > 0:
+                procs.started_on_demand = time.monotonic()
+                procs._start(["worker", procs.address, "--nanny", "--nthreads", "1", "--host", "127.0.0.1",
+                              "--no-dashboard", "--memory-limit", "2GiB", "--name", "on-demand"], "on-demand")
+                return
+
+
+def test_a_scheduler_that_scales_from_zero_gets_the_work_first(tmp_path):
+    """``--scale-from-zero``: a remote scheduler with no worker is given the work at once; the autoscaler sees it
+    and starts a worker, and the records are those of the same job run in this process. Without a worker ever,
+    the run ends in one line counted from the submission."""
+    import threading
+
+    job = _write_job(tmp_path / "y5.yaml", "yeast5")
+    procs = DaskProcesses(tmp_path, n_workers=0)
+    stop = threading.Event()
+    scaler = threading.Thread(target=_autoscale_from_zero, args=(procs, stop), daemon=True)
+    try:
+        none = _dimbsvm("run", job, "--scheduler-file", procs.scheduler_file, "--out", tmp_path / "none",
+                        "--scale-from-zero", "--worker-timeout", "3", "--no-progress")
+        scaler.start()
+        ran = _dimbsvm("run", job, "--scheduler-file", procs.scheduler_file, "--out", tmp_path / "scaled",
+                       "--scale-from-zero", "--worker-timeout", "120", "--no-progress")
+    finally:
+        stop.set()
+        procs.stop()
+    [line] = [line for line in none.stderr.splitlines() if "error" in line]
+    assert none.returncode == 2 and f"no worker joined {procs.address} within 3 s of the work being submitted" in line
+    assert ran.returncode == 0, ran.stderr
+    assert getattr(procs, "started_on_demand", None) is not None  # the worker came because the work was there
+    here = _dimbsvm("run", job, "--out", tmp_path / "here", "--no-progress")
+    assert here.returncode == 0 and "running in this process" in here.stdout, here.stderr
+    assert _helpers._fold_metrics(tmp_path / "scaled") == _helpers._fold_metrics(tmp_path / "here")
+    refused = _dimbsvm("run", job, "--out", tmp_path / "embedded", "--scale-from-zero")
+    assert refused.returncode != 0 and "--scale-from-zero is for a remote scheduler" in refused.stderr
+
+
 def test_scheduler_killed_mid_run_names_it_and_the_resume_command(tmp_path, synthetic_store):
     job = _write_job(tmp_path / "syn.yaml", synthetic_store, output="{model: false}")
     out, folds = tmp_path / "run", tmp_path / ".run.partial" / "folds"

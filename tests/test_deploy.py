@@ -32,11 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 YAML_FILES = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml"))
 SHELL_SCRIPTS = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".sh", ".sbatch"))
+#: Kustomize's own files (kind Kustomization): they name manifests, they are not applied as one.
+KUSTOMIZATIONS = sorted((DEPLOY / "kubernetes").rglob("kustomization.yaml"))
 EXPECTED_FILES = [
     "README.md",
     "docker/Dockerfile", "docker/compose.yaml",
     "kubernetes/daskcluster.yaml", "kubernetes/retrain-cronjob.yaml", "kubernetes/pvc.yaml",
+    "kubernetes/autoscaler.yaml", "kubernetes/kustomization.yaml",
     "kubernetes/object-storage/daskcluster.yaml", "kubernetes/object-storage/retrain-cronjob.yaml",
+    "kubernetes/object-storage/autoscaler.yaml", "kubernetes/object-storage/kustomization.yaml",
     "kubernetes/object-storage/registry-pvc.yaml", "kubernetes/object-storage/job-configmap.yaml",
     "kubernetes/object-storage/secret.example.yaml",
     "slurm/start_cluster.py", "slurm/retrain.sbatch",
@@ -112,7 +116,7 @@ def test_yaml_parses(path):
     assert _docs(path), f"{path} is empty"
 
 
-@pytest.mark.parametrize("path", sorted((DEPLOY / "kubernetes").rglob("*.yaml")),
+@pytest.mark.parametrize("path", sorted(set((DEPLOY / "kubernetes").rglob("*.yaml")) - set(KUSTOMIZATIONS)),
                          ids=lambda p: str(p.relative_to(DEPLOY / "kubernetes")))
 def test_kubernetes_manifests_are_well_formed(path):
     for doc in _docs(path):
@@ -141,7 +145,12 @@ def test_daskcluster_and_cronjob_agree():
     assert worker["args"][:2] == ["dask", "worker"] and "--nanny" in worker["args"]
     assert _preloads_worker_memory(worker["args"])
     assert scheduler["args"][:2] == ["dask", "scheduler"]
-    assert cluster["spec"]["worker"]["replicas"] >= 1
+    # workers from zero: the DaskAutoscaler beside it starts them as the retraining submits its work
+    assert cluster["spec"]["worker"]["replicas"] == 0
+    autoscaler = _one(DEPLOY / "kubernetes" / "autoscaler.yaml")
+    assert (autoscaler["apiVersion"], autoscaler["kind"]) == ("kubernetes.dask.org/v1", "DaskAutoscaler")
+    assert autoscaler["spec"]["cluster"] == name and autoscaler["spec"]["minimum"] == 0
+    assert autoscaler["spec"]["maximum"] >= 1
     ports = {p["name"]: p["port"] for p in cluster["spec"]["scheduler"]["service"]["ports"]}
     assert ports["tcp-comm"] == 8786
     assert cluster["spec"]["scheduler"]["service"]["selector"]["dask.org/cluster-name"] == name
@@ -155,6 +164,7 @@ def test_daskcluster_and_cronjob_agree():
     assert argv[:2] == ["dimbsvm", "retrain"]
     args = _check_dimbsvm_command(argv)
     assert args.scheduler == f"tcp://{name}-scheduler:8786"  # the Service the operator creates
+    assert args.scale_from_zero and args.worker_timeout >= 300  # (a worker pod's start: scheduling, image pull)
     assert retrain["image"] == worker["image"] == scheduler["image"]
     mounts = {m["mountPath"]: m["name"] for m in retrain["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -178,11 +188,12 @@ STORE_PLACEHOLDER = "@DIMBSVM_STORE@"
 def _object_storage():
     """The setting's manifests, by kind (one of each), and its CronJob's pod spec and retrain container."""
     docs = {}
-    for path in sorted(OBJECT_STORAGE.glob("*.yaml")):
+    for path in sorted(set(OBJECT_STORAGE.glob("*.yaml")) - set(KUSTOMIZATIONS)):
         for doc in _docs(path):
             assert doc["kind"] not in docs, f"two {doc['kind']} manifests in {OBJECT_STORAGE}"
             docs[doc["kind"]] = doc
-    assert set(docs) == {"DaskCluster", "CronJob", "PersistentVolumeClaim", "ConfigMap", "Secret"}, set(docs)
+    assert set(docs) == {"DaskCluster", "DaskAutoscaler", "CronJob", "PersistentVolumeClaim", "ConfigMap",
+                         "Secret"}, set(docs)
     pod = docs["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (retrain,) = pod["containers"]
     return docs, pod, retrain
@@ -287,12 +298,44 @@ def test_object_storage_manifests():
     command = retrain["command"]
     assert command[:2] == ["sh", "-c"] and len(command) == 3 and "args" not in retrain
     assert _kubernetes_expand(command[2], set(env) | set(secret["stringData"])) == command[2]
-    execs = [line.strip() for line in command[2].splitlines() if line.strip().startswith("exec ")]
+    lines = command[2].replace("\\\n", " ").splitlines()  # (a line continued by the shell is one command)
+    execs = [line.strip() for line in lines if line.strip().startswith("exec ")]
     assert len(execs) == 1 and shlex.split(execs[0])[1:3] == ["dimbsvm", "retrain"]
     args = _check_dimbsvm_command(shlex.split(execs[0].replace('"$job"', "/tmp/retrain.yaml"))[1:])
     assert args.scheduler == f"tcp://{name}-scheduler:8786"
+    assert args.scale_from_zero and args.worker_timeout >= 300  # workers from zero, as in ../retrain-cronjob.yaml
+    autoscaler = docs["DaskAutoscaler"]
+    assert autoscaler == _one(DEPLOY / "kubernetes" / "autoscaler.yaml") and cluster["spec"]["worker"]["replicas"] == 0
     registry_volume = next(n for n, v in volumes.items() if "persistentVolumeClaim" in v)
     assert args.registry == mounts[registry_volume]
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS, ids=lambda p: str(p.parent.relative_to(DEPLOY)))
+def test_kustomization_names_the_image_once(kustomization, tmp_path):
+    """``kubectl apply -k``: every manifest of the directory but the example Secret, and every container (the
+    DaskCluster's scheduler and workers, the CronJob's pod) given the one image the kustomization names."""
+    directory = kustomization.parent
+    spec = _one(kustomization)
+    listed = {directory / name for name in spec["resources"]}
+    assert listed == set(directory.glob("*.yaml")) - {kustomization, directory / "secret.example.yaml"}
+    [image] = spec["images"]
+    manifests = [p.read_text() for p in sorted(listed)]
+    assert all(f"image: {image['name']}:{image['newTag']}" in text for text in manifests if "image:" in text)
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl (its built-in Kustomize renders the directory) is not installed")
+    # rendered by Kustomize itself, with the image moved to a registry as the comment says to
+    copy = tmp_path / directory.name
+    shutil.copytree(directory, copy)
+    moved = dict(spec, images=[dict(image, newName="registry.example/team/dimbsvm", newTag="9.9.9")])
+    (copy / "kustomization.yaml").write_text(yaml.safe_dump(moved))
+    rendered = subprocess.run([kubectl, "kustomize", str(copy)], capture_output=True, text=True, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    assert sorted(d["kind"] for d in docs) == sorted(d["kind"] for p in listed for d in _docs(p))
+    images = re.findall(r"^\s*image: (\S+)", rendered.stdout, flags=re.M)
+    assert len(images) == sum(text.count("image:") for text in manifests) >= 3
+    assert set(images) == {"registry.example/team/dimbsvm:9.9.9"}
 
 
 def test_object_storage_secret_is_an_example_of_s3fs_settings():
@@ -641,7 +684,10 @@ class SLURMCluster(LocalCluster):
                          dashboard_address=None)
 
     def adapt(self, minimum_jobs=None, maximum_jobs=None):
-        self.scale(minimum_jobs)
+        # one worker stands for one job here (dask-jobqueue adapts jobs as LocalCluster adapts workers)
+        with open(os.environ["FAKE_JOBQUEUE_LOG"] + ".adapt", "w") as f:
+            json.dump({"minimum_jobs": minimum_jobs, "maximum_jobs": maximum_jobs}, f)
+        return super().adapt(minimum=minimum_jobs, maximum=maximum_jobs, interval="200ms", wait_count=5)
 
     def job_script(self):
         return "#!/usr/bin/env bash\\n#SBATCH -J dimbsvm-worker\\n"
@@ -666,6 +712,10 @@ def test_start_cluster_lifecycle_with_a_stand_in_for_dask_jobqueue(tmp_path):
     else:
         assert real.returncode == 0 and "#SBATCH" in real.stdout, real.stderr
 
+    bad = subprocess.run([sys.executable, str(script), "--dry-run", "--jobs", "2", "--min-jobs", "3"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip() == ("start_cluster.py: --min-jobs must be between 0 and "
+                                                          "--jobs (2), got 3")
     dry = subprocess.run([sys.executable, str(script), "--dry-run"], capture_output=True, text=True, env=env,
                          timeout=60)
     assert dry.returncode == 0 and "#SBATCH" in dry.stdout, dry.stderr
@@ -680,9 +730,11 @@ def test_start_cluster_lifecycle_with_a_stand_in_for_dask_jobqueue(tmp_path):
         assert kwargs["cores"] == kwargs["processes"]  # single-threaded workers
         assert "--lifetime" in kwargs["worker_extra_args"]
         assert _preloads_worker_memory(ast.literal_eval(kwargs["worker_extra_args"]))  # (logged as repr)
+        # adaptive from zero jobs to --jobs: no worker until work waits, then the work brings one
+        assert json.loads(Path(f"{log}.adapt").read_text()) == {"minimum_jobs": 0, "maximum_jobs": 2}
         with Client(scheduler_file=str(scheduler_file), timeout=30) as client:
-            client.wait_for_workers(2, timeout=30)
-            assert client.submit(sum, [1, 2, 3]).result() == 6
+            assert not client.scheduler_info()["workers"]
+            assert client.submit(sum, [1, 2, 3]).result(timeout=60) == 6
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err

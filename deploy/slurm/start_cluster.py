@@ -9,9 +9,13 @@ small long SLURM job)::
         --jobs 4 --cores 16 --memory 64GB --walltime 08:00:00 --queue compute --account myproj
 
 The scheduler runs in this process; each SLURM job runs ``--cores``
-single-threaded worker processes under nannies (SVM fits hold the GIL). Workers
-retire a few minutes before their walltime and replacement jobs are submitted,
-so the cluster outlives any one job. Then, from any node::
+single-threaded worker processes under nannies (SVM fits hold the GIL). The
+cluster is adaptive: it holds ``--min-jobs`` jobs (default 0: none while no
+dimbsvm job runs, so no allocation is spent idle) and submits up to ``--jobs``
+while work waits; dimbsvm submits a job's tasks before any worker has joined,
+so a cluster at zero sees the demand. Workers retire a few minutes before their
+walltime and replacement jobs are submitted while work remains, so the cluster
+outlives any one job. Then, from any node::
 
     dimbsvm retrain jobs/retrain.yaml --registry ~/dimbsvm/registry --scheduler-file ~/dimbsvm/scheduler.json
 
@@ -48,7 +52,9 @@ def walltime_seconds(text: str) -> int:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scheduler-file", default="~/dimbsvm/scheduler.json", help="file to write for clients")
-    p.add_argument("--jobs", type=int, default=2, help="SLURM jobs to keep running (default: 2)")
+    p.add_argument("--jobs", type=int, default=2, help="most SLURM jobs at once, while work waits (default: 2)")
+    p.add_argument("--min-jobs", type=int, default=0,
+                   help="SLURM jobs kept while no work waits (default: 0; at most --jobs)")
     p.add_argument("--cores", type=int, default=8, help="cores per job = worker processes per job (default: 8)")
     p.add_argument("--memory", default="32GB", help="memory per job (default: 32GB)")
     p.add_argument("--walltime", default="08:00:00", help="walltime per job (default: 08:00:00)")
@@ -68,6 +74,10 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if not 0 <= args.min_jobs <= args.jobs:
+        print(f"start_cluster.py: --min-jobs must be between 0 and --jobs ({args.jobs}), got {args.min_jobs}",
+              file=sys.stderr)
+        return 2
     try:
         from dask_jobqueue import SLURMCluster
     except ImportError:
@@ -101,8 +111,8 @@ def main(argv=None) -> int:
     scheduler_file = Path(args.scheduler_file).expanduser()
     stop = threading.Event()
     try:
-        # keep --jobs jobs running; jobs that reach their walltime are replaced
-        cluster.adapt(minimum_jobs=args.jobs, maximum_jobs=args.jobs)
+        # from --min-jobs to --jobs as work waits; jobs that reach their walltime are replaced while it does
+        cluster.adapt(minimum_jobs=args.min_jobs, maximum_jobs=args.jobs)
         scheduler_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = scheduler_file.with_name(scheduler_file.name + ".tmp")
         tmp.write_text(json.dumps({"type": "Scheduler", "address": cluster.scheduler_address}) + "\n")

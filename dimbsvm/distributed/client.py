@@ -263,7 +263,7 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
                    tls: TLSSettings | None = None, require_encryption: bool = False,
                    n_workers: int | None = None, threads_per_worker: int = 1, processes: bool = True,
                    timeout: float = 20, dashboard_address: str = ":0", worker_timeout: float | None = 60,
-                   cluster: str | None = None):
+                   cluster: str | None = None, scale_from_zero: bool = False):
     """Connect to a scheduler, make a cluster with the user's factory, or start an embedded ``LocalCluster``.
 
     Parameters
@@ -307,6 +307,12 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         work is submitted at once, and the run ends with
         :class:`NoWorkersError` if no worker has joined within
         ``worker_timeout`` seconds.
+    scale_from_zero : bool, default=False
+        For a remote scheduler: its cluster may have no worker until it sees
+        work (an autoscaler with minimum 0, such as the Dask Kubernetes
+        operator's ``DaskAutoscaler``): work is submitted without waiting,
+        and ``worker_timeout`` counts from then, as for ``cluster``. A
+        factory's cluster is always taken so.
 
     Yields
     ------
@@ -355,7 +361,7 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
                                          f"{_reason(exc)}") from exc
         # (the address is resolved from a scheduler file too; gone once the client closes)
         with _checked_remote(client, client.scheduler.address, require_encryption=require_encryption,
-                             worker_timeout=worker_timeout, scale_from_zero=False):
+                             worker_timeout=worker_timeout, scale_from_zero=scale_from_zero):
             yield client
         return
     n_workers = n_workers or os.cpu_count() or 1
