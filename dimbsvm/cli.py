@@ -3,7 +3,10 @@
 Verbs::
 
     dimbsvm run JOB.yaml [--scheduler ADDRESS | --scheduler-file F] [--out DIR] [--workers N] [--resume | --fresh]
-                [--mlflow URI]
+                [--mlflow URI] [--detach]
+    dimbsvm status RUN_DIR [--json]
+    dimbsvm logs RUN_DIR [--follow]
+    dimbsvm cancel RUN_DIR [--wait SECONDS]
     dimbsvm validate JOB.yaml [--out DIR] [--registry DIR] [--scheduler ADDRESS]
     dimbsvm predict MODEL|REGISTRY@champion|REGISTRY@VERSION|models:/NAME@ALIAS DATA --out PRED.parquet|PRED.csv|PRED.zarr
                     [--chunk-rows N] [--scheduler ADDRESS]
@@ -241,7 +244,18 @@ def _parser():
                          "retrain": _cmd_retrain, "schedule": _cmd_schedule, "models": cmd_models,
                          "promote": cmd_promote, "rollback": cmd_rollback, "ingest": _cmd_ingest,
                          "datasets": cmd_datasets, "bench": _cmd_bench, "estimators": cmd_estimators,
-                         "features": cmd_features})
+                         "features": cmd_features, "status": _lazy("cmd_status"), "logs": _lazy("cmd_logs"),
+                         "cancel": _lazy("cmd_cancel")})
+
+
+def _lazy(name: str):
+    """A handler of :mod:`dimbsvm.cli_detached`, imported when its verb runs."""
+    def handler(args):
+        from . import cli_detached
+
+        return getattr(cli_detached, name)(args)
+
+    return handler
 
 
 def _search_lines(search: dict) -> str:
@@ -277,6 +291,11 @@ def _cmd_run(args) -> int:
     from .jobs import run_lifecycle as lifecycle
 
     tls = _tls(args)
+    if args.detach:
+        from .cli_detached import run_detached
+
+        _read_job_file(args.job)
+        return run_detached(args, tls)
     remote = lifecycle.remote_out(args.out)  # a URL: written in a local staging directory, published when complete
     if remote is not None and remote.finished:
         from .jobs.remote_run_dir import check_staged_run, publish_run_dir

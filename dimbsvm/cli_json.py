@@ -42,7 +42,19 @@ SCHEMAS = {
         "job": {"type": "string"}, "estimator": {"type": "string"}, "data": {"type": "string"},
         "run_directory": {"type": "string"}, "report": {"type": "string"}, "summary": _SUMMARY,
         "reused_folds": {"type": "integer"}, "reused_members": {"type": "integer"},
-        "search": {"type": ["object", "null"]}}, ["job", "run_directory", "summary"]),
+        "search": {"type": ["object", "null"]},
+        # --detach: the driver's state when the submitter left (the summary is then empty)
+        "detached": {"type": "object", "required": ["state"], "properties": {"state": {"type": "string"}}}},
+        ["job", "run_directory", "summary"]),
+    "status": _schema("status", {
+        "run_directory": {"type": "string"},
+        "state": {"enum": ["submitted", "running", "finished", "failed", "cancelled", "interrupted"]},
+        "detached": {"type": "boolean"}, "finished": {"type": "boolean"},
+        "folds_saved": {"type": "integer"}, "folds_total": {"type": "integer"},
+        "members_saved": {"type": "integer"}, "attempt": {"type": "integer"},
+        "worker": {"type": ["string", "null"]}, "reason": {"type": ["string", "null"]},
+        "seconds_left_estimate": {"type": "integer"}, "summary": _SUMMARY},
+        ["run_directory", "state", "folds_saved"]),
     "validate": _schema("validate", {
         "job": {"type": "string"}, "estimator": {"type": "string"}, "data": {"type": "string"},
         "rows": {"type": "integer"}, "features": {"type": "integer"},

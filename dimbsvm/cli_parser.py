@@ -122,7 +122,26 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     run.add_argument("--out", help="run directory to create (default: runs/<job name>-<timestamp>); "
                                    "an interrupted run with the same --out resumes")
     _resume_flags(run)
+    run.add_argument("--detach", action="store_true",
+                     help="run the job's driver on the cluster (--scheduler or --scheduler-file; a run directory "
+                          "on a filesystem the workers share) and return at once; follow it with dimbsvm status, "
+                          "logs and cancel")
     run.set_defaults(handler=handlers["run"])
+
+    status = verbs.add_parser("status", help="what a run (detached or not) is doing or did: its state, folds saved, "
+                                             "an estimate, its summary or why it failed")
+    status.add_argument("run", help="the run directory (--out of dimbsvm run)")
+    _json_flag(status)
+    status.set_defaults(handler=handlers["status"])
+    logs = verbs.add_parser("logs", help="a detached run's driver output, every attempt")
+    logs.add_argument("run", help="the run directory of a detached run")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
+    logs.set_defaults(handler=handlers["logs"])
+    cancel = verbs.add_parser("cancel", help="stop a detached run (its partial run is kept: dimbsvm run resumes it)")
+    cancel.add_argument("run", help="the run directory of a detached run")
+    cancel.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
+                        help="seconds to wait for the driver to stop (default: 120)")
+    cancel.set_defaults(handler=handlers["cancel"])
 
     validate = verbs.add_parser("validate", parents=[placed],
                                 help="run every check of `dimbsvm run` (job, data, folds, paths, scheduler "

@@ -1,0 +1,217 @@
+"""``dimbsvm run --detach``, ``status``, ``logs`` and ``cancel``: a run whose driver lives on the cluster.
+
+The submitter checks everything ``run`` checks, records the run as submitted
+(:mod:`dimbsvm.jobs.detached`), submits the driver task and returns within
+seconds; the other verbs read and write only the files beside the run
+directory, so they work from any machine that sees them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from .exceptions import DimbsvmError
+
+__all__ = ["cmd_cancel", "cmd_logs", "cmd_status", "run_detached"]
+
+#: Seconds the submitter waits to see the driver start (or fail to), before it leaves it to the cluster.
+SUBMIT_WAIT = 15.0
+_FINAL = ("finished", "failed", "cancelled")
+
+
+def run_detached(args, tls) -> int:
+    """``dimbsvm run JOB --detach``: the checks of ``run``, then the driver submitted to the cluster."""
+    from distributed import fire_and_forget
+
+    from .distributed import cluster_client
+    from .jobs.checks import check_job
+    from .jobs.detached import drive, read_state, record_dir, utc_stamp, write_state
+    from .jobs.run_dir import release_run_dir
+
+    if args.cluster:
+        raise DimbsvmError("--detach needs a cluster that outlives this process: --scheduler or --scheduler-file "
+                           "(a --cluster factory's cluster is closed when this process ends)")
+    if not (args.scheduler or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+        raise DimbsvmError("--detach needs a remote scheduler (--scheduler, --scheduler-file or "
+                           "DASK_SCHEDULER_ADDRESS): the driver runs on its workers")
+    from .store.location import is_url
+
+    if args.out is not None and is_url(str(args.out)):
+        raise DimbsvmError(f"--detach with --out {args.out}: a detached run's directory is on a filesystem the "
+                           "workers share (its state and log are kept beside it); a URL --out runs attached")
+    checked = check_job(args.job, out=args.out, resume=args.resume, fresh=args.fresh, scheduler=args.scheduler,
+                        scheduler_file=args.scheduler_file, tls=tls, cluster=None)
+    run_dir = checked.run.run_dir.resolve()
+    release_run_dir(checked.run.run_dir)  # the driver's child claims it on the cluster
+    (record_dir(run_dir) / "cancel").unlink(missing_ok=True)
+    key = f"dimbsvm-driver-{run_dir.name}-{uuid.uuid4().hex[:8]}"
+    with cluster_client(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, timeout=args.connect_timeout,
+                        worker_timeout=args.worker_timeout, scale_from_zero=True) as client:
+        command = _driver_command(args, run_dir, client.scheduler.address)
+        write_state(run_dir, state="submitted", attempt=0, key=key, scheduler=client.scheduler.address,
+                    command=command, cwd=os.getcwd(), submitted=utc_stamp(), folds_total=checked.job.cv.n_folds,
+                    job=checked.job.name, reason=None, worker=None)
+        future = client.submit(drive, str(run_dir), command, os.getcwd(), key=key, pure=False)
+        fire_and_forget(future)
+        state = _first_news(future, run_dir)
+    where = f"on worker {state['worker']}" if state.get("worker") else "waiting for a worker"
+    print(f"detached: job {checked.job.name}, driver {where} ({state['state']})")
+    print(f"run directory: {run_dir}")
+    print(f"follow it: dimbsvm status {run_dir} | dimbsvm logs {run_dir} | dimbsvm cancel {run_dir}")
+    args.json_document = {"job": checked.job.name, "estimator": checked.job.estimator.name,
+                          "data": str(checked.job.data.source), "run_directory": str(run_dir), "summary": {},
+                          "detached": _public(read_state(run_dir) or state)}
+    return 0
+
+
+def _driver_command(args, run_dir: Path, address: str) -> list:
+    """``dimbsvm run`` as the driver's child runs it: absolute paths, the scheduler by address, no progress bar."""
+    command = [sys.executable, "-m", "dimbsvm.cli", "run", str(Path(args.job).resolve()), "--out", str(run_dir),
+               "--scheduler", address, "--no-progress", "--worker-timeout", f"{args.worker_timeout:g}",
+               "--connect-timeout", f"{args.connect_timeout:g}"]
+    for flag, value in (("--tls-ca-file", args.tls_ca_file), ("--tls-cert", args.tls_cert),
+                        ("--tls-key", args.tls_key), ("--mlflow", args.mlflow)):
+        if value:
+            command += [flag, value if flag == "--mlflow" else str(Path(value).resolve())]
+    if args.scale_from_zero:
+        command.append("--scale-from-zero")
+    return command
+
+
+def _first_news(future, run_dir: Path) -> dict:
+    """Wait briefly for the driver to start (or for its task to fail: a worker that cannot see the files)."""
+    from .jobs.detached import read_state, write_state
+
+    deadline = time.monotonic() + SUBMIT_WAIT
+    while time.monotonic() < deadline:
+        if future.status == "error":
+            reason = _one_line(future.exception())
+            write_state(run_dir, state="failed", reason=reason)
+            raise DimbsvmError(f"the detached driver failed to start: {reason}")
+        state = read_state(run_dir) or {}
+        if state.get("state") != "submitted":
+            return state
+        time.sleep(0.2)
+    return read_state(run_dir) or {}
+
+
+def cmd_status(args) -> int:
+    """``dimbsvm status RUN``: what a run is doing or did, from its files."""
+    status = run_status(Path(args.run))
+    print(_status_line(status))
+    args.json_document = status
+    return 0
+
+
+def run_status(run_dir: Path) -> dict:
+    """A run's state (detached or not), its progress and, finished, its summary."""
+    from .jobs.detached import progress, read_state
+    from .jobs.run_dir import partial_dir
+
+    run_dir = run_dir.resolve() if run_dir.exists() or run_dir.parent.exists() else run_dir
+    record = read_state(run_dir)
+    done = progress(run_dir)
+    if record is None and not done["finished"] and not partial_dir(run_dir).is_dir():
+        raise DimbsvmError(f"{run_dir}: no run there (no run directory, no interrupted run, no detached run)")
+    status = {"run_directory": str(run_dir), "detached": record is not None, **done}
+    if record is not None:
+        status.update(_public(record))
+        if done["finished"] and record.get("state") not in _FINAL:
+            status["state"] = "finished"  # (the child finished; its driver is writing the state)
+    else:
+        status["state"] = "finished" if done["finished"] else "interrupted"
+    if done["finished"]:
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        status["summary"] = metrics.get("summary", {})
+        status["folds_saved"] = len(metrics.get("folds", []))
+    elif status["state"] == "running" and done["folds_saved"] and status.get("folds_total") and status.get("submitted"):
+        elapsed = (_dt.datetime.now(_dt.timezone.utc) - _parse(status["submitted"])).total_seconds()
+        left = status["folds_total"] - done["folds_saved"]
+        status["seconds_left_estimate"] = round(elapsed / done["folds_saved"] * max(left, 0))
+    return status
+
+
+def _status_line(status: dict) -> str:
+    run, state = status["run_directory"], status["state"]
+    if state == "finished":
+        scores = "; ".join(f"{name} {s['mean']:.4f} ± {s['std']:.4f}" for name, s in status.get("summary", {}).items()
+                           if s.get("mean") is not None)
+        return f"{run}: finished; {scores}; report {run}/report.html"
+    if state == "running":
+        total = status.get("folds_total")
+        folds = f"{status['folds_saved']} of {total} folds saved" if total else f"{status['folds_saved']} folds saved"
+        left = status.get("seconds_left_estimate")
+        tail = f"; about {_dt.timedelta(seconds=left)} left at the rate so far" if left is not None else ""
+        return f"{run}: running (attempt {status.get('attempt')}, driver on {status.get('worker')}); {folds}{tail}"
+    if state == "submitted":
+        return f"{run}: submitted to {status.get('scheduler')}, waiting for a worker to start its driver"
+    if state == "interrupted":
+        return (f"{run}: interrupted ({status['folds_saved']} folds saved); `dimbsvm run JOB --out {run}` "
+                "resumes it")
+    return f"{run}: {state}: {status.get('reason')}"
+
+
+def cmd_logs(args) -> int:
+    """``dimbsvm logs RUN``: the detached driver's output, every attempt; ``--follow`` until it ends."""
+    from .jobs.detached import read_state, record_dir
+
+    run_dir = Path(args.run).resolve()
+    if read_state(run_dir) is None:
+        raise DimbsvmError(f"{args.run}: not a detached run (no {record_dir(run_dir)}/state.json)")
+    log = record_dir(run_dir) / "driver.log"
+    offset = 0
+    while True:
+        if log.exists():
+            with open(log, encoding="utf-8", errors="replace") as handle:
+                handle.seek(offset)
+                text = handle.read()
+                offset = handle.tell()
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        if not args.follow or (read_state(run_dir) or {}).get("state") in _FINAL:
+            if args.follow and log.exists() and log.stat().st_size > offset:
+                continue  # the last lines written before the state
+            return 0
+        time.sleep(0.5)
+
+
+def cmd_cancel(args) -> int:
+    """``dimbsvm cancel RUN``: ask the driver to stop (the partial run is kept) and wait for it to."""
+    from .jobs.detached import read_state, request_cancel
+
+    run_dir = Path(args.run).resolve()
+    state = read_state(run_dir)
+    if state is None:
+        raise DimbsvmError(f"{args.run}: not a detached run, nothing to cancel")
+    if state.get("state") in _FINAL:
+        raise DimbsvmError(f"{args.run} is {state['state']} already; nothing to cancel")
+    request_cancel(run_dir)
+    deadline = time.monotonic() + args.wait
+    while time.monotonic() < deadline:
+        state = read_state(run_dir) or {}
+        if state.get("state") in _FINAL:
+            print(_status_line(run_status(run_dir)))
+            return 0
+        time.sleep(0.5)
+    raise DimbsvmError(f"asked {args.run}'s driver to stop; it has not within {args.wait:g} s (a driver waiting for "
+                       "a worker stops when it starts); dimbsvm status shows when it does")
+
+
+def _public(record: dict) -> dict:
+    """The state record as ``status`` shows it (the child's command line stays in the file)."""
+    return {k: v for k, v in record.items() if k not in ("command", "cwd", "driver_pid", "worker_pid")}
+
+
+def _one_line(exc) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _parse(stamp: str) -> _dt.datetime:
+    return _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc)
