@@ -246,3 +246,38 @@ def test_check_retrain_split():
     with pytest.raises(DataError, match=r"fraction 0\.9 of 10 rows leaves for training 1, fewer than its 2 classes"):
         check_retrain(job, data, split=True)
     check_retrain(validate_job({**BASE, "retrain": {"holdout": {"fraction": 0.2}}}), data, split=True)
+
+
+def test_a_parquet_source_or_ingest_keys_get_the_ingest_line_and_the_line_works(tmp_path, monkeypatch):
+    """A job reads Parquet (and files whose columns need naming) through a store: the refusal is one line that
+    gives the `dimbsvm ingest` command, and that command, run as printed, makes a store the job then runs on."""
+    import shlex
+
+    import pandas as pd
+
+    from dimbsvm.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"row": np.arange(120), "a": rng.normal(size=120), "b": rng.normal(size=120),
+                          "note": ["x"] * 120, "label": ["neg"] * 100 + ["pos"] * 20})
+    frame.to_parquet("train.parquet")
+    job = {"name": "pq", "estimator": {"name": "svc_balanced"}, "cv": {"n_splits": 3}, "metrics": ["g_mean"]}
+    here = tmp_path.resolve()  # (a job's data path is taken relative to the job file: named in full)
+    for data, message in (({"source": "train.parquet"}, f"data source {here}/train.parquet: a job reads Parquet "
+                           f"through a store; run dimbsvm ingest {here}/train.parquet {here}/train.zarr, then give "
+                           "the store as data.source"),
+                          ({"source": "train.parquet", "target": "label", "id": "row", "drop": ["note"]},
+                           "'data.target' is an ingest option: a job reads a file whose columns need naming through a "
+                           "store; run dimbsvm ingest train.parquet train.zarr --target label --id row --drop note, "
+                           "then give the store as data.source")):
+        Path("job.yaml").write_text(yaml.safe_dump(dict(job, data=data)))
+        with pytest.raises(JobSpecError if "target" in data else DataError) as refused:
+            from dimbsvm.jobs.checks import check_job
+
+            check_job("job.yaml", run_dir=False)
+        assert message in str(refused.value) and "\n" not in str(refused.value)
+    command = str(refused.value).split("; run ", 1)[1].split(", then", 1)[0]
+    assert main(shlex.split(command)[1:]) == 0  # the line as printed (relative to the job file's directory, here)
+    Path("job.yaml").write_text(yaml.safe_dump(dict(job, data={"source": "train.zarr"})))
+    assert main(["run", "job.yaml", "--out", "run"]) == 0

@@ -79,6 +79,9 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
             raise DataError(f"data.nominal applies to CSV files; {source} is a store")
         return _store_data(source)
     path = Path(source)
+    if _is_parquet(path):
+        raise DataError(f"data source {source}: a job reads Parquet through a store; run "
+                        f"{ingest_command(source)}, then give the store as data.source")
     if nominal and path.suffix.lower() != ".csv":
         raise DataError(f"data.nominal applies to CSV files; {source} is not one (its reader knows its "
                         "column types)")
@@ -90,6 +93,39 @@ def load_job_data(source: str, *, nominal=()) -> JobData:
         raise DataError(f"data source {source} does not exist")
     dataset = load(source, nominal=list(nominal)) if nominal else load(source)
     return JobData(X=dataset.X, y=dataset.y, meta=dict(dataset.meta(), fingerprint=dataset_fingerprint(dataset)))
+
+
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _is_parquet(path: Path) -> bool:
+    """A Parquet file, or a directory of them that is not a store."""
+    if path.suffix.lower() in _PARQUET_SUFFIXES:
+        return True
+    return (path.is_dir() and not (path / "zarr.json").exists()
+            and any(p.suffix.lower() in _PARQUET_SUFFIXES for p in path.iterdir()))
+
+
+def ingest_command(source: str, columns: dict | None = None) -> str:
+    """The ``dimbsvm ingest`` line that makes a store of ``source`` with the given column options.
+
+    Examples
+    --------
+    >>> ingest_command("data/train.parquet", {"target": "label", "drop": ["note"]})
+    'dimbsvm ingest data/train.parquet data/train.zarr --target label --drop note'
+    """
+    import shlex
+
+    columns = columns or {}
+    store = str(Path(source.rstrip("/")).with_suffix(".zarr")) if "*" not in source else "STORE.zarr"
+    words = ["dimbsvm", "ingest", source, store]
+    for key in ("target", "id"):
+        if columns.get(key) is not None:
+            words += [f"--{key}", str(columns[key])]
+    drop = columns.get("drop")
+    if drop:
+        words += ["--drop", *map(str, [drop] if isinstance(drop, str) else drop)]
+    return shlex.join(words)
 
 
 def _store_data(path) -> JobData:

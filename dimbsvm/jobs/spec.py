@@ -360,6 +360,7 @@ def validate_job(spec, *, where="job") -> JobSpec:
     ...
     dimbsvm.exceptions.JobSpecError: job: unknown key 'cv.folds'; accepted keys under 'cv': n_repeats, n_splits, random_state
     """
+    _refuse_ingest_keys(spec, where)
     check_schema(spec, JOB_SCHEMA, what="job", where=where)
     job = _with_defaults(spec)
     _check_cv_size(job["cv"], where)
@@ -470,6 +471,23 @@ def build_search(spec: dict, build=None) -> Search:
 
 #: Mappings a job gives whole: they replace the default instead of merging into it.
 _REPLACED = {"params", "gates"}
+
+
+#: ``dimbsvm ingest``'s column options, which a job's ``data`` section does not take.
+_INGEST_KEYS = ("target", "id", "drop")
+
+
+def _refuse_ingest_keys(spec, where: str) -> None:
+    """A job names a label, id or dropped column only through a store: one line giving the ingest command."""
+    data = spec.get("data") if isinstance(spec, dict) else None
+    if not isinstance(data, dict) or not any(key in data for key in _INGEST_KEYS):
+        return
+    from .data import ingest_command
+
+    given = [key for key in _INGEST_KEYS if key in data]
+    raise JobSpecError(f"{where}: 'data.{given[0]}' is an ingest option: a job reads a file whose columns need "
+                       f"naming through a store; run {ingest_command(str(data.get('source', 'SOURCE')), data)}, then "
+                       "give the store as data.source")
 
 
 def _with_defaults(spec: dict, defaults: dict = DEFAULTS) -> dict:
