@@ -161,3 +161,52 @@ def test_a_search_over_a_sparse_store_equals_the_search_over_its_rows_in_memory(
     untimed = [[{k: v for k, v in c.items() if k != "seconds"} for c in run.search["candidates"]] for run in runs]
     assert untimed[0] == untimed[1] and len(untimed[0]) == 2
     assert {record["params"]["estimator__C"] for record in runs[0].folds} <= {0.1, 10.0}
+
+
+def test_a_retraining_on_a_batch_of_other_width_or_column_order_is_one_line(tmp_path, monkeypatch, capsys):
+    """The champion scores the holdout's rows as they are: an svmlight batch with a higher index than the
+    champion saw, or a CSV with the champion's columns in another order, is refused in one line and the
+    registry gets no version; a narrower svmlight batch ingested with --n-features retrains."""
+    import shutil
+    from pathlib import Path
+
+    import yaml
+
+    from dimbsvm.cli import main
+    from dimbsvm.datasets.text_like import make_text_like
+    from dimbsvm.jobs.registry import ModelRegistry
+
+    monkeypatch.chdir(tmp_path)
+    for name, width, seed in (("first", 300, 0), ("wider", 320, 1), ("narrower", 280, 2)):
+        X, y = make_text_like(600, width, nnz_per_row=15, minority_fraction=0.1, random_state=seed)
+        dump_svmlight_file(X, y, f"{name}.svm", zero_based=False)
+    job = {"name": "rs", "data": {"source": "first.svm"}, "preprocessing": {"scaler": "maxabs"},
+           "estimator": {"name": "linear_svc"}, "cv": {"n_splits": 3}, "metrics": ["g_mean"],
+           "retrain": {"holdout": {"fraction": 0.25, "random_state": 0}, "gates": {"g_mean": {"tolerance": 0.0}}}}
+
+    def retrain(source):
+        Path("job.yaml").write_text(yaml.safe_dump({**job, "data": {"source": source}}))
+        capsys.readouterr()
+        status = main(["retrain", "job.yaml", "--registry", "reg"])
+        return status, [line for line in capsys.readouterr().err.splitlines() if line.startswith("dimbsvm: ")]
+
+    assert retrain("first.svm")[0] == 0
+    champion = ModelRegistry("reg").champion()
+    status, lines = retrain("wider.svm")
+    assert status == 2 and len(lines) == 1, lines
+    assert f"(for the champion {champion}) has (320,) features per row; the model was trained on 300" in lines[0]
+    assert len(ModelRegistry("reg").versions()) == 1
+    assert main(["ingest", "narrower.svm", "narrower.zarr", "--n-features", "300"]) == 0
+    assert retrain("narrower.zarr")[0] == 0 and len(ModelRegistry("reg").versions()) == 2
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=200), "b": rng.normal(size=200),
+                          "class": ["neg"] * 170 + ["pos"] * 30})
+    frame.to_csv("in_order.csv", index=False)
+    frame[["b", "a", "class"]].to_csv("reordered.csv", index=False)
+    job = {**job, "preprocessing": {"scaler": "minmax"}, "estimator": {"name": "svc_balanced"}}
+    shutil.rmtree("reg")
+    assert retrain("in_order.csv")[0] == 0
+    status, lines = retrain("reordered.csv")
+    assert status == 2 and len(lines) == 1 and "its columns are the champion's in another order" in lines[0], lines
+    assert len(ModelRegistry("reg").versions()) == 1

@@ -192,6 +192,8 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
     # scored against, and the challenger learns the other class as positive
     data, pos_label = code_labels(data, positive=job.data.positive, champion=champion_meta,
                                   champion_id=champion or "champion")
+    if champion_meta is not None:
+        _check_champion_columns(data, champion_meta, champion)
     train_data, train_rows, hold_data, hold_rows = _holdout(job, data)
     fingerprints = {"data_fingerprint": content_fingerprint(data.meta) or None,
                     "model_fingerprint": model_fingerprint(job)}
@@ -296,6 +298,33 @@ def _holdout(job: JobSpec, data: JobData):
     hold_data = _columns_as(hold_data, data, f"holdout {source}")
     hold_data = coded_as(hold_data, class_names(data), reference=f"the training data {data.name}")
     return data, np.arange(len(data.y)), hold_data, np.arange(len(hold_data.y))
+
+
+def _check_champion_columns(data: JobData, champion_meta: dict, champion: str) -> None:
+    """The champion scores the holdout's rows as they are: they must be its features, in its order.
+
+    Raises
+    ------
+    DataError
+        Other or more or fewer features than the champion's (an svmlight batch
+        with another highest index included), or its named columns in another
+        order; one line naming both.
+    """
+    n_features = champion_meta.get("n_features")
+    if n_features is None or len(data.X.shape) != 2:
+        return  # an older model's meta, or time series (channels, not feature columns)
+    source = f"{data.name} (for the champion {champion})"
+    try:
+        order = feature_order(column_names(data.meta), data.X.shape[1],
+                              feature_names=champion_meta.get("feature_names"), n_features=int(n_features),
+                              source=source)
+    except DataError as exc:
+        raise DataError(f"{exc}; the champion and the challenger are compared on the same rows, so they need its "
+                        "features (an svmlight batch with fewer: ingest it with --n-features "
+                        f"{int(n_features)}; new features: a new registry)") from None
+    if order is not None:
+        raise DataError(f"{source}: its columns are the champion's in another order; write them in the champion's "
+                        "order (or retrain into a new registry)")
 
 
 def _columns_as(hold_data: JobData, data: JobData, source: str) -> JobData:
