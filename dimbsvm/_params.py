@@ -29,6 +29,8 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn import config_context, get_config
 
+from ._doc_links import DocLinked
+
 __all__ = ["HasMethods", "Interval", "InvalidParameterError", "RealNotInt", "StrOptions", "ValidatedParams",
            "check_declared_params", "check_sample_weight", "fit_context", "validate_parameter_constraints"]
 
@@ -194,8 +196,9 @@ def validate_parameter_constraints(constraints: dict, params: dict, caller_name:
                                     "instead.")
 
 
-class ValidatedParams:
-    """Mixin: ``_validate_params()`` checks the constructor parameters against ``_parameter_constraints``."""
+class ValidatedParams(DocLinked):
+    """Mixin: ``_validate_params()`` checks the constructor parameters against ``_parameter_constraints``
+    (and scikit-learn's HTML display links to the estimator's documentation page, :class:`DocLinked`)."""
 
     _parameter_constraints: dict = {}
 

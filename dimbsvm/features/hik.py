@@ -233,7 +233,7 @@ class HIKEncoder(ValidatedParams, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        feature_names_out : ndarray of str objects, shape (n_features_in_ * levels,)
+        feature_names_out : ndarray of str objects, shape (``n_features_in_ * levels``,)
         """
         return _code_names(_input_names(self, input_features), self.levels)
 

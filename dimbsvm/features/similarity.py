@@ -1,7 +1,7 @@
 """The similarity (Fisher) kernel as a scikit-learn transformer.
 
 A row x is represented by its distances to a reference set S, one block of
-|S| features per distance ("modality"), each normalised by the mean and
+``|S|`` features per distance ("modality"), each normalised by the mean and
 spread of that distance over the training rows (paper eq. (10))::
 
     phi_ik(x) = (mu_ik - dist_k(x, s_i)) / sigma_ik
@@ -46,7 +46,7 @@ class SimilarityFeatures(ClientParamMixin, ValidatedParams, TransformerMixin, Ba
     ``s_i`` and distance ``k``, the mean ``mu_ik`` and standard deviation
     ``sigma_ik`` of ``dist_k(x, s_i)`` over the training rows; ``transform``
     returns ``phi_ik(x) = (mu_ik - dist_k(x, s_i)) / sigma_ik`` (eq. (10) of
-    the paper), one block of |S| columns per distance, side by side. A linear
+    the paper), one block of ``|S|`` columns per distance, side by side. A linear
     SVM on these features is the paper's similarity kernel SVM.
 
     Input may be a table ``(n, n_features)``, univariate series

@@ -311,7 +311,7 @@ class StructuralFeatures(ValidatedParams, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        scipy.sparse.csr_matrix of shape (n_samples, n_features_out_)
+        scipy.sparse.csr_matrix of shape (n_samples, ``n_features_out_``)
             An ndarray with ``sparse_output=False``.
         """
         check_is_fitted(self)
@@ -347,7 +347,7 @@ class StructuralFeatures(ValidatedParams, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        feature_names_out : ndarray of str objects, shape (n_features_out_,)
+        feature_names_out : ndarray of str objects, shape (``n_features_out_``,)
         """
         check_is_fitted(self)
         names = _input_names(self, input_features)

@@ -344,9 +344,9 @@ class KNNIndex:
 
         Returns
         -------
-        indices : ndarray of shape (n_samples_fit_, k), int64
+        indices : ndarray of shape (``n_samples_fit_``, k), int64
             Each row's own index is excluded.
-        distances : ndarray of shape (n_samples_fit_, k), float64
+        distances : ndarray of shape (``n_samples_fit_``, k), float64
         """
         self._check_fitted()
         n = self.n_samples_fit_
