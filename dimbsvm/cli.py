@@ -500,10 +500,15 @@ def _cmd_schedule(args) -> int:
     # workers are checked before each run (they may come, go or be upgraded between runs), not at start, and as
     # they join; a factory's cluster (or one said to scale from zero) may have none between runs: not waited for
     scales_from_zero = _cluster_of(args, job) is not None or args.scale_from_zero
-    with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
+    # placed as `retrain` places one run, by the data as it is now: small retrainings run in this process
+    holdout = job.retrain.holdout
+    training_rows = [len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction)]
+    placement = _placement(args, job, checked.data, training_rows=training_rows)
+    with _client(args, tls=tls, require_encryption=job.execution.require_encryption, placement=placement,
                  worker_timeout=None, cluster=_cluster_of(args, job)) as client:
         def run_once():
-            check_workers(client, timeout=args.worker_timeout, wait=not scales_from_zero)
+            if client is not None:
+                check_workers(client, timeout=args.worker_timeout, wait=not scales_from_zero)
             outcome = retrain(job, client, args.registry, job_text=job_text)
             _print_outcome(outcome)
             sys.stdout.flush()

@@ -196,7 +196,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                               "5 unchanged (nothing fitted); without it, 0 for all three. Failures: 1, 2, 3, 130")
     retrain.set_defaults(handler=handlers["retrain"])
 
-    schedule = verbs.add_parser("schedule", parents=[embedded], help="retrain on a cron schedule (foreground); "
+    schedule = verbs.add_parser("schedule", parents=[placed], help="retrain on a cron schedule (foreground); "
                                 "logs the next run and each outcome at INFO, exits 0 when stopped")
     schedule.add_argument("job", help="job spec file (YAML)")
     schedule.add_argument("--registry", required=True, help="model registry directory")

@@ -28,8 +28,7 @@ def test_each_verbs_scheduler_default_says_where_it_runs():
     process; none claims an embedded cluster it does not start."""
     helps = {verb: next((a.help for a in parser._actions if a.dest == "scheduler"), None)
              for verb, parser in _verbs().items()}
-    assert "small work in this process" in helps["run"] and "small work in this process" in helps["retrain"]
+    assert all("small work in this process" in helps[verb] for verb in ("run", "retrain", "schedule"))
     assert helps["ingest"] == "scheduler address, tcp:// or tls:// (default: this process reads the source, in threads)"
     assert "else at most two partitions in this process, else an embedded LocalCluster" in helps["predict"]
-    for verb in ("schedule", "bench"):
-        assert helps[verb].endswith("else an embedded LocalCluster)")
+    assert helps["bench"].endswith("else an embedded LocalCluster)")

@@ -89,6 +89,15 @@ def test_schedule_logs_next_run_and_outcomes_at_info_without_verbose(tmp_path):
     assert "schedule stopped after 2 run(s)" in proc.stdout
 
 
+def test_a_small_schedule_runs_in_this_process_as_retrain_does(tmp_path):
+    """Placement for every verb (issue 51): the schedule's retrainings of a small job start no cluster."""
+    reg = tmp_path / "reg"
+    proc = _cli("schedule", JOB, "--cron", "* * * * * */2", "--registry", reg, "--max-runs", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("running in this process") and "dashboard:" not in proc.stdout, proc.stdout
+    assert ModelRegistry(reg).champion() is not None
+
+
 def test_cron_help_names_both_field_orders_as_croniter_reads_them():
     import datetime as dt
 
