@@ -359,3 +359,39 @@ def test_tasks_of_one_affinity_run_on_one_worker_and_the_rest_go_anywhere(client
     here = TaskPlan()
     squares = [here.add(_square, {"x": k}, watch=True, affinity=k) for k in range(3)]
     assert run_plan(here) == {ref.id: k * k for k, ref in enumerate(squares)}
+
+
+def _nap(*, seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_plan_whose_client_is_closed_under_it_raises_instead_of_hanging():
+    """What a first-worker watch does when no worker joins in time (scale from zero): it closes the client
+    from another thread while the plan waits. The plan must end with an error, not wait forever in the
+    cancellation of its remaining tasks."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        client = Client(cluster)
+        plan = TaskPlan()
+        for _ in range(40):
+            plan.add(_nap, {"seconds": 0.2}, watch=True)
+        outcome = {}
+
+        def run():
+            try:
+                run_plan(plan, client=client)
+                outcome["result"] = "finished"
+            except BaseException as exc:  # noqa: BLE001 - any error is the expected end
+                outcome["result"] = type(exc).__name__
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        time.sleep(1.0)
+        client.close()
+        runner.join(120)
+        assert not runner.is_alive(), "run_plan still waiting two minutes after its client was closed"
+        assert outcome["result"] != "finished"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import uuid
 import warnings
 from collections import deque
@@ -40,6 +41,8 @@ logger = logging.getLogger(__name__)
 #: is a plan of 10^5 tasks or more; sent at once they flood the scheduler, and an embedded one
 #: (in this process) stops reading until the client's connection to it times out.
 MAX_IN_FLIGHT = 10_000
+#: Seconds a failing plan waits for the cancellation of its remaining tasks to be sent.
+CANCEL_SECONDS = 10.0
 
 
 def map_tasks(func, calls, *, client=None, shared=None, retries=2, progress=False, label="tasks",
@@ -265,12 +268,21 @@ def _cancel(client, futures) -> None:
     closed it raises ``ClosedClientError``); its futures were cancelled by
     distributed already, and the error on its way up says why.
     """
-    if not futures:
-        return
-    try:
-        client.cancel(futures)
-    except Exception:  # noqa: BLE001 - the error already being raised is the one to report
-        logger.debug("could not cancel the rest of the plan", exc_info=True)
+    if not futures or getattr(client, "status", "running") in ("closing", "closed"):
+        return  # (a client closed by a watch, e.g. no worker ever joined: sending would wait forever)
+
+    def cancel():
+        try:
+            client.cancel(futures)
+        except Exception:  # noqa: BLE001 - the error already being raised is the one to report
+            logger.debug("could not cancel the rest of the plan", exc_info=True)
+
+    # bounded: a client closed from another thread meanwhile never answers, and the error must go up
+    sender = threading.Thread(target=cancel, name="dimbsvm-cancel-plan", daemon=True)
+    sender.start()
+    sender.join(CANCEL_SECONDS)
+    if sender.is_alive():
+        logger.debug("cancelling the rest of the plan did not finish within %g s", CANCEL_SECONDS)
 
 
 def share(client, value):
