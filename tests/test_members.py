@@ -112,7 +112,7 @@ def test_balanced_bags_of_smaller_data_are_drawn_as_before():
 def test_sampling_without_replacement_by_rejection_is_uniform():
     from scipy.stats import chisquare
 
-    from dimbsvm.svm.bagging import sample_without_replacement
+    from dimbsvm._sampling import sample_without_replacement
 
     rng = np.random.RandomState(0)
     # the rejection path (permuted_up_to=0) on 6 rows, 2 drawn: each of the 30 ordered pairs has probability 1/30

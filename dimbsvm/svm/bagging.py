@@ -14,6 +14,8 @@ from numbers import Integral
 
 import numpy as np
 
+from .._sampling import PERMUTED_POPULATION, sample_without_replacement
+
 __all__ = ["BOOTSTRAPS", "PERMUTED_POPULATION", "DrawnBag", "RankRange", "bag_rows", "draw_bag", "draw_seeded_bag",
            "sample_without_replacement", "set_random_states"]
 
@@ -218,45 +220,6 @@ def draw_seeded_bag(positive, seed, **options):
         n_rows = positive.size
     bag, n_draws = draw_bag(positive, random_state, **options)
     return DrawnBag(int(seed), int(n_rows), bag, n_draws, random_state)
-
-
-#: Populations up to this size are sampled without replacement by ``RandomState.choice``
-#: (a permutation of the whole population); larger ones by rejection, in time of the sample.
-PERMUTED_POPULATION = 1_000_000
-
-
-def sample_without_replacement(n_population, size, random_state, *, permuted_up_to=PERMUTED_POPULATION):
-    """``size`` distinct positions of ``range(n_population)``, uniformly, in random order.
-
-    Up to ``permuted_up_to`` rows this is ``random_state.choice(n_population,
-    size, replace=False)``, which permutes the whole population: bags of data
-    of that size are the ones earlier versions drew. Above, it keeps the first
-    ``size`` distinct values of i.i.d. uniform draws (sequential rejection,
-    an exact uniform sample without replacement), so a balanced bag of
-    10,000 majority rows out of 8 million costs a millisecond, not the 0.4 s
-    (and 64 MB of scattered memory traffic) of permuting 8 million rows in
-    every member.
-
-    Examples
-    --------
-    >>> rng = np.random.RandomState(0)
-    >>> picked = sample_without_replacement(5_000_000, 4, rng)
-    >>> picked.size, np.unique(picked).size
-    (4, 4)
-    """
-    if not 0 <= size <= n_population:
-        raise ValueError(f"cannot draw {size} distinct rows out of {n_population}")
-    if n_population <= permuted_up_to:
-        return np.asarray(random_state.choice(n_population, size=size, replace=False), dtype=np.int64)
-    chosen = np.empty(0, dtype=np.int64)
-    while chosen.size < size:
-        missing = size - chosen.size
-        # a few more than missing: duplicates are rare when size << n_population
-        draws = random_state.randint(0, n_population, size=missing + missing // 64 + 8).astype(np.int64)
-        sequence = np.concatenate([chosen, draws])
-        _, first = np.unique(sequence, return_index=True)
-        chosen = sequence[np.sort(first)][:size]  # first occurrences, in the order drawn
-    return chosen
 
 
 def _scaled(max_samples, default):

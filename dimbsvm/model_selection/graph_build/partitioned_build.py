@@ -22,6 +22,7 @@ from ...graph.stored import (KNNGraph, check_n_neighbors, float_dtype, jsonable,
                              peaks)
 from ...store import finish_stage
 from ...store.stages import stage_fingerprint
+from ..._sampling import sorted_sample
 from ...parallel import TaskPlan, map_tasks, run_plan, worker_memory_limits
 from ._steps import (chunk_bounds, copy_rows, exact_sample_calls, finished_graph, prepare_input, start_build,
                      warm_up)
@@ -147,9 +148,8 @@ def build_partitioned_graph(X, n_neighbors=10, *, store=None, method="auto", met
 
     # Samples: k-means rows and recall rows, read in one pass, one task per chunk.
     tic = time.perf_counter()
-    rng = np.random.RandomState(int(seeds[0]))
-    km_rows = np.sort(rng.choice(n, size=opts["kmeans_sample"], replace=False))
-    recall_rows = np.sort(np.random.RandomState(int(seeds[1])).choice(n, size=min(recall_sample, n), replace=False))
+    km_rows = sorted_sample(n, opts["kmeans_sample"], seeds[0])  # (drawn in time of the sample, not of n)
+    recall_rows = sorted_sample(n, recall_sample, seeds[1])
     wanted = np.union1d(km_rows, recall_rows)
     calls = [dict(start=c0, stop=c1, rows=wanted[(wanted >= c0) & (wanted < c1)]) for _, c0, c1 in chunks]
     sample = np.concatenate(map_tasks(part_tasks.read_sample_task, calls, client=client, label="kNN samples",

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ..._sampling import sorted_sample
 from ...graph import sharded
 from ...graph.knn import EXACT_MAX_ROWS, _check_metric, default_build_neighbors, recall_of
 from ...graph.stored import KNNGraph, check_n_neighbors, float_dtype, jsonable, open_knn_graph, peaks
@@ -104,7 +105,7 @@ def build_sharded_graph(X, n_neighbors=10, *, store=None, method="auto", metric=
     recall = None
     if recall_sample and "pynndescent" in methods:
         tic = time.perf_counter()
-        rows = np.sort(np.random.RandomState(int(seeds[-1])).choice(n, size=min(recall_sample, n), replace=False))
+        rows = sorted_sample(n, recall_sample, seeds[-1])
         exact = exact_sample(rows_path, rows, open_array(rows_path).get_orthogonal_selection((rows,)), n, k, chunk,
                               metric, client)
         found = group["indices"].get_orthogonal_selection((rows, slice(None)))
