@@ -79,17 +79,15 @@ import threading
 import traceback
 from pathlib import Path
 
+from .cli_setup import cluster_factory_of, cluster_for, placement_of, read_job_file, tls_settings
 from .cli_json import JSON_VERBS, json_output
 from .cli_listings import cmd_datasets, cmd_estimators, cmd_features
 from .cli_parser import build_parser
 from .cli_registry import cmd_models, cmd_promote, cmd_rollback, open_registry
+from .cli_retrain import cmd_retrain, cmd_schedule
 from .exceptions import DimbsvmError
 
 logger = logging.getLogger("dimbsvm")
-
-#: ``retrain --exit-code`` statuses of the routine outcomes (failures: 1 bug, 2 user error, 3 scheduler lost,
-#: 130 interrupted). Above 3 so that no failure status is reused; 0 is the one that changes the champion.
-RETRAIN_EXIT = {"promoted": 0, "kept": 4, "unchanged": 5}
 
 #: ``dimbsvm predict`` scores this many partitions (of ``--chunk-rows`` rows) or fewer in this process, with
 #: Dask's threads, unless a flag asks for a cluster: an embedded cluster's start is most of such a run.
@@ -241,7 +239,7 @@ def _terminate_as_interrupt():
 def _parser():
     """The command line's parser, each verb bound to its handler here."""
     return build_parser({"run": _cmd_run, "validate": _cmd_validate, "predict": _cmd_predict,
-                         "retrain": _cmd_retrain, "schedule": _cmd_schedule, "models": cmd_models,
+                         "retrain": cmd_retrain, "schedule": cmd_schedule, "models": cmd_models,
                          "promote": cmd_promote, "rollback": cmd_rollback, "ingest": _cmd_ingest,
                          "datasets": cmd_datasets, "bench": _cmd_bench, "estimators": cmd_estimators,
                          "features": cmd_features, "status": _lazy("cmd_status"), "logs": _lazy("cmd_logs"),
@@ -274,27 +272,16 @@ def _search_lines(search: dict) -> str:
     return "\n".join(lines)
 
 
-def _read_job_file(path) -> None:
-    """Refuse a job file that cannot be read or is not YAML before the job layer (scikit-learn, ...) is imported.
-
-    :func:`~dimbsvm.jobs.checks.check_job` reads it again and checks the rest;
-    a missing or mistyped path is then one line at once.
-    """
-    from .jobs.yaml_load import parse_yaml, read_text_file
-
-    parse_yaml(read_text_file(path, "job"), f"job file {Path(path)}")
-
-
 def _cmd_run(args) -> int:
     from .distributed import SchedulerLostError
 
     from .jobs import run_lifecycle as lifecycle
 
-    tls = _tls(args)
+    tls = tls_settings(args)
     if args.detach:
         from .cli_detached import run_detached
 
-        _read_job_file(args.job)
+        read_job_file(args.job)
         return run_detached(args, tls)
     remote = lifecycle.remote_out(args.out)  # a URL: written in a local staging directory, published when complete
     if remote is not None and remote.finished:
@@ -309,7 +296,7 @@ def _cmd_run(args) -> int:
         if restored:
             print(f"dimbsvm: {restored}", file=sys.stderr)
     # everything that can be checked is checked before a cluster starts
-    _read_job_file(args.job)
+    read_job_file(args.job)
     from .jobs.report_drawing import report_process
 
     report_process()  # started now: it imports the drawing libraries while this process imports and checks
@@ -326,10 +313,10 @@ def _cmd_run(args) -> int:
         print(f"dimbsvm: resuming the interrupted run in {plan.partial} ({plan.saved_folds} of {total} folds saved)",
               file=sys.stderr)
     n_workers = args.workers or job.execution.n_workers
-    placement = _placement(args, job, checked.data)
+    placement = placement_of(args, job, checked.data)
     try:
-        with _client(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
-                     placement=placement, cluster=_cluster_of(args, job)) as client, \
+        with cluster_for(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
+                     placement=placement, cluster=cluster_factory_of(args, job)) as client, \
                 lifecycle.checkpoints(remote, plan.partial):
             result = run_checked(checked, client, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
@@ -370,8 +357,8 @@ def _cmd_validate(args) -> int:
     from .jobs.run_lifecycle import remote_out
 
     remote = remote_out(args.out)
-    tls = _tls(args)
-    _read_job_file(args.job)
+    tls = tls_settings(args)
+    read_job_file(args.job)
     from .jobs.checks import check_job, describe, described
 
     checked = check_job(args.job, run_dir=run_dir, out=args.out if remote is None else remote.staging,
@@ -380,7 +367,7 @@ def _cmd_validate(args) -> int:
                         scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     if args.fresh and checked.run is not None and checked.run.resuming:
         checked.run.resuming = False  # --fresh would start over (validate discards nothing)
-    placement = _placement(args, checked.job, checked.data)
+    placement = placement_of(args, checked.job, checked.data)
     print(f"{args.job}: ok, every check before a run passed")
     for line in describe(checked, placement=placement):
         print(f"  {line}")
@@ -394,7 +381,7 @@ def _cmd_predict(args) -> int:
     from .predict import DimbsvmModel, check_output, plan_prediction
     from .store.location import is_url
 
-    tls = _tls(args)
+    tls = tls_settings(args)
     check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     check_output(args.out)  # nothing dimbsvm did not write is replaced
     if not is_url(args.out):
@@ -413,7 +400,7 @@ def _cmd_predict(args) -> int:
               flush=True)
         written = planned.run()
     else:
-        with _client(args, tls=tls):  # the partitions are scored and written on the active client
+        with cluster_for(args, tls=tls):  # the partitions are scored and written on the active client
             written = planned.run()
     print(f"wrote {written.n_rows} predictions ({', '.join(written.columns)}) to {written.out}")
     return 0
@@ -439,86 +426,6 @@ def _load_prediction_model(ref: str, mlflow_uri: str | None = None):
     return load_artifact(ref)
 
 
-def _cmd_retrain(args) -> int:
-    tls = _tls(args)
-    _read_job_file(args.job)
-    from .jobs.checks import check_job
-    from .jobs.retrain import retrain_checked
-    from .jobs.run_lifecycle import tracked
-
-    checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
-                        scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
-    checked = tracked(checked, args.mlflow)
-    job = checked.job
-    holdout = job.retrain.holdout
-    # the challenger is one fit on the rows left after the holdout (all of them with a separate holdout source)
-    training_rows = [len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction)]
-    placement = _placement(args, job, checked.data, training_rows=training_rows)
-    with _client(args, tls=tls, require_encryption=job.execution.require_encryption,
-                 placement=placement, cluster=_cluster_of(args, job)) as client:
-        outcome = retrain_checked(checked, client, args.registry, force=args.force)
-    _print_outcome(outcome)
-    args.json_document = {"action": outcome.action, "version": outcome.version, "champion": outcome.champion,
-                          "promoted": outcome.promoted, "reason": outcome.reason,
-                          "challenger_metrics": outcome.challenger_metrics,
-                          "champion_metrics": outcome.champion_metrics, "search_params": outcome.search_params}
-    return RETRAIN_EXIT[outcome.action] if args.exit_code else 0
-
-
-def _print_outcome(outcome) -> None:
-    print(outcome.summary())
-    if outcome.search_params is not None:
-        print(f"  parameters chosen by the search: {json.dumps(outcome.search_params, sort_keys=True)}")
-    for name, value in outcome.challenger_metrics.items():
-        if outcome.unchanged:  # no challenger: these are the champion's recorded holdout metrics
-            print(f"  {name:<10} champion {outcome.version}: {value:.4f}")
-            continue
-        champ = outcome.champion_metrics.get(name) if outcome.champion_metrics else None
-        versus = f"  champion {outcome.champion}: {champ:.4f}" if champ is not None else ""
-        print(f"  {name:<10} challenger {outcome.version}: {value:.4f}{versus}")
-
-
-def _cmd_schedule(args) -> int:
-    from .jobs.schedule import parse_cron, run_schedule
-
-    parse_cron(args.cron)  # a bad expression, or one that never matches, fails before a cluster starts
-    if not args.verbose:  # "next run at" and the outcomes are the schedule's routine output (container logs)
-        logging.getLogger("dimbsvm.jobs.schedule").setLevel(logging.INFO)
-    tls = _tls(args)
-    _read_job_file(args.job)
-    from .distributed import check_workers
-    from .jobs.checks import check_job
-    from .jobs.retrain import retrain
-    from .jobs.run_lifecycle import tracked
-
-    # the checks of `retrain` (issue 30: job file, cluster options, registry, data, holdout), once before the
-    # cluster starts; each run then reads the data again, as it is by then
-    checked = check_job(args.job, run_dir=False, registry=args.registry, scheduler=args.scheduler,
-                        scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
-    checked = tracked(checked, args.mlflow)
-    job, job_text = checked.job, checked.job_text
-    # workers are checked before each run (they may come, go or be upgraded between runs), not at start, and as
-    # they join; a factory's cluster (or one said to scale from zero) may have none between runs: not waited for
-    scales_from_zero = _cluster_of(args, job) is not None or args.scale_from_zero
-    # placed as `retrain` places one run, by the data as it is now: small retrainings run in this process
-    holdout = job.retrain.holdout
-    training_rows = [len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction)]
-    placement = _placement(args, job, checked.data, training_rows=training_rows)
-    with _client(args, tls=tls, require_encryption=job.execution.require_encryption, placement=placement,
-                 worker_timeout=None, cluster=_cluster_of(args, job)) as client:
-        def run_once():
-            if client is not None:
-                check_workers(client, timeout=args.worker_timeout, wait=not scales_from_zero)
-            outcome = retrain(job, client, args.registry, job_text=job_text)
-            _print_outcome(outcome)
-            sys.stdout.flush()
-            return outcome.summary()
-
-        runs = run_schedule(run_once, args.cron, max_runs=args.max_runs)
-    print(f"schedule stopped after {runs} run(s)")
-    return 0
-
-
 def _named_counts(meta: dict) -> dict:
     """A store's class counts keyed by class name (its meta keys them by code); codes where no name is known.
 
@@ -529,76 +436,6 @@ def _named_counts(meta: dict) -> dict:
     """
     names = {str(code): name for name, code in (meta.get("class_map") or {}).items()}
     return {names.get(str(code), code): count for code, count in (meta.get("class_counts") or {}).items()}
-
-
-def _tls(args):
-    """The TLS files the flags name, or None (their existence is checked with the other cluster options)."""
-    from .distributed import TLSSettings
-
-    if not (args.tls_ca_file or args.tls_cert or args.tls_key):
-        return None
-    if not (args.tls_ca_file and args.tls_cert):
-        raise DimbsvmError("TLS needs at least --tls-ca-file and --tls-cert")
-    return TLSSettings(args.tls_ca_file, args.tls_cert, args.tls_key)
-
-
-def _placement(args, job, data, *, training_rows=None):
-    """Where a job runs (:func:`dimbsvm.jobs.placement.place_job`) given the command line's cluster flags."""
-    from .jobs.data import values_per_row
-    from .jobs.placement import place_job
-
-    return place_job(job, data.y, n_features=values_per_row(data), scheduler=args.scheduler,
-                     scheduler_file=args.scheduler_file, workers=args.workers, training_rows=training_rows,
-                     cluster=args.cluster)
-
-
-def _cluster_of(args, job=None):
-    """The cluster factory a verb uses (:func:`~dimbsvm.jobs.placement.cluster_factory`)."""
-    from .jobs.placement import cluster_factory
-
-    if job is None:
-        return args.cluster
-    return cluster_factory(job, cluster=args.cluster, scheduler=args.scheduler, scheduler_file=args.scheduler_file)
-
-
-def _client(args, *, tls=None, placement=None, **kwargs):
-    """The cluster the CLI's flags name, or an embedded one; prints the dashboard address (stdout).
-
-    With a ``placement`` decided by the job's size, its line is printed
-    first; one that runs in this process yields ``None`` (no cluster).
-    """
-    import contextlib
-
-    cluster = kwargs.get("cluster", args.cluster)
-    if args.scale_from_zero and not (args.scheduler or args.scheduler_file or cluster
-                                     or os.environ.get("DASK_SCHEDULER_ADDRESS")):
-        raise DimbsvmError("--scale-from-zero is for a remote scheduler's cluster (--scheduler, --scheduler-file or "
-                           "DASK_SCHEDULER_ADDRESS); an embedded cluster has its workers from the start")
-    if placement is not None and placement.work is not None:
-        print(placement.reason, flush=True)
-    cost = placement.cost_line() if placement is not None else None
-    if cost is not None:
-        print(cost, flush=True)
-    if placement is not None and placement.in_process:
-        return contextlib.nullcontext(None)
-
-    from .distributed import cluster_client
-
-    kwargs.setdefault("n_workers", args.workers)
-    kwargs.setdefault("timeout", args.connect_timeout)
-    kwargs.setdefault("worker_timeout", args.worker_timeout)
-    kwargs.setdefault("cluster", args.cluster)
-    kwargs.setdefault("scale_from_zero", args.scale_from_zero)
-    if not (args.scheduler or args.scheduler_file or kwargs["cluster"]):
-        kwargs.setdefault("dashboard_address", args.dashboard_address)
-
-    @contextlib.contextmanager
-    def opened():
-        with cluster_client(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, **kwargs) as client:
-            print(f"dashboard: {client.dashboard_link}", flush=True)
-            yield client
-
-    return opened()
 
 
 def _cmd_ingest(args) -> int:
@@ -616,11 +453,11 @@ def _cmd_ingest(args) -> int:
         store = Path(args.store)
         check_target(store)  # before the source is read: only a store of dimbsvm's is ever replaced
         check_writable(store.parent if store.exists() else store, "store")  # the new store is staged beside it
-    tls = _tls(args)
+    tls = tls_settings(args)
     check_cluster_options(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, cluster=args.cluster)
     on_cluster = bool(args.scheduler or args.scheduler_file or args.workers or args.cluster)
     # without a cluster named, this process reads the source (in threads): no cluster start for small files
-    with (_client(args, tls=tls) if on_cluster else contextlib.nullcontext()):
+    with (cluster_for(args, tls=tls) if on_cluster else contextlib.nullcontext()):
         stored = ingest(_ingest_source(args), args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
                         verify=args.verify, dtype=args.dtype, compression=args.compression,
                         n_features=args.n_features)
@@ -654,7 +491,7 @@ def _cmd_bench(args) -> int:
     if args.rewrite:
         summary, out = rewrite_results(args.rewrite), Path(args.rewrite)
     else:
-        tls = _tls(args)
+        tls = tls_settings(args)
         summary, out = bench(args.suite, out=args.out, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
                              cluster=args.cluster,
                              n_workers=args.workers, tls=tls, dashboard_address=args.dashboard_address,
