@@ -139,7 +139,7 @@ def _store_data(path) -> JobData:
     labels (or an older store's) are read here, where a damaged chunk is
     found before any work starts, as its features are scanned.
     """
-    from ..store.layout import open_store  # Zarr and Dask: imported for stores only
+    from ..store.reading import open_store  # Zarr and Dask: imported for stores only
 
     stored = open_store(path)
     # the content fingerprint keys each process's cached chunks: a store rebuilt from other data is read again
@@ -456,7 +456,7 @@ def _check_rows(needed, train_rows: int, what: str, key: str, where: str) -> Non
 
 def _damaged(path, exc: BaseException) -> StoreError:
     """A ``StoreError`` naming the damaged chunk (found by re-reading the store) for a failed read."""
-    from ..store.layout import find_damage
+    from ..store.reading import find_damage
 
     try:
         damage = find_damage(path, checksums=True)

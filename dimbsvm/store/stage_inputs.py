@@ -11,7 +11,7 @@ from pathlib import Path
 import dask.array as da
 
 from ..exceptions import DataError, StoreError
-from .layout import open_store
+from .reading import open_store
 from .location import local_path
 
 __all__ = ["resolve_input", "row_chunked"]
