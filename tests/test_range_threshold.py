@@ -69,7 +69,8 @@ def _problem(seed, n, share=0.02, decimals=None):
 
 
 SEARCHES = [{}, dict(smoothing=None), dict(smoothing=0.2, tolerance=0.0), dict(tolerance=0.0, min_precision=0.2),
-            dict(objective="f_measure"), dict(objective="g_f_mean", tolerance=0.05)]
+            dict(objective="f_measure"), dict(objective="g_f_mean", tolerance=0.05),
+            dict(objective={"fn": 20.0, "fp": 1.0}), dict(objective={"fn": 5.0, "fp": 1.0}, smoothing=0.2)]
 
 
 @pytest.mark.parametrize("search", SEARCHES)

@@ -56,7 +56,8 @@ def _assert_same_models(ranged, serial):
 
 PARAMS = [{"n_estimators": 3, "random_state": 5},
           {"n_estimators": 2, "random_state": 6, "smoothing": None, "max_candidates": 40},
-          {"n_estimators": 2, "random_state": 7, "objective": "f_measure", "tolerance": 0.0, "min_precision": 0.3}]
+          {"n_estimators": 2, "random_state": 7, "objective": "f_measure", "tolerance": 0.0, "min_precision": 0.3},
+          {"n_estimators": 2, "random_state": 8, "objective": {"fn": 9.0, "fp": 1.0}}]
 
 
 def _counting_searches(monkeypatch):

@@ -33,6 +33,7 @@ import numpy as np
 
 from .._counts import unique_counts
 from .._forked import ForkedCallError, start_in_fork
+from ..svm.objectives import objective_name
 from . import figures, interactive
 from .blocks import PendingFigure, Section
 from .blocks import fmt as _fmt
@@ -178,7 +179,7 @@ class ThresholdSearch:
         if not scored.any():
             return None
         return cls(theta=theta[scored], objective_values=score[scored], chosen=float(estimator.threshold_),
-                   objective=str(getattr(estimator, "objective", "objective")))
+                   objective=objective_name(getattr(estimator, "objective", "objective")))
 
 
 def write_run_report(directory, *, job, data, metrics, resources, oof=None, final_estimator=None,

@@ -164,8 +164,10 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         within its bag.
     cv : int, default=5
         Folds for ``member_margins="cv"``.
-    objective : {"g_mean", "f_measure", "g_f_mean"}, default="g_mean"
-        The criterion the shift maximises (see :class:`OTHRClassifier`).
+    objective : {"g_mean", "f_measure", "g_f_mean"}, dict or callable, default="g_mean"
+        The criterion the shift maximises: a name, a cost matrix
+        ``{"fn": c_fn, "fp": c_fp}`` or a function of the confusion counts
+        (see :class:`OTHRClassifier`).
     candidates : {"othr", "midpoints"}, default="midpoints"
         The paper's eq. 23 candidates or every cut between two distinct margins.
     smoothing : {"silverman"}, float or None, default="silverman"

@@ -36,6 +36,7 @@ from dimbsvm.svm._base import (
 )
 from dimbsvm.svm._base import binary_classes, positive_label  # noqa: F401 - were imported from here
 from dimbsvm.svm.calibration import platt_fit
+from dimbsvm.svm.objectives import CostMatrix
 from dimbsvm.svm.threshold import (
     CANDIDATES,
     OBJECTIVES,
@@ -62,7 +63,7 @@ PAPER_PARAMS = {
 
 #: Constraints shared by the threshold-search parameters of OTHR and EnSVM-OTHR.
 SEARCH_CONSTRAINTS = {
-    "objective": [StrOptions(set(OBJECTIVES))],
+    "objective": [StrOptions(set(OBJECTIVES)), CostMatrix(), callable],
     "candidates": [StrOptions(set(CANDIDATES))],
     "smoothing": [StrOptions(set(SMOOTHINGS)), Interval(Real, 0, None, closed="neither"), None],
     "tolerance": [Interval(Real, 0, 1, closed="left")],
@@ -224,9 +225,13 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         (``split(X, y)`` is given the minority mask as ``y``), or an iterable
         of ``(train, test)`` index arrays, as scikit-learn's ``cv``. Every row
         must be in exactly one test fold.
-    objective : {"g_mean", "f_measure", "g_f_mean"}, default="g_mean"
+    objective : {"g_mean", "f_measure", "g_f_mean"}, dict or callable, default="g_mean"
         The criterion the threshold maximises: G-mean (the paper), the
-        F-measure of the minority class, or ``sqrt(G-mean * F-measure)``.
+        F-measure of the minority class, or ``sqrt(G-mean * F-measure)``; a
+        cost matrix ``{"fn": c_fn, "fp": c_fp}`` (the mean cost of the errors
+        is minimised); or a function ``f(tp=, fp=, fn=, tn=)`` of arrays of
+        confusion counts, one value per candidate to maximise (any metric of
+        the confusion matrix). See :mod:`dimbsvm.svm.objectives`.
     candidates : {"othr", "midpoints"}, default="othr"
         The paper's eq. 23 candidates, or every cut between two distinct
         margins (:func:`~dimbsvm.svm.threshold.midpoint_candidates`; no

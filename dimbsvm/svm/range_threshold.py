@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dimbsvm.svm import threshold as _threshold
+from dimbsvm.svm.objectives import check_objective
 
 __all__ = ["RangeBlock", "RangePlan", "RangeSummary", "RunDigest", "SortedRun", "pick_ranks", "plan_ranges",
            "range_block", "range_summary", "run_digest", "searched_shift", "sorted_run", "whole_margins"]
@@ -457,8 +458,7 @@ def searched_shift(summaries, picks, plan: RangePlan, *, objective, tolerance, m
         ``othr_threshold``'s table with ``candidates="midpoints"``; ``sample``
         and ``neighbour`` are training rows.
     """
-    if objective not in _threshold.OBJECTIVES:
-        raise ValueError(f"objective must be one of {_threshold.OBJECTIVES}; got {objective!r}.")
+    check_objective(objective)
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"tolerance must be in [0, 1); got {tolerance!r}.")
     kept = _kept_ranks(summaries, plan, max_candidates)

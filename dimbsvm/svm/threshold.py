@@ -29,6 +29,7 @@ from dimbsvm.svm.candidates import (
     thr_shift,
 )
 from dimbsvm.svm.margin_order import resolved_sorted, stable_order
+from dimbsvm.svm.objectives import OBJECTIVES, check_objective, counted_objective
 
 __all__ = [
     "CANDIDATES",
@@ -49,7 +50,6 @@ __all__ = [
 
 #: The training criteria a threshold can maximise: G-mean (the paper), the
 #: F-measure of the positive class, or their geometric mean ``sqrt(G * F)``.
-OBJECTIVES = ("g_mean", "f_measure", "g_f_mean")
 
 #: Named bandwidth rules of the smoothed objective (a positive float is a bandwidth).
 SMOOTHINGS = ("silverman",)
@@ -254,9 +254,10 @@ def best_threshold(
         Signed margins; a sample is predicted positive when ``margin + theta > 0``.
     candidates : array-like of shape (n_candidates,)
         Shifts to score.
-    objective : {"g_mean", "f_measure", "g_f_mean"}, default="g_mean"
+    objective : {"g_mean", "f_measure", "g_f_mean"}, dict or callable, default="g_mean"
         What "best" means: ``sqrt(TPR * TNR)`` (the paper), the F1 score of
-        the positive class, or ``sqrt(G-mean * F-measure)``, a compromise.
+        the positive class, or ``sqrt(G-mean * F-measure)``, a compromise; or
+        a cost matrix or a function of the counts (:mod:`dimbsvm.svm.objectives`).
         Without smoothing and tolerance, ties are exact: the G-mean is
         compared through ``TP * TN``, the F-measure through one division.
     smoothing : {"silverman"}, float or None, default=None
@@ -314,8 +315,7 @@ def best_threshold(
     >>> table["g_mean"].round(3)
     array([0.707, 1.   ])
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}.")
+    check_objective(objective)
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"tolerance must be in [0, 1); got {tolerance!r}.")
     positive = np.asarray(y).astype(bool)
@@ -381,7 +381,15 @@ def chosen_threshold(theta, tp, tn, n_pos, n_neg, smoothed=None, *, objective="g
     # 2 TP / (2 TP + FP + FN), eq. 18; n_pos + predicted > 0 always
     f_measure = (2 * tp) / (n_pos + predicted)
 
-    if smoothed is not None:
+    if not isinstance(objective, str):  # a cost matrix or a function of the counts (.objectives)
+        score = np.full(theta.size, -np.inf)
+        if smoothed is not None:
+            scored, s_tp, s_fp = smoothed
+            score[scored] = counted_objective(objective, s_tp, s_fp, n_pos, n_neg)
+        else:
+            score = counted_objective(objective, tp, fp, n_pos, n_neg)
+        exact_key = None
+    elif smoothed is not None:
         scored, s_tp, s_fp = smoothed
         s_g = np.sqrt(np.clip((s_tp / n_pos) * (1.0 - s_fp / n_neg), 0.0, None))
         s_f = (2 * s_tp) / (n_pos + s_tp + s_fp)
@@ -509,7 +517,7 @@ def othr_threshold(
         Truthy for the positive (minority) class.
     margins : array-like of shape (n_samples,)
         Signed margins of the samples.
-    objective : {"g_mean", "f_measure", "g_f_mean"}, default="g_mean"
+    objective : {"g_mean", "f_measure", "g_f_mean"}, dict or callable, default="g_mean"
     candidates : {"othr", "midpoints"}, default="othr"
         The paper's eq. 23 candidates, or every cut between two distinct margins.
     smoothing, tolerance, min_precision
