@@ -39,6 +39,7 @@ from ..store.location import is_url
 from ..artifacts import positive_class
 from .job_spec import JobSpec
 from .spec import job_search
+from .ingest_hint import ingest_command
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -104,28 +105,6 @@ def _is_parquet(path: Path) -> bool:
         return True
     return (path.is_dir() and not (path / "zarr.json").exists()
             and any(p.suffix.lower() in _PARQUET_SUFFIXES for p in path.iterdir()))
-
-
-def ingest_command(source: str, columns: dict | None = None) -> str:
-    """The ``dimbsvm ingest`` line that makes a store of ``source`` with the given column options.
-
-    Examples
-    --------
-    >>> ingest_command("data/train.parquet", {"target": "label", "drop": ["note"]})
-    'dimbsvm ingest data/train.parquet data/train.zarr --target label --drop note'
-    """
-    import shlex
-
-    columns = columns or {}
-    store = str(Path(source.rstrip("/")).with_suffix(".zarr")) if "*" not in source else "STORE.zarr"
-    words = ["dimbsvm", "ingest", source, store]
-    for key in ("target", "id"):
-        if columns.get(key) is not None:
-            words += [f"--{key}", str(columns[key])]
-    drop = columns.get("drop")
-    if drop:
-        words += ["--drop", *map(str, [drop] if isinstance(drop, str) else drop)]
-    return shlex.join(words)
 
 
 def _store_data(path) -> JobData:

@@ -482,7 +482,7 @@ def _refuse_ingest_keys(spec, where: str) -> None:
     data = spec.get("data") if isinstance(spec, dict) else None
     if not isinstance(data, dict) or not any(key in data for key in _INGEST_KEYS):
         return
-    from .data import ingest_command
+    from .ingest_hint import ingest_command
 
     given = [key for key in _INGEST_KEYS if key in data]
     raise JobSpecError(f"{where}: 'data.{given[0]}' is an ingest option: a job reads a file whose columns need "
