@@ -19,6 +19,7 @@ from pathlib import Path
 
 import mlflow.pyfunc
 import numpy as np
+import pandas as pd
 
 __all__ = ["MODEL_ARTIFACT", "MODEL_CODE", "PREDICT_METHODS", "DimbsvmPyfunc", "input_example", "signature"]
 
@@ -42,7 +43,9 @@ class DimbsvmPyfunc(mlflow.pyfunc.PythonModel):
 
         self.model = load_model(context.artifacts[MODEL_ARTIFACT])
 
-    def predict(self, context, model_input, params=None):
+    # the type hint tells MLflow the input is a DataFrame checked by the signature (and dimbsvm), not a schema
+    # to infer from the hint; without one, MLflow warns on every logged model
+    def predict(self, context, model_input: pd.DataFrame, params: dict | None = None):
         """Score ``model_input`` (a pandas DataFrame with the training columns).
 
         ``params["predict_method"]`` chooses the answer: ``"predict"`` (the
@@ -60,8 +63,6 @@ class DimbsvmPyfunc(mlflow.pyfunc.PythonModel):
             if not self.model.has_probability:
                 _refuse(f"predict_method 'predict_proba': this {type(self.model.estimator).__name__} gives no "
                         "probabilities (train it with probability=True); 'decision_function' gives its scores")
-            import pandas as pd
-
             return pd.DataFrame(self.model.predict_proba(model_input), columns=[str(c) for c in self.model.classes_])
         return [str(name) for name in self.model.predict(model_input)]
 
@@ -90,8 +91,6 @@ def input_example(model):
     """One row of the model's input, as its columns describe it (not a row of the training data, which
     stays out of the tracking server): a nominal column holds its first training category, a number
     column 0.0. Unnamed features are taken by position."""
-    import pandas as pd
-
     if model.encoding is None:
         return pd.DataFrame([np.zeros(int(model.meta["n_features"]))])
     return pd.DataFrame([{name: (0.0 if categories is None else categories[0])
