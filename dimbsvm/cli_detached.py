@@ -9,7 +9,6 @@ directory, so they work from any machine that sees them.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import sys
 import time
@@ -31,8 +30,9 @@ def run_detached(args, tls) -> int:
 
     from .distributed import cluster_client
     from .jobs.checks import check_job
-    from .jobs.detached import drive, read_state, record_dir, utc_stamp, write_state
+    from .jobs.detached import clear_cancel, drive, read_state, utc_stamp, write_state
     from .jobs.run_dir import release_run_dir
+    from .store.location import is_url, location
 
     if args.cluster:
         raise DimbsvmError("--detach needs a cluster that outlives this process: --scheduler or --scheduler-file "
@@ -40,24 +40,31 @@ def run_detached(args, tls) -> int:
     if not (args.scheduler or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")):
         raise DimbsvmError("--detach needs a remote scheduler (--scheduler, --scheduler-file or "
                            "DASK_SCHEDULER_ADDRESS): the driver runs on its workers")
-    from .store.location import is_url
+    remote = args.out is not None and is_url(str(args.out))
+    if remote:
+        from .jobs.remote_run_dir import plan_remote_out
 
-    if args.out is not None and is_url(str(args.out)):
-        raise DimbsvmError(f"--detach with --out {args.out}: a detached run's directory is on a filesystem the "
-                           "workers share (its state and log are kept beside it); a URL --out runs attached")
-    checked = check_job(args.job, out=args.out, resume=args.resume, fresh=args.fresh, scheduler=args.scheduler,
-                        scheduler_file=args.scheduler_file, tls=tls, cluster=None)
-    run_dir = checked.run.run_dir.resolve()
-    release_run_dir(checked.run.run_dir)  # the driver's child claims it on the cluster
-    (record_dir(run_dir) / "cancel").unlink(missing_ok=True)
-    key = f"dimbsvm-driver-{run_dir.name}-{uuid.uuid4().hex[:8]}"
+        run_dir = location(str(args.out))
+        plan_remote_out(run_dir)  # nothing but an unfinished run of dimbsvm's there
+        checked = check_job(args.job, run_dir=False, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
+                            tls=tls, cluster=None)
+        _refuse_local_data(args.job, run_dir)
+    else:
+        checked = check_job(args.job, out=args.out, resume=args.resume, fresh=args.fresh, scheduler=args.scheduler,
+                            scheduler_file=args.scheduler_file, tls=tls, cluster=None)
+        run_dir = checked.run.run_dir.resolve()
+        release_run_dir(checked.run.run_dir)  # the driver's child claims it on the cluster
+    clear_cancel(run_dir)
+    key = f"dimbsvm-driver-{str(run_dir).rstrip('/').rsplit('/', 1)[-1]}-{uuid.uuid4().hex[:8]}"
     with cluster_client(args.scheduler, scheduler_file=args.scheduler_file, tls=tls, timeout=args.connect_timeout,
                         worker_timeout=args.worker_timeout, scale_from_zero=True) as client:
         command = _driver_command(args, run_dir, client.scheduler.address)
+        cwd = None if remote else os.getcwd()
         write_state(run_dir, state="submitted", attempt=0, key=key, scheduler=client.scheduler.address,
-                    command=command, cwd=os.getcwd(), submitted=utc_stamp(), folds_total=checked.job.cv.n_folds,
+                    command=command, cwd=cwd, submitted=utc_stamp(), folds_total=checked.job.cv.n_folds,
                     job=checked.job.name, reason=None, worker=None)
-        future = client.submit(drive, str(run_dir), command, os.getcwd(), key=key, pure=False)
+        job_text = Path(args.job).read_text() if remote else None
+        future = client.submit(drive, str(run_dir), command, cwd, job_text, key=key, pure=False)
         fire_and_forget(future)
         state = _first_news(future, run_dir)
     where = f"on worker {state['worker']}" if state.get("worker") else "waiting for a worker"
@@ -70,8 +77,25 @@ def run_detached(args, tls) -> int:
     return 0
 
 
-def _driver_command(args, run_dir: Path, address: str) -> list:
-    """``dimbsvm run`` as the driver's child runs it: absolute paths, the scheduler by address, no progress bar."""
+def _refuse_local_data(job_path, run_dir: str) -> None:
+    """A run at a URL runs in a worker's scratch directory: its data must be named so that any worker finds it."""
+    import yaml
+
+    from .store.location import is_url
+
+    source = str((yaml.safe_load(Path(job_path).read_text()) or {}).get("data", {}).get("source", ""))
+    path = Path(source)
+    if is_url(source) or path.is_absolute():
+        return
+    if os.sep in source or path.suffix or (Path(job_path).parent / source).exists():
+        raise DimbsvmError(f"--detach with --out {run_dir}: data.source {source} is a path relative to the job "
+                           "file, which a worker running the driver does not have; give it as a URL (or an "
+                           "absolute path every worker sees)")
+
+
+def _driver_command(args, run_dir, address: str) -> list:
+    """``dimbsvm run`` as the driver's child runs it: absolute paths, the scheduler by address, no progress bar
+    (for a run at a URL, the job's path is replaced by the copy the driver writes)."""
     command = [sys.executable, "-m", "dimbsvm.cli", "run", str(Path(args.job).resolve()), "--out", str(run_dir),
                "--scheduler", address, "--no-progress", "--worker-timeout", f"{args.worker_timeout:g}",
                "--connect-timeout", f"{args.connect_timeout:g}"]
@@ -103,21 +127,26 @@ def _first_news(future, run_dir: Path) -> dict:
 
 def cmd_status(args) -> int:
     """``dimbsvm status RUN``: what a run is doing or did, from its files."""
-    status = run_status(Path(args.run))
+    status = run_status(args.run)
     print(_status_line(status))
     args.json_document = status
     return 0
 
 
-def run_status(run_dir: Path) -> dict:
+def run_status(run_dir) -> dict:
     """A run's state (detached or not), its progress and, finished, its summary."""
-    from .jobs.detached import progress, read_state
+    from .jobs.detached import finished_metrics, progress, read_state
     from .jobs.run_dir import partial_dir
+    from .store.location import is_url
 
-    run_dir = run_dir.resolve() if run_dir.exists() or run_dir.parent.exists() else run_dir
+    remote = is_url(str(run_dir))
+    if not remote:
+        run_dir = Path(run_dir)
+        run_dir = run_dir.resolve() if run_dir.exists() or run_dir.parent.exists() else run_dir
     record = read_state(run_dir)
     done = progress(run_dir)
-    if record is None and not done["finished"] and not partial_dir(run_dir).is_dir():
+    interrupted = done["folds_saved"] > 0 if remote else partial_dir(run_dir).is_dir()
+    if record is None and not done["finished"] and not interrupted:
         raise DimbsvmError(f"{run_dir}: no run there (no run directory, no interrupted run, no detached run)")
     status = {"run_directory": str(run_dir), "detached": record is not None, **done}
     if record is not None:
@@ -127,7 +156,7 @@ def run_status(run_dir: Path) -> dict:
     else:
         status["state"] = "finished" if done["finished"] else "interrupted"
     if done["finished"]:
-        metrics = json.loads((run_dir / "metrics.json").read_text())
+        metrics = finished_metrics(run_dir)
         status["summary"] = metrics.get("summary", {})
         status["folds_saved"] = len(metrics.get("folds", []))
     elif status["state"] == "running" and done["folds_saved"] and status.get("folds_total") and status.get("submitted"):
@@ -159,33 +188,35 @@ def _status_line(status: dict) -> str:
 
 def cmd_logs(args) -> int:
     """``dimbsvm logs RUN``: the detached driver's output, every attempt; ``--follow`` until it ends."""
-    from .jobs.detached import read_state, record_dir
+    from .jobs.detached import driver_logs, read_state, record_dir
 
-    run_dir = Path(args.run).resolve()
+    run_dir = _run_location(args.run)
     if read_state(run_dir) is None:
         raise DimbsvmError(f"{args.run}: not a detached run (no {record_dir(run_dir)}/state.json)")
-    log = record_dir(run_dir) / "driver.log"
-    offset = 0
+    shown = 0
     while True:
-        if log.exists():
-            with open(log, encoding="utf-8", errors="replace") as handle:
-                handle.seek(offset)
-                text = handle.read()
-                offset = handle.tell()
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        if not args.follow or (read_state(run_dir) or {}).get("state") in _FINAL:
-            if args.follow and log.exists() and log.stat().st_size > offset:
-                continue  # the last lines written before the state
+        final = (read_state(run_dir) or {}).get("state") in _FINAL  # (read before the logs: their last lines)
+        text = driver_logs(run_dir)
+        sys.stdout.write(text[shown:])
+        sys.stdout.flush()
+        shown = len(text)
+        if not args.follow or final:
             return 0
-        time.sleep(0.5)
+        time.sleep(1.0)
+
+
+def _run_location(run):
+    """A run directory as the record knows it: a URL as given, a local path made absolute."""
+    from .store.location import is_url, location
+
+    return location(run) if is_url(run) else Path(run).resolve()
 
 
 def cmd_cancel(args) -> int:
     """``dimbsvm cancel RUN``: ask the driver to stop (the partial run is kept) and wait for it to."""
     from .jobs.detached import read_state, request_cancel
 
-    run_dir = Path(args.run).resolve()
+    run_dir = _run_location(args.run)
     state = read_state(run_dir)
     if state is None:
         raise DimbsvmError(f"{args.run}: not a detached run, nothing to cancel")

@@ -123,9 +123,9 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                                    "an interrupted run with the same --out resumes")
     _resume_flags(run)
     run.add_argument("--detach", action="store_true",
-                     help="run the job's driver on the cluster (--scheduler or --scheduler-file; a run directory "
-                          "on a filesystem the workers share) and return at once; follow it with dimbsvm status, "
-                          "logs and cancel")
+                     help="run the job's driver on the cluster (--scheduler or --scheduler-file; --out on a "
+                          "filesystem the workers share, or an object-store URL) and return at once; follow it "
+                          "with dimbsvm status, logs and cancel")
     run.set_defaults(handler=handlers["run"])
 
     status = verbs.add_parser("status", help="what a run (detached or not) is doing or did: its state, folds saved, "

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 
 from dimbsvm.cli_json import SCHEMAS
@@ -120,8 +121,7 @@ def test_cancel_stops_the_driver_and_keeps_the_partial_run(procs, reference, tmp
 def test_detach_refusals_are_one_line_before_anything_is_submitted(tmp_path, reference):
     job, _ = reference
     cases = [((), "--detach needs a remote scheduler"),
-             (("--cluster", "nowhere:factory"), "--detach needs a cluster that outlives this process"),
-             (("--scheduler", "tcp://127.0.0.1:9", "--out", "s3://bucket/run"), "a URL --out runs attached")]
+             (("--cluster", "nowhere:factory"), "--detach needs a cluster that outlives this process")]
     for extra, message in cases:
         proc = _dimbsvm("run", job, "--detach", *extra, *(("--out", tmp_path / "x") if "--out" not in extra else ()))
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -146,3 +146,50 @@ def test_a_driver_on_a_worker_that_cannot_see_the_files_errs_in_one_line(procs, 
         with pytest.raises(Exception) as raised:
             future.result(timeout=120)
     assert "cannot see /nonexistent/jobs: --detach needs a filesystem the workers share" in str(raised.value)
+
+
+def test_a_detached_run_at_a_url_runs_in_a_workers_scratch_and_publishes_there(s3_bucket, tmp_path, monkeypatch):
+    """``--out s3://...`` (a real S3 API server, moto): the driver needs no shared filesystem. The job travels
+    with the task, the run is staged on the worker and published at the URL, the state and the driver's log
+    sit beside it; the records equal the same job run attached to a local directory."""
+    import s3fs
+
+    monkeypatch.setenv("DIMBSVM_STAGING_DIR", str(tmp_path / "staging"))  # (the workers' staging, via their env)
+    store = f"s3://{s3_bucket}/stores/yeast5.zarr"
+    assert _dimbsvm("ingest", "yeast5", store).returncode == 0
+    job = tmp_path / "y5.yaml"
+    job.write_text(f"name: y5\ndata: {{source: '{store}'}}\nestimator: {{name: svc_balanced}}\n"
+                   "cv: {n_splits: 3, n_repeats: 1, random_state: 0}\nmetrics: [g_mean, f_measure]\n")
+    url = f"s3://{s3_bucket}/runs/y5"
+    procs = DaskProcesses(tmp_path, n_workers=1)
+    try:
+        procs.wait_for_workers(1)
+        submitted = _dimbsvm("run", job, "--scheduler-file", procs.scheduler_file, "--out", url, "--detach")
+        assert submitted.returncode == 0, submitted.stderr
+        _wait_for(lambda: _status(url)["state"] in ("finished", "failed", "cancelled"), 300, "the run to end")
+        attached = _dimbsvm("run", job, "--scheduler-file", procs.scheduler_file, "--out", tmp_path / "attached")
+        assert attached.returncode == 0, attached.stderr
+    finally:
+        procs.stop()
+    done = _status(url)
+    assert done["state"] == "finished" and done["folds_saved"] == 3, done
+    fs = s3fs.S3FileSystem()
+    published = json.loads(fs.cat_file(f"{s3_bucket}/runs/y5/metrics.json"))
+    assert [f["g_mean"] for f in published["folds"]] == [f["g_mean"] for f in json.loads(
+        (tmp_path / "attached" / "metrics.json").read_text())["folds"]]
+    assert fs.exists(f"{s3_bucket}/runs/.y5.detached/state.json")
+    logs = _dimbsvm("logs", url)
+    assert logs.returncode == 0 and "--- attempt 1 on worker" in logs.stdout and "run directory: " in logs.stdout
+
+    # a job whose data is a path relative to it cannot travel: refused before anything is submitted
+    local = tmp_path / "local.yaml"
+    local.write_text(job.read_text().replace(store, "data/y5.csv"))
+    (tmp_path / "data").mkdir()
+    rows = np.random.default_rng(0).normal(size=(60, 2))
+    (tmp_path / "data" / "y5.csv").write_text("a,b,class\n" + "".join(
+        f"{a},{b},{'pos' if i < 12 else 'neg'}\n" for i, (a, b) in enumerate(rows)))
+    refused = _dimbsvm("run", local, "--scheduler", "tcp://127.0.0.1:9", "--out", f"s3://{s3_bucket}/runs/z",
+                       "--detach")
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert "data.source data/y5.csv is a path relative to the job file" in lines[0], lines[0]
