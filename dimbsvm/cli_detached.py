@@ -45,6 +45,9 @@ def run_detached(args, tls) -> int:
         from .jobs.remote_run_dir import plan_remote_out
 
         run_dir = location(str(args.out))
+        if args.fresh:
+            raise DimbsvmError(f"--fresh with --detach --out {run_dir}: a detached run at a URL resumes what it "
+                               "finds there; start over at another --out")
         plan_remote_out(run_dir)  # nothing but an unfinished run of dimbsvm's there
         checked = check_job(args.job, run_dir=False, scheduler=args.scheduler, scheduler_file=args.scheduler_file,
                             tls=tls, cluster=None)

@@ -121,7 +121,9 @@ def test_cancel_stops_the_driver_and_keeps_the_partial_run(procs, reference, tmp
 def test_detach_refusals_are_one_line_before_anything_is_submitted(tmp_path, reference):
     job, _ = reference
     cases = [((), "--detach needs a remote scheduler"),
-             (("--cluster", "nowhere:factory"), "--detach needs a cluster that outlives this process")]
+             (("--cluster", "nowhere:factory"), "--detach needs a cluster that outlives this process"),
+             (("--scheduler", "tcp://127.0.0.1:9", "--out", "s3://bucket/run", "--fresh"),
+              "--fresh with --detach --out s3://bucket/run")]
     for extra, message in cases:
         proc = _dimbsvm("run", job, "--detach", *extra, *(("--out", tmp_path / "x") if "--out" not in extra else ()))
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
