@@ -291,9 +291,11 @@ def test_a_retrained_version_scores_raw_rows_as_a_run_model_does(tmp_path):
 
 def test_ids_a_spreadsheet_would_run_are_written_to_csv_as_text(trained, tmp_path):
     """Formula-like ids (=, +, -, @, tab, CR first) are quoted with a leading ' in a CSV, as OWASP advises
-    (issue 50, item 4); the Parquet output keeps them as given, and plain ids are untouched."""
-    frame = _rows(1, n=8)[["uid", "x1", "colour", "x2"]]
-    ids = ["=HYPERLINK(\"http://x\",\"y\")", "=cmd|' /C calc'!A0", "@SUM(A1:A2)", "+1", "-2", "\tx", "plain-1", "7"]
+    (issue 50, item 4); the Parquet output keeps them as given, and plain ids are untouched, plain signed
+    numbers included (svmlight's class names -1 and +1 are values, not formulas)."""
+    frame = _rows(1, n=10)[["uid", "x1", "colour", "x2"]]
+    ids = ["=HYPERLINK(\"http://x\",\"y\")", "=cmd|' /C calc'!A0", "@SUM(A1:A2)", "+1+cmd", "-2+3", "\tx",
+           "plain-1", "7", "-2", "+1.5e3"]
     frame["uid"] = ids
     frame.to_parquet(tmp_path / "new.parquet", index=False)
     model = dimbsvm.load_model(trained)

@@ -395,20 +395,26 @@ def _write_csv_part(frame: pd.DataFrame, url: str, header: bool, storage_options
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
+#: Text that a spreadsheet reads as a number, sign included: left unquoted.
+_PLAIN_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+
+
 def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with each text cell (and column name) that would start a formula quoted by a leading ``'``.
 
     A prediction CSV repeats the input's ids (and class names), which come
     from whoever wrote the input: opened in a spreadsheet, an id such as
     ``=HYPERLINK(...)`` would run. A leading apostrophe makes the cell text,
-    as OWASP advises; numbers (a negative decision value) are left as they
-    are, and Parquet outputs, which no spreadsheet evaluates, are unchanged.
+    as OWASP advises; numbers (a negative decision value, and text that is a
+    plain signed number such as the class name ``-1``) are left as they are,
+    and Parquet outputs, which no spreadsheet evaluates, are unchanged.
 
     Examples
     --------
-    >>> safe = spreadsheet_safe(pd.DataFrame({"id": ["=1+1", "a-1", "@SUM(A1)"], "decision": [-0.5, 1.0, 2.0]}))
+    >>> safe = spreadsheet_safe(pd.DataFrame({"id": ["=1+1", "a-1", "@SUM(A1)", "-1", "-1+2"],
+    ...                                       "decision": [-0.5, 1.0, 2.0, 3.0, 4.0]}))
     >>> safe["id"].tolist(), safe["decision"].tolist()
-    (["'=1+1", 'a-1', "'@SUM(A1)"], [-0.5, 1.0, 2.0])
+    (["'=1+1", 'a-1', "'@SUM(A1)", '-1', "'-1+2"], [-0.5, 1.0, 2.0, 3.0, 4.0])
     """
     text = [name for name in frame.columns
             if frame[name].dtype == object or pd.api.types.is_string_dtype(frame[name])]
@@ -421,6 +427,8 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
         column = frame[name]
         try:  # (vectorised: a CSV of millions of ids is written part by part on the workers)
             risky = column.str.startswith(FORMULA_STARTS, na=False).astype(bool)
+            # a plain number ("-1", "+1", "-2.5e3": svmlight's class names) is a value, never a formula
+            risky &= ~column.str.fullmatch(_PLAIN_NUMBER, na=False).astype(bool)
         except AttributeError:  # no text in the column at all
             continue
         if risky.any():
