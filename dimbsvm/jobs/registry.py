@@ -60,12 +60,14 @@ import os
 import re
 import secrets
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .._locks import exclusive_lock, fsync_dir, temporary_name, write_atomic
 from ..exceptions import StoreError
 from ..artifacts import load_artifact, save_model, verify_model
+from .registry_history import History as _History, excerpt as _excerpt, glued_event_start as _glued_event_start
+from .registry_history import lineage as _lineage, parse_event as _event
 
 __all__ = ["CHAMPION_ACTIONS", "ModelRegistry"]
 
@@ -83,17 +85,6 @@ _VERSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-@dataclass
-class _History:
-    """``history.jsonl`` as read: its events, and what a writer must repair."""
-
-    events: list = field(default_factory=list)
-    lines: list = field(default_factory=list)  # the complete lines' bytes, recovered ones rewritten
-    complete: int = 0  # bytes up to the last newline
-    size: int = 0
-    recovered: list = field(default_factory=list)  # numbers of lines an event was recovered from
 
 
 @dataclass
@@ -581,53 +572,6 @@ class ModelRegistry:
             os.close(fd)
         if start == 0:
             fsync_dir(self.root)
-
-
-def _lineage(events: list) -> list:
-    stack = []
-    for event in events:
-        action = event.get("action")
-        if action in ("promote", "manual_promote"):
-            if not stack or stack[-1] != event["version"]:  # promoting the champion again changes nothing
-                stack.append(event["version"])
-        elif action == "rollback":
-            if stack:
-                stack.pop()
-            if not stack or stack[-1] != event["version"]:
-                stack.append(event["version"])
-    return stack
-
-
-def _event(line: bytes) -> dict | None:
-    """The event a history line holds, or None if it is not one."""
-    try:
-        event = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return event if isinstance(event, dict) and "action" in event else None
-
-
-def _glued_event_start(line: bytes) -> int | None:
-    """Where a whole event starts in a line that begins with a torn one, or None.
-
-    Examples
-    --------
-    >>> _glued_event_start(b'{"action": "prom{"action": "promote", "version": "v2"}')
-    16
-    >>> _glued_event_start(b'{"action": "prom') is None
-    True
-    """
-    start = line.find(b"{", 1)
-    while start != -1:
-        if _event(line[start:]) is not None:
-            return start
-        start = line.find(b"{", start + 1)
-    return None
-
-
-def _excerpt(line: bytes) -> str:
-    text = line.decode("utf-8", "replace")
-    return repr(text if len(text) <= 60 else text[:40] + " ... " + text[-15:])
 
 
 def _event_id() -> str:
