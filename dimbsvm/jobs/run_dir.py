@@ -40,14 +40,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .._counts import unique_counts
 from .._locks import HeldLock, LockHeld, exclusive_lock, write_atomic
 from ..exceptions import DataError, DimbsvmError, JobSpecError
 from .job_spec import JobSpec
 
 __all__ = ["RunDirPlan", "check_out_path", "check_writable", "claim_run_dir", "fold_file", "job_fingerprint",
            "lock_file", "open_partial", "partial_dir", "plan_run_dir", "release_run_dir", "save_fold", "saved_progress",
-           "summary_markdown", "write_json"]
+           "write_json"]
 
 logger = logging.getLogger(__name__)
 
@@ -573,29 +572,6 @@ def write_json(path: Path, payload) -> None:
         The file cannot be written (a full disk), naming it.
     """
     write_atomic(path, json.dumps(payload, indent=2, default=_json_default) + "\n")
-
-
-def summary_markdown(job: JobSpec, data, summary, records) -> str:
-    from .data import class_names
-
-    labels, counts = unique_counts(data.y)
-    names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
-    lines = [
-        f"# {job.name}",
-        "",
-        f"- data: `{job.data.source}` ({len(data.y)} rows, {data.X.shape[1]} features, "
-        f"class counts {', '.join(f'{names.get(int(c), c)}: {int(n)}' for c, n in zip(labels, counts))})",
-        f"- estimator: `{job.estimator.name}` {job.estimator.plain_params() or ''}",
-        f"- protocol: stratified {job.cv.n_splits}-fold CV x {job.cv.n_repeats} repeat(s), "
-        f"seeds from {job.cv.random_state}; {job.preprocessing.scaler} scaling fitted per training fold",
-        "",
-        "| metric | mean | std | min | max |",
-        "|---|---|---|---|---|",
-    ]
-    for name, s in summary.items():
-        lines.append(f"| {name} | {s['mean']:.4f} | {s['std']:.4f} | {s['min']:.4f} | {s['max']:.4f} |")
-    lines += ["", f"{len(records)} folds; per-fold values in `metrics.json`.", ""]
-    return "\n".join(lines)
 
 
 def _json_default(value):

@@ -34,6 +34,7 @@ from typing import Mapping
 
 import numpy as np
 
+from .._counts import unique_counts
 from .._version import __version__
 from ..distributed import worker_versions
 from ..environment import package_versions, peak_rss_bytes
@@ -59,7 +60,7 @@ from .oof import OOF_DIR, FoldPredictionWriter, fold_predictions_path, save_fold
 from .threshold_runs import RUNS_DIR, ThresholdRunDirectory
 from .report_drawing import draw_ahead, prepare_drawing, report_process, write_report
 from .run_dir import (claim_run_dir, job_fingerprint, open_partial, partial_dir, plan_run_dir, release_run_dir,
-                      save_fold, summary_markdown, write_json)
+                      save_fold, write_json)
 from .search_results import (load_fold_search, save_fold_search, search_overview, warn_failed_fits,
                              write_search_tables)
 from .spec import job_search
@@ -489,7 +490,7 @@ def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> 
         write_search_tables(partial, selections, scoring=search.scoring)
         payload["search"] = search_overview(selections, search=job.search.with_defaults(), scoring=search.scoring)
     write_json(partial / "metrics.json", payload)
-    (partial / "summary.md").write_text(summary_markdown(job, data, summary, all_records))
+    (partial / "summary.md").write_text(_summary_markdown(job, data, summary, all_records))
     write_report(partial, ahead=executed.drawn_ahead, job=job, data=DataSummary.of(data), metrics=payload,
                  resources=resources, final_estimator=ThresholdSearch.of(_last_step(executed.final_model)))
     os.replace(partial, plan.run_dir)  # the run directory appears only once complete
@@ -539,3 +540,27 @@ def model_meta(model, job: JobSpec, data, pos_label) -> dict:
 
 def _save_final_model(model, job: JobSpec, data, pos_label, partial):
     save_model(model, partial / "model", meta=model_meta(model, job, data, pos_label))
+
+
+def _summary_markdown(job: JobSpec, data, summary, records) -> str:
+    """``summary.md``: the job, the data's class counts and each metric's spread over the folds."""
+    from .data import class_names
+
+    labels, counts = unique_counts(data.y)
+    names = {code: name for name, code in class_names(data).items()}  # the data's names, not the codes
+    lines = [
+        f"# {job.name}",
+        "",
+        f"- data: `{job.data.source}` ({len(data.y)} rows, {data.X.shape[1]} features, "
+        f"class counts {', '.join(f'{names.get(int(c), c)}: {int(n)}' for c, n in zip(labels, counts))})",
+        f"- estimator: `{job.estimator.name}` {job.estimator.plain_params() or ''}",
+        f"- protocol: stratified {job.cv.n_splits}-fold CV x {job.cv.n_repeats} repeat(s), "
+        f"seeds from {job.cv.random_state}; {job.preprocessing.scaler} scaling fitted per training fold",
+        "",
+        "| metric | mean | std | min | max |",
+        "|---|---|---|---|---|",
+    ]
+    for name, s in summary.items():
+        lines.append(f"| {name} | {s['mean']:.4f} | {s['std']:.4f} | {s['min']:.4f} | {s['max']:.4f} |")
+    lines += ["", f"{len(records)} folds; per-fold values in `metrics.json`.", ""]
+    return "\n".join(lines)
