@@ -460,7 +460,7 @@ def _cmd_ingest(args) -> int:
     with (cluster_for(args, tls=tls) if on_cluster else contextlib.nullcontext()):
         stored = ingest(_ingest_source(args), args.store, chunk_rows=args.chunk_rows, overwrite=args.overwrite,
                         verify=args.verify, dtype=args.dtype, compression=args.compression,
-                        n_features=args.n_features)
+                        n_features=args.n_features, progress=not args.no_progress)
     meta = stored.meta
     kind = f" sparse CSR ({meta['nnz']} values)" if meta.get("sparse") else ""
     print(f"{stored.path}: X {tuple(stored.X.shape)} {stored.X.dtype}{kind} in chunks of {stored.X.chunks[0][0]} "

@@ -329,3 +329,25 @@ def test_write_blocks_cover_whole_chunks_and_cross_source_blocks_only_a_chunk_at
         for low, high in zip(edges, edges[1:]):
             crossed = [c for c in cuts if low < c < high]
             assert not crossed or high - low <= chunk, (source, chunk, blocks)  # only a straddling chunk spans two
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_ingest_shows_the_chunks_written_when_asked_and_nothing_otherwise(tmp_path, monkeypatch, capsys, sparse):
+    """The progress line counts the chunk files on disk (issue 51: a long ingest printed nothing); an ingest
+    shorter than the quiet time prints none (here the quiet time is set to zero to see the line)."""
+    import scipy.sparse as sp
+
+    from dimbsvm.store import write_progress
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 4))
+    X = sp.csr_matrix(np.where(X > 1.0, X, 0.0)) if sparse else X
+    y = (rng.random(1000) < 0.2).astype(int)
+    ingest((X, y), tmp_path / "quiet.zarr", chunk_rows=100, progress=True)  # well under the quiet time
+    assert "chunks written" not in capsys.readouterr().err
+    monkeypatch.setattr(write_progress, "QUIET_SECONDS", 0.0)
+    ingest((X, y), tmp_path / "off.zarr", chunk_rows=100)
+    assert capsys.readouterr().err == ""
+    ingest((X, y), tmp_path / "shown.zarr", chunk_rows=100, progress=True)
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("[##############################] 10/10 "
+                                                                       "chunks written")

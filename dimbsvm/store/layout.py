@@ -58,6 +58,7 @@ from .sparse import SPARSE_FORMAT, chunk_lengths, index_dtype, is_sparse, write_
 from .._validation import is_dask_array
 from ._zarr import COMPRESSIONS, create_checksummed_array, open_group
 from .stages import ATTR as _ATTR, read_meta as _read_attrs
+from .write_progress import ChunkProgress
 from .reading import STORE_FORMAT, StoredData, find_damage, open_store, verify_store
 
 __all__ = ["STORE_FORMAT", "StoredData", "default_chunk_rows", "find_damage", "ingest", "open_store",
@@ -95,7 +96,7 @@ DTYPES = ("float64", "float32")
 
 def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=False, dtype=None,
            compression=None, target=None, id=None, drop=None, nominal=None, max_categories=None,
-           n_features=None) -> StoredData:
+           n_features=None, progress=False) -> StoredData:
     """Write a dataset into a Zarr store and return it opened.
 
     Parameters
@@ -152,6 +153,9 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     n_features : int, default=None
         For svmlight files: the feature count (default: the largest column
         index's); a file with a larger index is refused.
+    progress : bool, default=False
+        Show a progress line on stderr while a local store's chunks are
+        written (:class:`~dimbsvm.store.write_progress.ChunkProgress`).
 
     Returns
     -------
@@ -177,7 +181,7 @@ def ingest(source, path, *, chunk_rows=None, overwrite=False, name=None, verify=
     if chunk_rows is not None and (isinstance(chunk_rows, bool) or int(chunk_rows) < 1):
         raise StoreError(f"chunk_rows must be >= 1, got {chunk_rows}")
     asked = {"chunk_rows": chunk_rows, "dtype": None if dtype is None else _dtype_name(dtype),
-             "compression": compression}
+             "compression": compression, "progress": bool(progress)}
     if asked["dtype"] is not None and asked["dtype"] not in DTYPES:
         raise StoreError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if compression is not None and compression not in COMPRESSIONS:
@@ -283,7 +287,8 @@ def _write_any_store(path, X, y, meta: dict, **settings) -> None:
 SPARSE_ROW_VALUES = 64
 
 
-def _write_sparse_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None) -> None:
+def _write_sparse_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None,
+                        progress=False) -> None:
     """Write a complete sparse store at a fresh ``path`` (:mod:`dimbsvm.store.sparse`), one task per chunk."""
     if ids is not None:  # (no sparse source has an id column today: refused rather than dropped)
         raise StoreError("a sparse store keeps no ids; ingest the rows without an id column")
@@ -311,13 +316,15 @@ def _write_sparse_store(path, X, y, meta: dict, *, chunk_rows, dtype, compressio
     stored_y = da.store(y_dask, y_arr, lock=False, compute=False)
     # One graph: a lazy source's blocks are parsed once for their rows and their labels.
     counted = [da.bincount(y_dask.astype(np.int64))] if count_classes else []
-    chunks, _, *counts = dask.compute(writes, stored_y, *counted)
+    with ChunkProgress(path, len(lengths), sparse=True, enabled=progress):
+        chunks, _, *counts = dask.compute(writes, stored_y, *counted)
     meta.update(nnz=int(sum(c["nnz"] for c in chunks)), chunk_nnz=[c["nnz"] for c in chunks])
     _complete_store(group, meta, n_rows, np.sum([c["nonfinite"] for c in chunks] or [[0, 0]], axis=0),
                     counts[0] if count_classes else None)
 
 
-def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None) -> None:
+def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode="w", ids=None,
+                 progress=False) -> None:
     """Write a complete store at a fresh ``path``; ``meta`` gains the chunking, dtype and completion marker.
 
     ``mode="r+"`` writes into a group already created (a claimed URL), ``"w"`` creates it. ``ids`` (a
@@ -358,7 +365,8 @@ def _write_store(path, X, y, meta: dict, *, chunk_rows, dtype, compression, mode
                                   drop_axis=list(range(2, X_dask.ndim))).sum(axis=0)
     # Class counts computed together with the writes, so a lazy source is read only once.
     counted = [da.bincount(y_dask.astype(np.int64))] if count_classes else []
-    _, nonfinite, *counts = dask.compute(writes, nonfinite, *counted)
+    with ChunkProgress(path, -(-n_rows // chunk_rows), sparse=False, enabled=progress):
+        _, nonfinite, *counts = dask.compute(writes, nonfinite, *counted)
     _complete_store(group, meta, n_rows, nonfinite, counts[0] if count_classes else None)
 
 
