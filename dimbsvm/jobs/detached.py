@@ -230,7 +230,7 @@ def _drive(run_dir, command: list, cwd: str, remote: bool, worker: str) -> str:
                 cancelled = True
                 child.send_signal(signal.SIGINT)  # the run saves what it has and stops, as after Ctrl-C
             if remote:
-                record.write(f"driver-{attempt}.log", log_path.read_bytes())
+                _upload_log(record, attempt, log_path)
             time.sleep(poll)
     if remote:
         record.write(f"driver-{attempt}.log", log_path.read_bytes())
@@ -241,6 +241,15 @@ def _drive(run_dir, command: list, cwd: str, remote: bool, worker: str) -> str:
                            returncode=child.returncode)["state"]
     return write_state(run_dir, state="failed", reason=_last_error(log_path, child.returncode),
                        returncode=child.returncode)["state"]
+
+
+def _upload_log(record: _Record, attempt: int, log_path: Path) -> None:
+    """The log so far, beside a run at a URL; a failed upload waits for the next (the run goes on)."""
+    try:
+        record.write(f"driver-{attempt}.log", log_path.read_bytes())
+    except OSError as exc:
+        logger.warning("detached driver: the log of attempt %d was not uploaded to %s (%s); retrying", attempt,
+                       record.where, exc)
 
 
 def _wait_for_run_dir(run_dir: Path) -> None:
