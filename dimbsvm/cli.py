@@ -85,7 +85,7 @@ from .cli_listings import cmd_datasets, cmd_estimators, cmd_features
 from .cli_parser import build_parser
 from .cli_registry import cmd_models, cmd_promote, cmd_rollback, open_registry
 from .cli_retrain import cmd_retrain, cmd_schedule
-from .exceptions import DimbsvmError
+from .exceptions import DimbsvmError, one_line
 
 logger = logging.getLogger("dimbsvm")
 
@@ -167,7 +167,7 @@ def _handled(args) -> tuple[int, str | None]:
         _refuse_urls_for_local_paths(args)
         return args.handler(args), None
     except RunInterrupted as exc:
-        return _failed(_one_line(exc), 130)
+        return _failed(one_line(exc), 130)
     except KeyboardInterrupt as exc:
         return _failed("terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted", 130)
     except (DimbsvmError, OSError, ValueError) as exc:
@@ -182,13 +182,13 @@ def _handled(args) -> tuple[int, str | None]:
         if _from_object_storage(exc) and _unanswered(exc):
             from .store.location import READ_TIMEOUT_VARIABLE, s3_call_limits
 
-            return _failed(f"error: object storage did not answer: {_one_line(exc)} (each call waits "
+            return _failed(f"error: object storage did not answer: {one_line(exc)} (each call waits "
                            f"{s3_call_limits()['read_timeout']:g} s, set by {READ_TIMEOUT_VARIABLE}; check the "
                            "endpoint, AWS_ENDPOINT_URL, and the network)", 2)
         if _from_object_storage(exc):
-            return _failed(f"error: object storage refused the request: {_one_line(exc)} (check the credentials "
+            return _failed(f"error: object storage refused the request: {one_line(exc)} (check the credentials "
                            "and endpoint: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...)", 2)
-        return _failed(f"error: unexpected {type(exc).__name__}: {_one_line(exc)} (this is probably a bug in "
+        return _failed(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (this is probably a bug in "
                        "dimbsvm; rerun with -v for the traceback and report it)", 1)
     finally:
         if restore is not None:
@@ -200,8 +200,6 @@ def _failed(line: str, status: int) -> tuple[int, str]:
     return status, line
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _from_object_storage(exc: BaseException) -> bool:
@@ -221,7 +219,7 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and not isinstance(exc, DimbsvmError) and exc.strerror:
         paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
         return f"{paths}: {exc.strerror}" if paths else exc.strerror
-    return _one_line(exc)
+    return one_line(exc)
 
 
 def _terminate_as_interrupt():
@@ -323,7 +321,7 @@ def _cmd_run(args) -> int:
         how = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
         raise RunInterrupted(lifecycle.interrupted_line(args.argv, plan, total, how, remote)) from None
     except SchedulerLostError as exc:
-        raise SchedulerLostError(lifecycle.interrupted_line(args.argv, plan, total, _one_line(exc), remote)) from exc
+        raise SchedulerLostError(lifecycle.interrupted_line(args.argv, plan, total, one_line(exc), remote)) from exc
     print(f"job {job.name}: {job.estimator.name} on {job.data.source}")
     if result.reused:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")

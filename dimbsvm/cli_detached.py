@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .exceptions import DimbsvmError
+from .exceptions import DimbsvmError, one_line
 
 __all__ = ["cmd_cancel", "cmd_logs", "cmd_status", "run_detached"]
 
@@ -118,7 +118,7 @@ def _first_news(future, run_dir: Path) -> dict:
     deadline = time.monotonic() + SUBMIT_WAIT
     while time.monotonic() < deadline:
         if future.status == "error":
-            reason = _one_line(future.exception())
+            reason = one_line(future.exception())
             write_state(run_dir, state="failed", reason=reason)
             raise DimbsvmError(f"the detached driver failed to start: {reason}")
         state = read_state(run_dir) or {}
@@ -242,9 +242,6 @@ def _public(record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in ("command", "cwd", "driver_pid", "worker_pid")}
 
 
-def _one_line(exc) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _parse(stamp: str) -> _dt.datetime:

@@ -5,6 +5,8 @@ Each is a ``ValueError`` subclass so that callers that already catch
 into a one-line message and a non-zero exit code.
 """
 
+__all__ = ["DataError", "DimbsvmError", "JobSpecError", "StoreError", "one_line"]
+
 
 class DimbsvmError(ValueError):
     """Base class of every error dimbsvm raises on purpose."""
@@ -20,3 +22,16 @@ class StoreError(DimbsvmError):
 
 class JobSpecError(DimbsvmError):
     """A job specification is invalid; raised before any work starts."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (its whitespace runs joined), or its type's name when it has none.
+
+    Examples
+    --------
+    >>> one_line(ValueError("first\\n  second"))
+    'first second'
+    >>> one_line(KeyError())
+    'KeyError'
+    """
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -13,7 +13,6 @@
 The scheduler, the good workers and the helpers are tests/test_cluster.py's.
 """
 
-import importlib.util
 import json
 import os
 import shlex
@@ -24,19 +23,12 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster_helpers import load_cluster_helpers
 
 pytestmark = pytest.mark.slow
 
 
-def _load_cluster_helpers():
-    name = "_dimbsvm_test_cluster_helpers"
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_cluster.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_helpers = _load_cluster_helpers()
+_helpers = load_cluster_helpers("_dimbsvm_test_cluster_helpers")
 DaskProcesses, _env, _wait_for, _dimbsvm, _write_job = (_helpers.DaskProcesses, _helpers._env, _helpers._wait_for,
                                                         _helpers._dimbsvm, _helpers._write_job)
 cluster = _helpers.cluster  # a scheduler and two good workers (w0, w1), this module's own

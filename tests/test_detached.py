@@ -7,32 +7,23 @@ attached (tests/test_cluster.py's ``reference``, an embedded cluster); a
 worker killed under the driver is a real SIGKILL of that worker's process.
 """
 
-import importlib.util
 import json
 import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import jsonschema
 import numpy as np
 import pytest
+from cluster_helpers import load_cluster_helpers
 
 from dimbsvm.cli_json import SCHEMAS
 
 pytestmark = pytest.mark.slow
 
 
-def _load_cluster_helpers():
-    name = "_dimbsvm_test_cluster_helpers_detached"
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_cluster.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_helpers = _load_cluster_helpers()
+_helpers = load_cluster_helpers("_dimbsvm_test_cluster_helpers_detached")
 DaskProcesses, _dimbsvm, _wait_for, _fold_metrics = (_helpers.DaskProcesses, _helpers._dimbsvm, _helpers._wait_for,
                                                      _helpers._fold_metrics)
 synthetic_store, reference = _helpers.synthetic_store, _helpers.reference

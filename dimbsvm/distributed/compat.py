@@ -35,7 +35,7 @@ import threading
 import weakref
 
 from .. import environment
-from ..exceptions import DimbsvmError
+from ..exceptions import DimbsvmError, one_line
 from .cluster_errors import ClusterConnectionError, NoWorkersError, WorkerMismatchError
 
 __all__ = ["RULES", "SCHEDULER_RULES", "check_workers", "connected", "differences", "quiet_close", "scheduler_lost",
@@ -278,7 +278,7 @@ def _compare(client, where: str, timeout: float):
     for address, answer in sorted(answers.items()):
         label = f"worker {address}" + (f" ({names[address]})" if names.get(address, address) != address else "")
         if isinstance(answer, BaseException):  # a worker that left meanwhile; the others decide
-            logger.info("%s did not answer the version check: %s", label, _one_line(answer))
+            logger.info("%s did not answer the version check: %s", label, one_line(answer))
             continue
         records[address] = answer
         problems += [f"{label} {text}" for text in differences(ours, answer)]
@@ -389,11 +389,8 @@ def _wanted(rule: str, version: str) -> str:
 def _flat(record) -> dict:
     """One worker's record as ``metrics.json`` keeps the client's: ``{"python": ..., package: version}``."""
     if isinstance(record, BaseException):
-        return {"error": _one_line(record)}
+        return {"error": one_line(record)}
     dimbsvm = record["dimbsvm"]
     return {"python": record["python"], "dimbsvm": dimbsvm["version"] or f"cannot import: {dimbsvm['error']}",
             "dimbsvm_build": dimbsvm["build"], **record["packages"]}
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 import fsspec
 from fsspec.compression import compr
 
-from ...exceptions import DataError
+from ...exceptions import DataError, one_line
 from ..location import filesystem
 
 __all__ = ["Location", "PARQUET_SUFFIXES", "CSV_SUFFIX", "COMPRESSED_CSV", "is_url", "locate", "looks_tabular"]
@@ -166,7 +166,7 @@ def locate(source, storage_options=None) -> Location:
         else:
             raise DataError(f"{text}: file not found")
     except OSError as exc:  # an object store's "access denied", a dead endpoint
-        raise DataError(f"{text}: cannot list it: {_one_line(exc)}") from exc
+        raise DataError(f"{text}: cannot list it: {one_line(exc)}") from exc
     if not paths:
         raise DataError(f"{text}: no file matches")
     formats = {_format_of(p) for p in paths}
@@ -214,6 +214,3 @@ def _common_root(paths) -> Path:
         root = root.parent
     return root
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -31,10 +31,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...datasets._labels import label_key
-from ...exceptions import DataError
+from ...exceptions import DataError, one_line
 from ..location import filesystem
 from ._decide import class_map_from_counts
-from ._locate import Location, _has_magic, _one_line, _protocols
+from ._locate import Location, _has_magic, _protocols
 from ._scan import MAX_LABELS
 
 __all__ = ["SVMLIGHT_SUFFIXES", "BlockScan", "looks_svmlight", "parse_block", "resolve_svmlight_source",
@@ -101,7 +101,7 @@ def scan_block(data: bytes, where: str) -> BlockScan:
     try:
         X, y = _parse(data)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise DataError(f"{where}: not a readable svmlight file: {_one_line(exc)}") from exc
+        raise DataError(f"{where}: not a readable svmlight file: {one_line(exc)}") from exc
     values, counts = np.unique(y, return_counts=True)
     labels = {}
     for value, count in zip(values.tolist(), counts.tolist()):
@@ -123,7 +123,7 @@ def parse_block(data: bytes, *, width: int, shift: int, class_map: dict, dtype, 
     try:
         X, y = _parse(data, n_features=width)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise DataError(f"{where}: not a readable svmlight file: {_one_line(exc)}") from exc
+        raise DataError(f"{where}: not a readable svmlight file: {one_line(exc)}") from exc
     X = sp.csr_matrix(X, dtype=dtype)
     if shift:
         X = sp.csr_matrix((X.data, X.indices - shift, X.indptr), shape=(X.shape[0], width - shift))
@@ -225,7 +225,7 @@ def _locate(source, storage_options) -> Location:
     try:
         paths = sorted(fs.glob(path)) if _has_magic(path) else ([path] if fs.isfile(path) else [])
     except OSError as exc:
-        raise DataError(f"{text}: cannot list it: {_one_line(exc)}") from exc
+        raise DataError(f"{text}: cannot list it: {one_line(exc)}") from exc
     if not paths:
         raise DataError(f"{text}: file not found" if not _has_magic(path) else f"{text}: no file matches")
     kinds = {_compression_of(p) for p in paths}
