@@ -42,7 +42,7 @@ from pathlib import Path
 
 from .._locks import LockHeld, exclusive_lock, write_atomic
 from ..exceptions import DimbsvmError
-from ..store.location import filesystem, is_url, location
+from ..store.location import filesystem, is_url, location, read_json
 from .run_dir import lock_file, partial_dir, saved_progress
 
 __all__ = ["DETACHED_STATES", "cancel_requested", "clear_cancel", "drive", "driver_logs", "finished_metrics", "progress",
@@ -134,14 +134,12 @@ class _Record:
 
 def read_state(run_dir) -> dict | None:
     """The detached run's ``state.json`` (None when the run was never detached)."""
-    record = _Record(run_dir)
-    data = record.read("state.json")
-    if data is None:
-        return None
+    where = record_dir(run_dir)
+    path = f"{where}/state.json" if isinstance(where, str) else where / "state.json"
     try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise DimbsvmError(f"cannot read {record.where}/state.json: {exc}") from None
+        return read_json(path)
+    except (OSError, ValueError) as exc:
+        raise DimbsvmError(f"cannot read {path}: {exc}") from None
 
 
 def write_state(run_dir, **fields) -> dict:
