@@ -6,8 +6,9 @@ Started as ``dask scheduler --preload benchmarks.task_graph_recorder`` with
 - ``{"event": "graph", "time": t, "tasks": [key, ...]}``: the tasks one
   ``update_graph`` call (a submission by a client) brought, at wall time ``t``;
 - ``{"event": "task", "key": key, "deps": [key, ...], "worker": address,
-  "startstops": [{"action", "start", "stop"}, ...]}``: a task that finished
-  (in memory or erred), its dependencies and how its worker spent its time.
+  "priority": [...], "startstops": [{"action", "start", "stop"}, ...]}``: a
+  task that finished (in memory or erred), its dependencies, the priority
+  the scheduler ranked it by, and how its worker spent its time.
 
 Keys are written as ``str(key)``.
 """
@@ -42,8 +43,9 @@ class TaskGraphRecorder(SchedulerPlugin):
             deps = [str(dep.key) for dep in state.dependencies] if state is not None else []
             startstops = [{"action": part["action"], "start": part["start"], "stop": part["stop"]}
                           for part in kwargs.get("startstops") or ()]
+            priority = list(state.priority) if state is not None and state.priority is not None else None
             self._write({"event": "task", "key": str(key), "deps": deps, "worker": kwargs.get("worker"),
-                         "startstops": startstops})
+                         "priority": priority, "startstops": startstops})
 
     def _write(self, record):
         self.file.write(json.dumps(record) + "\n")

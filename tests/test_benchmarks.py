@@ -713,6 +713,31 @@ def test_a_replayed_graph_gives_the_schedules_worked_out_by_hand():
     kinds = replay(_graph(**{f"x-{k}": ((), 1.0 + 2.0 * (i // 2), 2.0) for i, k in enumerate("abcd")}),
                    [(1.0, [f"x-{k}" for k in "abcd"])], 0.0, 5.5, 2)["kinds"]
     assert kinds == {"x": pytest.approx({"first": 1.0, "last": 5.0, "busy": 8.0})}
+    # every schedule above is the same by either rule: nothing there waits while a later task could start
+    assert replay(staged, [(0.0, ["a", "b"]), (5.0, ["e"])], 0.0, 6.0, 2, rule="recorded")["wall"] == 6.0
+    assert replay(wide, submitted, 0.0, 5.5, 4, rule="recorded")["wall"] == pytest.approx(3.5)
+
+
+def test_a_replayed_worker_takes_a_task_that_may_start_before_one_still_waiting():
+    """Recorded on one worker: a (4 s), then b, which needs a (1 s), then c and d (1 s each, independent). On two
+    workers, by hand: Dask's rule runs c and d beside a (wall 5 s); the recorded order makes the second worker wait
+    for a before b and runs c, d after (wall 6 s). A recorded priority overrides the submission order."""
+    from benchmarks.task_graph_replay import replay
+
+    graph = _graph(a=((), 0.0, 4.0), b=(("a",), 4.0, 1.0), c=((), 5.0, 1.0), d=((), 6.0, 1.0))
+    submitted = [(0.0, ["a", "b", "c", "d"])]
+    ready = replay(graph, submitted, 0.0, 7.0, 2)
+    assert ready["wall"] == pytest.approx(5.0) and ready["critical"] == pytest.approx(5.0)
+    assert ready["kinds"]["c"] == pytest.approx({"first": 0.0, "last": 1.0, "busy": 1.0})
+    assert replay(graph, submitted, 0.0, 7.0, 2, rule="recorded")["wall"] == pytest.approx(6.0)
+    assert replay(graph, submitted, 0.0, 7.0, 1)["wall"] == replay(graph, submitted, 0.0, 7.0, 1, rule="recorded")["wall"] == 7.0
+    # one worker, d ranked before c by the scheduler: d runs first once a is done (submission order would run c)
+    ranked = {key: dict(task, priority=[0, 0, rank]) for key, task in graph.items()
+              for rank in [{"a": 0, "b": 1, "c": 3, "d": 2}[key]]}
+    kinds = replay(ranked, submitted, 0.0, 7.0, 1)["kinds"]
+    assert kinds["d"]["first"] == pytest.approx(5.0) and kinds["c"]["first"] == pytest.approx(6.0)
+    with pytest.raises(ValueError, match="rule"):
+        replay(graph, submitted, 0.0, 7.0, 2, rule="fifo")
 
 
 def test_a_sparse_protocol_holds_csr_rows_and_the_linear_peers_score_them_as_scikit_learn_does(tmp_path):
