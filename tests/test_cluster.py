@@ -319,7 +319,9 @@ def test_tls_cluster_accepts_tls_and_refuses_plain_tcp(tmp_path):
         open_job = _write_job(tmp_path / "open.yaml", "yeast5")
         proc = _dimbsvm("run", open_job, "--scheduler", plain, "--out", tmp_path / "plain",
                         "--connect-timeout", "3")
-        assert proc.returncode == 2 and "cannot connect to the scheduler" in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and f"the server speaks TLS, so this scheduler wants {procs.address}" \
+            in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "plain").exists()
     finally:
         procs.stop()

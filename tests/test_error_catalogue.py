@@ -523,6 +523,10 @@ def _rows() -> list:
             lambda d: _run(d, None, "--scheduler", "tls://127.0.0.1:8786", "--tls-ca-file", d / "ca.pem",
                            "--tls-cert", d / "cert.pem"),
             r"TLS file .*ca\.pem \(--tls-ca-file\) does not exist"),
+        Row("tls-without-settings", "50.poor",  # it failed as "unexpected TypeError: TLS expects a `ssl_context`"
+            lambda d: _run(d, None, "--scheduler", "tls://127.0.0.1:8786"),
+            r"the scheduler at tls://127\.0\.0\.1:8786 wants TLS, and no TLS settings were given: pass "
+            r"--tls-ca-file, --tls-cert and --tls-key"),
         Row("tls-over-tcp", "ok",
             lambda d: _run(d, None, "--scheduler", "tcp://127.0.0.1:8786", "--tls-ca-file",
                            _write(d / "ca.pem", "x"), "--tls-cert", _write(d / "cert.pem", "x")),

@@ -7,7 +7,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 
 from .. import environment
 from .cluster_errors import ClusterConnectionError, NoWorkersError, WorkerMismatchError
+from .probe import no_tls_settings, probe_scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -137,62 +137,6 @@ def check_scheduler_address(address: str) -> str:
     return text
 
 
-def probe_scheduler(address: str, timeout: float) -> None:
-    """Refuse, in one line, a ``tcp://`` address whose server does not greet as a Dask scheduler does.
-
-    A Dask server writes its handshake as soon as it accepts a connection;
-    distributed's client, connected to a server that never does (an HTTP
-    server, a scheduler that wants ``tls://``), waits for it without bound.
-    So this connects first, and reads for at most ``timeout`` seconds. A
-    connection refused is tried again until ``timeout`` (a scheduler may be
-    starting), then refused in one line that says so; an unreachable host is
-    left to the client to report; ``tls://`` addresses are not probed (the
-    server speaks first only after TLS's own handshake).
-
-    Raises
-    ------
-    ClusterConnectionError
-        Naming the address, what the server did, and what it may be.
-    """
-    text = address if "://" in address else f"tcp://{address}"
-    parts = urlsplit(text)
-    if parts.scheme != "tcp":
-        return
-    deadline = time.monotonic() + timeout
-    try:
-        with _accepted_connection(parts.hostname, parts.port or 8786, deadline) as connection:
-            connection.settimeout(max(0.1, deadline - time.monotonic()))
-            first = connection.recv(16)
-    except ConnectionRefusedError:
-        raise ClusterConnectionError(
-            f"cannot connect to the scheduler at {address}: nothing accepted a connection there for {timeout:g} s "
-            "(connection refused): is the scheduler running, and is this its port (8786 by default)? "
-            "--connect-timeout waits longer for one still starting") from None
-    except TimeoutError:
-        raise ClusterConnectionError(
-            f"cannot connect to the scheduler at {address}: the server accepted the connection but sent no Dask "
-            f"handshake within {timeout:g} s, so it is not a Dask scheduler's tcp:// port (a scheduler that wants "
-            "tls://? a web server or the dashboard's port? the scheduler's is 8786 by default)") from None
-    except OSError:
-        return  # refused, unreachable: the client says so, with its own wait
-    if first.startswith(b"HTTP/") or not first:
-        what = "answered as a web server" if first else "closed the connection"
-        raise ClusterConnectionError(f"cannot connect to the scheduler at {address}: the server {what} without a "
-                                     "Dask handshake, so it is not a Dask scheduler's tcp:// port (the scheduler's is "
-                                     "8786 by default)")
-
-
-def _accepted_connection(host, port, deadline: float, retry_every: float = 0.25):
-    """A socket connected to ``host:port``, connecting again while it is refused until ``deadline``."""
-    while True:
-        try:
-            return socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic()))
-        except ConnectionRefusedError:
-            if time.monotonic() + retry_every >= deadline:
-                raise
-            time.sleep(retry_every)
-
-
 def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str | None = None,
                           tls: TLSSettings | None = None, require_encryption: bool = False,
                           cluster: str | None = None) -> str:
@@ -253,6 +197,8 @@ def check_cluster_options(scheduler: str | None = None, *, scheduler_file: str |
         check_tls_support()  # an embedded cluster then uses temporary certificates
     elif encrypted:
         check_tls_support()
+        if tls is None and _client_ssl_context(None) is None:
+            raise no_tls_settings(address)
     if address:
         return address
     return f"scheduler file {scheduler_file}" if scheduler_file else "embedded LocalCluster"
@@ -351,7 +297,7 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         target = address or f"scheduler file {scheduler_file}"
         logger.info("connecting to %s", target)
         if address:
-            probe_scheduler(address, timeout)
+            probe_scheduler(address, timeout, _client_ssl_context(security))
         try:
             client = Client(address, scheduler_file=scheduler_file, security=security, timeout=timeout)
         except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
@@ -390,6 +336,13 @@ def cluster_client(scheduler: str | None = None, *, scheduler_file: str | None =
         finally:
             with _signals_held():
                 _close_embedded(client, cluster)
+
+
+def _client_ssl_context(security):
+    """The TLS context distributed's client would use: from ``security``, else from the Dask config (or None)."""
+    from distributed.security import Security
+
+    return (security or Security()).get_connection_args("client").get("ssl_context")
 
 
 @contextlib.contextmanager
