@@ -175,7 +175,8 @@ def _handled(args) -> tuple[int, str | None]:
         # e.g. raised inside a task; it reaches here as itself
         if args.verbose:
             traceback.print_exc()
-        return _failed(f"error: {_describe(exc)}", getattr(exc, "exit_status", 2))  # 3: SchedulerLostError
+        remote = None if isinstance(exc, DimbsvmError) else _describe_remote(exc, args)
+        return _failed(f"error: {remote or _describe(exc)}", getattr(exc, "exit_status", 2))  # 3: SchedulerLostError
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: still one line, traceback with -v
         if args.verbose:
             traceback.print_exc()
@@ -186,8 +187,7 @@ def _handled(args) -> tuple[int, str | None]:
                            f"{s3_call_limits()['read_timeout']:g} s, set by {READ_TIMEOUT_VARIABLE}; check the "
                            "endpoint, AWS_ENDPOINT_URL, and the network)", 2)
         if _from_object_storage(exc):
-            return _failed(f"error: object storage refused the request: {one_line(exc)} (check the credentials "
-                           "and endpoint: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, ...)", 2)
+            return _failed(f"error: {_describe_remote(exc, args)}", 2)
         return _failed(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (this is probably a bug in "
                        "dimbsvm; rerun with -v for the traceback and report it)", 1)
     finally:
@@ -212,6 +212,33 @@ def _unanswered(exc: BaseException) -> bool:
     """Whether an object-storage client's error is an endpoint that did not answer (timeouts, connections lost)."""
     names = {"ConnectTimeoutError", "ReadTimeoutError", "EndpointConnectionError", "ConnectionClosedError"}
     return any(cls.__name__ in names for cls in type(exc).__mro__)
+
+
+def _describe_remote(exc: BaseException, args) -> str | None:
+    """An object-storage error said with the URLs of this command and the endpoint (None: not such an error)."""
+    from .store.remote_errors import describe_remote_error
+
+    return describe_remote_error(exc, _command_urls(args))
+
+
+def _command_urls(args) -> list:
+    """The URLs a command names: its arguments', and its job file's data source."""
+    from .store.location import is_url
+
+    values = []
+    for value in vars(args).values():
+        values.extend(value if isinstance(value, list) else [value])
+    job = getattr(args, "job", None)
+    if isinstance(job, str) and os.path.isfile(job):
+        try:
+            import yaml
+
+            with open(job, encoding="utf-8") as file:
+                source = (yaml.safe_load(file) or {}).get("data", {}).get("source")
+            values.append(source)
+        except Exception:  # noqa: BLE001 - only for naming URLs in a message already being written
+            pass
+    return [str(value) for value in values if is_url(str(value))]
 
 
 def _describe(exc: BaseException) -> str:

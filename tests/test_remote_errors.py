@@ -1,0 +1,127 @@
+"""Object storage's refusals are one line naming the URL, the endpoint and what to check (issue 50, poor messages).
+
+Against real S3 API servers (moto's server mode): the session's, and one of
+this module's that checks credentials (every request after the first needs
+a known access key).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dimbsvm.cli import main
+
+CSV = "a,b,class\n" + "".join(f"{i % 7 * 0.5},{i % 3},{'pos' if i % 5 == 0 else 'neg'}\n" for i in range(60))
+
+
+def _one_line(err: str) -> str:
+    assert err.count("\n") == 1, err
+    return err.strip()
+
+
+@pytest.fixture
+def data(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(CSV)
+    return path
+
+
+def test_a_store_in_a_missing_bucket_names_the_url_the_bucket_and_the_endpoint(s3_bucket, s3_server, data, capsys):
+    import s3fs
+
+    assert main(["ingest", str(data), "s3://no-such-bucket-x/s.zarr"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    endpoint = s3_server["AWS_ENDPOINT_URL"]
+    assert line == (f"dimbsvm: error: s3://no-such-bucket-x/s.zarr: bucket no-such-bucket-x does not exist at "
+                    f"{endpoint} (AWS_ENDPOINT_URL); create it first (dimbsvm never creates a bucket), or check the "
+                    "URL and the endpoint")  # it was "The specified bucket does not exist"
+    assert not s3fs.S3FileSystem().exists("no-such-bucket-x")
+
+
+def test_a_run_whose_out_is_in_a_missing_bucket_names_that_url(s3_bucket, s3_server, data, tmp_path, capsys,
+                                                               monkeypatch):
+    monkeypatch.setenv("DIMBSVM_STAGING_DIR", str(tmp_path / "staging"))
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: t\ndata: {{source: {data}}}\nestimator: {{name: linear_svc}}\ncv: {{n_splits: 2}}\n")
+    assert main(["run", str(job), "--out", "s3://no-such-bucket-y/run", "--no-progress", "--workers", "1"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith("dimbsvm: error: s3://no-such-bucket-y/run: bucket no-such-bucket-y does not exist at "
+                           f"{s3_server['AWS_ENDPOINT_URL']} (AWS_ENDPOINT_URL)")
+
+
+def test_the_url_in_the_bucket_the_error_names_is_the_one_said():
+    """Of a command's URLs, the line names the one in the bucket botocore's error names (s3fs' own translation)."""
+    from botocore.exceptions import ClientError
+    from s3fs.errors import translate_boto_error
+
+    from dimbsvm.store.remote_errors import describe_remote_error
+
+    cause = ClientError({"Error": {"Code": "NoSuchBucket", "Message": "The specified bucket does not exist",
+                                   "BucketName": "second"}}, "ListObjectsV2")
+    try:
+        raise translate_boto_error(cause)
+    except FileNotFoundError as exc:
+        line = describe_remote_error(exc, ["s3://first/a.csv", "s3://second/b.zarr", "local.csv"])
+    assert line.startswith("s3://second/b.zarr: bucket second does not exist at ")
+    assert describe_remote_error(ValueError("not object storage"), ["s3://first/a.csv"]) is None
+
+
+@pytest.fixture(scope="module")
+def checking_server():
+    """A moto S3 server that lets one request through unsigned (making the bucket), then wants known keys."""
+    pytest.importorskip("moto", reason="the S3 test server is moto's server mode (the dev extra installs it)")
+    pytest.importorskip("s3fs", reason="s3:// URLs need s3fs (the s3 and dev extras install it)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    import os
+
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="1"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail("moto's S3 server did not start within 30 s")
+            time.sleep(0.1)
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "unknown-key",
+           "AWS_SECRET_ACCESS_KEY": "unknown-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+    import boto3
+
+    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="x", aws_secret_access_key="x",
+                 region_name="us-east-1").create_bucket(Bucket="guarded")  # the one request let through
+    try:
+        yield env
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_unknown_credentials_and_a_refused_read_name_the_url_and_the_endpoint(checking_server, data, monkeypatch,
+                                                                              capsys):
+    import s3fs
+
+    for key, value in checking_server.items():
+        monkeypatch.setenv(key, value)
+    s3fs.S3FileSystem.clear_instance_cache()
+    endpoint = checking_server["AWS_ENDPOINT_URL"]
+    assert main(["ingest", str(data), "s3://guarded/s.zarr"]) == 2
+    line = _one_line(capsys.readouterr().err)  # it was "The AWS Access Key Id you provided does not exist ..."
+    assert line.startswith(f"dimbsvm: error: s3://guarded/s.zarr: {endpoint} (AWS_ENDPOINT_URL) refused this "
+                           "client's credentials: The AWS Access Key Id you provided does not exist")
+    assert "check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY" in line
+    assert main(["predict", "s3://guarded/model", str(data), "--out", str(data.parent / "p.csv")]) == 2
+    line = _one_line(capsys.readouterr().err)  # a HEAD request: 403 without a body, which s3fs says as "Forbidden"
+    assert line.startswith(f"dimbsvm: error: s3://guarded/model: {endpoint} (AWS_ENDPOINT_URL) refused access: "
+                           "Forbidden (403 on HeadObject)"), line
+    assert not (data.parent / "p.csv").exists()
