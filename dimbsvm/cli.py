@@ -68,6 +68,7 @@ Quartz or Spring (``*/20 * * * * *`` is every second of minutes 0, 20, 40).
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import logging
@@ -176,6 +177,8 @@ def _handled(args) -> tuple[int, str | None]:
         if args.verbose:
             traceback.print_exc()
         remote = None if isinstance(exc, DimbsvmError) else _describe_remote(exc, args)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            remote = _no_space(exc, args)
         return _failed(f"error: {remote or _describe(exc)}", getattr(exc, "exit_status", 2))  # 3: SchedulerLostError
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: still one line, traceback with -v
         if args.verbose:
@@ -239,6 +242,28 @@ def _command_urls(args) -> list:
         except Exception:  # noqa: BLE001 - only for naming URLs in a message already being written
             pass
     return [str(value) for value in values if is_url(str(value))]
+
+
+def _no_space(exc: OSError, args) -> str:
+    """A full disk said with where the command was writing: the file, else its output (or a URL's staging)."""
+    from .store.location import is_url
+
+    if exc.filename is not None:
+        return f"no space left on device while writing {exc.filename}; free space there and run again"
+    out = getattr(args, "out", None) or getattr(args, "dest", None)
+    if args.verb == "run" and is_url(str(out)):
+        from .jobs.remote_run_dir import staging_dir
+
+        return (f"no space left on device while writing {staging_dir(out)}, the local staging directory of {out}; "
+                "free space there, or set DIMBSVM_STAGING_DIR to stage runs elsewhere, and run again (it resumes)")
+    if out is not None and not is_url(str(out)):
+        return f"no space left on device while writing {out}; free space there, or choose another --out"
+    if args.verb == "run":
+        return "no space left on device while writing the run directory under runs/; free space there, or give --out"
+    import tempfile
+
+    return (f"no space left on device (writing {out or 'the output'}, staged in {tempfile.gettempdir()}); free "
+            "space there, or set TMPDIR")
 
 
 def _describe(exc: BaseException) -> str:

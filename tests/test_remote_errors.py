@@ -125,3 +125,43 @@ def test_unknown_credentials_and_a_refused_read_name_the_url_and_the_endpoint(ch
     assert line.startswith(f"dimbsvm: error: s3://guarded/model: {endpoint} (AWS_ENDPOINT_URL) refused access: "
                            "Forbidden (403 on HeadObject)"), line
     assert not (data.parent / "p.csv").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs (root only; skipped where mounting is not permitted)."""
+    import os
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_staging_disk_names_the_staging_directory_and_how_to_move_it(s3_bucket, small_disk, data, tmp_path,
+                                                                            capsys, monkeypatch):
+    """A run to a URL is written in a local staging directory first: a full disk there says so (it said only
+    "No space left on device"), and no run is published."""
+    import s3fs
+
+    from dimbsvm.jobs.remote_run_dir import staging_dir
+
+    monkeypatch.setenv("DIMBSVM_STAGING_DIR", str(small_disk / "staging"))
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: t\ndata: {{source: {data}}}\nestimator: {{name: linear_svc}}\ncv: {{n_splits: 2}}\n")
+    url = f"s3://{s3_bucket}/runs/full"
+    assert main(["run", str(job), "--out", url, "--no-progress", "--workers", "1"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line == (f"dimbsvm: error: no space left on device while writing {staging_dir(url)}, the local staging "
+                    f"directory of {url}; free space there, or set DIMBSVM_STAGING_DIR to stage runs elsewhere, and "
+                    "run again (it resumes)")
+    from dimbsvm.jobs.remote_run_dir import COMPLETE_MARKER
+
+    assert not s3fs.S3FileSystem().exists(f"{s3_bucket}/runs/full/{COMPLETE_MARKER}")  # claimed, never published
