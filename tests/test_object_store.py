@@ -61,9 +61,15 @@ def test_urls_never_overwrite_or_mix(s3_bucket):
     assert fs.cat_file(f"{s3_bucket}/notes/a.txt") == b"mine"
     # a store another writer has claimed (its zarr.json exists, not complete) is refused, not joined
     fs.pipe_file(f"{s3_bucket}/busy.zarr/zarr.json",
-                 b'{"zarr_format": 3, "node_type": "group", "attributes": {"dimbsvm": {"complete": false}}}')
-    with pytest.raises(StoreError, match="is incomplete: an ingest is writing it"):
+                 b'{"zarr_format": 3, "node_type": "group", "attributes": {"dimbsvm": {"complete": false, '
+                 b'"writer": "host-a:17"}}}')
+    advice = (r"is incomplete: an ingest is writing it, or one stopped part-way \(its writer: host-a:17\); if none "
+              r"is running, delete it with your storage tools and ingest again")
+    with pytest.raises(StoreError, match=advice):
         ingest(_data(1), f"s3://{s3_bucket}/busy.zarr")
+    # a job (or predict) reading it gives the same advice; it said "ingest again", which ingest then refused
+    with pytest.raises(StoreError, match=advice):
+        open_store(f"s3://{s3_bucket}/busy.zarr")
 
 
 def test_the_exclusive_create_refuses_a_second_writer(s3_bucket):

@@ -52,6 +52,7 @@ from ..datasets import Dataset, load
 from ..exceptions import StoreError
 from . import placement
 from .location import is_url, location
+from .reading import incomplete_store
 from .finite import META_KEY as NONFINITE_KEY, nonfinite_rows
 from .fingerprints import array_fingerprint, dataset_fingerprint
 from .sparse import SPARSE_FORMAT, chunk_lengths, index_dtype, is_sparse, write_csr_chunk
@@ -255,8 +256,7 @@ def _reuse_or_rebuild(path, meta: dict, asked: dict, *, overwrite: bool, verify:
     existing = _read_attrs(path)
     if not existing.get("complete"):
         if is_url(path):
-            raise StoreError(f"store {path} is incomplete: an ingest is writing it, or one stopped part-way; if none "
-                             "is running, delete it with your storage tools and ingest again")
+            raise StoreError(incomplete_store(path, existing))
         return False  # a local store from a dimbsvm that wrote in place: replaced, it is dimbsvm's own
     if existing.get("fingerprint") != meta["fingerprint"]:
         if not overwrite:

@@ -18,11 +18,12 @@ from ..datasets import Dataset
 from ..exceptions import StoreError
 from ._zarr import missing_chunks, open_group
 from .fingerprints import content_fingerprint
-from .location import filesystem, join, location, name_of, read_json
+from .location import filesystem, is_url, join, location, name_of, read_json
 from .sparse import chunk_lengths, csr_array, find_sparse_damage, is_sparse
 from .stages import read_meta as _read_attrs
 
-__all__ = ["STORE_FORMAT", "StoredData", "find_damage", "open_store", "store_exists", "verify_store"]
+__all__ = ["STORE_FORMAT", "StoredData", "find_damage", "incomplete_store", "open_store", "store_exists",
+           "verify_store"]
 
 #: 2: every chunk is on disk (format 1 skipped all-zero chunks, so a missing chunk could not be told
 #: from zeros).
@@ -71,6 +72,22 @@ class StoredData:
         )
 
 
+def incomplete_store(path, meta: dict) -> str:
+    """The line for a store without its completion marker: what to do differs on disk and at a URL.
+
+    An ingest to the same local path replaces it (it is dimbsvm's own); at a
+    URL a store is never replaced (object storage has no rename), so the
+    unfinished one must be deleted first, once its writer has stopped.
+    """
+    writer = meta.get("writer")
+    by = f" (its writer: {writer})" if writer else ""
+    if is_url(path):
+        return (f"store {path} is incomplete: an ingest is writing it, or one stopped part-way{by}; if none is "
+                "running, delete it with your storage tools and ingest again")
+    return (f"store {path} is incomplete: its completion marker is missing (the ingest that wrote it did not "
+            f"finish{by}); ingest again to the same path, which replaces it")
+
+
 def open_store(path) -> StoredData:
     """Open a complete store as Dask arrays (reading a missing chunk raises ``StoreError``).
 
@@ -88,9 +105,7 @@ def open_store(path) -> StoredData:
     if meta is None:
         raise StoreError(f"{path} is not a dimbsvm store (no Zarr group with dimbsvm metadata)")
     if not meta.get("complete"):
-        raise StoreError(
-            f"store {path} is incomplete: its completion marker is missing "
-            "(the ingest that wrote it did not finish); ingest again")
+        raise StoreError(incomplete_store(path, meta))
     if meta.get("store_format", 1) < STORE_FORMAT:
         raise StoreError(
             f"store {path} was written by an older dimbsvm (store format {meta.get('store_format', 1)}), which "
