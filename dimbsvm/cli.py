@@ -241,7 +241,8 @@ def _command_urls(args) -> list:
             values.append(source)
         except Exception:  # noqa: BLE001 - only for naming URLs in a message already being written
             pass
-    return [str(value) for value in values if is_url(str(value))]
+    cluster_schemes = ("tcp://", "tls://", "inproc://", "ucx://")  # a scheduler's address is no data URL
+    return [str(value) for value in values if is_url(str(value)) and not str(value).startswith(cluster_schemes)]
 
 
 def _no_space(exc: OSError, args) -> str:

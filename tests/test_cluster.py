@@ -8,6 +8,7 @@ any task runs.
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import dask
 import numpy as np
+import pandas as pd
 import pytest
 import zarr
 
@@ -240,6 +242,18 @@ def test_predict_on_cluster_and_tampered_model(cluster, tmp_path):
     np.testing.assert_array_equal(group["y_pred"][:], model.predict(X))
     np.testing.assert_allclose(group["decision"][:], model.decision_function(X))
 
+    # a relative --out is this process's: the workers (started in another directory) write their parts there
+    here = tmp_path / "client-cwd"
+    here.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "dimbsvm.cli", "predict", str(run / "model"), "yeast5", "--out",
+                           "rel.csv", "--scheduler", cluster.address, "--chunk-rows", "400"], capture_output=True,
+                          text=True, cwd=here, env=_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    written = pd.read_csv(here / "rel.csv")
+    np.testing.assert_array_equal(written["decision"].to_numpy(), model.decision_function(X))
+    assert sorted(p.name for p in here.iterdir()) == ["rel.csv"]
+    assert not list(cluster.workdir.glob(".rel.csv*")) and not (cluster.workdir / "rel.csv").exists()
+
     tampered = tmp_path / "tampered"
     shutil.copytree(run / "model", tampered)
     blob = bytearray((tampered / "model.skops").read_bytes())
@@ -248,6 +262,39 @@ def test_predict_on_cluster_and_tampered_model(cluster, tmp_path):
     proc = _dimbsvm("predict", tampered, "yeast5", "--out", tmp_path / "p2.zarr", "--workers", "1")
     assert proc.returncode == 2 and "does not match its SHA-256" in proc.stderr
     assert not (tmp_path / "p2.zarr").exists()
+
+
+def test_workers_without_the_object_stores_credentials_are_found_before_any_row_is_scored(tmp_path, s3_bucket,
+                                                                                         monkeypatch):
+    """The client reaches the bucket; its workers, started without credentials, cannot: one line naming a
+    worker, before any partition is scored (it failed after every partition was), and nothing is written."""
+    import s3fs
+
+    run = tmp_path / "run"
+    job = _write_job(tmp_path / "y5.yaml", "yeast5")
+    assert _dimbsvm("run", job, "--workers", "1", "--out", run).returncode == 0
+    credentials = {key: os.environ[key] for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    for key in credentials:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))  # no ~/.aws either
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    (tmp_path / "workers").mkdir()
+    procs = DaskProcesses(tmp_path / "workers", n_workers=1)
+    try:
+        procs.wait_for_workers(1)
+        for key, value in credentials.items():
+            monkeypatch.setenv(key, value)  # this process and the CLI have them
+        out = f"s3://{s3_bucket}/pred.csv"
+        proc = _dimbsvm("predict", run / "model", "yeast5", "--out", out, "--scheduler", procs.address,
+                        "--chunk-rows", "400")
+    finally:
+        procs.stop()
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert re.search(rf"prediction output {re.escape(out)}: worker tcp://127\.0\.0\.1:\d+ cannot write there: "
+                     r"NoCredentialsError: Unable to locate credentials; each worker reads the object store's "
+                     r"credentials", line), line
+    assert s3fs.S3FileSystem().ls(s3_bucket) == []
 
 
 @pytest.fixture(scope="module")

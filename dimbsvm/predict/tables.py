@@ -57,6 +57,7 @@ from ..store.sources._scan import keep_rows
 from .arrays import _refuse_empty_cells, is_store, prediction_features
 from .encoding import RowError
 from .model import DimbsvmModel
+from .reach import check_workers_reach
 
 __all__ = ["COMPLETE_MARKER", "Prediction", "Written", "check_output", "output_kind", "plan_prediction", "predict_to"]
 
@@ -179,6 +180,7 @@ class Prediction:
 
     def run(self) -> Written:
         """Score and write, on the active Dask client (or Dask's local threads)."""
+        check_workers_reach(self.out, self.storage_options)  # before any row is scored
         if self.store is not None:
             return _write_store(*self.store)
         writer = _write_parquet if self.kind == "parquet" else _write_csv
@@ -203,6 +205,8 @@ def plan_prediction(model: DimbsvmModel, source, out, *, chunk_rows: int = 100_0
     """
     check_output(out)
     kind, out = output_kind(out), str(out).rstrip("/")
+    if not is_url(out):
+        out = os.path.abspath(out)  # where this process means it: workers elsewhere have other working directories
     scores = ("prediction", "decision", *((model.probability_column,) if model.has_probability else ()))
     if _reads_as_frame(model, source):
         if kind == "store":
