@@ -183,12 +183,6 @@ def _handled(args) -> tuple[int, str | None]:
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: still one line, traceback with -v
         if args.verbose:
             traceback.print_exc()
-        if _from_object_storage(exc) and _unanswered(exc):
-            from .store.location import READ_TIMEOUT_VARIABLE, s3_call_limits
-
-            return _failed(f"error: object storage did not answer: {one_line(exc)} (each call waits "
-                           f"{s3_call_limits()['read_timeout']:g} s, set by {READ_TIMEOUT_VARIABLE}; check the "
-                           "endpoint, AWS_ENDPOINT_URL, and the network)", 2)
         if _from_object_storage(exc):
             return _failed(f"error: {_describe_remote(exc, args)}", 2)
         return _failed(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (this is probably a bug in "
@@ -209,12 +203,6 @@ def _from_object_storage(exc: BaseException) -> bool:
     """Whether an error was raised by an object-storage client (credentials, endpoint, permissions)."""
     roots = ("botocore", "aiobotocore", "google.auth", "google.api_core", "azure.core")
     return any(cls.__module__.startswith(roots) for cls in type(exc).__mro__)
-
-
-def _unanswered(exc: BaseException) -> bool:
-    """Whether an object-storage client's error is an endpoint that did not answer (timeouts, connections lost)."""
-    names = {"ConnectTimeoutError", "ReadTimeoutError", "EndpointConnectionError", "ConnectionClosedError"}
-    return any(cls.__name__ in names for cls in type(exc).__mro__)
 
 
 def _describe_remote(exc: BaseException, args) -> str | None:

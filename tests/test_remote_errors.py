@@ -165,3 +165,22 @@ def test_a_full_staging_disk_names_the_staging_directory_and_how_to_move_it(s3_b
     from dimbsvm.jobs.remote_run_dir import COMPLETE_MARKER
 
     assert not s3fs.S3FileSystem().exists(f"{s3_bucket}/runs/full/{COMPLETE_MARKER}")  # claimed, never published
+
+
+def test_an_endpoint_that_does_not_answer_is_said_with_the_wait_and_its_setting(monkeypatch):
+    from botocore.exceptions import ReadTimeoutError
+
+    from dimbsvm.store.remote_errors import describe_remote_error
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("DIMBSVM_S3_READ_TIMEOUT", "3")
+    try:
+        try:
+            raise ReadTimeoutError(endpoint_url="http://127.0.0.1:9/b/k.csv")
+        except ReadTimeoutError as cause:
+            raise OSError("Read timeout on endpoint URL") from cause  # as s3fs hands it on
+    except OSError as exc:
+        line = describe_remote_error(exc, ["s3://b/k.csv"])
+    assert line == ("s3://b/k.csv: object storage at http://127.0.0.1:9 (AWS_ENDPOINT_URL) did not answer: Read "
+                    "timeout on endpoint URL (each call waits 3 s, set by DIMBSVM_S3_READ_TIMEOUT; check the "
+                    "endpoint and the network)")

@@ -70,6 +70,18 @@ def endpoint_of(url: str) -> str:
     return f"the {scheme}:// endpoint"
 
 
+def _unanswered(exc) -> bool:
+    """Whether the endpoint did not answer (timeouts, connections lost), anywhere in ``exc``'s causes."""
+    names = {"ConnectTimeoutError", "ReadTimeoutError", "EndpointConnectionError", "ConnectionClosedError"}
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(cls.__name__ in names for cls in type(exc).__mro__) or "Read timeout on endpoint" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _client_error(exc):
     """The botocore ``ClientError`` behind ``exc`` (itself or a cause), or None."""
     seen = set()
@@ -102,6 +114,12 @@ def describe_remote_error(exc: BaseException, urls) -> str | None:
     where = urls[0] if len(urls) == 1 else ("one of " + ", ".join(urls) if urls else "object storage")
     endpoint = endpoint_of(urls[0]) if urls else "the configured endpoint"
     refused = one_line(exc)
+    if _unanswered(exc):
+        from .location import READ_TIMEOUT_VARIABLE, s3_call_limits
+
+        return (f"{where}: object storage at {endpoint} did not answer: {refused} (each call waits "
+                f"{s3_call_limits()['read_timeout']:g} s, set by {READ_TIMEOUT_VARIABLE}; check the endpoint and the "
+                "network)")
     if client_error is not None and client_error.operation_name:
         refused += f" ({code or 'error'} on {client_error.operation_name})"
     if code == "NoSuchBucket":
