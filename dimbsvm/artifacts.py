@@ -32,6 +32,7 @@ import types
 from pathlib import Path
 
 from ._locks import temporary_name
+from ._model_file import writing_model_file
 from ._version import __version__
 from .estimators import trusted_types
 from .exceptions import StoreError
@@ -145,7 +146,8 @@ def save_model(model, directory, *, meta: dict) -> Path:
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    _skops_dump()(model, tmp / _MODEL)
+    with writing_model_file():
+        _skops_dump()(model, tmp / _MODEL)
     (tmp / _META).write_text(json.dumps(dict(meta, dimbsvm_version=__version__), indent=2, default=str) + "\n")
     manifest = {
         "format": MODEL_FORMAT,
@@ -276,7 +278,8 @@ def save_object(obj, path) -> Path:
     # dimbsvm's temporary name: what a killed writer leaves is cleaned up with the run's other leftovers, and a
     # run's mirror at a URL does not send it
     tmp = temporary_name(path)
-    _skops_dump()(obj, tmp)
+    with writing_model_file():
+        _skops_dump()(obj, tmp)
     os.replace(tmp, path)
     return path
 

@@ -342,7 +342,9 @@ def _hik():
 register_feature("structural", _structural,
                  "[x, weight * n(x)]: kNN neighbourhood vector over the training rows appended (structural "
                  "similarity); base: hik with weight: 10 gives the paper's hik+str",
-                 trusted_types=("dimbsvm.features.structural.StructuralFeatures", "dimbsvm.graph.knn.KNNIndex"),
+                 # (its index keeps the training rows: CSR ones for sparse data, which skops saves as .npz arrays)
+                 trusted_types=("dimbsvm.features.structural.StructuralFeatures", "dimbsvm.graph.knn.KNNIndex",
+                                "scipy.sparse._csr.csr_matrix"),
                  fold_rows=_neighbors, storable=True)
 register_feature("hik", _hik, "unary code of [0, 1] features in `levels` steps: a linear SVM on it is a "
                  "histogram-intersection-kernel SVM", trusted_types=("dimbsvm.features.hik.HIKEncoder",))

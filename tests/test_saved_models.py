@@ -86,6 +86,41 @@ def test_a_model_with_an_exact_structural_stage_saves_loads_and_answers_the_same
     np.testing.assert_array_equal(loaded.decision_function(X_new), model.decision_function(X_new))
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_a_model_with_an_approximate_structural_stage_saves_loads_and_answers_the_same(tmp_path, sparse):
+    """An NN-descent index (pynndescent: 20,000 training rows and more by default) could not be saved at all (its
+    NNDescent holds generators: "cannot pickle 'generator' object", a job's final model lost at the end). It is
+    saved without it and built again from the same rows and seed: new rows get the same neighbours and the same
+    decision values, dense and CSR (cosine)."""
+    import scipy.sparse as sp
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import LinearSVC
+
+    from dimbsvm.artifacts import save_model
+    from dimbsvm.features.structural import StructuralFeatures
+
+    rng = np.random.default_rng(1)
+    if sparse:
+        X, X_new = (sp.random(n, 200, density=0.05, format="csr", random_state=seed) for n, seed in ((3000, 1),
+                                                                                                     (200, 2)))
+    else:
+        X, X_new = rng.normal(size=(3000, 6)), rng.normal(size=(200, 6))
+    y = (np.asarray(X[:, 0].todense()).ravel() > 0.5 if sparse else X[:, 0] > 0.8).astype(int)
+    stage = StructuralFeatures(n_neighbors=5, method="pynndescent", metric="cosine" if sparse else "euclidean")
+    model = make_pipeline(stage, LinearSVC(random_state=0)).fit(X, y)
+    assert model[0].index_.method_ == "pynndescent"
+    from dimbsvm._model_file import writing_model_file
+
+    assert "_nnd" in model[0].index_.__getstate__()  # a pickle (a Dask transfer) keeps the built index
+    with writing_model_file():
+        assert "_nnd" not in model[0].index_.__getstate__()
+    save_model(model, tmp_path / "m", meta={})
+    assert set(sio.get_untrusted_types(file=tmp_path / "m" / "model.skops")) <= set(trusted_types())
+    loaded, _ = load_artifact(tmp_path / "m")
+    np.testing.assert_array_equal(loaded[0].index_.query(X_new, 5)[0], model[0].index_.query(X_new, 5)[0])
+    np.testing.assert_array_equal(loaded.decision_function(X_new), model.decision_function(X_new))
+
+
 def test_the_model_formats_a_release_reads_are_its_promise(tmp_path, caplog):
     """A model of a format this release does not read is refused in one line; one of a format it reads but written
     by another release loads, with a warning naming both releases (the promise in CHANGELOG.md)."""

@@ -31,6 +31,8 @@ import scipy.sparse as sp
 from sklearn.neighbors import VALID_METRICS, NearestNeighbors
 from sklearn.utils import check_array, check_random_state
 
+from .._model_file import is_writing_model_file
+
 __all__ = [
     "EXACT_MAX_ROWS", "KNN_METHODS", "KNNIndex", "default_build_neighbors", "drop_self",
     "nearest_neighbors", "pynndescent_metrics", "sample_recall", "warm_up",
@@ -246,7 +248,7 @@ class KNNIndex:
         _check_metric(self.metric, self.method_, sp.issparse(X))
         self._X = X
         self.n_samples_fit_, self.n_features_in_ = n, X.shape[1]
-        self.build_neighbors_ = self.max_candidates_ = None
+        self.build_neighbors_ = self.max_candidates_ = self._nnd_seed = None
         start = time.perf_counter()
         if self.method_ == "pynndescent":
             width = self.build_neighbors or default_build_neighbors(self.n_neighbors)
@@ -273,9 +275,10 @@ class KNNIndex:
     def _build_nndescent(self):
         from pynndescent import NNDescent  # imported late: loading it (numba) takes seconds
 
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        if getattr(self, "_nnd_seed", None) is None:  # drawn once: a loaded index is built again with it
+            self._nnd_seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         self._nnd = NNDescent(self._X, metric=self.metric, n_neighbors=self.build_neighbors_,
-                              max_candidates=self.max_candidates_, random_state=seed, n_jobs=self.n_jobs)
+                              max_candidates=self.max_candidates_, random_state=self._nnd_seed, n_jobs=self.n_jobs)
         # The NN-descent graph stays in pynndescent's own int32/float32 arrays; neighbor_graph()
         # converts the k columns it returns (an int64/float64 copy of the whole width would
         # double the index's memory).
@@ -283,15 +286,22 @@ class KNNIndex:
     def __getstate__(self):
         # An exact index is saved without scikit-learn's tree: a model file then asks only for types dimbsvm
         # trusts (a KDTree is not one), and the tree is built again from the same rows when loaded, the same tree.
+        # A model file leaves pynndescent's NNDescent out too (skops cannot write its generators); it is built
+        # again when loaded, the same graph from the seed the first build drew (pynndescent's build is
+        # deterministic for a seed; tested by a save and load). A pickle (a Dask transfer) keeps it.
         state = dict(self.__dict__)
         if state.get("method_") == "exact":
             state.pop("_nn", None)
+        elif is_writing_model_file():
+            state.pop("_nnd", None)
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         if state.get("method_") == "exact" and "_nn" not in state:
             self._nn = NearestNeighbors(metric=self.metric).fit(self._X)
+        elif state.get("method_") == "pynndescent" and "_nnd" not in state:
+            self._build_nndescent()
 
     def _check_fitted(self):
         if not hasattr(self, "method_"):
