@@ -88,7 +88,7 @@ def test_sparse_and_dense_stores_of_the_same_rows_give_the_same_run(stores, tmp_
     ({"scaler": "minmax"}, "preprocessing.scaler minmax would turn every zero into a value"),
     ({"scaler": "standard"}, "use maxabs"),
     ({"estimator": "act"}, "estimator 'act' builds dense kernel or distance matrices"),
-    ({"features": [{"name": "structural", "params": {"n_neighbors": 5}}]}, "feature stages \\(structural\\)"),
+    ({"features": [{"name": "hik"}]}, "feature stage 'hik' reads dense rows .*structural \\(not stored\\) takes CSR"),
 ])
 def test_what_would_densify_is_refused_in_one_line(stores, change, message):
     _, _, sparse, _ = stores
@@ -98,6 +98,33 @@ def test_what_would_densify_is_refused_in_one_line(stores, change, message):
     with pytest.raises(DataError, match=message) as caught:
         check_job_data(data, job)
     assert "\n" not in str(caught.value) and "sparse store" in str(caught.value)
+
+
+@pytest.mark.parametrize("estimator, params, metric", [
+    # liblinear's coordinate descent visits rows in a random order: seeded, so that the folds can equal the truth
+    ("othr", {"estimator": "linear_svc", "estimator__random_state": 0, "random_state": 0}, "cosine"),
+    ("ensemble_othr", {"estimator": "linear_svc", "n_estimators": 3, "random_state": 2}, "euclidean"),
+])
+def test_a_structural_stage_on_sparse_rows_equals_the_sequential_pipeline(stores, estimator, params, metric, client,
+                                                                         tmp_path, sequential_fold):
+    """Each fold's kNN graph built on its CSR training rows (scikit-learn's exact search below 20,000 rows), the
+    neighbourhood columns appended as CSR: the store's job and the same rows as an svmlight file in memory give the
+    sequential pipeline ``MaxAbsScaler -> StructuralFeatures -> estimator`` on the CSR rows."""
+    from dimbsvm.features import StructuralFeatures
+
+    X, y, sparse, _ = stores
+    stage = {"name": "structural", "params": {"n_neighbors": 5, "metric": metric, "weight": 0.5}}
+    dump_svmlight_file(X, y, str(tmp_path / "rows.svm"))
+    runs = [run_job(_job(source, estimator, params, features=[stage]), client, out=tmp_path / name, progress=False)
+            for name, source in (("store", sparse.path), ("file", tmp_path / "rows.svm"))]
+    reference = make_estimator(estimator, params)
+    features = [StructuralFeatures(n_neighbors=5, metric=metric, weight=0.5)]
+    for record, in_memory in zip(runs[0].folds, runs[1].folds):
+        expected = sequential_fold(X, y, reference, n_splits=3, seed=record["seed"], fold=record["fold"],
+                                   scaler=MaxAbsScaler(), features=features)
+        for key in (*METRICS, "threshold"):
+            assert record[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-12), key
+            assert in_memory[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-12), key
 
 
 def test_predictions_on_sparse_stores_and_svmlight_files_match_the_model(stores, tmp_path):

@@ -4,9 +4,10 @@ A sparse store keeps rows as CSR (:mod:`dimbsvm.store.sparse`), and an
 svmlight file is read into CSR: the tasks read CSR rows, and every step of
 the job must keep them sparse. Scaling
 that shifts (``minmax``) or centres (``standard``) turns every zero into a
-value, so only ``maxabs`` (or ``none``) is taken; feature stages and the
-kernel methods that build dense kernel or distance matrices are refused
-with the alternative named. The store's record of NaN and infinite values
+value, so only ``maxabs`` (or ``none``) is taken. The structural stage,
+refitted per fold, builds its kNN graph on the CSR rows; the other feature
+stages and the kernel methods that build dense kernel or
+distance matrices are refused with the alternative named. The store's record of NaN and infinite values
 (written with its completion marker) stands in for a scan of its chunks.
 """
 
@@ -14,10 +15,13 @@ from __future__ import annotations
 
 from ..exceptions import DataError, StoreError
 
-__all__ = ["SPARSE_ESTIMATORS", "SPARSE_SCALERS", "check_sparse_job"]
+__all__ = ["SPARSE_ESTIMATORS", "SPARSE_FEATURES", "SPARSE_SCALERS", "check_sparse_job"]
 
 #: Scalers that keep a zero zero.
 SPARSE_SCALERS = ("maxabs", "none")
+#: Feature stages (job names) that take CSR rows and keep them sparse: the kNN graph of the fold's training rows
+#: with pynndescent's (or scikit-learn's exact) sparse metrics, its neighbourhood columns appended as CSR.
+SPARSE_FEATURES = ("structural",)
 #: Estimators (job names) whose fit and decision take CSR rows as they are.
 SPARSE_ESTIMATORS = ("svc", "svc_balanced", "linear_svc", "othr", "thr", "ensemble_othr", "recommended")
 
@@ -49,9 +53,12 @@ def check_sparse_job(data, job, name: str) -> None:
     if job.preprocessing.impute != "none":
         raise DataError(f"{what}: preprocessing.impute is for dense data; a sparse store's missing entries are "
                         "zeros already (set impute: none)")
-    if job.features:
-        raise DataError(f"{what}: feature stages ({', '.join(s.name for s in job.features)}) read dense rows and are "
-                        "not run on a sparse store; drop them, or ingest a dense copy of the data")
+    for stage in job.features:
+        if stage.name not in SPARSE_FEATURES:
+            raise DataError(f"{what}: feature stage {stage.name!r} reads dense rows and is not run on sparse data; "
+                            f"{', '.join(SPARSE_FEATURES)} (not stored) takes CSR rows, or ingest a dense copy")
+    # (a stored stage is built on min-max scaled rows: the job's own checks refuse it with maxabs or none)
+
     if job.estimator.name not in SPARSE_ESTIMATORS:
         raise DataError(f"{what}: estimator {job.estimator.name!r} builds dense kernel or distance matrices and is "
                         f"not run on a sparse store; one of {', '.join(SPARSE_ESTIMATORS)} takes CSR rows")
