@@ -9,7 +9,8 @@ from ._base import Dataset
 from .keel import read_keel
 from .registry import bundled_names, list_available, load, load_keel, shared_datasets_dir
 from .synthetic import make_imbalanced
-from .tabular import load_agnostic, load_csv, load_csv_features, load_npz, load_svmlight
+from .agnostic import load_agnostic
+from .tabular import load_csv, load_csv_features, load_npz, load_svmlight
 from .text_like import make_text_like
 from .timeseries import load_ts
 

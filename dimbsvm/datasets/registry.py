@@ -14,7 +14,8 @@ from pathlib import Path
 from ..exceptions import DataError
 from ._base import Dataset
 from .keel import read_keel
-from .tabular import load_agnostic, load_csv, load_npz, load_svmlight
+from .agnostic import load_agnostic
+from .tabular import load_csv, load_npz, load_svmlight
 from .timeseries import load_ts
 
 __all__ = ["READERS", "bundled_names", "shared_datasets_dir", "load", "load_keel", "list_available"]
