@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from s3_server import moto_s3_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,34 +108,35 @@ def s3_server():
     Yields the environment a client needs to reach it (endpoint and dummy
     credentials, as s3fs and boto read them). Skipped when moto is absent.
     """
-    import socket
-    import subprocess
-    import sys
-    import time
+    with moto_s3_server() as endpoint:
+        yield {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
 
-    pytest.importorskip("moto", reason="the S3 test server is moto's server mode (the dev extra installs it)")
-    pytest.importorskip("s3fs", reason="s3:// URLs need s3fs (the s3 and dev extras install it)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                pytest.fail("moto's S3 server did not start within 30 s")
-            time.sleep(0.1)
-    try:
-        yield {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """``small_tmpfs(size)``: a new tmpfs of ``size`` (``"256k"``, ``"3m"``) under ``tmp_path``, unmounted after the
+    test (root only; the test is skipped where mounting is not permitted)."""
+    import os
+    import subprocess
+
+    mounted = []
+
+    def mount(size):
+        if os.geteuid() != 0:
+            pytest.skip("mounting a small tmpfs needs root")
+        path = tmp_path / f"disk-{len(mounted)}"
+        path.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                              capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 @pytest.fixture

@@ -7,14 +7,10 @@ a known access key).
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-
 import pytest
 
 from dimbsvm.cli import main
+from s3_server import moto_s3_server
 
 CSV = "a,b,class\n" + "".join(f"{i % 7 * 0.5},{i % 3},{'pos' if i % 5 == 0 else 'neg'}\n" for i in range(60))
 
@@ -74,37 +70,13 @@ def test_the_url_in_the_bucket_the_error_names_is_the_one_said():
 @pytest.fixture(scope="module")
 def checking_server():
     """A moto S3 server that lets one request through unsigned (making the bucket), then wants known keys."""
-    pytest.importorskip("moto", reason="the S3 test server is moto's server mode (the dev extra installs it)")
-    pytest.importorskip("s3fs", reason="s3:// URLs need s3fs (the s3 and dev extras install it)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    import os
+    with moto_s3_server({"INITIAL_NO_AUTH_ACTION_COUNT": "1"}) as endpoint:
+        import boto3
 
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="1"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                pytest.fail("moto's S3 server did not start within 30 s")
-            time.sleep(0.1)
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "unknown-key",
-           "AWS_SECRET_ACCESS_KEY": "unknown-secret", "AWS_DEFAULT_REGION": "us-east-1"}
-    import boto3
-
-    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="x", aws_secret_access_key="x",
-                 region_name="us-east-1").create_bucket(Bucket="guarded")  # the one request let through
-    try:
-        yield env
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="x",
+                     region_name="us-east-1").create_bucket(Bucket="guarded")  # the one request let through
+        yield {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "unknown-key",
+               "AWS_SECRET_ACCESS_KEY": "unknown-secret", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def test_unknown_credentials_and_a_refused_read_name_the_url_and_the_endpoint(checking_server, data, monkeypatch,
@@ -127,25 +99,7 @@ def test_unknown_credentials_and_a_refused_read_name_the_url_and_the_endpoint(ch
     assert not (data.parent / "p.csv").exists()
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 256 KiB tmpfs (root only; skipped where mounting is not permitted)."""
-    import os
-
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def test_a_full_staging_disk_names_the_staging_directory_and_how_to_move_it(s3_bucket, small_disk, data, tmp_path,
+def test_a_full_staging_disk_names_the_staging_directory_and_how_to_move_it(s3_bucket, small_tmpfs, data, tmp_path,
                                                                             capsys, monkeypatch):
     """A run to a URL is written in a local staging directory first: a full disk there says so (it said only
     "No space left on device"), and no run is published."""
@@ -153,7 +107,7 @@ def test_a_full_staging_disk_names_the_staging_directory_and_how_to_move_it(s3_b
 
     from dimbsvm.jobs.remote_run_dir import staging_dir
 
-    monkeypatch.setenv("DIMBSVM_STAGING_DIR", str(small_disk / "staging"))
+    monkeypatch.setenv("DIMBSVM_STAGING_DIR", str(small_tmpfs("256k") / "staging"))
     job = tmp_path / "job.yaml"
     job.write_text(f"name: t\ndata: {{source: {data}}}\nestimator: {{name: linear_svc}}\ncv: {{n_splits: 2}}\n")
     url = f"s3://{s3_bucket}/runs/full"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -126,23 +125,8 @@ def test_concurrent_ingests_are_serialised(tmp_path, writers):
         assert not list(tmp_path.glob(f".s{attempt}.zarr.staging-*"))
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 3 MiB tmpfs (root only; skipped where mounting is not permitted)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def test_full_disk_keeps_the_old_store(small_disk):
+def test_full_disk_keeps_the_old_store(small_tmpfs):
+    small_disk = small_tmpfs("3m")
     path = small_disk / "s.zarr"
     rng = np.random.default_rng(3)
     small = (rng.normal(size=(2_000, 8)), np.arange(2_000) % 2)
