@@ -68,7 +68,6 @@ Quartz or Spring (``*/20 * * * * *`` is every second of minutes 0, 20, 40).
 
 from __future__ import annotations
 
-import errno
 import gc
 import json
 import logging
@@ -86,6 +85,7 @@ from .cli_listings import cmd_datasets, cmd_estimators, cmd_features
 from .cli_parser import build_parser
 from .cli_registry import cmd_models, cmd_promote, cmd_rollback, open_registry
 from .cli_retrain import cmd_retrain, cmd_schedule
+from .cli_errors import describe_error, describe_unexpected
 from .exceptions import DimbsvmError, one_line
 
 logger = logging.getLogger("dimbsvm")
@@ -176,17 +176,11 @@ def _handled(args) -> tuple[int, str | None]:
         # e.g. raised inside a task; it reaches here as itself
         if args.verbose:
             traceback.print_exc()
-        remote = None if isinstance(exc, DimbsvmError) else _describe_remote(exc, args)
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            remote = _no_space(exc, args)
-        return _failed(f"error: {remote or _describe(exc)}", getattr(exc, "exit_status", 2))  # 3: SchedulerLostError
+        return _failed(f"error: {describe_error(exc, args)}", getattr(exc, "exit_status", 2))  # 3: SchedulerLostError
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: still one line, traceback with -v
         if args.verbose:
             traceback.print_exc()
-        if _from_object_storage(exc):
-            return _failed(f"error: {_describe_remote(exc, args)}", 2)
-        return _failed(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (this is probably a bug in "
-                       "dimbsvm; rerun with -v for the traceback and report it)", 1)
+        return _failed(*describe_unexpected(exc, args))
     finally:
         if restore is not None:
             restore()
@@ -197,70 +191,6 @@ def _failed(line: str, status: int) -> tuple[int, str]:
     return status, line
 
 
-
-
-def _from_object_storage(exc: BaseException) -> bool:
-    """Whether an error was raised by an object-storage client (credentials, endpoint, permissions)."""
-    roots = ("botocore", "aiobotocore", "google.auth", "google.api_core", "azure.core")
-    return any(cls.__module__.startswith(roots) for cls in type(exc).__mro__)
-
-
-def _describe_remote(exc: BaseException, args) -> str | None:
-    """An object-storage error said with the URLs of this command and the endpoint (None: not such an error)."""
-    from .store.remote_errors import describe_remote_error
-
-    return describe_remote_error(exc, _command_urls(args))
-
-
-def _command_urls(args) -> list:
-    """The URLs a command names: its arguments', and its job file's data source."""
-    from .store.location import is_url
-
-    values = []
-    for value in vars(args).values():
-        values.extend(value if isinstance(value, list) else [value])
-    job = getattr(args, "job", None)
-    if isinstance(job, str) and os.path.isfile(job):
-        try:
-            import yaml
-
-            with open(job, encoding="utf-8") as file:
-                source = (yaml.safe_load(file) or {}).get("data", {}).get("source")
-            values.append(source)
-        except Exception:  # noqa: BLE001 - only for naming URLs in a message already being written
-            pass
-    cluster_schemes = ("tcp://", "tls://", "inproc://", "ucx://")  # a scheduler's address is no data URL
-    return [str(value) for value in values if is_url(str(value)) and not str(value).startswith(cluster_schemes)]
-
-
-def _no_space(exc: OSError, args) -> str:
-    """A full disk said with where the command was writing: the file, else its output (or a URL's staging)."""
-    from .store.location import is_url
-
-    if exc.filename is not None:
-        return f"no space left on device while writing {exc.filename}; free space there and run again"
-    out = getattr(args, "out", None) or getattr(args, "dest", None)
-    if args.verb == "run" and is_url(str(out)):
-        from .jobs.remote_run_dir import staging_dir
-
-        return (f"no space left on device while writing {staging_dir(out)}, the local staging directory of {out}; "
-                "free space there, or set DIMBSVM_STAGING_DIR to stage runs elsewhere, and run again (it resumes)")
-    if out is not None and not is_url(str(out)):
-        return f"no space left on device while writing {out}; free space there, or choose another --out"
-    if args.verb == "run":
-        return "no space left on device while writing the run directory under runs/; free space there, or give --out"
-    import tempfile
-
-    return (f"no space left on device (writing {out or 'the output'}, staged in {tempfile.gettempdir()}); free "
-            "space there, or set TMPDIR")
-
-
-def _describe(exc: BaseException) -> str:
-    """One line for a user-caused error; OSErrors name the path and the reason."""
-    if isinstance(exc, OSError) and not isinstance(exc, DimbsvmError) and exc.strerror:
-        paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
-        return f"{paths}: {exc.strerror}" if paths else exc.strerror
-    return one_line(exc)
 
 
 def _terminate_as_interrupt():
