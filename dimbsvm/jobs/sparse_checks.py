@@ -6,9 +6,10 @@ the job must keep them sparse. Scaling
 that shifts (``minmax``) or centres (``standard``) turns every zero into a
 value, so only ``maxabs`` (or ``none``) is taken. The structural stage,
 refitted per fold, builds its kNN graph on the CSR rows; the other feature
-stages and the kernel methods that build dense kernel or
-distance matrices are refused with the alternative named. The store's record of NaN and infinite values
-(written with its completion marker) stands in for a scan of its chunks.
+stages and the kernel methods that build dense kernel or distance matrices
+are refused with the alternative named. The store's record of NaN and
+infinite values (written with its completion marker) stands in for a scan
+of its chunks.
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ def check_sparse_job(data, job, name: str) -> None:
             raise DataError(f"{what}: feature stage {stage.name!r} reads dense rows and is not run on sparse data; "
                             f"{', '.join(SPARSE_FEATURES)} (not stored) takes CSR rows, or ingest a dense copy")
     # (a stored stage is built on min-max scaled rows: the job's own checks refuse it with maxabs or none)
-
     if job.estimator.name not in SPARSE_ESTIMATORS:
         raise DataError(f"{what}: estimator {job.estimator.name!r} builds dense kernel or distance matrices and is "
                         f"not run on a sparse store; one of {', '.join(SPARSE_ESTIMATORS)} takes CSR rows")

@@ -47,6 +47,8 @@ def check_workers_reach(out: str, storage_options=None) -> None:
                "(AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, ...)")
     else:
         directory = os.path.dirname(out)
+        while not os.path.isdir(directory):  # the writers make the directories missing: their parent is probed
+            directory = os.path.dirname(directory)
         probe = os.path.join(directory, f".{os.path.basename(out)}.probe-{os.getpid()}-{secrets.token_hex(4)}")
         try:
             with open(probe, "x"):
