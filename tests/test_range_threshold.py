@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dimbsvm.svm import range_threshold as R
-from dimbsvm.svm import threshold as T
+from dimbsvm.svm import smoothing as S
 from dimbsvm.svm.ensemble import EnsembleOTHRClassifier
 from dimbsvm.svm.shared_threshold import search_shared_shift
 
@@ -85,7 +85,7 @@ def test_ranges_equal_the_serial_search(search, n, decimals, max_candidates):
 def test_the_binned_counts_are_used_and_equal():
     """Above the work budget the negatives' smoothed counts come from the ranges' grid sums."""
     margins, positive = _problem(3, 200_000)
-    assert 200_000 * 8191 > T.MAX_EXACT_SMOOTHING
+    assert 200_000 * 8191 > S.MAX_EXACT_SMOOTHING
     assert assert_same_search(margins, positive, n_chunks=40, n_ranges=33) == "ranges"
     weights = []
     runs = _runs(margins, np.ones(margins.size, dtype=np.int64), positive, 40)
@@ -97,8 +97,8 @@ def test_the_binned_counts_are_used_and_equal():
     for i in range(plan.n_ranges):
         weights.append(R.range_summary(R.range_block(runs, plan, i), plan).bins)
     negatives = np.sort(margins[~positive])
-    expected = T._grid_weights(negatives, negatives[0], plan.delta, plan.n_grid)
-    assert T._added_bins([w for w in weights if w is not None], plan.n_grid).tobytes() == expected.tobytes()
+    expected = S.grid_weights(negatives, negatives[0], plan.delta, plan.n_grid)
+    assert S.added_bins([w for w in weights if w is not None], plan.n_grid).tobytes() == expected.tobytes()
 
 
 @pytest.mark.parametrize("search", [{}, dict(smoothing=None), dict(smoothing=None, tolerance=0.0)])

@@ -89,9 +89,9 @@ def test_binned_counts_from_range_tasks(client, monkeypatch, tmp_path):
     rows, y = StoreRows(store.path, store.X.shape), np.asarray(y)
     params = {"n_estimators": 2, "random_state": 9, "estimator": "linear_svc"}
     calls, binned = _counting_searches(monkeypatch), []
-    threshold = threshold_tasks.ranges._threshold
-    count_from_grid = threshold._count_from_grid
-    monkeypatch.setattr(threshold, "_count_from_grid", lambda *a, **k: binned.append(1) or count_from_grid(*a, **k))
+    smoothing = threshold_tasks.ranges._smoothing
+    count_from_grid = smoothing.count_from_grid
+    monkeypatch.setattr(smoothing, "count_from_grid", lambda *a, **k: binned.append(1) or count_from_grid(*a, **k))
     ranged = _fit(rows, y, params, client, monkeypatch, ranged=True)
     assert len(calls) == 2 and len(binned) == 2
     _assert_same_models(ranged, _fit(rows, y, params, client, monkeypatch, ranged=False))

@@ -442,6 +442,7 @@ def test_thin_candidates_are_the_evenly_spaced_ranks_and_zero(n, budget):
 
 def test_binned_smoothed_counts_match_the_margin_by_margin_sums(monkeypatch):
     """Above the work budget the smoothed counts come from binned margins: within 1e-5 of the exact sums."""
+    from dimbsvm.svm import smoothing as S
     from dimbsvm.svm import threshold as T
 
     rng = np.random.default_rng(1)
@@ -452,13 +453,13 @@ def test_binned_smoothed_counts_match_the_margin_by_margin_sums(monkeypatch):
     negatives = np.sort(margins[~y])
     bandwidth = T.smoothing_bandwidth(np.sort(margins[y]))
     theta = np.sort(rng.uniform(-3, 3, size=4096))
-    binned = T._binned_smoothed_count(negatives, theta, bandwidth)
-    monkeypatch.setattr(T, "MAX_EXACT_SMOOTHING", 1 << 62)
-    exact = T._smoothed_count(negatives, theta, bandwidth)
+    binned = S.binned_smoothed_count(negatives, theta, bandwidth)
+    monkeypatch.setattr(S, "MAX_EXACT_SMOOTHING", 1 << 62)
+    exact = S.smoothed_count(negatives, theta, bandwidth)
     np.testing.assert_allclose(binned, exact, rtol=1e-5, atol=1e-3)
     chosen_exact = T.othr_threshold(None, y, margins, candidates="midpoints", smoothing="silverman",
                                     tolerance=0.005)[0]
-    monkeypatch.setattr(T, "MAX_EXACT_SMOOTHING", 1 << 20)  # every search here is over the budget
+    monkeypatch.setattr(S, "MAX_EXACT_SMOOTHING", 1 << 20)  # every search here is over the budget
     assert T.othr_threshold(None, y, margins, candidates="midpoints", smoothing="silverman",
                             tolerance=0.005)[0] == chosen_exact
 

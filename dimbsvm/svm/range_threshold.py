@@ -19,14 +19,14 @@ sums, :func:`pick_ranks` reads off the ranks the thinning keeps, and
 for bit:
 
 * ranges end on grid points when smoothing: a grid point's two binning sums
-  come from margins of one range, in the same order (``_grid_bins``);
+  come from margins of one range, in the same order (``grid_bins``);
 * counts, distinct values and ranks are integers and order statistics,
   combined exactly;
 * midpoints of consecutive distinct margins increase with the cut, so the
   stable order of the candidates is known from how many are negative, and the
   thinning's ranks map to distinct-value ranks without sorting candidates;
 * the scoring is the serial code (:func:`~dimbsvm.svm.threshold.chosen_threshold`,
-  ``_smoothed_count``, ``_count_from_grid``).
+  ``smoothed_count``, ``count_from_grid``).
 
 Inputs the argument does not cover (a NaN or infinite margin, a class absent,
 positive margins without spread, too few negatives for the binned counts)
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dimbsvm.svm import smoothing as _smoothing
 from dimbsvm.svm import threshold as _threshold
 from dimbsvm.svm.objectives import check_objective
 
@@ -188,7 +189,7 @@ def plan_ranges(digests, *, smoothing, n_ranges) -> RangePlan:
         return gathered
     try:
         # without a spread of the positives the serial rule falls back to all margins: not gathered here
-        bandwidth = _threshold._bandwidth(smoothing, positive_values, None)
+        bandwidth = _smoothing.resolve_bandwidth(smoothing, positive_values, None)
     except ValueError:
         return gathered  # the serial search raises it
     if smoothing is not None and not bandwidth > 0:
@@ -201,7 +202,7 @@ def plan_ranges(digests, *, smoothing, n_ranges) -> RangePlan:
     low = next(d.negative_low for d in digests if d.n_negative and d.negative_low == min(
         e.negative_low for e in digests if e.n_negative))
     high = max(d.negative_high for d in digests if d.n_negative)
-    delta = bandwidth / _threshold._BINS_PER_BANDWIDTH
+    delta = bandwidth / _smoothing.BINS_PER_BANDWIDTH
     last = int(np.floor((high - low) / delta))
     points = np.unique(np.clip(np.floor((quantiles - low) / delta), 1, max(last, 1)).astype(np.int64))
     cuts = np.unique([_grid_cut(low, delta, int(k), high) for k in points if 1 <= k <= last])
@@ -295,7 +296,7 @@ class RangeSummary:
     lowest, highest : float
         The range's lowest and highest distinct margins (NaN: empty range).
     bins : tuple or None
-        ``_grid_bins`` of the range's negative margins (smoothing only).
+        ``grid_bins`` of the range's negative margins (smoothing only).
     """
 
     n_distinct: int
@@ -315,7 +316,7 @@ def range_summary(block: RangeBlock, plan: RangePlan) -> RangeSummary:
     negative = block.values[~block.positive]
     bins = None
     if plan.bandwidth > 0 and negative.size:
-        bins = _threshold._grid_bins(negative, plan.low, plan.delta)
+        bins = _smoothing.grid_bins(negative, plan.low, plan.delta)
     return RangeSummary(
         n_distinct=int(distinct.size),
         n_negative=int(negative.size),
@@ -375,8 +376,8 @@ def _kept_ranks(summaries, plan: RangePlan, max_candidates) -> _Kept:
     lower = n_distinct - 1 - positions[1:]
     # thinned to at most MAX_SMOOTHED_CANDIDATES - 1 (or all of fewer): the margin-by-margin path needs
     # every negative margin, the binned one only the grid
-    n_scored = min(positions.size, _threshold.MAX_SMOOTHED_CANDIDATES - 1)
-    needs = plan.bandwidth > 0 and plan.n_negative * n_scored <= _threshold.MAX_EXACT_SMOOTHING
+    n_scored = min(positions.size, _smoothing.MAX_SMOOTHED_CANDIDATES - 1)
+    needs = plan.bandwidth > 0 and plan.n_negative * n_scored <= _smoothing.MAX_EXACT_SMOOTHING
     return _Kept(n_candidates, positions, lower, offsets, negative_offsets, needs)
 
 
@@ -483,15 +484,15 @@ def searched_shift(summaries, picks, plan: RangePlan, *, objective, tolerance, m
     tp = plan.n_positive - np.searchsorted(positive_values, cut, side="right").astype(np.int64)
     smoothed = None
     if plan.bandwidth > 0:
-        scored = _threshold._thinned(theta, _threshold.MAX_SMOOTHED_CANDIDATES)
+        scored = _smoothing.thinned_indices(theta, _smoothing.MAX_SMOOTHED_CANDIDATES)
         at = theta[scored]
-        s_tp = _threshold._smoothed_count(positive_values, at, plan.bandwidth, None)
-        if n_negative * at.size > _threshold.MAX_EXACT_SMOOTHING:
-            weights = _threshold._added_bins([s.bins for s in summaries if s.bins is not None], plan.n_grid)
-            s_fp = _threshold._count_from_grid(weights, plan.low, plan.delta, at, plan.bandwidth)
+        s_tp = _smoothing.smoothed_count(positive_values, at, plan.bandwidth, None)
+        if n_negative * at.size > _smoothing.MAX_EXACT_SMOOTHING:
+            weights = _smoothing.added_bins([s.bins for s in summaries if s.bins is not None], plan.n_grid)
+            s_fp = _smoothing.count_from_grid(weights, plan.low, plan.delta, at, plan.bandwidth)
         else:
             negatives = np.concatenate([p.negatives for p in picks])
-            s_fp = _threshold._smoothed_count(negatives, at, plan.bandwidth, None)
+            s_fp = _smoothing.smoothed_count(negatives, at, plan.bandwidth, None)
         smoothed = (scored, s_tp, s_fp)
     chosen, scores = _threshold.chosen_threshold(theta, tp, tn, plan.n_positive, n_negative, smoothed,
                                                  objective=objective, tolerance=tolerance,
