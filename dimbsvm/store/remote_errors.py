@@ -27,7 +27,8 @@ _CREDENTIAL_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToke
 
 
 def raised_by_object_storage(exc: BaseException) -> bool:
-    """Whether ``exc`` (or its cause) comes from an object-storage client: its class, or its traceback's frames."""
+    """Whether ``exc`` (or its explicit cause) comes from an object-storage client: its class, or its traceback's
+    frames."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -39,7 +40,7 @@ def raised_by_object_storage(exc: BaseException) -> bool:
             if any(f"/{package.replace('.', '/')}/" in filename for package in _PACKAGES):
                 return True
             tb = tb.tb_next
-        exc = exc.__cause__ or exc.__context__
+        exc = exc.__cause__  # (not __context__: an error raised while handling one is its own)
     return False
 
 
@@ -78,7 +79,7 @@ def _unanswered(exc) -> bool:
         seen.add(id(exc))
         if any(cls.__name__ in names for cls in type(exc).__mro__) or "Read timeout on endpoint" in str(exc):
             return True
-        exc = exc.__cause__ or exc.__context__
+        exc = exc.__cause__
     return False
 
 
@@ -89,7 +90,7 @@ def _client_error(exc):
         seen.add(id(exc))
         if hasattr(exc, "response") and hasattr(exc, "operation_name"):
             return exc
-        exc = exc.__cause__ or exc.__context__
+        exc = exc.__cause__
     return None
 
 
