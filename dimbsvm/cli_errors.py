@@ -26,16 +26,12 @@ def describe_error(exc: BaseException, args) -> str:
 
 def describe_unexpected(exc: BaseException, args) -> tuple[str, int]:
     """``(line, exit status)`` for any other error: an object-storage client's (2), else a bug (1)."""
-    if _from_object_storage(exc):
+    from .store.remote_errors import from_storage_client
+
+    if from_storage_client(exc):
         return f"error: {_describe_remote(exc, args) or one_line(exc)}", 2
     return (f"error: unexpected {type(exc).__name__}: {one_line(exc)} (this is probably a bug in dimbsvm; rerun "
             "with -v for the traceback and report it)", 1)
-
-
-def _from_object_storage(exc: BaseException) -> bool:
-    """Whether an error was raised by an object-storage client (credentials, endpoint, permissions)."""
-    roots = ("botocore", "aiobotocore", "google.auth", "google.api_core", "azure.core")
-    return any(cls.__module__.startswith(roots) for cls in type(exc).__mro__)
 
 
 def _describe_remote(exc: BaseException, args) -> str | None:

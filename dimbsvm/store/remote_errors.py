@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from ..exceptions import one_line
 
-__all__ = ["describe_remote_error", "endpoint_of", "raised_by_object_storage"]
+__all__ = ["describe_remote_error", "endpoint_of", "from_storage_client", "raised_by_object_storage"]
 
 #: Packages whose errors (or frames in an error's traceback) mean object storage refused or failed a call.
 _PACKAGES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs", "google.auth", "google.api_core", "azure.core")
@@ -26,22 +26,34 @@ _CREDENTIAL_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToke
                      "AuthorizationHeaderMalformed", "InvalidClientTokenId")
 
 
+def from_storage_client(exc: BaseException) -> bool:
+    """Whether ``exc``'s class is an object-storage client's (botocore, s3fs, gcsfs, Google's and Azure's clients)."""
+    return any(cls.__module__.startswith(_PACKAGES) for cls in type(exc).__mro__)
+
+
 def raised_by_object_storage(exc: BaseException) -> bool:
     """Whether ``exc`` (or its explicit cause) comes from an object-storage client: its class, or its traceback's
     frames."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if any(cls.__module__.startswith(_PACKAGES) for cls in type(exc).__mro__):
+    for error in _causes(exc):
+        if from_storage_client(error):
             return True
-        tb = exc.__traceback__
+        tb = error.__traceback__
         while tb is not None:
             filename = tb.tb_frame.f_code.co_filename.replace("\\", "/")
             if any(f"/{package.replace('.', '/')}/" in filename for package in _PACKAGES):
                 return True
             tb = tb.tb_next
-        exc = exc.__cause__  # (not __context__: an error raised while handling one is its own)
     return False
+
+
+def _causes(exc):
+    """``exc`` and its explicit causes (``raise ... from``), innermost last; not ``__context__``: an error
+    raised while handling another is its own."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__
 
 
 def endpoint_of(url: str) -> str:
@@ -74,24 +86,14 @@ def endpoint_of(url: str) -> str:
 def _unanswered(exc) -> bool:
     """Whether the endpoint did not answer (timeouts, connections lost), anywhere in ``exc``'s causes."""
     names = {"ConnectTimeoutError", "ReadTimeoutError", "EndpointConnectionError", "ConnectionClosedError"}
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if any(cls.__name__ in names for cls in type(exc).__mro__) or "Read timeout on endpoint" in str(exc):
-            return True
-        exc = exc.__cause__
-    return False
+    return any(any(cls.__name__ in names for cls in type(error).__mro__) or "Read timeout on endpoint" in str(error)
+               for error in _causes(exc))
 
 
 def _client_error(exc):
     """The botocore ``ClientError`` behind ``exc`` (itself or a cause), or None."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if hasattr(exc, "response") and hasattr(exc, "operation_name"):
-            return exc
-        exc = exc.__cause__
-    return None
+    return next((error for error in _causes(exc) if hasattr(error, "response") and hasattr(error, "operation_name")),
+                None)
 
 
 def describe_remote_error(exc: BaseException, urls) -> str | None:
