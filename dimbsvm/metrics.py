@@ -23,7 +23,7 @@ from sklearn.utils.multiclass import unique_labels
 __all__ = ["g_mean", "f_measure", "a_mean", "per_class_recall", "imbalance_report"]
 
 
-def per_class_recall(y_true, y_pred, *, labels=None):
+def per_class_recall(y_true, y_pred, *, labels=None, sample_weight=None):
     """Recall of every class.
 
     Parameters
@@ -32,11 +32,14 @@ def per_class_recall(y_true, y_pred, *, labels=None):
         True and predicted labels.
     labels : array-like, default=None
         Classes to report, in order; by default the sorted union of both.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Row weights: a class's recall is the weight of its rows predicted as
+        it over the weight of its rows (as ``recall_score(sample_weight=...)``).
 
     Returns
     -------
     recalls : dict
-        ``{label: recall}``; a class absent from ``y_true`` has recall 0.
+        ``{label: recall}``; a class absent from ``y_true`` (or of weight 0) has recall 0.
 
     Examples
     --------
@@ -51,12 +54,17 @@ def per_class_recall(y_true, y_pred, *, labels=None):
     recalls = {}
     for label in labels:
         actual = y_true == label
-        n_actual = int(actual.sum())
-        recalls[_plain(label)] = float(np.count_nonzero(y_pred[actual] == label) / n_actual) if n_actual else 0.0
+        if sample_weight is None:
+            n_actual = int(actual.sum())
+            recalls[_plain(label)] = float(np.count_nonzero(y_pred[actual] == label) / n_actual) if n_actual else 0.0
+        else:
+            weights = np.asarray(sample_weight, dtype=np.float64)[actual]
+            total = float(weights.sum())
+            recalls[_plain(label)] = float(weights[y_pred[actual] == label].sum() / total) if total > 0 else 0.0
     return recalls
 
 
-def g_mean(y_true, y_pred, *, labels=None):
+def g_mean(y_true, y_pred, *, labels=None, sample_weight=None):
     """Geometric mean of the per-class recalls.
 
     For two classes this is ``sqrt(TPR * TNR)``.
@@ -68,6 +76,8 @@ def g_mean(y_true, y_pred, *, labels=None):
     labels : array-like, default=None
         Classes over which the mean is taken; by default those in ``y_true``
         (a class that was predicted but never occurs has no recall).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Row weights of the recalls (:func:`per_class_recall`).
 
     Returns
     -------
@@ -81,7 +91,7 @@ def g_mean(y_true, y_pred, *, labels=None):
     """
     if labels is None:
         labels = np.unique(np.asarray(y_true))
-    recalls = np.array(list(per_class_recall(y_true, y_pred, labels=labels).values()))
+    recalls = np.array(list(per_class_recall(y_true, y_pred, labels=labels, sample_weight=sample_weight).values()))
     if np.any(recalls == 0):
         return 0.0
     return float(np.exp(np.mean(np.log(recalls))))

@@ -110,8 +110,25 @@ def test_a_job_saves_the_model_fit_gives(client, small, tmp_path):
     np.testing.assert_array_equal(model.decision_function(X), direct.decision_function(scaled))
 
 
-# Every check passes: no expected failures to declare.
 @parametrize_with_checks([BaggedACTClassifier(ACTClassifier(max_iter=1), n_estimators=2, max_samples=40,
-                                              random_state=0)])
+                                              random_state=0)],
+                         expected_failed_checks=lambda estimator: {"check_sample_weight_equivalence_on_dense_data": (
+                             "bags are drawn from the rows, not the weights, and an ACT member does not take a "
+                             "weight as a repeat either (test_act.py's _WEIGHTS_ARE_NOT_REPEATS)")})
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_each_member_is_act_fitted_on_its_bag_with_the_bags_weights():
+    X, y = make_imbalanced(300, n_features=3, minority_fraction=0.2, random_state=2)
+    X = MinMaxScaler().fit_transform(X)
+    weights = np.random.RandomState(2).uniform(0.1, 3.0, size=len(y))
+    bagged = BaggedACTClassifier(ACTClassifier(max_iter=1), n_estimators=3, max_samples=80, random_state=0).fit(
+        X, y, sample_weight=weights)
+    for member, bag in zip(bagged.estimators_, bagged.bags_):
+        alone = ACTClassifier(max_iter=1, random_state=member.random_state).fit(X[bag], y[bag],
+                                                                                sample_weight=weights[bag])
+        np.testing.assert_array_equal(member.decision_function(X), alone.decision_function(X))
+    unweighted = BaggedACTClassifier(ACTClassifier(max_iter=1), n_estimators=3, max_samples=80,
+                                     random_state=0).fit(X, y)
+    assert not np.allclose(unweighted.decision_function(X), bagged.decision_function(X))

@@ -74,7 +74,8 @@ def _dense_hypergraph(X, y, k, gamma):
 
 
 def _solve_box_qp(Q, C):
-    """max 1^T a - a^T Q a / 2 on 0 <= a <= C: L-BFGS-B finds the active bounds, then the KKT equations are solved.
+    """max 1^T a - a^T Q a / 2 on 0 <= a <= C (a number or one bound a row): L-BFGS-B finds the active bounds,
+    then the KKT equations are solved.
 
     L-BFGS-B alone stops within ~1e-5 of the optimum on the ill-conditioned Q of
     a small eps, and where it stops depends on the BLAS's summation order (one
@@ -82,8 +83,9 @@ def _solve_box_qp(Q, C):
     solve ``Q_FF a_F = 1 - Q_FB a_B`` exactly, checked against the KKT conditions.
     """
     n = Q.shape[0]
+    C = np.broadcast_to(np.asarray(C, dtype=np.float64), (n,))
     result = minimize(lambda a: (0.5 * a @ Q @ a - a.sum(), Q @ a - 1.0), np.zeros(n), jac=True,
-                      method="L-BFGS-B", bounds=[(0.0, C)] * n,
+                      method="L-BFGS-B", bounds=list(zip(np.zeros(n), C)),
                       options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 50_000, "maxcor": 50})
     a = result.x
     upper = a >= C * (1 - 1e-7)
@@ -91,13 +93,13 @@ def _solve_box_qp(Q, C):
     exact = np.where(upper, C, 0.0)
     exact[free] = np.linalg.solve(Q[np.ix_(free, free)], 1.0 - Q[np.ix_(free, ~free)] @ exact[~free])
     gradient = Q @ exact - 1.0
-    assert np.all((exact >= 0) & (exact <= C)), "the active set L-BFGS-B found is not the optimum's"
+    assert np.all((exact >= 0) & (exact <= C * (1 + 1e-12))), "the active set L-BFGS-B found is not the optimum's"
     assert np.all(gradient[~free & ~upper] >= -1e-8) and np.all(gradient[upper] <= 1e-8), "KKT conditions fail"
     return exact
 
 
-def _dual_decision(X, y, k, gamma, C, c1, eps, X_test):
-    """Eq. (34) solved directly, [w; b] from eq. (33), f(x) of eq. (35)."""
+def _dual_decision(X, y, k, gamma, C, c1, eps, X_test, sample_weight=None):
+    """Eq. (34) solved directly, [w; b] from eq. (33), f(x) of eq. (35); row weights scale the box."""
     dense = _dense_hypergraph(X, y, k, gamma)
     J = np.column_stack([X, np.ones(len(X))])
     H = np.eye(J.shape[1])
@@ -105,7 +107,7 @@ def _dual_decision(X, y, k, gamma, C, c1, eps, X_test):
     A = H + c1 * J.T @ dense["L_signed"] @ J + eps * np.eye(J.shape[1])
     yJ = y[:, None] * J
     Q = yJ @ np.linalg.solve(A, yJ.T)                                       # eq. (34)
-    alpha = _solve_box_qp(Q, C)
+    alpha = _solve_box_qp(Q, C if sample_weight is None else C * sample_weight)
     wb = np.linalg.solve(A, yJ.T @ alpha)                                   # eq. (33)
     return X_test @ wb[:-1] + wb[-1]
 
@@ -215,6 +217,65 @@ def test_linear_reduction_equals_direct_dual_solve(seed, C, c1, k, gamma):
                         **TIGHT).fit(X, y)
     got = clf.decision_function(np.vstack([X, X_test]))
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("solver_kernel", ["linear", "rbf"])
+def test_weighted_rows_equal_the_direct_dual_with_a_weighted_box(solver_kernel):
+    """Row weights s_i make the box 0 <= alpha_i <= C s_i (scikit-learn's SVMs' meaning of sample_weight)."""
+    X, y = _problem(7, n=45, d=3, shift=0.7)
+    weights = np.random.default_rng(7).uniform(0.0, 3.0, size=len(X))
+    weights[:4] = 0.0  # rows of weight 0 take no part in the hinge
+    X_test = np.random.default_rng(107).normal(size=(20, 3))
+    k, gamma, C, c1, eps = 4, 1.0, 1.0, 0.5, 1e-6
+    if solver_kernel == "linear":
+        expected = _dual_decision(X, y, k, gamma, C, c1, eps, np.vstack([X, X_test]), sample_weight=weights)
+    else:
+        g = 0.5
+        dense = _dense_hypergraph(X, y, k, gamma)
+        K = _rbf(X, X, g)
+        J = np.column_stack([K, np.ones(len(X))])
+        H = np.zeros((len(X) + 1,) * 2)
+        H[:-1, :-1] = K
+        A = H + c1 * J.T @ dense["L_signed"] @ J + eps * np.eye(len(X) + 1)
+        yJ = y[:, None] * J
+        ub = np.linalg.solve(A, yJ.T @ _solve_box_qp(yJ @ np.linalg.solve(A, yJ.T), C * weights))
+        expected = _rbf(np.vstack([X, X_test]), X, g) @ ub[:-1] + ub[-1]
+    params = dict(kernel="rbf", kernel_gamma=0.5) if solver_kernel == "rbf" else {}
+    clf = HPCClassifier(C=C, c1=c1, n_neighbors=k, gamma=gamma, eps=eps, knn_method="exact", **params,
+                        **TIGHT).fit(X, y, sample_weight=weights)
+    got = clf.decision_function(np.vstack([X, X_test]))
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * np.abs(expected).max())
+    unweighted = HPCClassifier(C=C, c1=c1, n_neighbors=k, gamma=gamma, eps=eps, knn_method="exact", **params,
+                               **TIGHT).fit(X, y)
+    assert not np.allclose(unweighted.decision_function(X_test), got[len(X):], atol=1e-3)
+
+
+def test_weighted_objective_and_sgd_and_refusals():
+    X, y = _problem(6, n=60, d=3, minority=0.2, shift=0.8)
+    weights = np.random.default_rng(6).uniform(0.2, 3.0, size=len(X))
+    k, C, c1, eps = 4, 2.0, 0.5, 1e-6
+    clf = HPCClassifier(C=C, c1=c1, n_neighbors=k, eps=eps, class_weight="balanced", knn_method="exact",
+                        **TIGHT).fit(X, y, sample_weight=weights)
+    dense = _dense_hypergraph(X, y, k, 1.0)
+    J = augment(X)
+    H = np.eye(J.shape[1])
+    H[-1, -1] = 0.0
+    A = H + c1 * J.T @ dense["L_signed"] @ J + eps * np.eye(J.shape[1])
+    wb = np.r_[clf.coef_[0], clf.intercept_]
+    n_pos = np.sum(y > 0)
+    c = np.where(y > 0, 60 / (2 * n_pos), 60 / (2 * (60 - n_pos))) * weights
+    expected = 0.5 * wb @ A @ wb + C * np.sum(c * np.maximum(0, 1 - y * (J @ wb)))
+    assert clf.objective_ == pytest.approx(expected, rel=1e-10)
+    worse = wb + 1e-3 * np.random.default_rng(0).normal(size=wb.shape)
+    assert 0.5 * worse @ A @ worse + C * np.sum(c * np.maximum(0, 1 - y * (J @ worse))) > expected
+    # SGD minimises the same weighted objective: near the exact one, above it
+    sgd = HPCClassifier(C=C, c1=c1, n_neighbors=k, eps=eps, class_weight="balanced", knn_method="exact",
+                        solver="sgd", n_epochs=30, random_state=0).fit(X, y, sample_weight=weights)
+    assert clf.objective_ <= sgd.objective_ < clf.objective_ * 1.05
+    with pytest.raises(ValueError, match="sample_weight is taken with arrays in memory only"):
+        HPCClassifier().fit(da.from_array(X, chunks=20), y, neighbors=_brute_neighbors(X, 5), sample_weight=weights)
+    with pytest.raises(ValueError, match="[Nn]egative"):
+        HPCClassifier().fit(X, y, sample_weight=-weights)
 
 
 def test_c1_zero_is_a_hinge_svm_with_penalised_bias():
@@ -710,13 +771,17 @@ def test_errors_are_clear():
 
 
 def _expected_failed_checks(estimator):
+    failures = {"check_sample_weight_equivalence_on_dense_data": (
+        "a repeated row is a new vertex of the kNN hypergraph (its copies are each other's neighbours), so "
+        "repeating a row changes the pairwise term while weighting it does not; weights are tested against the "
+        "dual solved with a weighted box (test_weighted_rows_equal_the_direct_dual_with_a_weighted_box)")}
     if estimator.kernel_gamma == "auto":
-        return {"check_class_weight_classifiers": (
+        failures["check_class_weight_classifiers"] = (
             "on this check's unscaled blobs (spread 20) kernel_gamma=1/n_features makes "
             "K(test, train) ~ 0, so a test prediction is the sign of b alone, and the pairwise "
             "term c1 (f_i + f_j)^2 over the many mixed-class hyperedges shrinks b to ~0 whatever "
-            "the class weights; c1=0 or kernel_gamma='scale' passes")}
-    return {}
+            "the class weights; c1=0 or kernel_gamma='scale' passes")
+    return failures
 
 
 @parametrize_with_checks(

@@ -35,6 +35,17 @@ def test_multiclass_metrics_match_recalls(seed):
     assert list(per_class_recall(y_true, y_pred).values()) == pytest.approx(recalls)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_weighted_recalls_are_the_weighted_confusion_matrix(seed):
+    y_true, y_pred = _random_labels(seed, 3)
+    weights = np.random.default_rng(seed).uniform(0, 2, size=y_true.size)
+    cm = confusion_matrix(y_true, y_pred, sample_weight=weights)
+    recalls = np.diag(cm) / cm.sum(axis=1)
+    assert list(per_class_recall(y_true, y_pred, sample_weight=weights).values()) == pytest.approx(recalls, rel=1e-12)
+    assert g_mean(y_true, y_pred, sample_weight=weights) == pytest.approx(np.prod(recalls) ** (1 / 3), rel=1e-12)
+    assert g_mean(y_true, y_pred, sample_weight=np.ones(y_true.size)) == g_mean(y_true, y_pred)
+
+
 def test_g_mean_is_zero_when_a_class_is_never_recognised():
     assert g_mean([0, 0, 1, 1], [0, 0, 0, 0]) == 0.0
 

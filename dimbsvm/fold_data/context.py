@@ -71,6 +71,9 @@ class FoldContext:
         Where finished parts are saved as they arrive and found on resume.
     run_spill : RunSpill or None
         Where per-chunk tasks keep what other tasks read a slice of.
+    sample_weight : TaskRef or None
+        One weight per row of ``X`` (``fit(X, y, sample_weight)`` on arrays
+        in memory); ``None`` for a job's folds, which carry no row weights.
     """
 
     plan: object
@@ -91,6 +94,7 @@ class FoldContext:
     stage: object = None
     part_store: PartStore | None = None
     run_spill: RunSpill | None = None
+    sample_weight: object = None
 
 
 @dataclass(frozen=True)

@@ -239,8 +239,8 @@ def class_weight_values(class_weight, classes, counts):
     return np.array([signed[-1.0], signed[1.0]])
 
 
-def hinge_sums(J, signs, wb):
-    """``sum_i max(0, 1 - y_i J_i . [w; b])`` over each class's rows of a block.
+def hinge_sums(J, signs, wb, sample_weight=None):
+    """``sum_i s_i max(0, 1 - y_i J_i . [w; b])`` over each class's rows of a block (``s_i``: row weights, or 1).
 
     Parameters
     ----------
@@ -249,11 +249,12 @@ def hinge_sums(J, signs, wb):
     signs : ndarray of shape (m,)
         Labels in {-1, +1}.
     wb : ndarray of shape (p,)
+    sample_weight : ndarray of shape (m,), default=None
 
     Returns
     -------
     sums : ndarray of shape (2,)
-        The hinge losses of the ``-1`` rows, then of the ``+1`` rows.
+        The (weighted) hinge losses of the ``-1`` rows, then of the ``+1`` rows.
 
     Examples
     --------
@@ -263,11 +264,15 @@ def hinge_sums(J, signs, wb):
     J = np.asarray(J, dtype=np.float64)
     positive = np.asarray(signs) > 0
     loss = np.maximum(0.0, 1.0 - np.where(positive, 1.0, -1.0) * (J @ wb))
+    if sample_weight is not None:
+        loss = loss * sample_weight
     return np.array([loss[~positive].sum(), loss[positive].sum()])
 
 
 def primal_objective(R, wb, hinge, *, C, weights):
     """The HPC primal (eq. 21/33) ``1/2 [w; b]^T A [w; b] + C sum_i c_i max(0, 1 - y_i f_i)``.
+
+    ``c_i`` is row ``i``'s class weight; row weights are already in ``hinge``.
 
     Parameters
     ----------

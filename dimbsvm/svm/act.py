@@ -23,7 +23,7 @@ from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dimbsvm._params import Interval, StrOptions, fit_context
+from dimbsvm._params import Interval, StrOptions, check_sample_weight, fit_context
 from dimbsvm._validation import refuse_sparse
 from dimbsvm.exceptions import DataError
 from dimbsvm.features.kernels import kernel_block
@@ -206,7 +206,7 @@ class ACTClassifier(_SignedScoreClassifier):
         self.max_kernel_size, self.random_state = max_kernel_size, random_state
 
     @fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Run the transformation rounds, judged on a validation split.
 
         Parameters
@@ -215,6 +215,12 @@ class ACTClassifier(_SignedScoreClassifier):
             Training data, finite; scaled to [0, 1] as the paper assumes.
         y : array-like of shape (n_samples,)
             Two classes, of any label type.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights, passed to every round's ``SVC`` (row
+            ``i``'s box becomes ``C s_i``; rows of weight 0 are never support
+            vectors, so they shape no conformal transformation) and counted in
+            the validation G-mean and error that choose the round. The
+            validation split is drawn from the unweighted rows.
 
         Returns
         -------
@@ -222,6 +228,8 @@ class ACTClassifier(_SignedScoreClassifier):
         """
         refuse_sparse(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64)
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, X, ensure_non_negative=True)
         classes, counts = binary_classes(y, type(self).__name__)
         self.classes_ = classes
         self.pos_label_ = positive_label(classes, counts, None)
@@ -245,7 +253,7 @@ class ACTClassifier(_SignedScoreClassifier):
 
         self.rounds_, best, best_error, previous = [], None, np.inf, np.inf
         self.stop_reason_ = "max_iter"
-        for state in self._rounds(X, y, minority, train, val):
+        for state in self._rounds(X, y, minority, train, val, sample_weight=sample_weight):
             if state is None:
                 self.stop_reason_ = "non-finite kernel"
                 break
@@ -266,7 +274,8 @@ class ACTClassifier(_SignedScoreClassifier):
         self.n_iter_ = len(self.rounds_) - 1
         if self.refit and self.validation_ == "holdout":
             # Fig. 6 on all rows, for the number of rounds the validation split chose.
-            for state in self._rounds(X, y, minority, np.arange(n), None, n_rounds=self.best_round_):
+            for state in self._rounds(X, y, minority, np.arange(n), None, n_rounds=self.best_round_,
+                                      sample_weight=sample_weight):
                 if state is None:
                     break
                 best = state
@@ -295,7 +304,7 @@ class ACTClassifier(_SignedScoreClassifier):
             return np.asarray(self.kernel(A, B), dtype=np.float64)
         return kernel_block(A, B, self.kernel, gamma=self.gamma_)
 
-    def _rounds(self, X, y, minority, rows, val, n_rounds=None):
+    def _rounds(self, X, y, minority, rows, val, n_rounds=None, sample_weight=None):
         """Yield the fitted state of round 0, 1, ...; None when the kernel stops being finite."""
         n_rounds = self.max_iter if n_rounds is None else n_rounds
         K_rows = self._base_kernel(X[rows], X[rows])
@@ -323,24 +332,29 @@ class ACTClassifier(_SignedScoreClassifier):
                     yield None
                     return
                 transforms = transforms + [transform]
-            svc, converged = self._fit_svc(K_cur, y[rows], t)
+            svc, converged = self._fit_svc(K_cur, y[rows], t,
+                                           None if sample_weight is None else sample_weight[rows])
             record = {"round": t, **_support_counts(svc, minority[rows]), **info,
                       "kernel_scale": float(np.trace(K_cur) / base_trace) if base_trace > 0 else np.nan,
                       "solver_iterations": int(np.sum(svc.n_iter_)), "converged": converged}
             if val is not None:
                 scores = svc.decision_function(cf.conformal_kernel(K_val, factor[val], factor[rows]))
                 predicted = svc.classes_[(scores > 0).astype(int)]
-                record["validation_g_mean"] = float(g_mean(y[val], predicted))
-                record["validation_error"] = float(np.mean(predicted != y[val]))
+                val_weights = None if sample_weight is None else sample_weight[val]
+                if val_weights is not None and not val_weights.sum() > 0:
+                    raise ValueError("ACTClassifier: every validation row has sample_weight 0, so no round can be "
+                                     "judged; give those rows weight, or set validation_fraction to hold out more")
+                record["validation_g_mean"] = float(g_mean(y[val], predicted, sample_weight=val_weights))
+                record["validation_error"] = float(np.average(predicted != y[val], weights=val_weights))
             logger.debug("ACT round %d: %s", t, record)
             yield _RoundState(record, svc, rows, factor.copy(), transforms)
 
-    def _fit_svc(self, K, y, t):
+    def _fit_svc(self, K, y, t, sample_weight=None):
         svc = SVC(kernel="precomputed", C=self.C, class_weight=self.class_weight,
                   max_iter=self.solver_max_iter)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            svc.fit(K, y)
+            svc.fit(K, y, sample_weight=sample_weight)
         converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
         if not converged:
             logger.warning("ACT round %d: LIBSVM stopped at solver_max_iter=%d before converging",

@@ -25,7 +25,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._params import HasMethods, Interval, fit_context
+from .._params import HasMethods, Interval, check_sample_weight, fit_context
 from .._validation import refuse_sparse
 from ..fold_data.context import FoldContext, FoldFit
 from ..fold_data.one_fold import fit_as_one_fold
@@ -95,12 +95,12 @@ def draw_bags(y, *, n_estimators: int, max_samples: int, random_state) -> FoldBa
     return FoldBags(classes, pos_label, seeds, positions, [y[p] for p in positions])
 
 
-def _fit_member(estimator, X_bag, y_bag, seed):
-    """One ACT member on its bag, seeded (its validation split) by the member's seed."""
+def _fit_member(estimator, X_bag, y_bag, seed, sample_weight=None):
+    """One ACT member on its bag, seeded (its validation split) by the member's seed; the bag's weights passed on."""
     member = clone(estimator)
     if "random_state" in member.get_params():
         member.set_params(random_state=int(seed))
-    return member.fit(X_bag, y_bag)
+    return member.fit(X_bag, y_bag) if sample_weight is None else member.fit(X_bag, y_bag, sample_weight=sample_weight)
 
 
 class BaggedACTClassifier(_SignedScoreClassifier):
@@ -158,7 +158,7 @@ class BaggedACTClassifier(_SignedScoreClassifier):
                          random_state=self.random_state)
 
     @fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit every member on its bag, in this process, by the plan a job's fold runs (:meth:`plan_fold_fit`).
 
         Parameters
@@ -167,6 +167,10 @@ class BaggedACTClassifier(_SignedScoreClassifier):
             Training data, finite, dense.
         y : array-like of shape (n_samples,)
             Two classes.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights: each member is fitted with its bag's
+            weights (:meth:`ACTClassifier.fit <dimbsvm.svm.ACTClassifier.fit>`);
+            the bags are drawn from the unweighted rows.
 
         Returns
         -------
@@ -174,7 +178,9 @@ class BaggedACTClassifier(_SignedScoreClassifier):
         """
         refuse_sparse(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64)
-        return fit_as_one_fold(self, X, y, label="bagged ACT members")
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, X, ensure_non_negative=True)
+        return fit_as_one_fold(self, X, y, label="bagged ACT members", sample_weight=sample_weight)
 
     def _set_members(self, bags: FoldBags, members):
         self.classes_, self.pos_label_ = bags.classes, bags.pos_label
@@ -220,6 +226,8 @@ class BaggedACTClassifier(_SignedScoreClassifier):
                              n_minority=bag_rows // 2, n_feature_stages=context.n_feature_stages)
         costs = replace(costs, n_parts=self.n_estimators)
         common = dict(X=context.X, y=context.y, prepared=prepared, rows=rows)
+        if context.sample_weight is not None:  # (arrays in memory only)
+            common["sample_weight"] = context.sample_weight
         bags = plan.add(fold_bags, dict(y=context.y, rows=rows, estimator=self), name="bag", priority=10)
         members = [plan.add(fit_bag_member, dict(common, bags=bags, index=i, estimator=self), name="member",
                             cost=costs.part())
@@ -234,16 +242,21 @@ def fold_bags(y, rows, *, estimator: BaggedACTClassifier) -> FoldBags:
     return estimator._bags(np.asarray(y)[rows.train])
 
 
-def fit_bag_member(X, y, prepared, rows, bags: FoldBags, *, index: int, estimator: BaggedACTClassifier):
-    """Task body: ``(fitted member, seconds)`` of member ``index``, reading only its bag's rows."""
+def fit_bag_member(X, y, prepared, rows, bags: FoldBags, *, index: int, estimator: BaggedACTClassifier,
+                   sample_weight=None):
+    """Task body: ``(fitted member, seconds)`` of member ``index``, reading only its bag's rows.
+
+    ``sample_weight``: one weight per row of ``X`` (arrays in memory); the bag's are the member's.
+    """
     start = time.perf_counter()
     X_train, _, train = training_data(X, y, prepared, rows)
     positions = bags.positions[index]
     # the prepared training rows in memory, or rows read (and prepared) as they are taken: over a store,
     # only the chunks holding the bag
     X_bag = X_train[positions] if train is None else take_rows(X_train, train[positions])
+    bag_weights = None if sample_weight is None else np.asarray(sample_weight)[rows.train[positions]]
     member = _fit_member(estimator._member(), np.asarray(X_bag, dtype=np.float64), bags.labels[index],
-                         bags.seeds[index])
+                         bags.seeds[index], bag_weights)
     return member, time.perf_counter() - start
 
 

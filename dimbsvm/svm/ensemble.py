@@ -23,7 +23,7 @@ from dask.base import is_dask_collection
 from sklearn.base import clone
 from sklearn.utils.metaestimators import available_if
 
-from dimbsvm._params import HasMethods, Interval, RealNotInt, StrOptions, fit_context
+from dimbsvm._params import HasMethods, Interval, RealNotInt, StrOptions, check_sample_weight, fit_context
 from dimbsvm.parallel import ClientParamMixin, current_client, effective_n_jobs
 from dimbsvm.parallel.policy import in_order_threads
 from dimbsvm.graph.knn import KNN_METHODS
@@ -409,7 +409,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
                               "screen_survivors": 6, "n_jobs": None, **state})
 
     @fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the members, as Dask tasks when a client is available, then the shift.
 
         Parameters
@@ -421,6 +421,16 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
             memory).
         y : array-like of shape (n_samples,)
             Two classes, of any label type (a Dask array is brought here).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights. Each member's base estimator is fitted
+            with its bag's weights (a row drawn twice counts twice; a
+            ``TypeError`` if the base takes none), and every threshold
+            objective (the members' and the shared one) counts the weights of
+            the rows it is searched on, as :class:`OTHRClassifier` does; so
+            does ``probability=True``'s calibration. The bags are drawn from
+            the unweighted rows. ``param_grid``'s settings are ranked by the
+            weighted out-of-bag ROC-AUC. A Dask array ``X`` is then computed
+            into this process.
 
         Returns
         -------
@@ -430,11 +440,15 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         effective_n_jobs(self.n_jobs)  # refused wherever the members run: a client's workers, processes or here
         client = current_client(self.client)
         if client is not None and is_dask_collection(X) and hasattr(X, "chunks"):  # a Dask array
-            unsupported = chunked_fit_unsupported(self)
+            unsupported = "sample_weight" if sample_weight is not None else chunked_fit_unsupported(self)
             if unsupported is None:
                 return fit_over_chunks(self, X, y, client)
             logger.warning("EnsembleOTHRClassifier: the Dask array is computed into this process (%s)", unsupported)
         X, y, positive = self._validate_training_data(X, y)
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(
+                sample_weight.compute() if is_dask_collection(sample_weight) else sample_weight, X,
+                ensure_non_negative=True)
         self._resolve_bags(positive.size, int(np.count_nonzero(positive)))
         from dimbsvm.fold_data.one_fold import fit_as_one_fold
 
@@ -442,17 +456,18 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         # rounds). In this process BLAS gets one thread, as a job run here and a one-thread worker do: a second
         # thread only spins on the members' small products (same results, a third more CPU).
         with in_order_threads() if client is None else contextlib.nullcontext():
-            return fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs, label="ensemble members")
+            return fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs, label="ensemble members",
+                                   sample_weight=sample_weight)
 
     def _screening_plan(self) -> ScreeningPlan:
         seeds, settings, specs = self._grid_specs()
         return ScreeningPlan(seeds, settings, tuple(specs), int(self.screen_members), int(self.screen_survivors))
 
-    def _assemble_screened(self, X, positive, plan, screened, added, screen):
+    def _assemble_screened(self, X, positive, plan, screened, added, screen, sample_weight=None):
         survivors = screen.survivors
         self.seeds_ = np.tile(plan.seeds, len(survivors))
         self._set_members(X, positive, plan.survivor_members(screened, added, survivors),
-                          settings=[plan.settings[i] for i in survivors])
+                          settings=[plan.settings[i] for i in survivors], sample_weight=sample_weight)
         self.search_results_ = screened_search_results(plan.settings, screen, self.search_results_)
         return self
 
@@ -469,11 +484,13 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         base = default_estimator() if self.estimator is None else clone(self.estimator)
         return len(candidate_settings(self.param_grid, base))
 
-    def _set_members(self, X, positive, members, pooled_margins=None, shared_shift=None, settings=None):
+    def _set_members(self, X, positive, members, pooled_margins=None, shared_shift=None, settings=None,
+                     sample_weight=None):
         """Finish fitting from fitted members: the shared shift (if pooled) and the attributes.
 
         ``settings``: the grid settings the members belong to, setting by
-        setting (default: all of ``param_grid``'s).
+        setting (default: all of ``param_grid``'s). ``sample_weight``: the
+        training rows' weights, counted by the shared search.
         """
         if self.probability and self.threshold != "pooled_oob":
             raise ValueError("probability=True calibrates the pooled out-of-bag margins: it needs "
@@ -485,11 +502,11 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
             if pooled_margins is not None:  # pooled over every setting's members: no ranking possible
                 raise ValueError("param_grid ranks each setting on its own members' out-of-bag margins; "
                                  "margins pooled over all members cannot be used (pools_out_of_bag() is False)")
-            members = self._keep_best_settings(positive, members, settings)
+            members = self._keep_best_settings(positive, members, settings, sample_weight)
         self._pooled = self.threshold == "pooled_oob"
         if self._pooled:
             members = self._fit_shared_threshold(X, positive, members, self._threshold_search(),
-                                                 pooled_margins, shared_shift)
+                                                 pooled_margins, shared_shift, sample_weight)
         self.members_ = members
         self.estimators_ = [member.estimator for member in self.members_]
         self.thresholds_ = np.array([member.threshold for member in self.members_])
@@ -498,22 +515,27 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         )
         return self
 
-    def _keep_best_settings(self, positive, members, settings=None):
+    def _keep_best_settings(self, positive, members, settings=None, sample_weight=None):
         """The members of the ``top_candidates`` settings of best out-of-bag ROC-AUC, on one scale."""
         if settings is None:
             settings = candidate_settings(self.param_grid, self._member_params().estimator)
-        kept, members, self.search_results_ = keep_best_settings(settings, members, positive, self.top_candidates)
+        kept, members, self.search_results_ = keep_best_settings(settings, members, positive, self.top_candidates,
+                                                                 sample_weight)
         self.best_params_ = [settings[i] for i in kept]
         per_setting = len(self.seeds_) // len(settings)
         self.seeds_ = np.concatenate([self.seeds_[i * per_setting:(i + 1) * per_setting] for i in kept])
         return members
 
-    def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None, shift=None):
+    def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None, shift=None,
+                              sample_weight=None):
         """Search one shift on the pooled out-of-bag margins (unless given); set it in every member."""
         if shift is None:
             shift = search_shared_shift(X, positive, members, search, pooled_margins=pooled_margins,
                                         n_neighbors=self.n_neighbors, knn_method=self.knn_method,
-                                        random_state=int(self.seeds_[0]), max_candidates=self.max_candidates)
+                                        random_state=int(self.seeds_[0]), max_candidates=self.max_candidates,
+                                        sample_weight=sample_weight)
+        elif sample_weight is not None:
+            raise ValueError("a shared shift searched elsewhere cannot count sample_weight")
         elif self.probability:
             raise ValueError("probability=True calibrates on the pooled margins: the shift is searched here")
         self.threshold_margins_, self.threshold_, self.candidates_ = shift.margins_used, shift.theta, shift.table
@@ -522,7 +544,8 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
                 raise ValueError("probability=True needs out-of-bag rows of both classes to calibrate on; "
                                  "these members' bags left none of one class out (use more rows or members)")
             # the shifted margin decision_function returns, on the rows each member did not see
-            self.platt_ = platt_fit(shift.margins + self.threshold_, positive[shift.rows])
+            self.platt_ = platt_fit(shift.margins + self.threshold_, positive[shift.rows],
+                                    None if sample_weight is None else np.asarray(sample_weight)[shift.rows])
         return with_shared_shift(members, self.threshold_, "pooled_" + self.threshold_margins_)
 
     @available_if(lambda self: self.probability)

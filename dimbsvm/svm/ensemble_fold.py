@@ -118,6 +118,10 @@ def plan_ensemble_fold(estimator, context: FoldContext) -> FoldFit:
                     for span in ctx.train_chunks]
     prepared = ctx.prepare(gathered if ctx.merged_ranges else None)
     common = dict(X=X, y=y, prepared=prepared, estimator=estimator)
+    if ctx.sample_weight is not None:  # arrays in memory only: every store path below is for a job, unweighted
+        if by_chunk:
+            raise ValueError("sample_weight reaches an ensemble fitted on arrays in memory only")
+        common["sample_weight"] = ctx.sample_weight
     saving = ctx.part_store is not None and len(parts) > 1
     screens = not estimator.plans_members_up_front()
     batch = members_per_task(ctx.n_train) if not saving and not ctx.in_store else 1
@@ -166,7 +170,7 @@ def plan_ensemble_fold(estimator, context: FoldContext) -> FoldFit:
 
 def assemble_members(X, y, prepared: PreparedFold, rows, members, *, estimator, seeds, pooled=None,
                      range_plan=None, range_summaries=None, range_picks=None, range_search=None,
-                     train_counts=None, rows_from_labels=None):
+                     train_counts=None, rows_from_labels=None, sample_weight=None):
     """Task body: ``(fitted ensemble, seconds of its members and of this assembly)`` from its members.
 
     ``pooled`` are the :func:`~dimbsvm.svm.pooled_oob.pooled_oob_block` results of every chunk of the
@@ -176,7 +180,8 @@ def assemble_members(X, y, prepared: PreparedFold, rows, members, *, estimator, 
     ``rows=None``: a store fold known by its ``train_counts`` (a
     :class:`~dimbsvm._counts.ClassCounts`), assembled from them where the
     range tasks searched the threshold; where the search falls back to every training row's margin,
-    the fold's rows are computed here by ``rows_from_labels``.
+    the fold's rows are computed here by ``rows_from_labels``. ``sample_weight``: one weight per row of
+    ``X``, the training rows' counted by the shared search.
     """
     start = time.perf_counter()
     members = fitted_parts(members)
@@ -192,6 +197,8 @@ def assemble_members(X, y, prepared: PreparedFold, rows, members, *, estimator, 
         X_train, y_train, train = training_data(X, y, prepared, rows)
         if train is not None:  # raw rows: the ensemble sees the training rows in fold order
             X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight)[rows.train]
         pooled_margins_ = shared_shift = None
         if pooled is not None:
             pooled_margins_ = pooled_margins(pooled, len(rows.train))
@@ -199,5 +206,5 @@ def assemble_members(X, y, prepared: PreparedFold, rows, members, *, estimator, 
             pooled_margins_, shared_shift = ranged_shift(range_plan, range_summaries, range_picks, range_search,
                                                          len(rows.train))
         final = clone(estimator).fit_from_members(X_train, y_train, fitted, seeds, pooled_margins=pooled_margins_,
-                                                  shared_shift=shared_shift)
+                                                  shared_shift=shared_shift, sample_weight=sample_weight)
     return final, sum(seconds for _, seconds in members) + time.perf_counter() - start

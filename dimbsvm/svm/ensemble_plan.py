@@ -58,7 +58,7 @@ class MemberPlanning:
                              "(plan_members)")
         return self._screening_plan()
 
-    def fit_from_screened(self, X, y, plan, screened, added, screen):
+    def fit_from_screened(self, X, y, plan, screened, added, screen, *, sample_weight=None):
         """Finish fitting from the members of :meth:`plan_screening`'s two rounds.
 
         Parameters
@@ -72,13 +72,15 @@ class MemberPlanning:
             ``plan.second_round(screen.survivors)``, in order.
         screen : Screen
             :func:`~dimbsvm.svm.grid_members.screen_survivors` of ``screened``.
+        sample_weight : ndarray of shape (n_samples,), default=None
+            The training rows' weights (see :meth:`fit_from_members`).
 
         Returns
         -------
         self : EnsembleOTHRClassifier
         """
         positive = self._prepare_assembly(X, y)
-        return self._assemble_screened(X, positive, plan, list(screened), list(added), screen)
+        return self._assemble_screened(X, positive, plan, list(screened), list(added), screen, sample_weight)
 
     def plans_members_up_front(self) -> bool:
         """Whether every member is known from the labels alone (:meth:`plan_members`).
@@ -141,7 +143,7 @@ class MemberPlanning:
         """Whether the out-of-bag margins can be pooled over all members at once (a shared shift, no grid)."""
         return self.threshold == "pooled_oob" and self.param_grid is None
 
-    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None, shared_shift=None):
+    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None, shared_shift=None, sample_weight=None):
         """Finish fitting from members fitted by :func:`fit_member` (see :meth:`plan_members`).
 
         Parameters
@@ -172,6 +174,10 @@ class MemberPlanning:
             out-of-bag margins, exactly as the search here would find it
             (:mod:`dimbsvm.svm.range_threshold`, without ``probability``, which
             needs the margins); it is set instead of searching.
+        sample_weight : ndarray of shape (n_samples,), default=None
+            The training rows' weights, counted by the shared search (the
+            members were fitted with them, :meth:`MemberSpec.fit
+            <dimbsvm.svm.members.MemberSpec.fit>`).
 
         Returns
         -------
@@ -182,7 +188,8 @@ class MemberPlanning:
                              "already and no param_grid: the labels are needed")
         positive = self._prepare_assembly(X, y)
         self.seeds_ = np.asarray(seeds)
-        return self._set_members(X, positive, list(members), pooled_margins, shared_shift)
+        return self._set_members(X, positive, list(members), pooled_margins, shared_shift,
+                                 sample_weight=sample_weight)
 
     def _prepare_assembly(self, X, y):
         """Classes, bag size and feature count for assembling members fitted elsewhere; the minority rows

@@ -70,7 +70,7 @@ def candidate_settings(param_grid, estimator) -> list[dict]:
     return settings
 
 
-def rank_candidates(members_by_candidate, positive) -> tuple[np.ndarray, np.ndarray]:
+def rank_candidates(members_by_candidate, positive, sample_weight=None) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-bag ROC-AUC and margin spread of each candidate's members.
 
     Parameters
@@ -79,6 +79,8 @@ def rank_candidates(members_by_candidate, positive) -> tuple[np.ndarray, np.ndar
         Fitted with ``keep_oob=True``.
     positive : ndarray of bool of shape (n_samples,)
         The minority rows of the training data.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        The rows' weights in the ROC-AUC (the spread stays unweighted: a scale).
 
     Returns
     -------
@@ -88,19 +90,21 @@ def rank_candidates(members_by_candidate, positive) -> tuple[np.ndarray, np.ndar
     spread : ndarray of shape (n_candidates,)
         Standard deviation of the same margins (1 where it is 0 or undefined).
     """
-    views = [oob_auc_and_spread(*pooled_oob_margins(members, positive.size), positive)
+    views = [oob_auc_and_spread(*pooled_oob_margins(members, positive.size), positive, sample_weight)
              for members in members_by_candidate]
     return np.array([auc for auc, _ in views]), np.array([spread for _, spread in views])
 
 
-def oob_auc_and_spread(margins, counts, positive) -> tuple[float, float]:
+def oob_auc_and_spread(margins, counts, positive, sample_weight=None) -> tuple[float, float]:
     """ROC-AUC and standard deviation of pooled out-of-bag ``margins`` over the rows with ``counts > 0``.
 
     The AUC is NaN where those rows miss a class; the spread is 1 where it
-    is 0 or undefined (nothing to rescale).
+    is 0 or undefined (nothing to rescale). ``sample_weight``: the rows' weights in the AUC.
     """
     rows = counts > 0
-    auc = roc_auc_score(positive[rows], margins[rows]) if 0 < positive[rows].sum() < rows.sum() else np.nan
+    weights = None if sample_weight is None else np.asarray(sample_weight)[rows]
+    auc = (roc_auc_score(positive[rows], margins[rows], sample_weight=weights)
+           if 0 < positive[rows].sum() < rows.sum() else np.nan)
     deviation = float(np.std(margins[rows])) if rows.any() else 0.0
     return auc, (deviation if deviation > 0 else 1.0)
 
@@ -112,7 +116,7 @@ def standardised(members, spread: float) -> list:
             for member in members]
 
 
-def keep_best_settings(settings, members, positive, top: int):
+def keep_best_settings(settings, members, positive, top: int, sample_weight=None):
     """Rank ``settings`` on their members' out-of-bag margins and keep the ``top`` best.
 
     Parameters
@@ -126,6 +130,8 @@ def keep_best_settings(settings, members, positive, top: int):
         The minority rows of the training data.
     top : int
         How many settings to keep (at most all of them).
+    sample_weight : ndarray of shape (n_samples,), default=None
+        The training rows' weights in the ROC-AUC.
 
     Returns
     -------
@@ -142,7 +148,7 @@ def keep_best_settings(settings, members, positive, top: int):
         No setting's out-of-bag rows hold both classes.
     """
     groups = _groups(members, len(settings))
-    auc, spread = rank_candidates(groups, positive)
+    auc, spread = rank_candidates(groups, positive, sample_weight)
     if np.all(np.isnan(auc)):
         raise ValueError("param_grid needs out-of-bag rows of both classes to rank the settings; these "
                          "bags left none of one class out (use more rows or members)")
@@ -182,7 +188,7 @@ class Screen:
     oob_auc: np.ndarray
 
 
-def screen_survivors(settings, screened, positive, n_survivors: int) -> Screen:
+def screen_survivors(settings, screened, positive, n_survivors: int, sample_weight=None) -> Screen:
     """The ``n_survivors`` settings whose screening members rank the training rows best.
 
     Parameters
@@ -193,6 +199,8 @@ def screen_survivors(settings, screened, positive, n_survivors: int) -> Screen:
         with ``keep_oob=True``.
     positive : ndarray of bool
     n_survivors : int
+    sample_weight : ndarray of shape (n_samples,), default=None
+        The training rows' weights in the ROC-AUC.
 
     Returns
     -------
@@ -204,7 +212,7 @@ def screen_survivors(settings, screened, positive, n_survivors: int) -> Screen:
     ValueError
         No setting's out-of-bag rows hold both classes.
     """
-    auc, _ = rank_candidates(_groups(screened, len(settings)), positive)
+    auc, _ = rank_candidates(_groups(screened, len(settings)), positive, sample_weight)
     if np.all(np.isnan(auc)):
         raise ValueError("screen_members needs out-of-bag rows of both classes to screen the settings; these "
                          "bags left none of one class out (use more screening members or rows)")

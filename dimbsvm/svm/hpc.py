@@ -35,7 +35,7 @@ from sklearn.svm import LinearSVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dimbsvm._params import Interval, StrOptions, fit_context
+from dimbsvm._params import Interval, StrOptions, check_sample_weight, fit_context
 from dimbsvm._validation import refuse_sparse
 from dimbsvm.parallel import ClientParamMixin, current_client
 from dimbsvm.exceptions import DataError
@@ -286,7 +286,7 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         return self.solver == "liblinear"
 
     @fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, neighbors=None):
+    def fit(self, X, y, neighbors=None, sample_weight=None):
         """Build the hypergraph, reduce the dual and solve it.
 
         Parameters
@@ -297,6 +297,12 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         neighbors : array-like of shape (n_samples, >= n_neighbors), default=None
             Precomputed indices of each sample's nearest other samples; needed
             for Dask input, searched with ``nearest_neighbors`` otherwise.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights: row ``i``'s hinge loss counts
+            ``C c_i s_i`` (``c_i`` its class weight), the dual's box
+            ``0 <= alpha_i <= C c_i s_i``. The hypergraph's pairwise term is
+            the rows' structure and stays unweighted. Arrays in memory only (a
+            Dask ``X`` is refused with it).
 
         Returns
         -------
@@ -306,10 +312,15 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         random_state = check_random_state(self.random_state)
         self._seed = int(random_state.randint(np.iinfo(np.int32).max))
         if isinstance(X, da.Array):  # the client is resolved here, once, and passed down
+            if sample_weight is not None:
+                raise ValueError("HPCClassifier: sample_weight is taken with arrays in memory only, not with a "
+                                 "Dask array X; compute X (and sample_weight) first")
             return chunked.fit_chunked(self, X, y, neighbors,
                                        client=current_client(self.client))
         refuse_sparse(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64)
+        if sample_weight is not None:
+            sample_weight = check_sample_weight(sample_weight, X, ensure_non_negative=True)
         self.classes_, self._class_counts = binary_classes(y, type(self).__name__)
         signs = np.where(y == self.classes_[1], 1.0, -1.0)
         n = X.shape[0]
@@ -325,7 +336,7 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         self.sigma2_ = total_variance(X)  # eq. (18)
         self.kernel_gamma_ = kernel_width(self.kernel, self.kernel_gamma, X.shape[1], X.var())
         if exact_kernel:
-            return self._fit_exact_kernel(X, signs, neighbors)
+            return self._fit_exact_kernel(X, signs, neighbors, sample_weight)
         with self._timed("features"):
             F = X if self.kernel == "linear" else self._nystroem_fit(X, n)
         with self._timed("jlj"):
@@ -333,41 +344,42 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
             jlj = accumulate_jlj(X, neighbors, X, signs, signs, sigma2=self.sigma2_,
                                  gamma=self.gamma, F_rows=F if other else None,
                                  F_lookup=F if other else None)
-        return self._solve_linear(jlj, augment(F), signs)
+        return self._solve_linear(jlj, augment(F), signs, sample_weight=sample_weight)
 
-    def _fit_exact_kernel(self, X, signs, neighbors):
+    def _fit_exact_kernel(self, X, signs, neighbors, sample_weight=None):
         """Eqs. (38)-(42): ``J = [K 1]``, ``H = K (+) 0``, ``(n+1) x (n+1)``."""
         with self._timed("kernel"):
             K = kernel_block(X, X, self.kernel, gamma=self.kernel_gamma_)
         with self._timed("jlj"):
             J = augment(K)
             self.jlj_ = kernel_jlj(J, X, neighbors, signs, sigma2=self.sigma2_, gamma=self.gamma)
-        ub = self._reduce_and_solve(self.jlj_, J, signs, H=K)                  # eq. (41)
+        ub = self._reduce_and_solve(self.jlj_, J, signs, H=K, sample_weight=sample_weight)  # eq. (41)
         self.X_fit_, self.expansion_coef_, self.intercept_ = X, ub[:-1], ub[-1:]
         return self
 
-    def _solve_linear(self, jlj, J, signs, *, client=None):
+    def _solve_linear(self, jlj, J, signs, *, client=None, sample_weight=None):
         self.jlj_ = jlj
-        wb = self._reduce_and_solve(jlj, J, signs, H=None, client=client)    # eq. (33)
+        wb = self._reduce_and_solve(jlj, J, signs, H=None, client=client, sample_weight=sample_weight)  # eq. (33)
         self.coef_, self.intercept_ = wb[None, :-1], wb[-1:]
         return self
 
-    def _reduce_and_solve(self, jlj, J, signs, *, H, client=None):
+    def _reduce_and_solve(self, jlj, J, signs, *, H, client=None, sample_weight=None):
         """Factor ``A``, solve the hinge SVM on ``u_i = R^-T J_i``, return ``[w; b] = R^-1 v``.
 
         ``J`` and ``signs`` may be Dask arrays (then ``client`` is where their
-        chunks are computed, see :mod:`dimbsvm.svm._hpc_chunked`).
+        chunks are computed, see :mod:`dimbsvm.svm._hpc_chunked`; no
+        ``sample_weight`` then).
         """
         with self._timed("factor"):
             R = cholesky_factor(hpc_matrix(jlj, c1=self.c1, eps=self.eps, H=H))  # A = R^T R
         weights = class_weight_values(self.class_weight, self.classes_, self._class_counts)
         lazy = isinstance(J, da.Array)
         if self.solver == "sgd":
-            v = self._solve_sgd(J, signs, R, weights, client=client)
+            v = self._solve_sgd(J, signs, R, weights, client=client, sample_weight=sample_weight)
             wb = recover_weights(R, v)
             with self._timed("objective"):
                 hinge = (chunked.hinge_sums(J, signs, wb, client=client) if lazy
-                         else hinge_sums(J, signs, wb))
+                         else hinge_sums(J, signs, wb, sample_weight))
         else:
             with self._timed("transform"):
                 if lazy:  # all n transformed rows come to this process
@@ -378,19 +390,19 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
                 svm = LinearSVC(loss="hinge", fit_intercept=False, dual=True, C=self.C,
                                 class_weight=signed_class_weight(self.class_weight, self.classes_),
                                 tol=self.tol, max_iter=self.max_iter, random_state=self._seed)
-                svm.fit(U, signs)                                              # dual (34) / (40)
+                svm.fit(U, signs, sample_weight=sample_weight)                 # dual (34) / (40)
             self.n_iter_ = int(svm.n_iter_)
             v = svm.coef_.ravel()
             wb = recover_weights(R, v)
             with self._timed("objective"):
-                hinge = hinge_sums(U, signs, v)                                # u_i . v = f(x_i)
+                hinge = hinge_sums(U, signs, v, sample_weight)                 # u_i . v = f(x_i)
         self.objective_ = primal_objective(R, wb, hinge, C=self.C, weights=weights)
         logger.debug("HPC-SVM (%s, %s) on %d rows: objective %.6g, stages %s", self.kernel,
                      self.solver, int(np.sum(self._class_counts)), self.objective_,
                      {k: round(t, 3) for k, t in self.timings_.items()})
         return wb
 
-    def _solve_sgd(self, J, signs, R, weights, *, client=None):
+    def _solve_sgd(self, J, signs, R, weights, *, client=None, sample_weight=None):
         """``v`` of the hinge SVM on ``u_i``, by SGD over one chunk of ``u_i`` at a time.
 
         ``SGDClassifier`` minimises ``alpha/2 |v|^2 + 1/n sum_i c_i hinge_i``,
@@ -415,7 +427,7 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
                 U = transform_rows(J, R)
 
             def batches(rng):
-                return _epoch_batches(U, signs, rng)
+                return _epoch_batches(U, signs, rng, sample_weight)
         for epoch in range(self.n_epochs):
             rng = np.random.default_rng([self._seed, epoch])
             epoch_batches = batches(rng)
@@ -424,11 +436,12 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
                     batch = next(epoch_batches, None)
                 if batch is None:
                     break
-                U_b, s_b = batch
+                U_b, s_b, *w_b = batch
                 with self._timed("solve"):
                     order = rng.permutation(U_b.shape[0])
                     svm.partial_fit(U_b[order], np.asarray(s_b, dtype=np.float64)[order],
-                                    classes=np.array([-1.0, 1.0]))
+                                    classes=np.array([-1.0, 1.0]),
+                                    sample_weight=w_b[0][order] if w_b else None)
         self.n_iter_ = self.n_epochs
         return svm.coef_.ravel().astype(np.float64)
 
@@ -505,10 +518,13 @@ class HPCClassifier(ClientParamMixin, _SignedScoreClassifier):
         self.timings_[stage] = self.timings_.get(stage, 0.0) + time.perf_counter() - start
 
 
-def _epoch_batches(U, signs, rng):
-    """One epoch of in-memory rows: batches of ``SGD_BATCH`` seeded-random rows, in a seeded order."""
+def _epoch_batches(U, signs, rng, sample_weight=None):
+    """One epoch of in-memory rows: batches of ``SGD_BATCH`` seeded-random rows, in a seeded order.
+
+    Each batch is ``(rows, signs)``, and the rows' weights after them where ``sample_weight`` is given.
+    """
     n = U.shape[0]
     rows = rng.permutation(n)
     for b in rng.permutation(-(-n // SGD_BATCH)):
         batch = rows[b * SGD_BATCH:(b + 1) * SGD_BATCH]
-        yield U[batch], signs[batch]
+        yield (U[batch], signs[batch]) if sample_weight is None else (U[batch], signs[batch], sample_weight[batch])

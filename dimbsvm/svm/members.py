@@ -21,7 +21,13 @@ from sklearn.base import clone
 from sklearn.model_selection import StratifiedGroupKFold
 
 from dimbsvm.rows import map_row_blocks, take_rows
-from dimbsvm.svm._base import default_estimator, margin_sign, out_of_fold_margins, signed_margins
+from dimbsvm.svm._base import (
+    default_estimator,
+    fit_base_estimator,
+    margin_sign,
+    out_of_fold_margins,
+    signed_margins,
+)
 from dimbsvm.svm._native_rng import liblinear_guard
 from dimbsvm.svm.bagging import draw_seeded_bag, set_random_states
 from dimbsvm.svm.threshold import othr_threshold
@@ -117,9 +123,9 @@ class MemberSpec:
         """The fields as :func:`fit_member` keyword arguments (the estimator not copied)."""
         return {field.name: getattr(self, field.name) for field in fields(self)}
 
-    def fit(self, X, y, seed, *, rows=None, drawn=None) -> OTHRMember:
-        """``fit_member(X, y, seed, rows=rows, drawn=drawn, **options)``."""
-        return fit_member(X, y, int(seed), rows=rows, drawn=drawn, **self.options())
+    def fit(self, X, y, seed, *, rows=None, drawn=None, sample_weight=None) -> OTHRMember:
+        """``fit_member(X, y, seed, rows=rows, drawn=drawn, sample_weight=sample_weight, **options)``."""
+        return fit_member(X, y, int(seed), rows=rows, drawn=drawn, sample_weight=sample_weight, **self.options())
 
     def draw_bag(self, y, seed, *, positive=None, classes=None):
         """The bag :meth:`fit` with this ``seed`` draws over labels ``y`` (a :class:`~dimbsvm.svm.bagging.DrawnBag`).
@@ -182,6 +188,7 @@ def fit_member(
     max_bag_draws=20,
     keep_oob=False,
     drawn=None,
+    sample_weight=None,
 ):
     """Fit one EnSVM-OTHR member from arrays and a seed.
 
@@ -239,6 +246,12 @@ def fit_member(
         that it is not drawn twice: a balanced draw from millions of rows
         costs more than fitting a linear member on its bag. The member is the
         one it would draw itself.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        One weight per row of ``X``. The bag's rows' weights (a row drawn
+        twice counts twice) are passed to the base estimator's ``fit`` (a
+        ``TypeError`` if it takes none) and to every out-of-fold fit, and the
+        shift's objective counts the weights of the rows it is searched on.
+        The bag is drawn from the unweighted rows.
 
     Returns
     -------
@@ -258,13 +271,13 @@ def fit_member(
             max_samples=max_samples, margins=margins, cv=cv, objective=objective, candidates=candidates,
             smoothing=smoothing, tolerance=tolerance, min_precision=min_precision,
             perturbation=perturbation, n_neighbors=n_neighbors, knn_method=knn_method,
-            max_bag_draws=max_bag_draws, keep_oob=keep_oob, drawn=drawn,
+            max_bag_draws=max_bag_draws, keep_oob=keep_oob, drawn=drawn, sample_weight=sample_weight,
         )
 
 
 def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_samples, margins, cv, objective,
                 candidates, smoothing, tolerance, min_precision, perturbation, n_neighbors, knn_method,
-                max_bag_draws, keep_oob, drawn):
+                max_bag_draws, keep_oob, drawn, sample_weight):
     # The bag is drawn from the labels alone, so a handle on a store is asked
     # only for the bag's rows (and the out-of-bag rows a block at a time).
     # every row's label only where the member draws its bag or uses its out-of-bag rows; a bag drawn ahead
@@ -291,7 +304,9 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
     set_random_states(template, seed)
     y_bag = y[bag] if every_label else np.asarray(y[rows[bag]])
     X_bag, positive_bag = take_rows(X, rows[bag]), np.asarray(y_bag == pos_label)
-    fitted = clone(template).fit(X_bag, y_bag)
+    weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    bag_weights = None if weights is None else weights[rows[bag]]
+    fitted = fit_base_estimator(template, X_bag, y_bag, bag_weights, owner="EnsembleOTHRClassifier")
     sign = margin_sign(fitted, pos_label, np.unique(y_bag))
 
     oob_rows = oob_margins = None
@@ -312,12 +327,14 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
     theta_opt, used = 0.0, margins
     if margins != "none":
         used, X_eval, positive_eval, margins_eval = "train", X_bag, positive_bag, None
+        weights_eval = bag_weights
         if margins == "oob":
             n_oob_positive = int(positive[oob_rows].sum())
             if 0 < n_oob_positive < oob_rows.size:
                 used, positive_eval = "oob", positive[oob_rows]
                 X_eval = take_rows(X, rows[oob_rows]) if candidates == "othr" else None
                 margins_eval = oob_margins
+                weights_eval = None if weights is None else weights[rows[oob_rows]]
         elif margins == "cv":
             n_distinct = np.unique(bag[positive_bag]).size
             if n_distinct >= 2:
@@ -328,7 +345,7 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
                 if all(0 < positive_bag[train].sum() < train.size for train, _ in splits):
                     used = "cv"
                     margins_eval = out_of_fold_margins(
-                        template, X_bag, y_bag, pos_label, np.unique(y_bag), splits
+                        template, X_bag, y_bag, pos_label, np.unique(y_bag), splits, sample_weight=bag_weights
                     )
         if margins_eval is None:
             margins_eval = signed_margins(fitted, X_bag, sign)
@@ -348,6 +365,7 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
             n_neighbors=n_neighbors,
             method=knn_method,
             random_state=seed,
+            sample_weight=weights_eval,
         )
     theta = theta_opt * (1.0 + perturbation * u)  # eq. 25
     return OTHRMember(

@@ -43,7 +43,7 @@ class FitsInMembers(Protocol):
     def plan_members(self, y) -> MemberPlan:
         """Every member's seed and :class:`~dimbsvm.svm.members.MemberSpec`, from the training labels."""
 
-    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None, shared_shift=None):
+    def fit_from_members(self, X, y, members, seeds, *, pooled_margins=None, shared_shift=None, sample_weight=None):
         """The fitted estimator from its fitted members (in plan order)."""
 
     def pools_out_of_bag(self) -> bool:
@@ -95,7 +95,8 @@ def parts_of(estimator, y_train):
     return parts, np.asarray(plan.seeds)
 
 
-def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part, gathered=None, bags=None):
+def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part, gathered=None, bags=None,
+             sample_weight=None):
     """Task body: fit one part of the fold's estimator; return ``(fitted part, seconds)``.
 
     An ensemble member (:func:`~dimbsvm.svm.ensemble.fit_member`) reads only
@@ -103,7 +104,8 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
     reads the fold's training rows. ``gathered``: the member's bag rows, one
     piece per chunk (:func:`~dimbsvm.svm.bag_bodies.gather_block`), so that it reads no store;
     ``bags``: every member's bag (:func:`~dimbsvm.svm.bag_bodies.member_bags`), so that it does not
-    draw its own again.
+    draw its own again. ``sample_weight``: one weight per row of ``X`` (arrays in memory), the fit's rows'
+    weights passed on.
     """
     start = time.perf_counter()
     if isinstance(bags, CountedBags):  # a bag of class ranks, found in the chunks: no index array of the fold
@@ -111,27 +113,32 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
         return part.member.fit(X_bag, y_bag, part.seed, drawn=drawn), time.perf_counter() - start
     bag = None if bags is None else bags[part.index]
     X_train, y_train, train = training_data(X, y, prepared, rows)
+    if sample_weight is not None and train is None:  # the stages' output: the training rows only
+        sample_weight = np.asarray(sample_weight)[rows.train]
     if gathered is not None:
         X_train = GatheredRows([getattr(pieces, "pieces", pieces)[part.index] for pieces in gathered],
                                prepared.transformer(), X.shape[0])
     if part.member is not None:
-        fitted = part.member.fit(X_train, y_train, part.seed, rows=train, drawn=None if bag is None else bag.drawn)
+        fitted = part.member.fit(X_train, y_train, part.seed, rows=train, drawn=None if bag is None else bag.drawn,
+                                 sample_weight=sample_weight)
     else:
         if train is not None:
             X_train, y_train = take_rows(X_train, train), np.asarray(y_train)[train]
+            sample_weight = None if sample_weight is None else np.asarray(sample_weight)[train]
         fitted = clone(estimator)
         with fit_guard(fitted):  # threads of one process share LIBLINEAR's generator
-            fitted.fit(X_train, y_train)
+            fitted.fit(X_train, y_train, **({} if sample_weight is None else {"sample_weight": sample_weight}))
     return fitted, time.perf_counter() - start
 
 
-def fit_parts(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, parts):
+def fit_parts(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, parts, sample_weight=None):
     """Task body: :func:`fit_part` of each of ``parts`` in turn; the list of its ``(fitted part, seconds)``.
 
     Members of a small fold take milliseconds each, less than a task's
     scheduling: a batch of them is one task.
     """
-    return [fit_part(X, y, prepared, rows, estimator=estimator, part=part) for part in parts]
+    return [fit_part(X, y, prepared, rows, estimator=estimator, part=part, sample_weight=sample_weight)
+            for part in parts]
 
 
 def fitted_parts(parts):

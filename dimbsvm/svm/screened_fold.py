@@ -36,33 +36,41 @@ __all__ = ["add_screened_fit", "assemble_screened", "fit_added", "screen_block"]
 _PRIORITY = 5
 
 
-def screen_block(y, rows, screened, *, plan):
-    """Task body: the :class:`~dimbsvm.svm.grid_members.Screen` of round one's members."""
+def screen_block(y, rows, screened, *, plan, sample_weight=None):
+    """Task body: the :class:`~dimbsvm.svm.grid_members.Screen` of round one's members.
+
+    ``sample_weight``: one weight per row of the data (arrays in memory), the training rows' counted in the
+    ranking.
+    """
     members = [member for member, _ in fitted_parts(screened)]
     positive = np.asarray(y)[rows.train] == plan.specs[0].pos_label
-    return screen_survivors(plan.settings, members, positive, plan.n_survivors)
+    return screen_survivors(plan.settings, members, positive, plan.n_survivors,
+                            None if sample_weight is None else np.asarray(sample_weight)[rows.train])
 
 
-def fit_added(X, y, prepared, rows, screen, *, estimator, plan, positions):
+def fit_added(X, y, prepared, rows, screen, *, estimator, plan, positions, sample_weight=None):
     """Task body: the second round's members at ``positions`` (of ``plan.second_round(screen.survivors)``)."""
     added = plan.second_round(screen.survivors)
-    return [fit_part(X, y, prepared, rows, estimator=estimator, part=Part(i, *added[i])) for i in positions]
+    return [fit_part(X, y, prepared, rows, estimator=estimator, part=Part(i, *added[i]), sample_weight=sample_weight)
+            for i in positions]
 
 
-def assemble_screened(X, y, prepared, rows, screened, added, screen, *, estimator, plan):
+def assemble_screened(X, y, prepared, rows, screened, added, screen, *, estimator, plan, sample_weight=None):
     """Task body: ``(fitted ensemble, seconds)`` from both rounds, as a whole estimator's part."""
     start = time.perf_counter()
     screened, added = fitted_parts(screened), fitted_parts(added)
     X_train, y_train, train = training_data(X, y, prepared, rows)
     if train is not None:  # raw rows: the ensemble sees the training rows in fold order
         X_train, y_train = RowSubset(X_train, train), np.asarray(y_train)[train]
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight)[rows.train]
     final = clone(estimator).fit_from_screened(X_train, y_train, plan, [m for m, _ in screened],
-                                               [m for m, _ in added], screen)
+                                               [m for m, _ in added], screen, sample_weight=sample_weight)
     member_seconds = sum(seconds for _, seconds in screened + added)
     return final, member_seconds + time.perf_counter() - start
 
 
-def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch: int):
+def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch: int, sample_weight=None):
     """Add a screening ensemble's tasks for one fold; return the ref of :func:`assemble_screened`.
 
     Parameters
@@ -76,15 +84,20 @@ def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch:
         ``clone(estimator).plan_screening(labels[train])``.
     batch : int
         Members per task (1: a task per member).
+    sample_weight : TaskRef, default=None
+        One weight per row of the data (arrays in memory).
     """
     first = [Part(i, seed, spec) for i, (seed, spec) in enumerate(screening.first_round())]
     common = dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator)
+    weighted = {} if sample_weight is None else {"sample_weight": sample_weight}
+    common.update(weighted)
     if batch > 1:
         screened = [plan.add(fit_parts, dict(common, parts=first[i:i + batch]), name="members")
                     for i in range(0, len(first), batch)]
     else:
         screened = [plan.add(fit_part, dict(common, part=part), name="member") for part in first]
-    screen = plan.add(screen_block, dict(y=y, rows=rows, screened=screened, plan=screening), name="screen",
+    screen = plan.add(screen_block, dict(y=y, rows=rows, screened=screened, plan=screening, **weighted),
+                      name="screen",
                       priority=_PRIORITY, gathers=True)
     n_added = screening.n_added
     added = [plan.add(fit_added, dict(common, screen=screen, plan=screening,

@@ -56,7 +56,7 @@ class SharedShift:
 
 
 def search_shared_shift(X, positive, members, search, *, pooled_margins=None, n_neighbors=10, knn_method="auto",
-                        random_state=None, max_candidates=None) -> SharedShift:
+                        random_state=None, max_candidates=None, sample_weight=None) -> SharedShift:
     """Search one shift on the members' pooled out-of-bag margins.
 
     Parameters
@@ -76,6 +76,9 @@ def search_shared_shift(X, positive, members, search, *, pooled_margins=None, n_
         by default pooled from the members' ``oob_margins``.
     n_neighbors, knn_method, random_state, max_candidates
         As :func:`~dimbsvm.svm.threshold.othr_threshold` takes them.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        One weight per training row: the objective counts the weights of the
+        rows the shift is searched on.
 
     Returns
     -------
@@ -121,6 +124,7 @@ def search_shared_shift(X, positive, members, search, *, pooled_margins=None, n_
         random_state=random_state,
         max_candidates=max_candidates,
         order=order,
+        sample_weight=None if sample_weight is None else np.asarray(sample_weight)[rows],
         **search,
     )
     for column in ("sample", "neighbour"):
