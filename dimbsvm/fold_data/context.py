@@ -74,6 +74,10 @@ class FoldContext:
     sample_weight : TaskRef or None
         One weight per row of ``X`` (``fit(X, y, sample_weight)`` on arrays
         in memory); ``None`` for a job's folds, which carry no row weights.
+    fit_params : TaskRef or None
+        The base estimator's routed ``fit`` arguments (scikit-learn's metadata
+        routing, :mod:`dimbsvm.svm.routing`), row-aligned ones one per row of
+        ``X``; ``None`` without routing.
     """
 
     plan: object
@@ -95,6 +99,7 @@ class FoldContext:
     part_store: PartStore | None = None
     run_spill: RunSpill | None = None
     sample_weight: object = None
+    fit_params: object = None
 
 
 @dataclass(frozen=True)

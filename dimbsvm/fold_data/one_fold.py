@@ -19,7 +19,8 @@ from .prepared import FoldRows, PreparedFold
 __all__ = ["fit_as_one_fold"]
 
 
-def fit_as_one_fold(estimator, X, y, *, client=None, n_jobs=None, label="fit tasks", sample_weight=None):
+def fit_as_one_fold(estimator, X, y, *, client=None, n_jobs=None, label="fit tasks", sample_weight=None,
+                    fit_params=None):
     """``estimator`` fitted on every row of ``(X, y)`` by its own fold plan (``estimator.plan_fold_fit``).
 
     Parameters
@@ -37,6 +38,9 @@ def fit_as_one_fold(estimator, X, y, *, client=None, n_jobs=None, label="fit tas
     sample_weight : ndarray of shape (n_samples,), default=None
         Row weights, validated by the caller, handed to the estimator's tasks
         (:attr:`FoldContext.sample_weight <dimbsvm.fold_data.context.FoldContext>`).
+    fit_params : dict, default=None
+        The base estimator's routed ``fit`` arguments (:attr:`FoldContext.fit_params
+        <dimbsvm.fold_data.context.FoldContext>`).
 
     Returns
     -------
@@ -57,7 +61,8 @@ def fit_as_one_fold(estimator, X, y, *, client=None, n_jobs=None, label="fit tas
     context = FoldContext(plan=plan, key=("fit",), X=X_ref, y=y_ref, rows=lambda: every, rows_from_labels=None,
                           at=no_chunks, prepare=lambda ranges=None: prepared, train_labels=np.asarray(y),
                           train_chunks=[], n_train=len(y), n_test=0, in_store=False, merged_ranges=False,
-                          sample_weight=None if sample_weight is None else plan.share(sample_weight))
+                          sample_weight=None if sample_weight is None else plan.share(sample_weight),
+                          fit_params=None if fit_params is None else plan.share(fit_params))
     fit = estimator.plan_fold_fit(context)
     result = plan.add(_fitted_estimator, dict(fitted=fit.fitted), watch=True, name="fitted", gathers=True)
     return _take_fitted_state(estimator, run_plan(plan, client=client, n_jobs=n_jobs, label=label)[result.id])

@@ -27,6 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
 
 from dimbsvm._params import ValidatedParams
+from dimbsvm.svm.routing import fit_router, routing_enabled, rows_of
 from dimbsvm._validation import in_memory_sparse
 from dimbsvm._counts import ClassCounts, unique_counts
 from dimbsvm.svm.calibration import platt_probability
@@ -82,6 +83,29 @@ class _ShiftedMarginClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
                 and any(key.startswith("estimator__") for key in params):
             self.estimator = default_estimator()
         return super().set_params(**params)
+
+    def get_metadata_routing(self):
+        """How ``fit``'s metadata is routed (scikit-learn's metadata routing; see :mod:`dimbsvm.svm.routing`).
+
+        The classifier consumes ``sample_weight`` itself (its threshold
+        objective) and routes ``fit``'s metadata to the base estimator's
+        ``fit`` (``estimator=None``: the default SVM, which asks for
+        ``sample_weight``), and OTHR's to its splitter's ``split``.
+
+        Returns
+        -------
+        routing : sklearn.utils.metadata_routing.MetadataRouter
+        """
+        estimator = self.estimator
+        if estimator is None:
+            estimator = default_estimator()
+            if routing_enabled():
+                estimator.set_fit_request(sample_weight=True)
+        return fit_router(self, estimator, self._routed_splitter())
+
+    def _routed_splitter(self):
+        """The splitter ``fit`` routes ``split``'s metadata to (``None``: none)."""
+        return None
 
     def _scaled_defaults(self, n_samples, n_minority):
         """``estimator=None`` is :func:`~dimbsvm.svm.scaled_defaults.large_n_estimator` above ``LARGE_N`` rows."""
@@ -298,20 +322,22 @@ def stratified_folds(n_splits, random_state_param, random_state):
     return StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
 
 
-def fit_base_estimator(estimator, X, y, sample_weight=None, *, owner="the classifier"):
+def fit_base_estimator(estimator, X, y, sample_weight=None, *, owner="the classifier", fit_params=None):
     """Clone ``estimator`` (``None``: :func:`default_estimator`) and fit it.
 
     ``sample_weight`` is passed to the base estimator's ``fit``; one that does
     not take it is refused with a ``TypeError`` naming both estimators, not
-    silently fitted unweighted.
+    silently fitted unweighted. ``fit_params``: further keyword arguments of
+    its ``fit``, already routed (:mod:`dimbsvm.svm.routing`).
     """
     base = default_estimator() if estimator is None else clone(estimator)
-    if sample_weight is None:
-        return base.fit(X, y)
-    if not has_fit_parameter(base, "sample_weight"):
-        raise TypeError(f"{owner} was given sample_weight, but its base estimator "
-                        f"{type(base).__name__} does not accept sample_weight in fit.")
-    return base.fit(X, y, sample_weight=sample_weight)
+    params = dict(fit_params or {})
+    if sample_weight is not None:
+        if not has_fit_parameter(base, "sample_weight"):
+            raise TypeError(f"{owner} was given sample_weight, but its base estimator "
+                            f"{type(base).__name__} does not accept sample_weight in fit.")
+        params["sample_weight"] = sample_weight
+    return base.fit(X, y, **params)
 
 
 def margin_sign(estimator, pos_label, classes):
@@ -375,7 +401,7 @@ def _is_plain_linear_call(estimator, X) -> bool:
 _LINEAR_DECISION = getattr(LinearSVC, "decision_function", None)
 
 
-def out_of_fold_margins(estimator, X, y, pos_label, classes, splits, sample_weight=None):
+def out_of_fold_margins(estimator, X, y, pos_label, classes, splits, sample_weight=None, fit_params=None):
     """Signed margins of every sample from a clone fitted without it.
 
     Parameters
@@ -390,6 +416,9 @@ def out_of_fold_margins(estimator, X, y, pos_label, classes, splits, sample_weig
         both classes.
     sample_weight : ndarray of shape (n_samples,), default=None
         Passed, restricted to each ``train``, to every fold's ``fit``.
+    fit_params : dict, default=None
+        Routed keyword arguments of every fold's ``fit``, row-aligned ones
+        restricted to its ``train`` (:func:`~dimbsvm.svm.routing.rows_of`).
 
     Returns
     -------
@@ -397,10 +426,10 @@ def out_of_fold_margins(estimator, X, y, pos_label, classes, splits, sample_weig
     """
     margins = np.full(X.shape[0], np.nan)
     for train, test in splits:
-        if sample_weight is None:
-            fold = clone(estimator).fit(X[train], y[train])
-        else:
-            fold = clone(estimator).fit(X[train], y[train], sample_weight=sample_weight[train])
+        params = {} if fit_params is None else rows_of(fit_params, train, X.shape[0])
+        if sample_weight is not None:
+            params["sample_weight"] = sample_weight[train]
+        fold = clone(estimator).fit(X[train], y[train], **params)
         margins[test] = signed_margins(fold, X[test], margin_sign(fold, pos_label, classes))
     missing = np.flatnonzero(np.isnan(margins))
     if missing.size:

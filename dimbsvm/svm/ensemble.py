@@ -45,6 +45,7 @@ from dimbsvm.svm.grid_members import (
 # (skops stores the module path), and code imported fit_member from here.
 from dimbsvm.svm.members import MEMBER_MARGINS, OTHRMember, fit_member, pooled_oob_margins
 from dimbsvm.svm.othr import SEARCH_CONSTRAINTS
+from dimbsvm.svm.routing import route_fit, routing_enabled
 from dimbsvm.svm.shared_threshold import search_shared_shift, with_shared_shift
 
 __all__ = [
@@ -409,7 +410,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
                               "screen_survivors": 6, "n_jobs": None, **state})
 
     @fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, **fit_params):
         """Fit the members, as Dask tasks when a client is available, then the shift.
 
         Parameters
@@ -430,7 +431,15 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
             does ``probability=True``'s calibration. The bags are drawn from
             the unweighted rows. ``param_grid``'s settings are ranked by the
             weighted out-of-bag ROC-AUC. A Dask array ``X`` is then computed
-            into this process.
+            into this process. With metadata routing, the members' base
+            estimators get it where they ask for it; the ensemble's own
+            objectives always count it.
+        **fit_params : dict
+            With ``sklearn.set_config(enable_metadata_routing=True)``, routed
+            to the members' base estimator's ``fit`` where it asks for them,
+            row-aligned ones cut to each member's bag (``groups`` reaches an
+            :class:`OTHRClassifier` member's group splitter this way;
+            :mod:`dimbsvm.svm.routing`); refused without routing.
 
         Returns
         -------
@@ -438,9 +447,13 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
             The fitted ensemble.
         """
         effective_n_jobs(self.n_jobs)  # refused wherever the members run: a client's workers, processes or here
+        base = default_estimator() if self.estimator is None else self.estimator
+        routed = route_fit(self, base, sample_weight, fit_params)  # refused here, before any member task
+        routes = routing_enabled()
         client = current_client(self.client)
         if client is not None and is_dask_collection(X) and hasattr(X, "chunks"):  # a Dask array
-            unsupported = "sample_weight" if sample_weight is not None else chunked_fit_unsupported(self)
+            unsupported = ("sample_weight" if sample_weight is not None else
+                           "fit parameters" if fit_params else chunked_fit_unsupported(self))
             if unsupported is None:
                 return fit_over_chunks(self, X, y, client)
             logger.warning("EnsembleOTHRClassifier: the Dask array is computed into this process (%s)", unsupported)
@@ -457,7 +470,7 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
         # thread only spins on the members' small products (same results, a third more CPU).
         with in_order_threads() if client is None else contextlib.nullcontext():
             return fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs, label="ensemble members",
-                                   sample_weight=sample_weight)
+                                   sample_weight=sample_weight, fit_params=routed.estimator if routes else None)
 
     def _screening_plan(self) -> ScreeningPlan:
         seeds, settings, specs = self._grid_specs()

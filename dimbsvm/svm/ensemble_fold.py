@@ -118,10 +118,12 @@ def plan_ensemble_fold(estimator, context: FoldContext) -> FoldFit:
                     for span in ctx.train_chunks]
     prepared = ctx.prepare(gathered if ctx.merged_ranges else None)
     common = dict(X=X, y=y, prepared=prepared, estimator=estimator)
-    if ctx.sample_weight is not None:  # arrays in memory only: every store path below is for a job, unweighted
-        if by_chunk:
-            raise ValueError("sample_weight reaches an ensemble fitted on arrays in memory only")
-        common["sample_weight"] = ctx.sample_weight
+    # row weights and routed fit arguments: arrays in memory only (every store path below is a job's, without them)
+    for name in ("sample_weight", "fit_params"):
+        if getattr(ctx, name) is not None:
+            if by_chunk:
+                raise ValueError(f"{name} reaches an ensemble fitted on arrays in memory only")
+            common[name] = getattr(ctx, name)
     saving = ctx.part_store is not None and len(parts) > 1
     screens = not estimator.plans_members_up_front()
     batch = members_per_task(ctx.n_train) if not saving and not ctx.in_store else 1
@@ -170,7 +172,7 @@ def plan_ensemble_fold(estimator, context: FoldContext) -> FoldFit:
 
 def assemble_members(X, y, prepared: PreparedFold, rows, members, *, estimator, seeds, pooled=None,
                      range_plan=None, range_summaries=None, range_picks=None, range_search=None,
-                     train_counts=None, rows_from_labels=None, sample_weight=None):
+                     train_counts=None, rows_from_labels=None, sample_weight=None, fit_params=None):
     """Task body: ``(fitted ensemble, seconds of its members and of this assembly)`` from its members.
 
     ``pooled`` are the :func:`~dimbsvm.svm.pooled_oob.pooled_oob_block` results of every chunk of the
@@ -181,7 +183,7 @@ def assemble_members(X, y, prepared: PreparedFold, rows, members, *, estimator, 
     :class:`~dimbsvm._counts.ClassCounts`), assembled from them where the
     range tasks searched the threshold; where the search falls back to every training row's margin,
     the fold's rows are computed here by ``rows_from_labels``. ``sample_weight``: one weight per row of
-    ``X``, the training rows' counted by the shared search.
+    ``X``, the training rows' counted by the shared search (``fit_params``, the members' own, are not read).
     """
     start = time.perf_counter()
     members = fitted_parts(members)

@@ -14,9 +14,11 @@ ensemble's shared shift.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
+from sklearn import config_context
 from sklearn.base import clone
 from sklearn.model_selection import StratifiedGroupKFold
 
@@ -30,6 +32,7 @@ from dimbsvm.svm._base import (
 )
 from dimbsvm.svm._native_rng import liblinear_guard
 from dimbsvm.svm.bagging import draw_seeded_bag, set_random_states
+from dimbsvm.svm.routing import rows_of
 from dimbsvm.svm.threshold import othr_threshold
 
 __all__ = ["MEMBER_MARGINS", "MemberPlan", "MemberSpec", "OTHRMember", "fit_member", "pooled_mean",
@@ -123,9 +126,11 @@ class MemberSpec:
         """The fields as :func:`fit_member` keyword arguments (the estimator not copied)."""
         return {field.name: getattr(self, field.name) for field in fields(self)}
 
-    def fit(self, X, y, seed, *, rows=None, drawn=None, sample_weight=None) -> OTHRMember:
-        """``fit_member(X, y, seed, rows=rows, drawn=drawn, sample_weight=sample_weight, **options)``."""
-        return fit_member(X, y, int(seed), rows=rows, drawn=drawn, sample_weight=sample_weight, **self.options())
+    def fit(self, X, y, seed, *, rows=None, drawn=None, sample_weight=None, fit_params=None) -> OTHRMember:
+        """``fit_member(X, y, seed, rows=rows, drawn=drawn, sample_weight=sample_weight, fit_params=fit_params,
+        **options)``."""
+        return fit_member(X, y, int(seed), rows=rows, drawn=drawn, sample_weight=sample_weight,
+                          fit_params=fit_params, **self.options())
 
     def draw_bag(self, y, seed, *, positive=None, classes=None):
         """The bag :meth:`fit` with this ``seed`` draws over labels ``y`` (a :class:`~dimbsvm.svm.bagging.DrawnBag`).
@@ -189,6 +194,7 @@ def fit_member(
     keep_oob=False,
     drawn=None,
     sample_weight=None,
+    fit_params=None,
 ):
     """Fit one EnSVM-OTHR member from arrays and a seed.
 
@@ -252,6 +258,12 @@ def fit_member(
         ``TypeError`` if it takes none) and to every out-of-fold fit, and the
         shift's objective counts the weights of the rows it is searched on.
         The bag is drawn from the unweighted rows.
+    fit_params : dict, default=None
+        Routed keyword arguments of the base estimator's ``fit``
+        (:mod:`dimbsvm.svm.routing`; row-aligned values, one per row of ``X``,
+        are cut to the bag): given, they are all the base gets
+        (``sample_weight`` then only where routing put it there) and the fit
+        runs with scikit-learn's metadata routing on, wherever it runs.
 
     Returns
     -------
@@ -265,19 +277,21 @@ def fit_member(
     >>> member.n_draws, member.margins
     (1, 'train')
     """
-    with liblinear_guard(estimator):
+    routing = config_context(enable_metadata_routing=True) if fit_params is not None else nullcontext()
+    with liblinear_guard(estimator), routing:
         return _fit_member(
             X, y, seed, pos_label=pos_label, rows=rows, estimator=estimator, bootstrap=bootstrap,
             max_samples=max_samples, margins=margins, cv=cv, objective=objective, candidates=candidates,
             smoothing=smoothing, tolerance=tolerance, min_precision=min_precision,
             perturbation=perturbation, n_neighbors=n_neighbors, knn_method=knn_method,
             max_bag_draws=max_bag_draws, keep_oob=keep_oob, drawn=drawn, sample_weight=sample_weight,
+            fit_params=fit_params,
         )
 
 
 def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_samples, margins, cv, objective,
                 candidates, smoothing, tolerance, min_precision, perturbation, n_neighbors, knn_method,
-                max_bag_draws, keep_oob, drawn, sample_weight):
+                max_bag_draws, keep_oob, drawn, sample_weight, fit_params):
     # The bag is drawn from the labels alone, so a handle on a store is asked
     # only for the bag's rows (and the out-of-bag rows a block at a time).
     # every row's label only where the member draws its bag or uses its out-of-bag rows; a bag drawn ahead
@@ -306,7 +320,10 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
     X_bag, positive_bag = take_rows(X, rows[bag]), np.asarray(y_bag == pos_label)
     weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     bag_weights = None if weights is None else weights[rows[bag]]
-    fitted = fit_base_estimator(template, X_bag, y_bag, bag_weights, owner="EnsembleOTHRClassifier")
+    # the base's own keyword arguments: routed ones cut to the bag, or else the bag's weights
+    base_params = None if fit_params is None else rows_of(fit_params, rows[bag], X.shape[0])
+    fitted = fit_base_estimator(template, X_bag, y_bag, bag_weights if base_params is None else None,
+                                owner="EnsembleOTHRClassifier", fit_params=base_params)
     sign = margin_sign(fitted, pos_label, np.unique(y_bag))
 
     oob_rows = oob_margins = None
@@ -345,7 +362,8 @@ def _fit_member(X, y, seed, *, pos_label, rows, estimator, bootstrap, max_sample
                 if all(0 < positive_bag[train].sum() < train.size for train, _ in splits):
                     used = "cv"
                     margins_eval = out_of_fold_margins(
-                        template, X_bag, y_bag, pos_label, np.unique(y_bag), splits, sample_weight=bag_weights
+                        template, X_bag, y_bag, pos_label, np.unique(y_bag), splits,
+                        sample_weight=bag_weights if base_params is None else None, fit_params=base_params,
                     )
         if margins_eval is None:
             margins_eval = signed_margins(fitted, X_bag, sign)

@@ -20,6 +20,7 @@ import logging
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 
@@ -37,6 +38,7 @@ from dimbsvm.svm._base import (
 from dimbsvm.svm._base import binary_classes, positive_label  # noqa: F401 - were imported from here
 from dimbsvm.svm.calibration import platt_fit
 from dimbsvm.svm.objectives import CostMatrix
+from dimbsvm.svm.routing import route_fit
 from dimbsvm.svm.threshold import (
     CANDIDATES,
     OBJECTIVES,
@@ -134,7 +136,7 @@ class THRClassifier(_ShiftedMarginClassifier):
         self.pos_label = pos_label
 
     @fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, **fit_params):
         """Fit the base classifier and compute the eq. 16 shift.
 
         Parameters
@@ -145,7 +147,12 @@ class THRClassifier(_ShiftedMarginClassifier):
             Two classes, of any label type.
         sample_weight : array-like of shape (n_samples,), default=None
             Passed to the base estimator's ``fit`` (a ``TypeError`` if it
-            takes none); N+ and N- of eq. 16 become the classes' weight sums.
+            takes none; with metadata routing, where it asks for it); N+ and
+            N- of eq. 16 become the classes' weight sums.
+        **fit_params : dict
+            With ``sklearn.set_config(enable_metadata_routing=True)``, routed
+            to the base estimator's ``fit`` where it asks for them
+            (:mod:`dimbsvm.svm.routing`); refused without routing.
 
         Returns
         -------
@@ -156,7 +163,8 @@ class THRClassifier(_ShiftedMarginClassifier):
         if sample_weight is not None:
             sample_weight = check_sample_weight(sample_weight, X, ensure_non_negative=True)
         estimator = self._resolve_defaults(X.shape[0], positive.sum()).get("estimator", self.estimator)
-        self.estimator_ = fit_base_estimator(estimator, X, y, sample_weight, owner="THRClassifier")
+        routed = route_fit(self, default_estimator() if estimator is None else estimator, sample_weight, fit_params)
+        self.estimator_ = fit_base_estimator(estimator, X, y, owner="THRClassifier", fit_params=routed.estimator)
         self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
         weights = np.ones(positive.size) if sample_weight is None else sample_weight
         n_pos, n_neg = weights[positive].sum(), weights[~positive].sum()
@@ -364,7 +372,7 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         super().__setstate__({"probability": False, **state})  # saved before the parameter existed
 
     @fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, **fit_params):
         """Fit the base classifier and search the threshold shift.
 
         Parameters
@@ -377,7 +385,15 @@ class OTHRClassifier(_ShiftedMarginClassifier):
             Passed to the base estimator's ``fit`` and to every out-of-fold
             fit (a ``TypeError`` if the base takes none), and to the threshold
             objective, whose confusion counts become weight sums. The
-            candidates and the folds come from the unweighted rows.
+            candidates and the folds come from the unweighted rows. With
+            metadata routing, the base estimator's fits get it where they ask
+            for it; the objective always counts it.
+        **fit_params : dict
+            With ``sklearn.set_config(enable_metadata_routing=True)``, routed
+            to the base estimator's ``fit`` (every out-of-fold fit gets its
+            training rows' part) and, with ``margins="cv"``, to ``cv``'s
+            ``split`` (``groups`` for a group splitter) where they ask for
+            them (:mod:`dimbsvm.svm.routing`); refused without routing.
 
         Returns
         -------
@@ -392,7 +408,8 @@ class OTHRClassifier(_ShiftedMarginClassifier):
             sample_weight = check_sample_weight(sample_weight, X, ensure_non_negative=True)
         random_state = check_random_state(self.random_state)
         estimator = self._resolve_defaults(X.shape[0], positive.sum()).get("estimator", self.estimator)
-        self.estimator_ = fit_base_estimator(estimator, X, y, sample_weight, owner="OTHRClassifier")
+        routed = route_fit(self, default_estimator() if estimator is None else estimator, sample_weight, fit_params)
+        self.estimator_ = fit_base_estimator(estimator, X, y, owner="OTHRClassifier", fit_params=routed.estimator)
         self._margin_sign = margin_sign(self.estimator_, self.pos_label_, self.classes_)
         if self.margins == "train":
             margins = signed_margins(self.estimator_, X, self._margin_sign)
@@ -404,8 +421,8 @@ class OTHRClassifier(_ShiftedMarginClassifier):
                 )
             margins = out_of_fold_margins(
                 self.estimator_, X, y, self.pos_label_, self.classes_,
-                self._margin_folds(X, positive, random_state),
-                sample_weight=sample_weight,
+                self._margin_folds(X, positive, random_state, routed.splitter),
+                fit_params=routed.estimator,
             )
         self.threshold_, self.candidates_ = othr_threshold(
             X,
@@ -430,14 +447,17 @@ class OTHRClassifier(_ShiftedMarginClassifier):
         )
         return self
 
-    def _margin_folds(self, X, positive, random_state):
+    def _margin_folds(self, X, positive, random_state, split_params=None):
         if isinstance(self.cv, Integral):
             n_splits = min(self.cv, int(positive.sum()))
             # stratified on the minority mask: the same folds whatever the labels are called
             return stratified_folds(n_splits, self.random_state, random_state).split(X, positive)
         if hasattr(self.cv, "split"):
-            return self.cv.split(X, positive)
+            return self.cv.split(X, positive, **(split_params or {}))
         return list(self.cv)
+
+    def _routed_splitter(self):
+        return check_cv(self.cv, classifier=True) if self.margins == "cv" else None
 
     def _shifted_margin(self, X):
         return signed_margins(self.estimator_, X, self._margin_sign) + self.threshold_  # eq. 24

@@ -22,6 +22,7 @@ from sklearn.base import clone
 
 from ..fold_data.prepared import FoldRows, PreparedFold, training_data
 from ..rows import take_rows
+from .routing import rows_of
 from ._native_rng import fit_guard
 from .bag_bodies import GatheredRows
 from .counted_bags import CountedBags, member_inputs
@@ -96,7 +97,7 @@ def parts_of(estimator, y_train):
 
 
 def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: Part, gathered=None, bags=None,
-             sample_weight=None):
+             sample_weight=None, fit_params=None):
     """Task body: fit one part of the fold's estimator; return ``(fitted part, seconds)``.
 
     An ensemble member (:func:`~dimbsvm.svm.ensemble.fit_member`) reads only
@@ -105,7 +106,7 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
     piece per chunk (:func:`~dimbsvm.svm.bag_bodies.gather_block`), so that it reads no store;
     ``bags``: every member's bag (:func:`~dimbsvm.svm.bag_bodies.member_bags`), so that it does not
     draw its own again. ``sample_weight``: one weight per row of ``X`` (arrays in memory), the fit's rows'
-    weights passed on.
+    weights passed on; ``fit_params``: a member's base estimator's routed ``fit`` arguments, the same way.
     """
     start = time.perf_counter()
     if isinstance(bags, CountedBags):  # a bag of class ranks, found in the chunks: no index array of the fold
@@ -113,14 +114,17 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
         return part.member.fit(X_bag, y_bag, part.seed, drawn=drawn), time.perf_counter() - start
     bag = None if bags is None else bags[part.index]
     X_train, y_train, train = training_data(X, y, prepared, rows)
-    if sample_weight is not None and train is None:  # the stages' output: the training rows only
-        sample_weight = np.asarray(sample_weight)[rows.train]
+    if train is None:  # the stages' output: the training rows only
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight)[rows.train]
+        if fit_params is not None:
+            fit_params = rows_of(fit_params, rows.train, X.shape[0])
     if gathered is not None:
         X_train = GatheredRows([getattr(pieces, "pieces", pieces)[part.index] for pieces in gathered],
                                prepared.transformer(), X.shape[0])
     if part.member is not None:
         fitted = part.member.fit(X_train, y_train, part.seed, rows=train, drawn=None if bag is None else bag.drawn,
-                                 sample_weight=sample_weight)
+                                 sample_weight=sample_weight, fit_params=fit_params)
     else:
         if train is not None:
             X_train, y_train = take_rows(X_train, train), np.asarray(y_train)[train]
@@ -131,13 +135,15 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
     return fitted, time.perf_counter() - start
 
 
-def fit_parts(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, parts, sample_weight=None):
+def fit_parts(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, parts, sample_weight=None,
+              fit_params=None):
     """Task body: :func:`fit_part` of each of ``parts`` in turn; the list of its ``(fitted part, seconds)``.
 
     Members of a small fold take milliseconds each, less than a task's
     scheduling: a batch of them is one task.
     """
-    return [fit_part(X, y, prepared, rows, estimator=estimator, part=part, sample_weight=sample_weight)
+    return [fit_part(X, y, prepared, rows, estimator=estimator, part=part, sample_weight=sample_weight,
+                     fit_params=fit_params)
             for part in parts]
 
 

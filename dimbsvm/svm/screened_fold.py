@@ -48,14 +48,16 @@ def screen_block(y, rows, screened, *, plan, sample_weight=None):
                             None if sample_weight is None else np.asarray(sample_weight)[rows.train])
 
 
-def fit_added(X, y, prepared, rows, screen, *, estimator, plan, positions, sample_weight=None):
+def fit_added(X, y, prepared, rows, screen, *, estimator, plan, positions, sample_weight=None, fit_params=None):
     """Task body: the second round's members at ``positions`` (of ``plan.second_round(screen.survivors)``)."""
     added = plan.second_round(screen.survivors)
-    return [fit_part(X, y, prepared, rows, estimator=estimator, part=Part(i, *added[i]), sample_weight=sample_weight)
+    return [fit_part(X, y, prepared, rows, estimator=estimator, part=Part(i, *added[i]), sample_weight=sample_weight,
+                     fit_params=fit_params)
             for i in positions]
 
 
-def assemble_screened(X, y, prepared, rows, screened, added, screen, *, estimator, plan, sample_weight=None):
+def assemble_screened(X, y, prepared, rows, screened, added, screen, *, estimator, plan, sample_weight=None,
+                      fit_params=None):
     """Task body: ``(fitted ensemble, seconds)`` from both rounds, as a whole estimator's part."""
     start = time.perf_counter()
     screened, added = fitted_parts(screened), fitted_parts(added)
@@ -70,7 +72,8 @@ def assemble_screened(X, y, prepared, rows, screened, added, screen, *, estimato
     return final, member_seconds + time.perf_counter() - start
 
 
-def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch: int, sample_weight=None):
+def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch: int, sample_weight=None,
+                     fit_params=None):
     """Add a screening ensemble's tasks for one fold; return the ref of :func:`assemble_screened`.
 
     Parameters
@@ -84,13 +87,13 @@ def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch:
         ``clone(estimator).plan_screening(labels[train])``.
     batch : int
         Members per task (1: a task per member).
-    sample_weight : TaskRef, default=None
-        One weight per row of the data (arrays in memory).
+    sample_weight, fit_params : TaskRef, default=None
+        One weight per row of the data, and the members' routed fit arguments (arrays in memory).
     """
     first = [Part(i, seed, spec) for i, (seed, spec) in enumerate(screening.first_round())]
     common = dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator)
     weighted = {} if sample_weight is None else {"sample_weight": sample_weight}
-    common.update(weighted)
+    common.update(weighted, **({} if fit_params is None else {"fit_params": fit_params}))
     if batch > 1:
         screened = [plan.add(fit_parts, dict(common, parts=first[i:i + batch]), name="members")
                     for i in range(0, len(first), batch)]
