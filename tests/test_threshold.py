@@ -390,7 +390,7 @@ def test_smoothing_bandwidth_rule_and_fallbacks():
 
 def test_search_parameters_are_checked():
     with pytest.raises(ValueError, match="objective must be one of"):
-        best_threshold([1, 0], [0.1, -0.1], [0.0], objective="accuracy")
+        best_threshold([1, 0], [0.1, -0.1], [0.0], objective="no_such_metric")  # ("accuracy" is a scikit-learn scorer)
     with pytest.raises(ValueError, match="smoothing must be one of"):
         best_threshold([1, 0], [0.1, -0.1], [0.0], smoothing="scott")
     with pytest.raises(ValueError, match="bandwidth must be positive"):

@@ -7,9 +7,12 @@ applied to the margins, the predictions scored by ``confusion_matrix``,
 smallest ``|theta|``) must be the one the search chose.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_classification
+from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, confusion_matrix
 
 from dimbsvm import EnsembleOTHRClassifier, OTHRClassifier
@@ -76,3 +79,55 @@ def test_estimators_take_a_cost_matrix_and_refuse_a_malformed_one_by_name():
     for bad in ({"fn": -1.0, "fp": 1.0}, {"fn": 1.0}, {"fn": 0.0, "fp": 0.0}, "cost"):
         with pytest.raises(InvalidParameterError, match="The 'objective' parameter of OTHRClassifier must be"):
             OTHRClassifier(objective=bad).fit(X, y)
+
+
+# --- scikit-learn scorers (TunedThresholdClassifierCV's ``scoring``) ---------------------------------------
+
+
+def _label_metric(scorer):
+    """The scorer applied to labels as scikit-learn applies it: on the real rows, through a fixed predictor."""
+    from dimbsvm.svm.objectives import _FixedLabels
+
+    def metric(y, predicted, sample_weight=None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            return scorer(_FixedLabels(), predicted[:, None], y, sample_weight=sample_weight)
+
+    return metric
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("scoring", ["balanced_accuracy", "f1", "matthews_corrcoef", "jaccard", "precision",
+                                     "fbeta2", "neg_zero_one"])
+def test_a_scorer_objective_chooses_the_shift_scikit_learn_scores_best(seed, scoring):
+    from sklearn.metrics import fbeta_score, get_scorer, make_scorer, zero_one_loss
+
+    scorer = {"fbeta2": make_scorer(fbeta_score, beta=2),
+              "neg_zero_one": make_scorer(zero_one_loss, greater_is_better=False)}.get(scoring, scoring)
+    y, margins, candidates = _problem(seed)
+    weights = np.random.default_rng(seed).uniform(0.2, 3.0, size=y.size)
+    as_scorer = get_scorer(scorer) if isinstance(scorer, str) else scorer
+    metric = _label_metric(as_scorer)
+    for sample_weight in (None, weights):
+        theta, table = best_threshold(y, margins, candidates, objective=scorer, sample_weight=sample_weight)
+        values = np.array([metric(y, (margins + t > 0).astype(int), sample_weight) for t in candidates])
+        # every candidate's score is scikit-learn's score of that candidate's predictions on the real rows
+        np.testing.assert_allclose(table["score"], values, rtol=1e-9, atol=1e-12)
+        assert metric(y, (margins + theta > 0).astype(int), sample_weight) == pytest.approx(values.max(), abs=1e-12)
+
+
+def test_estimators_take_a_scorer_and_refuse_one_of_scores_by_name():
+    from sklearn.metrics import get_scorer
+
+    X, y = make_classification(400, 5, weights=[0.9], random_state=0)
+    model = OTHRClassifier(objective="balanced_accuracy", candidates="midpoints", margins="train", tolerance=0.0,
+                           smoothing=None).fit(X, y)
+    margins = model.decision_function(X) - model.threshold_
+    best = max(balanced_accuracy_score(y, (margins + t > 0).astype(int)) for t in model.candidates_["theta"])
+    assert balanced_accuracy_score(y, model.predict(X)) == pytest.approx(best, abs=1e-12)
+    assert EnsembleOTHRClassifier(n_estimators=3, random_state=0, objective="f1").fit(X, y).threshold_ is not None
+    with pytest.raises(InvalidParameterError, match="The 'objective' parameter of OTHRClassifier must be"):
+        OTHRClassifier(objective="roc_auc").fit(X, y)
+    with pytest.raises(ValueError, match="scores decision values or probabilities, which moving the threshold does "
+                                         "not change"):
+        best_threshold([1, 0, 0], [0.5, -0.5, 0.1], [0.0], objective=get_scorer("average_precision"))

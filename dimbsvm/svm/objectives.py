@@ -12,18 +12,33 @@ confusion matrix is evaluated for all candidates at once, exactly:
   scikit-learn's cost-sensitive threshold tuning;
 * a callable ``objective(tp=..., fp=..., fn=..., tn=...)`` of arrays of counts
   returning one value per candidate, to maximise: balanced accuracy,
-  F-beta, Matthews' correlation, a gain matrix, ...
+  F-beta, Matthews' correlation, a gain matrix, ...;
+* a scikit-learn scorer of predicted labels, by name (``"balanced_accuracy"``,
+  ``"f1"``, ``"matthews_corrcoef"``, ...) or made by ``make_scorer``, as
+  ``TunedThresholdClassifierCV`` takes one. A label metric of two classes is
+  a function of the (weighted) confusion matrix, so each candidate is scored
+  on four rows (a true positive, a false negative, a false positive and a
+  true negative) weighted by its counts: the same value as on the rows
+  themselves. The scorer sees the minority class as ``1`` and the other as
+  ``0``, and is called once per candidate (a function of the counts scores
+  all candidates at once).
 
 Smoothed counts (``smoothing``) go through the same function.
 """
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from numbers import Real
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import UndefinedMetricWarning
+from sklearn.metrics import get_scorer, get_scorer_names
 
-__all__ = ["COST_KEYS", "OBJECTIVES", "CostMatrix", "check_objective", "counted_objective", "objective_name"]
+__all__ = ["COST_KEYS", "OBJECTIVES", "CostMatrix", "ScorerName", "check_objective", "counted_objective",
+           "objective_name"]
 
 #: The named objectives.
 OBJECTIVES = ("g_mean", "f_measure", "g_f_mean")
@@ -53,8 +68,30 @@ class CostMatrix:
         return "a cost matrix {'fn': cost, 'fp': cost} (finite costs >= 0, one of them positive)"
 
 
+class ScorerName:
+    """The parameter constraint of an objective named by a scikit-learn scorer of labels (:mod:`dimbsvm._params`).
+
+    Examples
+    --------
+    >>> ScorerName().is_satisfied_by("balanced_accuracy"), ScorerName().is_satisfied_by("roc_auc")
+    (True, False)
+    """
+
+    def is_satisfied_by(self, value) -> bool:
+        if not isinstance(value, str) or value not in get_scorer_names():
+            return False
+        try:
+            check_objective(value)
+        except ValueError:
+            return False
+        return True
+
+    def __str__(self):
+        return "the name of a scikit-learn scorer of predicted labels (sklearn.metrics.get_scorer_names())"
+
+
 def check_objective(objective) -> None:
-    """Raise ``ValueError`` naming what is wrong with ``objective`` (a name, a cost matrix, or a callable).
+    """Raise ``ValueError`` naming what is wrong with ``objective`` (a name, a cost matrix, a callable, a scorer).
 
     Examples
     --------
@@ -65,11 +102,15 @@ def check_objective(objective) -> None:
     ValueError: a cost-matrix objective needs both 'fn' and 'fp' (the costs of a false negative and of a false positive); got {'fn': 5}
     """
     if isinstance(objective, str):
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, a cost matrix {{'fn': ..., 'fp': ...}} or a "
-                             f"callable; got {objective!r}.")
-        return
+        if objective in OBJECTIVES:
+            return
+        if objective not in get_scorer_names():
+            raise ValueError(f"objective must be one of {OBJECTIVES}, a scikit-learn scorer name, a cost matrix "
+                             f"{{'fn': ..., 'fp': ...}} or a callable; got {objective!r}.")
+        objective = get_scorer(objective)
     if callable(objective):
+        if not _of_counts(objective):
+            _scored_counts(objective, np.ones(1), np.ones(1), np.ones(1), np.ones(1))  # a scorer of labels?
         return
     if isinstance(objective, dict):
         if set(objective) != set(COST_KEYS):
@@ -98,7 +139,12 @@ def counted_objective(objective, tp, fp, n_pos, n_neg) -> np.ndarray:
     fn, tn = n_pos - tp, n_neg - fp
     if isinstance(objective, dict):
         return -(objective["fn"] * fn + objective["fp"] * fp) / (n_pos + n_neg)
-    values = np.asarray(objective(tp=tp, fp=fp, fn=fn, tn=tn), dtype=np.float64)
+    if isinstance(objective, str):
+        objective = get_scorer(objective)
+    if _of_counts(objective):
+        values = np.asarray(objective(tp=tp, fp=fp, fn=fn, tn=tn), dtype=np.float64)
+    else:
+        values = _scored_counts(objective, tp, fp, fn, tn)
     if values.shape != tp.shape:
         raise ValueError(f"the objective {objective_name(objective)} returned shape {values.shape} for "
                          f"{tp.size} candidates; it takes arrays of counts and returns one value per candidate")
@@ -111,4 +157,56 @@ def objective_name(objective) -> str:
         return objective
     if isinstance(objective, dict):
         return f"cost(fn={objective['fn']:g}, fp={objective['fp']:g})"
+    if not _of_counts(objective):  # a scorer: its repr says what it scores (make_scorer(fbeta_score, beta=2))
+        return repr(objective)
     return getattr(objective, "__name__", type(objective).__name__)
+
+
+def _of_counts(objective) -> bool:
+    """Whether a callable objective takes the counts (``tp=``, ``fp=``, ``fn=``, ``tn=``), not a scorer's
+    ``(estimator, X, y)``."""
+    try:
+        parameters = inspect.signature(objective).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: taken as a function of the counts, as documented
+        return True
+    names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {"tp", "fp", "fn", "tn"} <= names or (any(p.kind == p.VAR_KEYWORD for p in parameters) and not any(
+        p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD for p in parameters))
+
+
+class _FixedLabels(ClassifierMixin, BaseEstimator):
+    """A fitted classifier of classes 0 and 1 whose ``predict(X)`` is ``X[:, 0]``: a scorer's view of given labels."""
+
+    def __init__(self):
+        self.classes_ = np.array([0, 1])
+
+    def predict(self, X):
+        return np.asarray(X)[:, 0]
+
+
+#: The four rows every candidate is scored on: a true positive, a false negative, a false positive, a true negative.
+_TRUE, _PREDICTED = np.array([1, 1, 0, 0]), np.array([1, 0, 1, 0])
+
+
+def _scored_counts(scorer, tp, fp, fn, tn) -> np.ndarray:
+    """``scorer`` on the four rows weighted by each candidate's counts (see the module): one value a candidate."""
+    fixed = _FixedLabels()
+
+    def scored(counts):
+        weights = np.array(counts, dtype=np.float64)
+        # a row of weight 0 would still count as a predicted or true label; weighted counts are differences of
+        # sums, so "none" can be a rounding error's few ulps
+        kept = weights > 1e-12 * weights.sum()
+        return scorer(fixed, _PREDICTED[kept, None], _TRUE[kept], sample_weight=weights[kept])
+
+    try:
+        with warnings.catch_warnings():  # 0/0 (no predicted positive): the metric's zero_division value stands
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            return np.array([scored(counts) for counts in zip(tp, fn, fp, tn)], dtype=np.float64)
+    except AttributeError as exc:  # it asked for decision_function or predict_proba
+        raise ValueError(f"the objective {objective_name(scorer)} scores decision values or probabilities, which "
+                         "moving the threshold does not change; give a scorer of predicted labels (f1, "
+                         "balanced_accuracy, matthews_corrcoef, ...)") from exc
+    except TypeError as exc:
+        raise ValueError(f"the objective {objective_name(scorer)} cannot be scored from confusion counts: its "
+                         f"metric must take sample_weight ({exc})") from exc

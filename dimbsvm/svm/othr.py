@@ -37,7 +37,7 @@ from dimbsvm.svm._base import (
 )
 from dimbsvm.svm._base import binary_classes, positive_label  # noqa: F401 - were imported from here
 from dimbsvm.svm.calibration import platt_fit
-from dimbsvm.svm.objectives import CostMatrix
+from dimbsvm.svm.objectives import CostMatrix, ScorerName
 from dimbsvm.svm.routing import route_fit
 from dimbsvm.svm.threshold import (
     CANDIDATES,
@@ -65,7 +65,7 @@ PAPER_PARAMS = {
 
 #: Constraints shared by the threshold-search parameters of OTHR and EnSVM-OTHR.
 SEARCH_CONSTRAINTS = {
-    "objective": [StrOptions(set(OBJECTIVES)), CostMatrix(), callable],
+    "objective": [StrOptions(set(OBJECTIVES)), ScorerName(), CostMatrix(), callable],
     "candidates": [StrOptions(set(CANDIDATES))],
     "smoothing": [StrOptions(set(SMOOTHINGS)), Interval(Real, 0, None, closed="neither"), None],
     "tolerance": [Interval(Real, 0, 1, closed="left")],

@@ -217,7 +217,7 @@ def chosen_threshold(theta, tp, tn, n_pos, n_neg, smoothed=None, *, objective="g
     # 2 TP / (2 TP + FP + FN), eq. 18; n_pos + predicted > 0 always
     f_measure = (2 * tp) / (n_pos + predicted)
 
-    if not isinstance(objective, str):  # a cost matrix or a function of the counts (.objectives)
+    if not isinstance(objective, str) or objective not in OBJECTIVES:  # a cost matrix, function or scorer
         score = np.full(theta.size, -np.inf)
         if smoothed is not None:
             scored, s_tp, s_fp = smoothed
