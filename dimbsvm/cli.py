@@ -76,6 +76,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -87,6 +88,7 @@ from .cli_registry import cmd_models, cmd_promote, cmd_rollback, open_registry
 from .cli_retrain import cmd_retrain, cmd_schedule
 from .cli_errors import describe_error, describe_unexpected
 from .exceptions import DimbsvmError, one_line
+from .jobs.run_phases import phase_line, process_started
 
 logger = logging.getLogger("dimbsvm")
 
@@ -242,6 +244,7 @@ def _search_lines(search: dict) -> str:
 
 
 def _cmd_run(args) -> int:
+    entered = time.time()
     from .distributed import SchedulerLostError
 
     from .jobs import run_lifecycle as lifecycle
@@ -276,6 +279,7 @@ def _cmd_run(args) -> int:
                         fresh=args.fresh, scheduler=args.scheduler, scheduler_file=args.scheduler_file, tls=tls,
                         cluster=args.cluster)
     checked = lifecycle.tracked(checked, args.mlflow)  # tracking (the mlflow package checked here)
+    checks_done = time.time()
     job, plan = checked.job, checked.run
     total = job.cv.n_folds
     if plan.resuming:
@@ -287,7 +291,9 @@ def _cmd_run(args) -> int:
         with cluster_for(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
                      placement=placement, cluster=cluster_factory_of(args, job)) as client, \
                 lifecycle.checkpoints(remote, plan.partial):
-            result = run_checked(checked, client, progress=not args.no_progress)
+            phases_before = {"start-up": entered - process_started(), "checks": checks_done - entered,
+                             "cluster start" if client is not None else "placement": time.time() - checks_done}
+            result = run_checked(checked, client, progress=not args.no_progress, phases_before=phases_before)
     except KeyboardInterrupt as exc:
         how = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
         raise RunInterrupted(lifecycle.interrupted_line(args.argv, plan, total, how, remote)) from None
@@ -298,9 +304,12 @@ def _cmd_run(args) -> int:
         print(f"resumed: reused {result.reused} of {len(result.folds)} folds from the interrupted run")
     if result.reused_members:
         print(f"resumed: reused {result.reused_members} finished ensemble member(s) from the interrupted run")
-    width = max((len(name) for name in result.summary), default=0)
+    width = max((len(name) for name in [*result.summary, *result.timings]), default=0)
     for name, stats in result.summary.items():
         print(f"  {name:<{width}}  {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
+    for name, stats in result.timings.items():
+        print(f"  {name:<{width}}  {stats['mean']:.4f} s a fold (min {stats['min']:.4f}, max {stats['max']:.4f})")
+    print(phase_line(result.phases, time.time() - process_started()))
     if result.search:
         print(_search_lines(result.search))
     # tracked after the run directory is written (a failure is a warning), before a URL's staging copy goes
@@ -317,7 +326,8 @@ def _cmd_run(args) -> int:
     args.json_document = {"job": job.name, "estimator": job.estimator.name, "data": str(job.data.source),
                           "run_directory": str(where), "report": f"{where}/report.html", "summary": result.summary,
                           "reused_folds": result.reused, "reused_members": result.reused_members,
-                          "search": result.search or None}
+                          "search": result.search or None, "timings": result.timings,
+                          "phase_seconds": result.phases}
     return 0
 
 

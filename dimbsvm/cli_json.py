@@ -42,7 +42,9 @@ SCHEMAS = {
         "job": {"type": "string"}, "estimator": {"type": "string"}, "data": {"type": "string"},
         "run_directory": {"type": "string"}, "report": {"type": "string"}, "summary": _SUMMARY,
         "reused_folds": {"type": "integer"}, "reused_members": {"type": "integer"},
-        "search": {"type": ["object", "null"]},
+        "search": {"type": ["object", "null"]}, "timings": _SUMMARY,
+        # the run's wall time by phase, in order (resources.json's phase_seconds)
+        "phase_seconds": {"type": "object", "additionalProperties": {"type": "number"}},
         # --detach: the driver's state when the submitter left (the summary is then empty)
         "detached": {"type": "object", "required": ["state"], "properties": {"state": {"type": "string"}}}},
         ["job", "run_directory", "summary"]),

@@ -9,8 +9,10 @@ conftest.py).
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,10 +29,20 @@ def _dimbsvm(*args, cwd=None, timeout=300):
 @pytest.mark.slow
 def test_quickstart_job_runs_end_to_end(tmp_path):
     out = tmp_path / "run"
+    tic = time.time()
     proc = _dimbsvm("run", ROOT / "jobs" / "quickstart.yaml", "--out", out, "--workers", "2")
+    waited = time.time() - tic
     assert proc.returncode == 0, proc.stderr
     assert "g_mean" in proc.stdout and "f_measure" in proc.stdout
     assert f"run directory: {out}" in proc.stdout
+    # the time metric the job asks for is printed, and the wall time by phase adds up to the time waited
+    assert re.search(r"^  fit_time +\d+\.\d{4} s a fold \(min \d+\.\d{4}, max \d+\.\d{4}\)$", proc.stdout, re.M)
+    total = float(re.search(r"^time: (\d+\.\d) s \(start-up ", proc.stdout, re.M).group(1))
+    assert waited - 2.0 < total <= waited + 0.1  # (what follows the line: closing the cluster, exiting)
+    phases = json.loads((out / "resources.json").read_text())["phase_seconds"]
+    assert list(phases) == ["start-up", "checks", "cluster start", "plan", "folds and final model", "records",
+                            "report"]
+    assert all(seconds >= 0 for seconds in phases.values()) and sum(phases.values()) <= total + 0.1
     # progress was shown, counting every task of the plan: prepare, fit and finish of 10 folds and the final model
     assert "33/33 tasks" in proc.stderr
     metrics = json.loads((out / "metrics.json").read_text())

@@ -27,7 +27,7 @@ import os
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
@@ -87,6 +87,10 @@ class RunResult:
     reused: int = 0
     reused_members: int = 0
     search: dict | None = None
+    #: Each time metric of the job (``fit_time``, ``predict_time``) over the folds: mean, std, min, max, n.
+    timings: dict = field(default_factory=dict)
+    #: The run's wall time by phase, in order (``resources.json``'s ``phase_seconds``).
+    phases: dict = field(default_factory=dict)
 
 
 def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Search | None = None,
@@ -212,20 +216,23 @@ def run_job(job: JobSpec, client, *, out=None, progress=True, job_text: str | No
     return _run(job, client, data, out=out, progress=progress, job_text=job_text, started=started, tic=tic)
 
 
-def run_checked(checked: CheckedJob, client, *, progress=True) -> RunResult:
+def run_checked(checked: CheckedJob, client, *, progress=True, phases_before=None) -> RunResult:
     """Run a job that passed :func:`~dimbsvm.jobs.checks.check_job`, in the run directory it planned.
 
     Its data is not checked again: the checks opened and checked it.
+    ``phases_before``: the seconds of what the caller did first (``{"start-up": s, "checks": s, ...}``), which
+    lead the run's phase split.
     """
     started, tic = _dt.datetime.now(_dt.UTC), time.perf_counter()
     out = checked.run.run_dir if checked.run is not None else None
     if out and Path(out).exists():
         raise FileExistsError(f"run directory {out} already exists and is complete; choose another --out")
     return _run(checked.job, client, checked.data, out=out, progress=progress, job_text=checked.job_text,
-                started=started, tic=tic)
+                started=started, tic=tic, phases_before=phases_before)
 
 
-def _run(job: JobSpec, client, data: JobData, *, out, progress, job_text, started, tic) -> RunResult:
+def _run(job: JobSpec, client, data: JobData, *, out, progress, job_text, started, tic,
+         phases_before=None) -> RunResult:
     """Claim the run directory, then plan, execute and write the run (``data`` checked for ``job``)."""
     data_fingerprint = content_fingerprint(data.meta)
     # this process alone writes the run directory until it is renamed into place (the CLI claimed it when it
@@ -238,8 +245,11 @@ def _run(job: JobSpec, client, data: JobData, *, out, progress, job_text, starte
     try:
         if run_dir.exists():  # finished by another process before this one claimed it
             raise FileExistsError(f"run directory {run_dir} already exists and is complete; choose another --out")
+        phase = time.perf_counter()
         plan = plan_run(job, data, run_dir, data_fingerprint=data_fingerprint, job_text=job_text)
+        planned = {**(phases_before or {}), "plan": time.perf_counter() - phase}
         executed = execute_run(plan, client, progress=progress)
+        executed = replace(executed, phases=MappingProxyType({**planned, **executed.phases}))
         result = write_run(plan, executed, client, started=started, tic=tic)
     finally:
         release_run_dir(run_dir)
@@ -450,6 +460,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
 def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> RunResult:
     """Write the run's records, summary and report into the partial directory, then rename it into place."""
     job, data, partial, search = plan.job, plan.data, plan.partial, plan.search
+    phase = time.perf_counter()
     all_records = list(executed.records)
     summary = summarize(all_records, _summary_metrics(job))
     timings = summarize(all_records, [m for m in job.metrics if m in TIME_METRICS])
@@ -459,9 +470,9 @@ def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> 
         "peak_worker_memory_bytes": memory,
         "peak_worker_memory_max_bytes": max(memory.values()) if memory else None,
         "phase_seconds": dict(executed.phases),
-        "note": "peak resident memory (VmHWM) of each worker process since it started, by worker name",
+        "note": "peak resident memory (VmHWM) of each worker process since it started, by worker name; "
+                "phase_seconds: the run's wall time by phase, the report's own last",
     }
-    write_json(partial / "resources.json", resources)
     finished_at = _dt.datetime.now(_dt.UTC)
     payload = {
         "job": job.name,
@@ -491,11 +502,16 @@ def write_run(plan: RunPlan, executed: ExecutedRun, client, *, started, tic) -> 
         payload["search"] = search_overview(selections, search=job.search.with_defaults(), scoring=search.scoring)
     write_json(partial / "metrics.json", payload)
     (partial / "summary.md").write_text(_summary_markdown(job, data, summary, all_records))
+    resources["phase_seconds"]["records"] = time.perf_counter() - phase
+    phase = time.perf_counter()
     write_report(partial, ahead=executed.drawn_ahead, job=job, data=DataSummary.of(data), metrics=payload,
                  resources=resources, final_estimator=ThresholdSearch.of(_last_step(executed.final_model)))
+    resources["phase_seconds"]["report"] = time.perf_counter() - phase
+    write_json(partial / "resources.json", resources)  # (written last: it holds the report's own time)
     os.replace(partial, plan.run_dir)  # the run directory appears only once complete
     return RunResult(run_dir=plan.run_dir, summary=summary, folds=all_records, reused=len(plan.finished),
-                     reused_members=executed.reused_members, search=payload.get("search"))
+                     reused_members=executed.reused_members, search=payload.get("search"), timings=timings,
+                     phases=dict(resources["phase_seconds"]))
 
 
 def _summary_metrics(job) -> list:

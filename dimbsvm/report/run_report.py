@@ -407,7 +407,11 @@ def _cost_section(metrics, resources):
     section = Section("Time and memory")
     phases = resources.get("phase_seconds") or {}
     if phases:
-        section.table(["phase", "wall time (s)"], [[name, f"{seconds:.2f}"] for name, seconds in phases.items()])
+        section.text("The run's wall time by phase, in order: before the run (the process's start-up, the job's "
+                     "checks, the cluster's start) where `dimbsvm run` measured it, then the run. This report's "
+                     "own drawing comes after; `dimbsvm run` prints it, and `resources.json` records it.")
+        section.table(["phase", "wall time (s)"], [[name, f"{seconds:.2f}"] for name, seconds in phases.items()]
+                      + [["total so far", f"{sum(phases.values()):.2f}"]])
     timings = metrics.get("timings") or {}
     if timings:
         section.table(["per fold", "mean (s)", "min (s)", "max (s)"],
