@@ -350,10 +350,31 @@ def test_the_scan_of_parquet_reads_only_the_columns_it_looks_at(tmp_path, monkey
         return original(frame, plan, part)
 
     monkeypatch.setattr(resolve_module, "scan_partition", recording)
+    import pyarrow.parquet as pq
+
+    footer = pq.read_metadata(tmp_path / "one.parquet")
+    one_group = max(footer.row_group(i).total_byte_size for i in range(footer.num_row_groups))
     with dask.config.set(scheduler="sync"):  # in this process, where the recording is (not a module's client)
-        narrow = resolve_tabular_source(tmp_path / "one.parquet", id="uid", drop=["note"], blocksize=1)
+        # a block of one row group's bytes: the six row groups are the six partitions
+        narrow = resolve_tabular_source(tmp_path / "one.parquet", id="uid", drop=["note"], blocksize=one_group)
     assert len(read) == narrow[0].numblocks[0] == 6 and all("size" not in columns for columns in read)
     _check(narrow, _by_hand(df, drop=["note"], id="uid"))
+
+
+@pytest.mark.parametrize("n_slices", [2, 5, 7])
+def test_a_parquet_row_group_larger_than_the_block_is_read_in_slices(tmp_path, n_slices):
+    # one row group of every row: a block of a fraction of its bytes cuts it into that many slices of rows,
+    # which give the arrays pandas' read of the whole file gives
+    import pyarrow.parquet as pq
+
+    df = _frame()
+    df.to_parquet(tmp_path / "one.parquet", row_group_size=len(df))
+    size = pq.read_metadata(tmp_path / "one.parquet").row_group(0).total_byte_size
+    sliced = resolve_tabular_source(tmp_path / "one.parquet", id="uid", drop=["note"],
+                                    blocksize=int(np.ceil(size / n_slices)))
+    assert sliced[0].numblocks[0] == n_slices
+    assert max(sliced[0].chunks[0]) - min(sliced[0].chunks[0]) <= 1  # equal slices
+    _check(sliced, _by_hand(pd.read_parquet(tmp_path / "one.parquet"), drop=["note"], id="uid"))
 
 
 def _guessed_rows_then(row_after: str, *, rows_after=3000) -> str:
@@ -543,13 +564,18 @@ def test_parquet_at_a_url_is_read_in_larger_partitions_than_a_local_file(s3_buck
     df = _frame(n=600).drop(columns="note")
     df.to_parquet(tmp_path / "rows.parquet", row_group_size=100)  # 6 row groups of a few kB
     s3fs.S3FileSystem().put(str(tmp_path / "rows.parquet"), f"{s3_bucket}/rows.parquet")
-    monkeypatch.setattr(_frames, "PARQUET_BLOCKSIZE", 1)  # a row group per partition
+    import pyarrow.parquet as pq
+
+    footer = pq.read_metadata(tmp_path / "rows.parquet")
+    one_group = max(footer.row_group(i).total_byte_size for i in range(footer.num_row_groups))
+    monkeypatch.setattr(_frames, "PARQUET_BLOCKSIZE", one_group)  # a row group per partition
     monkeypatch.setattr(_frames, "PARQUET_URL_BLOCKSIZE", 2**30)  # the whole file
     local = resolve_tabular_source(tmp_path / "rows.parquet", id="uid")
     remote = resolve_tabular_source(f"s3://{s3_bucket}/rows.parquet", id="uid")
     assert (local[3]["partitions"], remote[3]["partitions"]) == (6, 1)
     np.testing.assert_array_equal(local[0].compute(), remote[0].compute())
-    assert resolve_tabular_source(f"s3://{s3_bucket}/rows.parquet", id="uid", blocksize=1)[3]["partitions"] == 6
+    assert resolve_tabular_source(f"s3://{s3_bucket}/rows.parquet", id="uid",
+                                  blocksize=one_group)[3]["partitions"] == 6
 
 
 # --- the client does not hold the data ----------------------------------------------------------------------

@@ -17,18 +17,20 @@ from dataclasses import dataclass
 
 import dask.dataframe as dd
 import pandas as pd
+from dask.utils import parse_bytes
 
 from ...exceptions import DataError
 from ._csv_blocks import CsvBlocks, csv_blocks, numbers_in_rows
 from ._locate import Location, locate
+from ._parquet_slices import parquet_partitions
 
 __all__ = ["Opened", "open_frame"]
 
 #: Bytes of CSV text per partition when none is asked for: a few times a store chunk's size once parsed,
 #: and many partitions for a cluster's workers to share.
 CSV_BLOCKSIZE = 32 * 2**20
-#: Bytes of a local Parquet file's row groups (uncompressed) per partition when none is asked for: Dask's own
-#: default reads a file of up to 256 MiB as one partition, which one worker would read and encode alone.
+#: Bytes of a local Parquet file's rows (uncompressed) per partition when none is asked for: whole row groups up to
+#: it, a larger row group in slices (._parquet_slices); what one reader (this process, in ingest) holds at a time.
 PARQUET_BLOCKSIZE = 64 * 2**20
 #: The same on object storage, Dask's default: every partition read there opens the file again (a few requests'
 #: latency each: its size, its footer, the column chunks), which a quarter of the partitions pay a quarter as often.
@@ -77,21 +79,20 @@ class Opened:
         ``numbers``: the CSV columns to parse as numbers where they hold only
         numbers (the others are text); other sources keep their types.
 
-        Parquet reads only the columns asked for. Dask's optimiser would fuse
-        the partitions of a narrow Parquet read (fewer, longer ones, so that
-        partition lengths counted on a few columns would not fit a read of the
-        others); reading the columns in ``read_parquet`` itself and leaving the
-        graph unoptimised keeps one cut, which Dask makes from the row groups'
-        whole sizes.
+        Parquet reads only the columns asked for, in partitions of a bounded
+        size cut from the files' footers alone (:mod:`._parquet_slices`: whole
+        row groups up to the block size, a larger row group in slices of rows),
+        so partitions of any columns line up and none holds a whole large row
+        group.
         """
         columns = list(columns)
         if self.csv is not None:
             return self.csv.partitions(columns, numbers)
         if self.format != "parquet":
             return self.frame[columns].to_delayed()
-        frame = dd.read_parquet(list(self.location.urls), columns=columns, storage_options=self.storage_options,
-                                blocksize=_parquet_blocksize(self.location, self.blocksize))
-        return _string_columns(frame, self.description).to_delayed(optimize_graph=False)
+        dtypes = {column: self.frame.dtypes[column] for column in columns}
+        return parquet_partitions(self.location.fs, self.location.paths or self.location.urls, columns, dtypes,
+                                  budget=parse_bytes(_parquet_blocksize(self.location, self.blocksize)))
 
 
 def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
@@ -103,9 +104,9 @@ def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:
     blocksize : int or str, default=None
         Bytes per partition: of an uncompressed CSV's text (default
         :data:`CSV_BLOCKSIZE`; a compressed CSV is always one partition per
-        file), of a Parquet file's row groups (default
+        file), of a Parquet file's rows, uncompressed (default
         :data:`PARQUET_BLOCKSIZE`, :data:`PARQUET_URL_BLOCKSIZE` at a URL;
-        a row group is never split), of a
+        a larger row group is read in slices of rows), of a
         pandas DataFrame in memory (default :data:`DATAFRAME_PART_BYTES`).
     storage_options : dict, default=None
         For the fsspec filesystem of a URL.
