@@ -112,6 +112,15 @@ def _dual_decision(X, y, k, gamma, C, c1, eps, X_test, sample_weight=None):
     return X_test @ wb[:-1] + wb[-1]
 
 
+def _linear_hpc_matrix(X, y, k, c1, eps):
+    """``J = [X 1]`` and eq. 33's ``A = H + c1 J^T L' J + eps I`` (``H``: the identity but on the bias)."""
+    dense = _dense_hypergraph(X, y, k, 1.0)
+    J = augment(X)
+    H = np.eye(J.shape[1])
+    H[-1, -1] = 0.0
+    return J, H + c1 * J.T @ dense["L_signed"] @ J + eps * np.eye(J.shape[1])
+
+
 def _rbf(A, B, g):
     return np.exp(-g * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
 
@@ -256,11 +265,7 @@ def test_weighted_objective_and_sgd_and_refusals():
     k, C, c1, eps = 4, 2.0, 0.5, 1e-6
     clf = HPCClassifier(C=C, c1=c1, n_neighbors=k, eps=eps, class_weight="balanced", knn_method="exact",
                         **TIGHT).fit(X, y, sample_weight=weights)
-    dense = _dense_hypergraph(X, y, k, 1.0)
-    J = augment(X)
-    H = np.eye(J.shape[1])
-    H[-1, -1] = 0.0
-    A = H + c1 * J.T @ dense["L_signed"] @ J + eps * np.eye(J.shape[1])
+    J, A = _linear_hpc_matrix(X, y, k, c1, eps)
     wb = np.r_[clf.coef_[0], clf.intercept_]
     n_pos = np.sum(y > 0)
     c = np.where(y > 0, 60 / (2 * n_pos), 60 / (2 * (60 - n_pos))) * weights
@@ -448,11 +453,7 @@ def test_objective_is_the_primal_of_eq_33(class_weight):
     k, C, c1, eps = 4, 2.0, 0.5, 1e-6
     clf = HPCClassifier(C=C, c1=c1, n_neighbors=k, eps=eps, class_weight=class_weight,
                         knn_method="exact", **TIGHT).fit(X, y)
-    dense = _dense_hypergraph(X, y, k, 1.0)
-    J = augment(X)
-    H = np.eye(J.shape[1])
-    H[-1, -1] = 0.0
-    A = H + c1 * J.T @ dense["L_signed"] @ J + eps * np.eye(J.shape[1])
+    J, A = _linear_hpc_matrix(X, y, k, c1, eps)
     wb = np.r_[clf.coef_[0], clf.intercept_]
     n_pos = np.sum(y > 0)
     if class_weight == "balanced":

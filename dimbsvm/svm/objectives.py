@@ -56,13 +56,7 @@ class CostMatrix:
     """
 
     def is_satisfied_by(self, value) -> bool:
-        if not isinstance(value, dict):
-            return False
-        try:
-            check_objective(value)
-        except ValueError:
-            return False
-        return True
+        return isinstance(value, dict) and _accepted(value)
 
     def __str__(self):
         return "a cost matrix {'fn': cost, 'fp': cost} (finite costs >= 0, one of them positive)"
@@ -78,16 +72,18 @@ class ScorerName:
     """
 
     def is_satisfied_by(self, value) -> bool:
-        if not isinstance(value, str) or value not in get_scorer_names():
-            return False
-        try:
-            check_objective(value)
-        except ValueError:
-            return False
-        return True
+        return isinstance(value, str) and value in get_scorer_names() and _accepted(value)
 
     def __str__(self):
         return "the name of a scikit-learn scorer of predicted labels (sklearn.metrics.get_scorer_names())"
+
+
+def _accepted(objective) -> bool:
+    try:
+        check_objective(objective)
+    except ValueError:
+        return False
+    return True
 
 
 def check_objective(objective) -> None:
