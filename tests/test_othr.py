@@ -192,8 +192,9 @@ def _expected_failed_checks(estimator):
     bags = ("the members' bags are drawn from the rows, not from the weights (a repeated row can be drawn more "
             "often than its weight says, a row of weight 0 still takes a place in a bag), so weighting a row is not "
             "repeating it; what the weights do is tested in test_ensemble_weights.py")
-    failures = {"check_sample_weight_equivalence_on_dense_data": bags,
-                "check_sample_weight_equivalence_on_sparse_data": bags}
+    failures = {"check_sample_weight_equivalence_on_dense_data": bags}
+    if not _OLD_WEIGHT_CHECK:  # (scikit-learn < 1.7's sparse variant does not fit these ensembles: it passes)
+        failures["check_sample_weight_equivalence_on_sparse_data"] = bags
     if estimator.threshold != "member":
         failures["check_class_weight_classifiers"] = (
             "the shared threshold is searched for the best G-mean after the members are "
