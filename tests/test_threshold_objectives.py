@@ -98,12 +98,14 @@ def _label_metric(scorer):
 
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("scoring", ["balanced_accuracy", "f1", "matthews_corrcoef", "jaccard", "precision",
-                                     "fbeta2", "neg_zero_one"])
+                                     "accuracy", "recall", "fbeta2", "neg_zero_one", "f1 as a scorer object"])
 def test_a_scorer_objective_chooses_the_shift_scikit_learn_scores_best(seed, scoring):
     from sklearn.metrics import fbeta_score, get_scorer, make_scorer, zero_one_loss
 
+    # the names of COUNTED_SCORERS are computed from the counts directly; a scorer object always by calling it
     scorer = {"fbeta2": make_scorer(fbeta_score, beta=2),
-              "neg_zero_one": make_scorer(zero_one_loss, greater_is_better=False)}.get(scoring, scoring)
+              "neg_zero_one": make_scorer(zero_one_loss, greater_is_better=False),
+              "f1 as a scorer object": get_scorer("f1")}.get(scoring, scoring)
     y, margins, candidates = _problem(seed)
     weights = np.random.default_rng(seed).uniform(0.2, 3.0, size=y.size)
     as_scorer = get_scorer(scorer) if isinstance(scorer, str) else scorer

@@ -21,7 +21,7 @@ confusion matrix is evaluated for all candidates at once, exactly:
   true negative) weighted by its counts: the same value as on the rows
   themselves. The scorer sees the minority class as ``1`` and the other as
   ``0``, and is called once per candidate (a function of the counts scores
-  all candidates at once).
+  all candidates at once; so do the names of :data:`COUNTED_SCORERS`).
 
 Smoothed counts (``smoothing``) go through the same function.
 """
@@ -37,7 +37,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import get_scorer, get_scorer_names
 
-__all__ = ["COST_KEYS", "OBJECTIVES", "CostMatrix", "ScorerName", "check_objective", "counted_objective",
+__all__ = ["COST_KEYS", "COUNTED_SCORERS", "OBJECTIVES", "CostMatrix", "ScorerName", "check_objective", "counted_objective",
            "objective_name"]
 
 #: The named objectives.
@@ -136,6 +136,9 @@ def counted_objective(objective, tp, fp, n_pos, n_neg) -> np.ndarray:
     if isinstance(objective, dict):
         return -(objective["fn"] * fn + objective["fp"] * fp) / (n_pos + n_neg)
     if isinstance(objective, str):
+        if objective in COUNTED_SCORERS:  # the same values, for every candidate at once
+            total = n_pos + n_neg
+            return COUNTED_SCORERS[objective](*(_zeroed(count, total) for count in (tp, fp, fn, tn)))
         objective = get_scorer(objective)
     if _of_counts(objective):
         values = np.asarray(objective(tp=tp, fp=fp, fn=fn, tn=tn), dtype=np.float64)
@@ -145,6 +148,35 @@ def counted_objective(objective, tp, fp, n_pos, n_neg) -> np.ndarray:
         raise ValueError(f"the objective {objective_name(objective)} returned shape {values.shape} for "
                          f"{tp.size} candidates; it takes arrays of counts and returns one value per candidate")
     return np.where(np.isnan(values), -np.inf, values)  # (0/0 in a user's metric: never the best)
+
+
+def _zeroed(counts, total):
+    """``counts`` with those below ``1e-12 * total`` set to 0: weighted counts are differences of sums, so
+    "none" can be a rounding error's few ulps (which made a precision of 0/0 read 1.0)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return np.where(counts > 1e-12 * total, counts, 0.0)
+
+
+def _ratio(numerator, denominator):
+    """``numerator / denominator``, 0 where the denominator is 0 (scikit-learn's ``zero_division`` default)."""
+    return np.divide(numerator, denominator, out=np.zeros(np.shape(numerator)), where=denominator > 0)
+
+
+def _mcc(tp, fp, fn, tn):
+    return _ratio(tp * tn - fp * fn, np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
+
+
+#: Scorer names whose metric is written here as a function of the counts: the values scikit-learn's scorer
+#: gives on the rows (tested candidate by candidate), for all candidates at once instead of one call each.
+COUNTED_SCORERS = {
+    "accuracy": lambda tp, fp, fn, tn: (tp + tn) / (tp + fp + fn + tn),
+    "balanced_accuracy": lambda tp, fp, fn, tn: (_ratio(tp, tp + fn) + _ratio(tn, tn + fp)) / 2,
+    "f1": lambda tp, fp, fn, tn: _ratio(2 * tp, 2 * tp + fp + fn),
+    "precision": lambda tp, fp, fn, tn: _ratio(tp, tp + fp),
+    "recall": lambda tp, fp, fn, tn: _ratio(tp, tp + fn),
+    "jaccard": lambda tp, fp, fn, tn: _ratio(tp, tp + fp + fn),
+    "matthews_corrcoef": _mcc,
+}
 
 
 def objective_name(objective) -> str:
@@ -190,9 +222,7 @@ def _scored_counts(scorer, tp, fp, fn, tn) -> np.ndarray:
 
     def scored(counts):
         weights = np.array(counts, dtype=np.float64)
-        # a row of weight 0 would still count as a predicted or true label; weighted counts are differences of
-        # sums, so "none" can be a rounding error's few ulps
-        kept = weights > 1e-12 * weights.sum()
+        kept = _zeroed(weights, weights.sum()) > 0  # a row of weight 0 would still count as a label
         return scorer(fixed, _PREDICTED[kept, None], _TRUE[kept], sample_weight=weights[kept])
 
     try:
