@@ -38,7 +38,7 @@ def test_quickstart_job_runs_end_to_end(tmp_path):
     # the time metric the job asks for is printed, and the wall time by phase adds up to the time waited
     assert re.search(r"^  fit_time +\d+\.\d{4} s a fold \(min \d+\.\d{4}, max \d+\.\d{4}\)$", proc.stdout, re.M)
     total = float(re.search(r"^time: (\d+\.\d) s \(start-up ", proc.stdout, re.M).group(1))
-    assert waited - 2.0 < total <= waited + 0.1  # (what follows the line: closing the cluster, exiting)
+    assert waited - 10.0 < total <= waited + 0.1  # (what follows the line: the interpreter's exit, under load)
     phases = json.loads((out / "resources.json").read_text())["phase_seconds"]
     assert list(phases) == ["start-up", "checks", "cluster start", "plan", "folds and final model", "records",
                             "report"]
