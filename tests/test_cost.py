@@ -85,13 +85,16 @@ def test_work_by_kind_adds_up_to_the_row_fits():
 def test_a_kernel_ensembles_scoring_of_millions_of_rows_is_quoted_past_an_hour():
     # the new user's case: ten RBF members (bags of 20,000) over 2x10^6 rows, 3-fold CV, was quoted at 1 to
     # 6 minutes (fits only) and ran for hours; each member scores every row against its support vectors
+    # (the defaults; the default members are LinearSVC above LARGE_N rows now, so SVC is named)
     y = np.r_[np.zeros(1_980_000), np.ones(20_000)]
-    spec = {"data": {"source": "yeast5"}, "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 10}},
+    spec = {"data": {"source": "yeast5"},
+            "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 10, "estimator": "svc"}},
             "cv": {"n_splits": 3, "n_repeats": 1}}
     kernel = place_job(validate_job(spec), y, n_features=32)
     assert kernel.time.over_an_hour and "linear members (estimator: linear_svc" in kernel.cost_line()
-    spec["estimator"]["params"]["estimator"] = "linear_svc"
-    assert not place_job(validate_job(spec), y, n_features=32).time.over_an_hour
+    for params in ({"n_estimators": 10, "estimator": "linear_svc"}, {"n_estimators": 10}):  # the default: linear
+        spec["estimator"]["params"] = params
+        assert not place_job(validate_job(spec), y, n_features=32).time.over_an_hour
 
 
 def test_the_shipped_cost_model_loads_and_quotes_a_range():
@@ -107,7 +110,7 @@ def test_the_shipped_cost_model_loads_and_quotes_a_range():
 @pytest.mark.parametrize("params, over_an_hour", [
     # the case: EnsembleOTHRClassifier's old defaults (RBF members on bags as large as the training set),
     # now set explicitly
-    ({"max_samples": None}, True),
+    ({"estimator": "svc", "max_samples": None}, True),
     # the defaults that scale: bags of LARGE_N rows above LARGE_N training rows (dimbsvm.svm.scaled_defaults)
     ({}, False),
 ])
@@ -124,10 +127,12 @@ def test_validate_quotes_the_cost_and_warns_of_a_job_past_an_hour(tmp_path, caps
     out = capsys.readouterr().out
     cost = [line.strip() for line in out.splitlines() if line.strip().startswith("cost: ")]
     assert len(cost) == 1 and ("this job may run for over an hour" in cost[0]) == over_an_hour, out
+    in_process = "in this process" in cost[0]  # (the default's linear members: below the cluster threshold)
     expected = load_cost_model().estimate(estimate_work(validate_job(spec), np.asarray(y), n_features=8),
-                                          cores=os.cpu_count())
+                                          cores=1 if in_process else os.cpu_count())
     assert expected.over_an_hour == over_an_hour
-    assert f"estimated {expected.describe()} on {os.cpu_count()} cores" in cost[0]
+    where = "in this process" if in_process else f"on {os.cpu_count()} cores"
+    assert f"estimated {expected.describe()} {where}" in cost[0]
 
 
 def test_time_ranges_read_as_people_say_them():

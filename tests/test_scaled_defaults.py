@@ -41,11 +41,15 @@ def test_the_threshold_is_above_every_keel_set_and_the_rule_switches_just_above_
         assert with_scaled_defaults(estimator, LARGE_N) is estimator
     assert _shown(scaled_defaults(OTHRClassifier(), LARGE_N + 1)) == {"estimator": "LinearSVC()"}
     assert _shown(scaled_defaults(THRClassifier(), LARGE_N + 1)) == {"estimator": "LinearSVC()"}
-    assert scaled_defaults(EnsembleOTHRClassifier(), LARGE_N + 1) == {"max_samples": LARGE_N}
-    # a balanced bag is twice the minority: capped only when that is above LARGE_N
+    assert _shown(scaled_defaults(EnsembleOTHRClassifier(), LARGE_N + 1)) == {"estimator": "LinearSVC()",
+                                                                             "max_samples": LARGE_N}
+    # a balanced bag is twice the minority: capped only when that is above LARGE_N (the members: above LARGE_N rows)
     balanced = EnsembleOTHRClassifier(bootstrap="balanced")
-    assert scaled_defaults(balanced, 10**6, LARGE_N // 2) == {}
-    assert scaled_defaults(balanced, 10**6, LARGE_N // 2 + 1) == {"max_samples": LARGE_N}
+    assert _shown(scaled_defaults(balanced, 10**6, LARGE_N // 2)) == {"estimator": "LinearSVC()"}
+    assert _shown(scaled_defaults(balanced, 10**6, LARGE_N // 2 + 1)) == {"estimator": "LinearSVC()",
+                                                                        "max_samples": LARGE_N}
+    # param_grid's settings name the RBF default's parameters: its members stay RBF SVMs
+    assert scaled_defaults(EnsembleOTHRClassifier(param_grid={"C": [1, 2]}), 10**6) == {"max_samples": LARGE_N}
 
 
 @pytest.mark.parametrize("estimator", [
@@ -57,8 +61,10 @@ def test_the_threshold_is_above_every_keel_set_and_the_rule_switches_just_above_
 ])
 def test_explicit_settings_are_never_replaced(estimator):
     scaled = scaled_defaults(estimator, 10**7, 10**5)
-    if isinstance(estimator, EnsembleOTHRClassifier) and estimator.max_samples == "auto":
-        assert scaled == {"max_samples": LARGE_N}
+    if isinstance(estimator, EnsembleOTHRClassifier):  # what was left at its default is replaced, nothing else
+        expected = ({"max_samples": LARGE_N} if estimator.max_samples == "auto" else {}) | (
+            {"estimator": "LinearSVC()"} if estimator.estimator is None else {})
+        assert _shown(scaled) == expected
     else:
         assert scaled == {}
 
@@ -107,10 +113,11 @@ def test_othr_and_thr_above_the_threshold_are_linear_svc_members_explicitly(capl
 def test_the_ensemble_above_the_threshold_draws_bags_of_large_n_rows_explicitly():
     X, y = _large(1)
     default = EnsembleOTHRClassifier(n_estimators=2, random_state=0).fit(X, y)
-    assert default.scaled_defaults_ == {"max_samples": LARGE_N} and default.max_samples_ == LARGE_N
-    assert default.get_params()["max_samples"] == "auto"
-    assert all(type(e) is SVC for e in default.estimators_)  # the members stay RBF SVMs
-    explicit = EnsembleOTHRClassifier(n_estimators=2, max_samples=20_000, random_state=0).fit(X, y)
+    assert _shown(default.scaled_defaults_) == {"estimator": "LinearSVC()", "max_samples": LARGE_N}
+    assert default.max_samples_ == LARGE_N and default.get_params()["max_samples"] == "auto"
+    assert default.get_params()["estimator"] is None
+    assert all(type(e) is LinearSVC for e in default.estimators_)  # linear members above LARGE_N rows
+    explicit = EnsembleOTHRClassifier(LinearSVC(), n_estimators=2, max_samples=20_000, random_state=0).fit(X, y)
     assert explicit.scaled_defaults_ == {}
     _same_fit(default, explicit, X)
     assert default.threshold_ == explicit.threshold_

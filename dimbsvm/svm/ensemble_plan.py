@@ -21,7 +21,7 @@ from dimbsvm._counts import ClassCounts
 from dimbsvm.svm._base import binary_classes, default_estimator, positive_label
 from dimbsvm.svm.grid_members import ScreeningPlan, candidate_settings
 from dimbsvm.svm.members import MemberPlan, MemberSpec
-from dimbsvm.svm.scaled_defaults import LARGE_N
+from dimbsvm.svm.scaled_defaults import LARGE_N, large_n_estimator
 
 __all__ = ["MemberPlanning"]
 
@@ -204,11 +204,17 @@ class MemberPlanning:
         return positive
 
     def _scaled_defaults(self, n_samples, n_minority):
-        """``max_samples="auto"``: bags of ``LARGE_N`` rows once ``None``'s bag would be larger."""
-        if self.max_samples != "auto":
-            return {}
-        default_bag = 2 * n_minority if self.bootstrap == "balanced" else n_samples
-        return {"max_samples": LARGE_N} if default_bag > LARGE_N else {}
+        """Above ``LARGE_N`` training rows: ``estimator=None`` (without ``param_grid``, whose settings name the
+        default's parameters) is ``LinearSVC()``; ``max_samples="auto"`` is bags of ``LARGE_N`` rows once
+        ``None``'s bag would be larger."""
+        scaled = {}
+        if self.estimator is None and self.param_grid is None and n_samples > LARGE_N:
+            scaled["estimator"] = large_n_estimator()
+        if self.max_samples == "auto":
+            default_bag = 2 * n_minority if self.bootstrap == "balanced" else n_samples
+            if default_bag > LARGE_N:
+                scaled["max_samples"] = LARGE_N
+        return scaled
 
     def _resolve_bags(self, n_samples, n_minority):
         """Set ``max_samples_`` (and ``scaled_defaults_``) for training labels of these sizes."""
@@ -263,7 +269,9 @@ class MemberPlanning:
 
     def _member_params(self):
         """The :class:`MemberSpec` shared by every member (all but the seed)."""
-        estimator = default_estimator() if self.estimator is None else clone(self.estimator)
+        scaled = getattr(self, "scaled_defaults_", {}).get("estimator")
+        estimator = (clone(scaled) if scaled is not None else default_estimator() if self.estimator is None
+                     else clone(self.estimator))
         if self.class_weight is not None:
             if "class_weight" not in estimator.get_params():
                 raise ValueError(

@@ -15,7 +15,10 @@ training rows, and only where the parameter was left at its default:
 * :class:`~dimbsvm.svm.ensemble.EnsembleOTHRClassifier`: ``max_samples="auto"``
   is ``LARGE_N`` (bags of ``LARGE_N`` rows) instead of ``None`` (bags as large
   as the default bag of the ``bootstrap``: the training set, or twice the
-  minority for ``"balanced"``); the members stay RBF SVMs.
+  minority for ``"balanced"``), and ``estimator=None`` (without ``param_grid``,
+  whose settings name the RBF default's parameters) is :func:`large_n_estimator`:
+  an RBF member scores every row out of its bag against its support vectors,
+  which at millions of rows is most of a job.
 
 Up to :data:`LARGE_N` rows nothing changes (the same parameters, the same
 results). A parameter given explicitly is used as given at every size. The
@@ -76,7 +79,7 @@ def scaled_defaults(estimator, n_samples, n_minority=None) -> dict:
     --------
     >>> from dimbsvm.svm import EnsembleOTHRClassifier, OTHRClassifier
     >>> scaled_defaults(EnsembleOTHRClassifier(), 5_000), scaled_defaults(EnsembleOTHRClassifier(), 10**6)
-    ({}, {'max_samples': 20000})
+    ({}, {'estimator': LinearSVC(), 'max_samples': 20000})
     >>> scaled_defaults(OTHRClassifier(), 10**6)
     {'estimator': LinearSVC()}
     """
