@@ -24,10 +24,10 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.svm import SVC, LinearSVC
 from sklearn.utils import get_tags
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, has_fit_parameter, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dimbsvm._params import ValidatedParams
-from dimbsvm.svm.routing import fit_router, routing_enabled, rows_of
+from dimbsvm.svm.routing import check_takes_weights, fit_router, routing_enabled, rows_of
 from dimbsvm._validation import in_memory_sparse
 from dimbsvm._counts import ClassCounts, unique_counts
 from dimbsvm.svm.calibration import platt_probability
@@ -333,9 +333,7 @@ def fit_base_estimator(estimator, X, y, sample_weight=None, *, owner="the classi
     base = default_estimator() if estimator is None else clone(estimator)
     params = dict(fit_params or {})
     if sample_weight is not None:
-        if not has_fit_parameter(base, "sample_weight"):
-            raise TypeError(f"{owner} was given sample_weight, but its base estimator "
-                            f"{type(base).__name__} does not accept sample_weight in fit.")
+        check_takes_weights(base, owner=owner)
         params["sample_weight"] = sample_weight
     return base.fit(X, y, **params)
 

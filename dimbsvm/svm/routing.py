@@ -23,7 +23,7 @@ from sklearn import get_config
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 from sklearn.utils.validation import has_fit_parameter
 
-__all__ = ["RoutedFit", "fit_router", "route_fit", "routing_enabled", "rows_of"]
+__all__ = ["RoutedFit", "check_takes_weights", "fit_router", "route_fit", "routing_enabled", "rows_of"]
 
 
 def routing_enabled() -> bool:
@@ -92,10 +92,16 @@ def route_fit(owner, estimator, sample_weight, fit_params) -> RoutedFit:
                          "sample_weight are routed only with sklearn.set_config(enable_metadata_routing=True)")
     if sample_weight is None:
         return RoutedFit()
-    if not has_fit_parameter(estimator, "sample_weight"):
-        raise TypeError(f"{name} was given sample_weight, but its base estimator "
-                        f"{type(estimator).__name__} does not accept sample_weight in fit.")
+    check_takes_weights(estimator, owner=name)
     return RoutedFit({"sample_weight": sample_weight})
+
+
+def check_takes_weights(estimator, *, owner: str) -> None:
+    """Refuse, with a ``TypeError`` naming both, a base ``estimator`` whose ``fit`` takes no ``sample_weight``:
+    weights given to ``owner`` are never dropped silently."""
+    if not has_fit_parameter(estimator, "sample_weight"):
+        raise TypeError(f"{owner} was given sample_weight, but its base estimator "
+                        f"{type(estimator).__name__} does not accept sample_weight in fit.")
 
 
 def rows_of(params: dict, rows, n_samples: int) -> dict:
