@@ -14,6 +14,7 @@ import csv
 import io
 import itertools
 from dataclasses import dataclass
+from functools import cached_property
 
 import dask.dataframe as dd
 import pandas as pd
@@ -22,7 +23,7 @@ from dask.utils import parse_bytes
 from ...exceptions import DataError
 from ._csv_blocks import CsvBlocks, csv_blocks, numbers_in_rows
 from ._locate import Location, locate
-from ._parquet_slices import parquet_partitions
+from ._parquet_slices import parquet_partitions, plan_partitions, row_group_sizes
 
 __all__ = ["Opened", "open_frame"]
 
@@ -91,8 +92,13 @@ class Opened:
         if self.format != "parquet":
             return self.frame[columns].to_delayed()
         dtypes = {column: self.frame.dtypes[column] for column in columns}
-        return parquet_partitions(self.location.fs, self.location.paths or self.location.urls, columns, dtypes,
-                                  budget=parse_bytes(_parquet_blocksize(self.location, self.blocksize)))
+        return parquet_partitions(self.location.fs, self._parquet_plan, columns, dtypes)
+
+    @cached_property
+    def _parquet_plan(self) -> list:
+        """The Parquet partitions' pieces, planned once from the files' footers (every read of columns cuts alike)."""
+        footers = row_group_sizes(self.location.fs, self.location.paths or self.location.urls)
+        return plan_partitions(footers, parse_bytes(_parquet_blocksize(self.location, self.blocksize)))
 
 
 def open_frame(source, *, blocksize=None, storage_options=None) -> Opened:

@@ -23,7 +23,8 @@ import dask
 import numpy as np
 import pandas as pd
 
-__all__ = ["READ_BUFFER", "SLICE_BATCH_ROWS", "ParquetPiece", "plan_partitions", "read_parquet_pieces", "parquet_partitions"]
+__all__ = ["READ_BUFFER", "SLICE_BATCH_ROWS", "ParquetPiece", "parquet_partitions", "plan_partitions",
+           "read_parquet_pieces", "row_group_sizes"]
 
 #: Bytes a Parquet read takes from the file at a time.
 READ_BUFFER = 2**20
@@ -119,8 +120,9 @@ def _slice(parquet, piece: ParquetPiece, columns):
     return pa.Table.from_batches(kept, schema=kept[0].schema)  # (a slice holds rows: its stop > its start)
 
 
-def parquet_partitions(fs, paths, columns, dtypes, *, budget: int) -> list:
-    """Delayed DataFrames of ``columns`` of the Parquet files ``paths`` (see the module), in row order."""
+def row_group_sizes(fs, paths) -> list:
+    """Each file's path and its row groups' ``(rows, uncompressed bytes)``, from its footer (what
+    :func:`plan_partitions` takes)."""
     import pyarrow.parquet as pq
 
     footers = []
@@ -129,6 +131,11 @@ def parquet_partitions(fs, paths, columns, dtypes, *, budget: int) -> list:
             metadata = pq.read_metadata(handle)
         footers.append((path, [(metadata.row_group(i).num_rows, metadata.row_group(i).total_byte_size)
                                for i in range(metadata.num_row_groups)]))
+    return footers
+
+
+def parquet_partitions(fs, planned, columns, dtypes) -> list:
+    """Delayed DataFrames of ``columns`` of the partitions ``planned`` (:func:`plan_partitions`), in row order."""
     read = dask.delayed(read_parquet_pieces, pure=True)
     dtypes = {column: dtypes[column] for column in columns}
-    return [read(fs, pieces, list(columns), dtypes) for pieces in plan_partitions(footers, budget)]
+    return [read(fs, pieces, list(columns), dtypes) for pieces in planned]
