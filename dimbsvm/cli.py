@@ -244,7 +244,7 @@ def _search_lines(search: dict) -> str:
 
 
 def _cmd_run(args) -> int:
-    entered = time.time()
+    entered, began = time.time(), process_started()
     from .distributed import SchedulerLostError
 
     from .jobs import run_lifecycle as lifecycle
@@ -291,7 +291,7 @@ def _cmd_run(args) -> int:
         with cluster_for(args, tls=tls, n_workers=n_workers, require_encryption=job.execution.require_encryption,
                      placement=placement, cluster=cluster_factory_of(args, job)) as client, \
                 lifecycle.checkpoints(remote, plan.partial):
-            phases_before = {"start-up": entered - process_started(), "checks": checks_done - entered,
+            phases_before = {"start-up": entered - began, "checks": checks_done - entered,
                              "cluster start" if client is not None else "placement": time.time() - checks_done}
             result = run_checked(checked, client, progress=not args.no_progress, phases_before=phases_before)
     except KeyboardInterrupt as exc:
@@ -309,7 +309,7 @@ def _cmd_run(args) -> int:
         print(f"  {name:<{width}}  {stats['mean']:.4f} ± {stats['std']:.4f}  ({stats['n']} folds)")
     for name, stats in result.timings.items():
         print(f"  {name:<{width}}  {stats['mean']:.4f} s a fold (min {stats['min']:.4f}, max {stats['max']:.4f})")
-    print(phase_line(result.phases, time.time() - process_started()))
+    print(phase_line(result.phases, time.time() - began))
     if result.search:
         print(_search_lines(result.search))
     # tracked after the run directory is written (a failure is a warning), before a URL's staging copy goes

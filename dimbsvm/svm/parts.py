@@ -126,12 +126,13 @@ def fit_part(X, y, prepared: PreparedFold, rows: FoldRows, *, estimator, part: P
         fitted = part.member.fit(X_train, y_train, part.seed, rows=train, drawn=None if bag is None else bag.drawn,
                                  sample_weight=sample_weight, fit_params=fit_params)
     else:
+        if sample_weight is not None or fit_params is not None:  # (only an ensemble's fit on arrays has them)
+            raise ValueError("row weights and routed fit arguments reach an ensemble's members, not a whole part")
         if train is not None:
             X_train, y_train = take_rows(X_train, train), np.asarray(y_train)[train]
-            sample_weight = None if sample_weight is None else np.asarray(sample_weight)[train]
         fitted = clone(estimator)
         with fit_guard(fitted):  # threads of one process share LIBLINEAR's generator
-            fitted.fit(X_train, y_train, **({} if sample_weight is None else {"sample_weight": sample_weight}))
+            fitted.fit(X_train, y_train)
     return fitted, time.perf_counter() - start
 
 
