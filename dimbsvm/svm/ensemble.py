@@ -32,21 +32,14 @@ from dimbsvm.svm._base import (
     default_estimator,
 )
 from dimbsvm.svm.bagging import BOOTSTRAPS, draw_bag
-from dimbsvm.svm.calibration import platt_fit
 from dimbsvm.svm.ensemble_chunks import chunked_fit_unsupported, fit_over_chunks
 from dimbsvm.svm.ensemble_plan import MemberPlanning
-from dimbsvm.svm.grid_members import (
-    ScreeningPlan,
-    candidate_settings,
-    keep_best_settings,
-    screened_search_results,
-)
+from dimbsvm.svm.grid_members import candidate_settings
 # Re-exported: models saved by dimbsvm 0.1.0 name ``dimbsvm.svm.ensemble.OTHRMember``
 # (skops stores the module path), and code imported fit_member from here.
 from dimbsvm.svm.members import MEMBER_MARGINS, OTHRMember, fit_member, pooled_oob_margins
 from dimbsvm.svm.othr import SEARCH_CONSTRAINTS
 from dimbsvm.svm.routing import route_fit, routing_enabled
-from dimbsvm.svm.shared_threshold import search_shared_shift, with_shared_shift
 
 __all__ = [
     "BOOTSTRAPS",
@@ -472,18 +465,6 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
             return fit_as_one_fold(self, X, y, client=client, n_jobs=self.n_jobs, label="ensemble members",
                                    sample_weight=sample_weight, fit_params=routed.estimator if routes else None)
 
-    def _screening_plan(self) -> ScreeningPlan:
-        seeds, settings, specs = self._grid_specs()
-        return ScreeningPlan(seeds, settings, tuple(specs), int(self.screen_members), int(self.screen_survivors))
-
-    def _assemble_screened(self, X, positive, plan, screened, added, screen, sample_weight=None):
-        survivors = screen.survivors
-        self.seeds_ = np.tile(plan.seeds, len(survivors))
-        self._set_members(X, positive, plan.survivor_members(screened, added, survivors),
-                          settings=[plan.settings[i] for i in survivors], sample_weight=sample_weight)
-        self.search_results_ = screened_search_results(plan.settings, screen, self.search_results_)
-        return self
-
     def _screens(self, n_settings=None) -> bool:
         """Whether ``fit`` screens the settings first (``screen_members`` takes effect).
 
@@ -496,70 +477,6 @@ class EnsembleOTHRClassifier(ClientParamMixin, MemberPlanning, _ShiftedMarginCla
     def _n_settings(self) -> int:
         base = default_estimator() if self.estimator is None else clone(self.estimator)
         return len(candidate_settings(self.param_grid, base))
-
-    def _set_members(self, X, positive, members, pooled_margins=None, shared_shift=None, settings=None,
-                     sample_weight=None):
-        """Finish fitting from fitted members: the shared shift (if pooled) and the attributes.
-
-        ``settings``: the grid settings the members belong to, setting by
-        setting (default: all of ``param_grid``'s). ``sample_weight``: the
-        training rows' weights, counted by the shared search.
-        """
-        if self.probability and self.threshold != "pooled_oob":
-            raise ValueError("probability=True calibrates the pooled out-of-bag margins: it needs "
-                             f"threshold='pooled_oob', got threshold={self.threshold!r}")
-        for stale in ("threshold_", "candidates_", "threshold_margins_", "platt_", "best_params_",
-                      "search_results_"):
-            self.__dict__.pop(stale, None)
-        if self.param_grid is not None:
-            if pooled_margins is not None:  # pooled over every setting's members: no ranking possible
-                raise ValueError("param_grid ranks each setting on its own members' out-of-bag margins; "
-                                 "margins pooled over all members cannot be used (pools_out_of_bag() is False)")
-            members = self._keep_best_settings(positive, members, settings, sample_weight)
-        self._pooled = self.threshold == "pooled_oob"
-        if self._pooled:
-            members = self._fit_shared_threshold(X, positive, members, self._threshold_search(),
-                                                 pooled_margins, shared_shift, sample_weight)
-        self.members_ = members
-        self.estimators_ = [member.estimator for member in self.members_]
-        self.thresholds_ = np.array([member.threshold for member in self.members_])
-        self.optimal_thresholds_ = np.array(
-            [member.optimal_threshold for member in self.members_]
-        )
-        return self
-
-    def _keep_best_settings(self, positive, members, settings=None, sample_weight=None):
-        """The members of the ``top_candidates`` settings of best out-of-bag ROC-AUC, on one scale."""
-        if settings is None:
-            settings = candidate_settings(self.param_grid, self._member_params().estimator)
-        kept, members, self.search_results_ = keep_best_settings(settings, members, positive, self.top_candidates,
-                                                                 sample_weight)
-        self.best_params_ = [settings[i] for i in kept]
-        per_setting = len(self.seeds_) // len(settings)
-        self.seeds_ = np.concatenate([self.seeds_[i * per_setting:(i + 1) * per_setting] for i in kept])
-        return members
-
-    def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None, shift=None,
-                              sample_weight=None):
-        """Search one shift on the pooled out-of-bag margins (unless given); set it in every member."""
-        if shift is None:
-            shift = search_shared_shift(X, positive, members, search, pooled_margins=pooled_margins,
-                                        n_neighbors=self.n_neighbors, knn_method=self.knn_method,
-                                        random_state=int(self.seeds_[0]), max_candidates=self.max_candidates,
-                                        sample_weight=sample_weight)
-        elif sample_weight is not None:
-            raise ValueError("a shared shift searched elsewhere cannot count sample_weight")
-        elif self.probability:
-            raise ValueError("probability=True calibrates on the pooled margins: the shift is searched here")
-        self.threshold_margins_, self.threshold_, self.candidates_ = shift.margins_used, shift.theta, shift.table
-        if self.probability:
-            if self.threshold_margins_ != "oob":  # the training rows' own margins would make it overconfident
-                raise ValueError("probability=True needs out-of-bag rows of both classes to calibrate on; "
-                                 "these members' bags left none of one class out (use more rows or members)")
-            # the shifted margin decision_function returns, on the rows each member did not see
-            self.platt_ = platt_fit(shift.margins + self.threshold_, positive[shift.rows],
-                                    None if sample_weight is None else np.asarray(sample_weight)[shift.rows])
-        return with_shared_shift(members, self.threshold_, "pooled_" + self.threshold_margins_)
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X):

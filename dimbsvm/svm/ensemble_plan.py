@@ -6,7 +6,9 @@ setting of ``param_grid``. :class:`MemberPlanning` gives them to the
 ensemble's own ``fit`` and to drivers that fit members elsewhere (the fold
 engine: :meth:`~MemberPlanning.plan_members`, then
 :meth:`~MemberPlanning.fit_from_members`), and sizes the bags and classes from
-labels or from :class:`~dimbsvm._counts.ClassCounts` alone.
+labels or from :class:`~dimbsvm._counts.ClassCounts` alone, and assembles the
+fitted members into the ensemble (the kept settings of ``param_grid``, the
+shared shift on the pooled out-of-bag margins).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from sklearn.utils import check_random_state
 
 from dimbsvm._counts import ClassCounts
 from dimbsvm.svm._base import binary_classes, default_estimator, positive_label
-from dimbsvm.svm.grid_members import ScreeningPlan, candidate_settings
+from dimbsvm.svm.calibration import platt_fit
+from dimbsvm.svm.grid_members import ScreeningPlan, candidate_settings, keep_best_settings, screened_search_results
 from dimbsvm.svm.members import MemberPlan, MemberSpec
 from dimbsvm.svm.scaled_defaults import LARGE_N, large_n_estimator
+from dimbsvm.svm.shared_threshold import search_shared_shift, with_shared_shift
 
 __all__ = ["MemberPlanning"]
 
@@ -29,13 +33,90 @@ _MAX_SEED = np.iinfo(np.int32).max
 
 
 class MemberPlanning:
-    """The planning half of :class:`~dimbsvm.svm.ensemble.EnsembleOTHRClassifier` (a mixin of it).
+    """The planning and assembling half of :class:`~dimbsvm.svm.ensemble.EnsembleOTHRClassifier` (a mixin of it).
 
     The methods read the ensemble's parameters and set ``classes_``,
     ``pos_label_``, ``max_samples_`` and ``seeds_``; the assembly of fitted
-    members (:meth:`fit_from_members`) finishes in the ensemble's
-    ``_set_members``.
+    members (:meth:`fit_from_members`, :meth:`fit_from_screened`) finishes in
+    ``_set_members``: the kept settings, the shared shift and the fitted
+    attributes.
     """
+
+    def _screening_plan(self) -> ScreeningPlan:
+        seeds, settings, specs = self._grid_specs()
+        return ScreeningPlan(seeds, settings, tuple(specs), int(self.screen_members), int(self.screen_survivors))
+
+    def _assemble_screened(self, X, positive, plan, screened, added, screen, sample_weight=None):
+        survivors = screen.survivors
+        self.seeds_ = np.tile(plan.seeds, len(survivors))
+        self._set_members(X, positive, plan.survivor_members(screened, added, survivors),
+                          settings=[plan.settings[i] for i in survivors], sample_weight=sample_weight)
+        self.search_results_ = screened_search_results(plan.settings, screen, self.search_results_)
+        return self
+
+    def _set_members(self, X, positive, members, pooled_margins=None, shared_shift=None, settings=None,
+                     sample_weight=None):
+        """Finish fitting from fitted members: the shared shift (if pooled) and the attributes.
+
+        ``settings``: the grid settings the members belong to, setting by
+        setting (default: all of ``param_grid``'s). ``sample_weight``: the
+        training rows' weights, counted by the shared search.
+        """
+        if self.probability and self.threshold != "pooled_oob":
+            raise ValueError("probability=True calibrates the pooled out-of-bag margins: it needs "
+                             f"threshold='pooled_oob', got threshold={self.threshold!r}")
+        for stale in ("threshold_", "candidates_", "threshold_margins_", "platt_", "best_params_",
+                      "search_results_"):
+            self.__dict__.pop(stale, None)
+        if self.param_grid is not None:
+            if pooled_margins is not None:  # pooled over every setting's members: no ranking possible
+                raise ValueError("param_grid ranks each setting on its own members' out-of-bag margins; "
+                                 "margins pooled over all members cannot be used (pools_out_of_bag() is False)")
+            members = self._keep_best_settings(positive, members, settings, sample_weight)
+        self._pooled = self.threshold == "pooled_oob"
+        if self._pooled:
+            members = self._fit_shared_threshold(X, positive, members, self._threshold_search(),
+                                                 pooled_margins, shared_shift, sample_weight)
+        self.members_ = members
+        self.estimators_ = [member.estimator for member in self.members_]
+        self.thresholds_ = np.array([member.threshold for member in self.members_])
+        self.optimal_thresholds_ = np.array(
+            [member.optimal_threshold for member in self.members_]
+        )
+        return self
+
+    def _keep_best_settings(self, positive, members, settings=None, sample_weight=None):
+        """The members of the ``top_candidates`` settings of best out-of-bag ROC-AUC, on one scale."""
+        if settings is None:
+            settings = candidate_settings(self.param_grid, self._member_params().estimator)
+        kept, members, self.search_results_ = keep_best_settings(settings, members, positive, self.top_candidates,
+                                                                 sample_weight)
+        self.best_params_ = [settings[i] for i in kept]
+        per_setting = len(self.seeds_) // len(settings)
+        self.seeds_ = np.concatenate([self.seeds_[i * per_setting:(i + 1) * per_setting] for i in kept])
+        return members
+
+    def _fit_shared_threshold(self, X, positive, members, search, pooled_margins=None, shift=None,
+                              sample_weight=None):
+        """Search one shift on the pooled out-of-bag margins (unless given); set it in every member."""
+        if shift is None:
+            shift = search_shared_shift(X, positive, members, search, pooled_margins=pooled_margins,
+                                        n_neighbors=self.n_neighbors, knn_method=self.knn_method,
+                                        random_state=int(self.seeds_[0]), max_candidates=self.max_candidates,
+                                        sample_weight=sample_weight)
+        elif sample_weight is not None:
+            raise ValueError("a shared shift searched elsewhere cannot count sample_weight")
+        elif self.probability:
+            raise ValueError("probability=True calibrates on the pooled margins: the shift is searched here")
+        self.threshold_margins_, self.threshold_, self.candidates_ = shift.margins_used, shift.theta, shift.table
+        if self.probability:
+            if self.threshold_margins_ != "oob":  # the training rows' own margins would make it overconfident
+                raise ValueError("probability=True needs out-of-bag rows of both classes to calibrate on; "
+                                 "these members' bags left none of one class out (use more rows or members)")
+            # the shifted margin decision_function returns, on the rows each member did not see
+            self.platt_ = platt_fit(shift.margins + self.threshold_, positive[shift.rows],
+                                    None if sample_weight is None else np.asarray(sample_weight)[shift.rows])
+        return with_shared_shift(members, self.threshold_, "pooled_" + self.threshold_margins_)
 
     def plan_screening(self, y) -> ScreeningPlan:
         """What :meth:`fit` does in its two rounds, from the labels alone (with ``screen_members``).
