@@ -8,9 +8,9 @@ Usage (from the repository root)::
 Each calibration job (:data:`CASES`: LIBLINEAR, kernel and feature-stage jobs from 10^3 to 3x10^5 rows
 of ``make_imbalanced`` data, 3-fold CV and the final model) runs in this process, as ``dimbsvm run``
 runs a small job, and its run time (``metrics.json`` ``duration_s``: plan, folds, final model, model
-and report written; after one warm-up job, not recorded) is paired with its row-fits by kind (:func:`dimbsvm.jobs.placement.estimate_work`).
-:func:`dimbsvm.jobs.cost.fit_cost_model` fits seconds per row-fit by kind and a fixed cost per job;
-the spread is the largest miss on these runs. Then :data:`HELD_OUT` jobs (other sizes and estimators,
+and report written; after one warm-up job, not recorded) is paired with the price of the plan it submits
+(:func:`dimbsvm.jobs.plan_price.price_job`: its tasks' costs summed). :func:`dimbsvm.jobs.cost.fit_cost_model`
+fits the measured seconds per priced second and a fixed cost per job; the spread is the largest miss on these runs. Then :data:`HELD_OUT` jobs (other sizes and estimators,
 not used in the fit) are run and their times compared with the range quoted for them. Unless
 ``--no-write``, the constants are written to ``dimbsvm/jobs/cost_model.json``.
 """
@@ -34,13 +34,14 @@ from dimbsvm.environment import machine_info, package_versions, utc_now
 
 logger = logging.getLogger("benchmarks.cost_model")
 
-N_FEATURES = 16
+#: Columns of the calibration data: the plan_price.FEATURE_UNIT a task cost stands for (wider rows cost more).
+N_FEATURES = 32
 LINEAR_ENSEMBLE = {"estimator": "linear_svc", "n_estimators": 10, "max_samples": 20_000, "smoothing": None,
                    "random_state": 0}
-KERNEL_ENSEMBLE = {"n_estimators": 5, "random_state": 0}
-#: Kernel members on small bags of many rows: their scoring of the rows out of their bags is most of the job
-#: (the kernel_scoring kind), as in an ensemble of RBF members on a large store.
-CAPPED_KERNEL_ENSEMBLE = {"n_estimators": 5, "max_samples": 1_000, "random_state": 0}
+KERNEL_ENSEMBLE = {"estimator": "svc", "n_estimators": 5, "random_state": 0}
+#: Kernel members on small bags of many rows: their scoring of the rows out of their bags is most of the job,
+#: as in an ensemble of RBF members on a large store (named: the default members above 20,000 rows are linear).
+CAPPED_KERNEL_ENSEMBLE = {"estimator": "svc", "n_estimators": 5, "max_samples": 1_000, "random_state": 0}
 
 #: (name, estimator, params, rows, feature stages) of the runs the constants are fitted on.
 CASES = [
@@ -75,7 +76,8 @@ LARGE_HELD_OUT = [
     ("ensemble_kernel_capped", "ensemble_othr", CAPPED_KERNEL_ENSEMBLE, 1_000_000, []),
     ("ensemble_kernel_capped", "ensemble_othr", dict(CAPPED_KERNEL_ENSEMBLE, n_estimators=3, max_samples=2_000),
      1_000_000, []),
-    ("ensemble_kernel_default", "ensemble_othr", {"n_estimators": 2, "random_state": 0}, 1_000_000, []),
+    ("ensemble_kernel_default", "ensemble_othr", {"estimator": "svc", "n_estimators": 2, "random_state": 0},
+     1_000_000, []),
 ]
 
 
@@ -90,48 +92,104 @@ def _data(directory: Path, n: int) -> Path:
 
 
 def run_case(case, directory: Path) -> dict:
-    """Run one calibration job in this process; its seconds and row-fits by kind."""
-    from dimbsvm.jobs import run_job, validate_job
+    """Run one calibration job in this process; its seconds and the price of its plan."""
+    from dimbsvm.jobs import run_job
     from dimbsvm.jobs.data import load_job_data
-    from dimbsvm.jobs.placement import estimate_work
+    from dimbsvm.jobs.plan_price import price_job
 
-    name, estimator, params, n, features = case
-    spec = {"name": f"cost-{name}-{n}", "data": {"source": str(_data(directory, n))},
-            "preprocessing": {"scaler": "minmax"}, "estimator": {"name": estimator, "params": params},
-            "features": features, "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 0},
-            "metrics": ["g_mean", "auc"]}
-    job = validate_job(spec)
+    name, _, _, n, _ = case
+    job = _job_of(case, directory)
     data = load_job_data(job.data.source)
-    work = estimate_work(job, np.asarray(data.y), n_features=int(np.prod(data.X.shape[1:])))
+    price = price_job(job, data)
+    fixed, terms = price_terms(job, data)
     out = Path(tempfile.mkdtemp(prefix="cost-", dir=directory))
     tic = time.perf_counter()
     result = run_job(job, None, out=out / "run", progress=False)
     wall = time.perf_counter() - tic
     seconds = json.loads((Path(result.run_dir) / "metrics.json").read_text())["duration_s"]
     shutil.rmtree(out, ignore_errors=True)
-    logger.info("%s n=%d: %.2f s (wall %.2f s), %s", name, n, seconds, wall, work.describe())
-    return {"name": name, "estimator": estimator, "rows": n, "seconds": seconds, "n_fits": work.n_fits,
-            "row_fits": work.kind_row_fits()}
+    logger.info("%s n=%d: %.2f s (wall %.2f s), priced %.2f s in %d tasks", name, n, seconds, wall, price.work,
+                price.n_tasks)
+    return {"name": name, "estimator": case[1], "rows": n, "seconds": seconds, "n_tasks": price.n_tasks,
+            "priced_work": price.work, "priced_span": price.span, "fixed": fixed, "terms": terms}
+
+
+#: The task-cost constants (dimbsvm.svm.task_costs) the calibration runs identify; the others stay as set.
+TASK_CONSTANTS = ("LINEAR_FIT_SECONDS", "KERNEL_FIT_SECONDS", "KERNEL_SCORE_SECONDS", "PREPARE_ROW_SECONDS",
+                  "ASSEMBLE_ROW_SECONDS")
+
+
+def _job_of(case, directory: Path):
+    from dimbsvm.jobs import validate_job
+
+    name, estimator, params, n, features = case
+    return validate_job({"name": f"cost-{name}-{n}", "data": {"source": str(_data(directory, n))},
+                         "preprocessing": {"scaler": "minmax"}, "estimator": {"name": estimator, "params": params},
+                         "features": features, "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 0},
+                         "metrics": ["g_mean", "auc"]})
+
+
+def price_terms(job, data) -> tuple[float, list[float]]:
+    """A plan's price as ``fixed + sum(c_k * term_k)`` over :data:`TASK_CONSTANTS` ``c_k``: every task's cost is
+    linear in them, so each term is the price with that constant 1 and the others 0, less the fixed part."""
+    import dimbsvm.svm.task_costs as task_costs
+    from dimbsvm.jobs.plan_price import price_job
+
+    kept = {name: getattr(task_costs, name) for name in TASK_CONSTANTS}
+
+    def priced(values):
+        for name in TASK_CONSTANTS:
+            setattr(task_costs, name, values.get(name, 0.0))
+        return price_job(job, data).work
+
+    try:
+        fixed = priced({})
+        return fixed, [priced({name: 1.0}) - fixed for name in TASK_CONSTANTS]
+    finally:
+        for name, value in kept.items():
+            setattr(task_costs, name, value)
+
+
+def fit_task_constants(runs) -> dict:
+    """The :data:`TASK_CONSTANTS` (and a fixed cost per job) that best price ``runs``' measured seconds:
+    non-negative least squares on relative errors; the largest miss with them."""
+    from scipy.optimize import nnls
+
+    A = np.array([[1.0, *run["terms"]] for run in runs])
+    t = np.array([run["seconds"] for run in runs])
+    rest = t - np.array([run["fixed"] for run in runs])
+    scale = A.max(axis=0)
+    scale[scale == 0] = 1.0
+    coef, _ = nnls(A / scale / t[:, None], rest / t)
+    coef = coef / scale
+    predicted = A @ coef + (t - rest)
+    return {"overhead_seconds": float(coef[0]), **{name: float(c) for name, c in zip(TASK_CONSTANTS, coef[1:])},
+            "largest_miss": float(np.maximum(predicted / t, t / predicted).max())}
 
 
 DESCRIPTION = ("Each job runs in one process (as dimbsvm run runs a small job), 3-fold CV and the final model "
-               "on make_imbalanced data (16 features, 5 % minority), after one warm-up job; measured: the run's "
-               "duration_s. The constants are fitted on the 'fitted' rows; 'held out' rows were not used. The "
-               "quoted range is the point estimate divided and multiplied by the spread.")
+               f"on make_imbalanced data ({N_FEATURES} features, 5 % minority), after one warm-up job; measured: the "
+               "run's duration_s; priced: the sum of the task costs of the plan it submits (dimbsvm.jobs.plan_price). "
+               "The constants are fitted on the 'fitted' rows; 'held out' rows were not used. The quoted range is "
+               "the point estimate divided and multiplied by the spread.")
 
 
 def render_markdown(summary: dict) -> list[str]:
     """The constants and the table of runs (``report.md`` and the RESULTS.md section)."""
     constants = summary["constants"]
-    per_kind = ", ".join(f"{kind} {value:.3g} s" for kind, value in constants["seconds_per_row_fit"].items())
-    lines = [f"Constants (seconds per row-fit on one core): {per_kind}; {constants['overhead_seconds']:.2f} s per "
-             f"job; spread x{constants['spread']:.2f}.", "",
-             "| set | job | rows | fits | measured s | predicted s | quoted range s | inside |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [f"Constants: {constants['scale']:.3g} measured seconds per priced second of a plan, "
+             f"{constants['overhead_seconds']:.2f} s per job; spread x{constants['spread']:.2f}.", ""]
+    fitted = summary.get("task_constants")
+    if fitted:
+        kept = ", ".join(f"{name} {fitted[name]:.3g}" for name in TASK_CONSTANTS)
+        lines += [f"The task costs these runs identify (dimbsvm/svm/task_costs.py, fitted on the same runs): {kept}; "
+                  f"{fitted['overhead_seconds']:.2f} s per job; largest miss x{fitted['largest_miss']:.2f}.", ""]
+    lines += ["| set | job | rows | tasks | priced s | measured s | predicted s | quoted range s | inside |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for label, runs in (("fitted", summary["fitted_on"]), ("held out", summary["held_out"])):
         for run in runs:
-            lines.append(f"| {label} | {run['name']} | {run['rows']:,} | {run['n_fits']} | {run['seconds']:.2f} | "
-                         f"{run['predicted']:.2f} | {run['low']:.2f}-{run['high']:.2f} | "
+            lines.append(f"| {label} | {run['name']} | {run['rows']:,} | {run['n_tasks']} | {run['priced_work']:.2f} | "
+                         f"{run['seconds']:.2f} | {run['predicted']:.2f} | {run['low']:.2f}-{run['high']:.2f} | "
                          f"{'yes' if run['inside'] else 'no'} |")
     return lines
 
@@ -148,7 +206,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     from dimbsvm.jobs.cost import COST_MODEL_FILE, fit_cost_model, load_cost_model
-    from dimbsvm.jobs.placement import WorkEstimate
+    from dimbsvm.jobs.plan_price import PlanPrice
 
     started, tic = utc_now(), time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix="cost-model-"))
@@ -160,16 +218,16 @@ def main(argv=None) -> int:
             fitted_on, model = [], load_cost_model()
         else:
             fitted_on = [run_case(case, scratch) for case in CASES]
-            model = fit_cost_model([(run["row_fits"], run["seconds"]) for run in fitted_on])
+            model = fit_cost_model([(run["priced_work"], run["seconds"]) for run in fitted_on])
         held_out = [run_case(case, scratch) for case in held_out_cases]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for run in fitted_on + held_out:
-        work = WorkEstimate(run["n_fits"], sum(run["row_fits"].values()), tuple(run["row_fits"].items()))
-        quoted = model.estimate(work)
-        run.update(predicted=model.seconds(work), low=quoted.low, high=quoted.high,
+        price = PlanPrice(run["n_tasks"], run["priced_work"], run["priced_span"])
+        quoted = model.estimate(price)
+        run.update(predicted=model.seconds(price), low=quoted.low, high=quoted.high,
                    inside=quoted.low <= run["seconds"] <= quoted.high)
-    constants = ({"seconds_per_row_fit": model.seconds_per_row_fit, "overhead_seconds": model.overhead_seconds,
+    constants = ({"scale": model.scale, "overhead_seconds": model.overhead_seconds,
                   "spread": model.spread, "fitted": started, "command": "python -m benchmarks.cost_model",
                   "runs": len(fitted_on)}
                  if not args.held_out_only else json.loads(COST_MODEL_FILE.read_text()))
@@ -180,7 +238,7 @@ def main(argv=None) -> int:
                "command": "python -m benchmarks.cost_model " + shlex.join(argv if argv is not None else sys.argv[1:]),
                "date": started, "wall_seconds": time.perf_counter() - tic, "machine": machine_info(),
                "packages": package_versions(), "constants": constants, "fitted_on": fitted_on,
-               "held_out": held_out}
+               "held_out": held_out, "task_constants": fit_task_constants(fitted_on) if fitted_on else None}
     report = "\n".join(render_markdown(summary))
     write_summary(args.out, summary, report)
     print(report)

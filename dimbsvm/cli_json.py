@@ -65,7 +65,7 @@ SCHEMAS = {
         "runs_on": {"type": "string"},
         "estimate": {"type": ["object", "null"], "properties": {
             "seconds_low": {"type": "number"}, "seconds_high": {"type": "number"}, "in_process": {"type": "boolean"},
-            "fits": {"type": "integer"}, "row_fits": {"type": "number"}}},
+            "tasks": {"type": "integer"}, "work_seconds": {"type": "number"}}},
         "run_directory": {"type": ["string", "null"]}, "resumes": {"type": "boolean"}},
         ["job", "rows", "runs_on"]),
     "retrain": _schema("retrain", {

@@ -29,8 +29,8 @@ def cmd_retrain(args) -> int:
     job = checked.job
     holdout = job.retrain.holdout
     # the challenger is one fit on the rows left after the holdout (all of them with a separate holdout source)
-    training_rows = [len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction)]
-    placement = placement_of(args, job, checked.data, training_rows=training_rows)
+    challenger_rows = int(len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction))
+    placement = placement_of(args, job, checked.data, challenger_rows=challenger_rows)
     with cluster_for(args, tls=tls, require_encryption=job.execution.require_encryption,
                  placement=placement, cluster=cluster_factory_of(args, job)) as client:
         outcome = retrain_checked(checked, client, args.registry, force=args.force)
@@ -79,8 +79,8 @@ def cmd_schedule(args) -> int:
     scales_from_zero = cluster_factory_of(args, job) is not None or args.scale_from_zero
     # placed as `retrain` places one run, by the data as it is now: small retrainings run in this process
     holdout = job.retrain.holdout
-    training_rows = [len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction)]
-    placement = placement_of(args, job, checked.data, training_rows=training_rows)
+    challenger_rows = int(len(checked.data.y) * (1 if holdout.source else 1 - holdout.fraction))
+    placement = placement_of(args, job, checked.data, challenger_rows=challenger_rows)
     with cluster_for(args, tls=tls, require_encryption=job.execution.require_encryption, placement=placement,
                  worker_timeout=None, cluster=cluster_factory_of(args, job)) as client:
         def run_once():

@@ -34,14 +34,12 @@ def tls_settings(args):
     return TLSSettings(args.tls_ca_file, args.tls_cert, args.tls_key)
 
 
-def placement_of(args, job, data, *, training_rows=None):
+def placement_of(args, job, data, *, challenger_rows=None):
     """Where a job runs (:func:`dimbsvm.jobs.placement.place_job`) given the command line's cluster flags."""
-    from .jobs.data import values_per_row
     from .jobs.placement import place_job
 
-    return place_job(job, data.y, n_features=values_per_row(data), scheduler=args.scheduler,
-                     scheduler_file=args.scheduler_file, workers=args.workers, training_rows=training_rows,
-                     cluster=args.cluster)
+    return place_job(job, data, scheduler=args.scheduler, scheduler_file=args.scheduler_file, workers=args.workers,
+                     challenger_rows=challenger_rows, cluster=args.cluster)
 
 
 def cluster_factory_of(args, job=None):
@@ -66,7 +64,7 @@ def cluster_for(args, *, tls=None, placement=None, **kwargs):
                                      or os.environ.get("DASK_SCHEDULER_ADDRESS")):
         raise DimbsvmError("--scale-from-zero is for a remote scheduler's cluster (--scheduler, --scheduler-file or "
                            "DASK_SCHEDULER_ADDRESS); an embedded cluster has its workers from the start")
-    if placement is not None and placement.work is not None:
+    if placement is not None and placement.decided:
         print(placement.reason, flush=True)
     cost = placement.cost_line() if placement is not None else None
     if cost is not None:

@@ -11,75 +11,47 @@ import pytest
 from dimbsvm.cli import main
 from dimbsvm.jobs import validate_job
 from dimbsvm.jobs.cost import HOUR, MIN_SPREAD, CostModel, TimeRange, fit_cost_model, load_cost_model
-from dimbsvm.jobs.placement import WorkEstimate, estimate_work, place_job
+from dimbsvm.jobs.data import JobData
+from dimbsvm.jobs.placement import place_job
+from dimbsvm.jobs.plan_price import PlanPrice, price_job
 
 
-def _work(n_fits, **kinds):
-    return WorkEstimate(n_fits, float(sum(kinds.values())), tuple(kinds.items()))
+def _data(y, n_features):
+    """Rows of no memory (a broadcast zero): a price reads the data's shape and labels, never its values."""
+    return JobData(np.broadcast_to(np.zeros(1), (len(y), n_features)), np.asarray(y), {"name": "priced"})
 
 
 def test_the_fit_recovers_the_constants_of_runs_a_known_model_made():
-    # the truth: seconds = 0.7 + 3e-7 linear + 2e-6 kernel + 5e-6 features + 4e-8 scoring, exactly
+    # the truth: seconds = 0.7 + 0.4 x priced seconds, exactly
     rng = np.random.default_rng(0)
-    truth = {"linear": 3e-7, "kernel": 2e-6, "features": 5e-6, "scoring": 4e-8}
-    runs = []
-    for _ in range(12):
-        kinds = {kind: float(rng.choice([0, 1]) * rng.uniform(1e4, 1e7)) for kind in truth}
-        runs.append((kinds, 0.7 + sum(truth[k] * v for k, v in kinds.items())))
+    runs = [(work, 0.7 + 0.4 * work) for work in rng.uniform(0.01, 500.0, 12)]
     model = fit_cost_model(runs)
     assert model.overhead_seconds == pytest.approx(0.7, rel=1e-6)
-    for kind, value in truth.items():
-        assert model.seconds_per_row_fit[kind] == pytest.approx(value, rel=1e-6)
+    assert model.scale == pytest.approx(0.4, rel=1e-6)
     assert model.spread == MIN_SPREAD  # no miss: the least spread
 
 
 def test_with_noise_every_fitted_run_is_inside_its_range_and_the_spread_is_the_largest_miss():
     rng = np.random.default_rng(1)
-    runs = [({"linear": x}, (1.0 + 1e-6 * x) * rng.uniform(0.3, 1.6)) for x in rng.uniform(1e5, 1e7, 20)]
+    runs = [(x, (1.0 + 0.5 * x) * rng.uniform(0.3, 1.6)) for x in rng.uniform(0.1, 100.0, 20)]
     model = fit_cost_model(runs)
     misses = []
-    for kinds, seconds in runs:
-        quoted = model.estimate(_work(1, **kinds))
+    for work, seconds in runs:
+        price = PlanPrice(10, work, work / 10)
+        quoted = model.estimate(price)
         assert quoted.low <= seconds * (1 + 1e-9) and seconds <= quoted.high * (1 + 1e-9)
-        point = model.seconds(_work(1, **kinds))
+        point = model.seconds(price)
         misses.append(max(point / seconds, seconds / point))
     assert model.spread == pytest.approx(max(misses)) and model.spread > MIN_SPREAD
     assert model.spread < 1.6 / 0.3  # no miss beyond the noise's own range
 
 
-def test_cores_divide_the_fitting_but_not_the_fixed_cost_nor_past_the_number_of_fits():
-    model = CostModel({"linear": 1e-6}, overhead_seconds=2.0, spread=2.0)
-    work = _work(4, linear=8e6)  # 2 s fixed + 8 s of fitting on one core
-    assert model.estimate(work, cores=1) == TimeRange(5.0, 20.0)
-    assert model.estimate(work, cores=2) == TimeRange(3.0, 12.0)  # 2 + 8/2
-    assert model.estimate(work, cores=16) == model.estimate(work, cores=4)  # 4 fits: 4 cores at most
-
-
-def test_work_by_kind_adds_up_to_the_row_fits():
-    y = np.r_[np.zeros(9_000), np.ones(1_000)]
-    linear = validate_job({"data": {"source": "yeast5"}, "estimator": {
-        "name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "max_samples": 2_000}},
-        "cv": {"n_splits": 2, "n_repeats": 1}})
-    kernel = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"},
-                           "features": [{"name": "similarity"}], "cv": {"n_splits": 2, "n_repeats": 1}})
-    work = estimate_work(linear, y)
-    assert set(work.kind_row_fits()) == {"linear", "scoring"}
-    # 2 folds of 5,000 rows + the final model of 10,000, 4 members each on bags of 2,000 rows: 12 fits of
-    # 2,000 row-fits, and each member scores its fit's rows and the fold's test rows
-    assert work.n_fits == 12 and work.kind_row_fits()["linear"] == pytest.approx(12 * 2_000)
-    assert work.kind_row_fits()["scoring"] == pytest.approx(4 * ((5_000 + 5_000) * 2 + 10_000))
-    assert work.row_fits == pytest.approx(12 * 2_000)  # row-fits are the fits' rows; scoring is apart
-    work = estimate_work(kernel, y)
-    assert set(work.kind_row_fits()) == {"kernel", "features"}
-    assert sum(work.kind_row_fits().values()) == pytest.approx(work.row_fits)
-    # kernel members: each scored row counts once per row of the member's bag (its support vectors grow with
-    # the bag), apart from a linear member's rows
-    kernel_members = validate_job({"data": {"source": "yeast5"}, "estimator": {
-        "name": "ensemble_othr", "params": {"n_estimators": 4, "max_samples": 2_000}},
-        "cv": {"n_splits": 2, "n_repeats": 1}})
-    work = estimate_work(kernel_members, y)
-    assert set(work.kind_row_fits()) == {"kernel", "kernel_scoring"}
-    assert work.kind_row_fits()["kernel_scoring"] == pytest.approx(4 * ((5_000 + 5_000) * 2 + 10_000) * 2_000)
+def test_cores_divide_the_work_but_not_the_fixed_cost_nor_below_the_longest_chain():
+    model = CostModel(scale=0.5, overhead_seconds=2.0, spread=2.0)
+    price = PlanPrice(n_tasks=30, work=16.0, span=4.0)  # 2 s fixed + 8 s of work on one core
+    assert model.estimate(price, cores=1) == TimeRange(5.0, 20.0)
+    assert model.estimate(price, cores=2) == TimeRange(3.0, 12.0)  # 2 + 8/2
+    assert model.estimate(price, cores=16) == model.estimate(price, cores=4)  # its longest chain: 4 x 0.5 s
 
 
 def test_a_kernel_ensembles_scoring_of_millions_of_rows_is_quoted_past_an_hour():
@@ -90,21 +62,23 @@ def test_a_kernel_ensembles_scoring_of_millions_of_rows_is_quoted_past_an_hour()
     spec = {"data": {"source": "yeast5"},
             "estimator": {"name": "ensemble_othr", "params": {"n_estimators": 10, "estimator": "svc"}},
             "cv": {"n_splits": 3, "n_repeats": 1}}
-    kernel = place_job(validate_job(spec), y, n_features=32)
+    kernel = place_job(validate_job(spec), _data(y, 32))
     assert kernel.time.over_an_hour and "linear members (estimator: linear_svc" in kernel.cost_line()
     for params in ({"n_estimators": 10, "estimator": "linear_svc"}, {"n_estimators": 10}):  # the default: linear
         spec["estimator"]["params"] = params
-        assert not place_job(validate_job(spec), y, n_features=32).time.over_an_hour
+        assert not place_job(validate_job(spec), _data(y, 32)).time.over_an_hour
 
 
 def test_the_shipped_cost_model_loads_and_quotes_a_range():
     model = load_cost_model()
-    assert model.spread >= 1.0 and model.overhead_seconds >= 0
-    assert set(model.seconds_per_row_fit) == {"linear", "kernel", "features", "scoring", "kernel_scoring"}
+    assert model.spread >= MIN_SPREAD and model.overhead_seconds >= 0 and model.scale > 0
     job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "svc_balanced"}})
-    placement = place_job(job, np.r_[np.zeros(1_440), np.ones(44)], n_features=8)
+    data = _data(np.r_[np.zeros(1_440), np.ones(44)], 8)
+    placement = place_job(job, data)
     assert placement.in_process and placement.time.low < placement.time.high
-    assert placement.cost_line().startswith("estimated ") and "in this process (6 fits" in placement.cost_line()
+    assert placement.seconds == pytest.approx(model.seconds(price_job(job, data)))
+    tasks = price_job(job, data).n_tasks
+    assert placement.cost_line().startswith("estimated ") and f"in {tasks} tasks)" in placement.cost_line()
 
 
 @pytest.mark.parametrize("params, over_an_hour", [
@@ -116,6 +90,7 @@ def test_the_shipped_cost_model_loads_and_quotes_a_range():
 ])
 def test_validate_quotes_the_cost_and_warns_of_a_job_past_an_hour(tmp_path, capsys, params, over_an_hour):
     from dimbsvm.datasets import make_imbalanced
+    from dimbsvm.jobs.data import load_job_data
 
     X, y = make_imbalanced(200_000, n_features=8, minority_fraction=0.05, random_state=0)
     np.savez(tmp_path / "rows.npz", X=np.asarray(X), y=np.asarray(y))
@@ -128,8 +103,8 @@ def test_validate_quotes_the_cost_and_warns_of_a_job_past_an_hour(tmp_path, caps
     cost = [line.strip() for line in out.splitlines() if line.strip().startswith("cost: ")]
     assert len(cost) == 1 and ("this job may run for over an hour" in cost[0]) == over_an_hour, out
     in_process = "in this process" in cost[0]  # (the default's linear members: below the cluster threshold)
-    expected = load_cost_model().estimate(estimate_work(validate_job(spec), np.asarray(y), n_features=8),
-                                          cores=1 if in_process else os.cpu_count())
+    price = price_job(validate_job(spec), load_job_data(str(tmp_path / "rows.npz")))
+    expected = load_cost_model().estimate(price, cores=1 if in_process else os.cpu_count())
     assert expected.over_an_hour == over_an_hour
     where = "in this process" if in_process else f"on {os.cpu_count()} cores"
     assert f"estimated {expected.describe()} {where}" in cost[0]

@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 from dimbsvm.jobs import validate_job
-from dimbsvm.jobs.placement import CLUSTER_THRESHOLD, FEATURE_UNIT, KERNEL_ROWS, estimate_work, place_job
+from dimbsvm.jobs.data import JobData
+from dimbsvm.jobs.placement import CLUSTER_SECONDS, place_job
+from dimbsvm.jobs.plan_price import FEATURE_UNIT, price_job
+from dimbsvm.svm.task_costs import TASK_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 Y = np.r_[np.zeros(900), np.ones(100)]  # 1000 rows, 100 minority
@@ -21,83 +24,125 @@ def _job(**sections):
     return validate_job({"data": {"source": "yeast5"}, **sections})
 
 
-def test_linear_job_counts_its_training_rows():
-    job = _job(estimator={"name": "linear_svc"}, cv={"n_splits": 4, "n_repeats": 3})
-    work = estimate_work(job, Y)
-    assert work.n_fits == 12 + 1  # every fold, then the final model
-    assert work.row_fits == 12 * 750 + 1000
+def _data(y, n_features=8):
+    """Rows of no memory (a broadcast zero): a price reads the data's shape and labels, never its values."""
+    return JobData(np.broadcast_to(np.zeros(1), (len(y), n_features)), np.asarray(y), {"name": "priced"})
 
 
-def test_without_a_final_model_only_folds_count():
-    job = _job(estimator={"name": "linear_svc"}, cv={"n_splits": 5}, output={"model": False})
-    assert estimate_work(job, Y).n_fits == 5
+def _submitted(job, data, monkeypatch, tmp_path):
+    """The plan a real in-process run of ``job`` submits: its tasks and their costs, caught on the way to run_plan."""
+    import dimbsvm.model_selection.folds as folds
+    from dimbsvm.jobs import run_job
+
+    plans, run_plan = [], folds.run_plan
+
+    def caught(plan, **kwargs):
+        plans.append(plan)
+        return run_plan(plan, **kwargs)
+
+    monkeypatch.setattr(folds, "run_plan", caught)
+    run_job(job, None, out=tmp_path / "run", progress=False)
+    [plan] = plans
+    return plan
 
 
-def test_kernel_fits_grow_with_the_square_of_their_rows():
-    job = _job(estimator={"name": "svc"}, cv={"n_splits": 2}, output={"model": False})
-    assert estimate_work(job, Y).row_fits == 2 * 500 * 500 / KERNEL_ROWS
-    small = np.r_[np.zeros(90), np.ones(10)]  # 50 training rows: below KERNEL_ROWS, counted once each
-    assert estimate_work(job, small).row_fits == 2 * 50
+@pytest.mark.parametrize("estimator", [
+    {"name": "linear_svc"}, {"name": "othr"},
+    {"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4, "random_state": 0}},
+    {"name": "recommended", "params": {"n_estimators": 3, "param_grid": {"C": [1.0, 10.0]}, "screen_members": 1,
+                                       "screen_survivors": 1}},
+])
+def test_the_price_is_the_plan_a_run_submits(estimator, monkeypatch, tmp_path):
+    """Priced before anything runs: the same tasks as the run submits, and the sum of their costs."""
+    from dimbsvm.jobs.data import load_job_data
+
+    job = _job(estimator=estimator, cv={"n_splits": 3, "random_state": 0})
+    data = load_job_data("yeast5")
+    price = price_job(job, data)
+    plan = _submitted(job, data, monkeypatch, tmp_path)
+    costs = [TASK_SECONDS if task.cost is None else task.cost for task in plan.tasks if not task.shared]
+    assert price.n_tasks == len(costs)
+    assert price.work == pytest.approx(sum(costs), rel=1e-12)
+    assert 0 < price.span < price.work
 
 
-def test_ensemble_members_count_their_bags():
-    job = _job(estimator={"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 4,
-                                                                "max_samples": 100}},
-               cv={"n_splits": 2}, output={"model": False})
-    work = estimate_work(job, Y)
-    assert (work.n_fits, work.row_fits) == (2 * 4, 2 * 4 * 100)
-    balanced = _job(estimator={"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 3,
-                                                                     "bootstrap": "balanced"}},
-                    cv={"n_splits": 2}, output={"model": False})
-    # a balanced bag: the training fold's minority rows, and as many majority rows
-    assert estimate_work(balanced, Y).row_fits == 2 * 3 * (2 * 50)
+def test_a_search_prices_every_inner_fit(monkeypatch, tmp_path):
+    from dimbsvm.jobs.data import load_job_data
 
-
-def test_a_screening_grid_counts_the_members_it_fits():
-    grid = {"C": [1.0, 10.0], "gamma": [0.3, 1.0, 3.0]}  # 6 settings
-    screened = _job(estimator={"name": "recommended", "params": {"n_estimators": 4, "param_grid": grid,
-                                                                  "screen_members": 1, "screen_survivors": 2}},
-                    cv={"n_splits": 2}, output={"model": False})
-    assert estimate_work(screened, Y).n_fits == 2 * (6 * 1 + 2 * 3)
-    full = _job(estimator={"name": "recommended", "params": {"n_estimators": 4, "param_grid": grid}},
-                cv={"n_splits": 2}, output={"model": False})
-    assert estimate_work(full, Y).n_fits == 2 * 6 * 4
-
-
-def test_a_search_adds_its_inner_fits():
     job = _job(estimator={"name": "linear_svc"}, cv={"n_splits": 2}, output={"model": False},
                search={"params": {"C": [0.1, 1.0, 10.0]}, "cv": 3})
-    work = estimate_work(job, Y)
-    assert work.n_fits == 2 * (1 + 3 * 3)
-    assert work.row_fits == pytest.approx(2 * (500 + 9 * 500 * 2 / 3))
+    data = load_job_data("yeast5")
+    price = price_job(job, data)
+    plan = _submitted(job, data, monkeypatch, tmp_path)
+    inner = [task for task in plan.tasks if task.name == "inner-score"]
+    assert len(inner) == 2 * 3 * 3 and all(task.cost is not None and task.cost > TASK_SECONDS for task in inner)
+    costs = [TASK_SECONDS if task.cost is None else task.cost for task in plan.tasks if not task.shared]
+    assert price.n_tasks == len(costs) and price.work == pytest.approx(sum(costs), rel=1e-12)
+
+
+def test_a_stores_price_lays_its_folds_out_from_class_totals(tmp_path, monkeypatch):
+    """A store's folds are priced from the class totals it records, without a task; the run's exact counts
+    give the same tasks and nearly the same work."""
+    from dimbsvm.datasets import make_imbalanced
+    from dimbsvm.jobs.data import load_job_data
+    from dimbsvm.store import ingest
+
+    X, y = make_imbalanced(6_000, n_features=6, minority_fraction=0.05, random_state=0)
+    ingest((X, y), tmp_path / "s.zarr", chunk_rows=1_000)
+    job = validate_job({"data": {"source": str(tmp_path / "s.zarr")},
+                        "estimator": {"name": "ensemble_othr", "params": {"estimator": "linear_svc",
+                                                                          "n_estimators": 3, "random_state": 0}},
+                        "cv": {"n_splits": 3, "random_state": 0}})
+    data = load_job_data(job.data.source)
+    price = price_job(job, data)
+    plan = _submitted(job, data, monkeypatch, tmp_path)
+    costs = [TASK_SECONDS if task.cost is None else task.cost for task in plan.tasks if not task.shared]
+    assert price.n_tasks == len(costs)
+    assert price.work == pytest.approx(sum(costs), rel=0.01)
+
+
+def test_kernel_fits_cost_about_the_square_of_their_rows():
+    job = _job(estimator={"name": "svc"}, cv={"n_splits": 2}, output={"model": False})
+    small, large = (price_job(job, _data(np.r_[np.zeros(n - n // 10), np.ones(n // 10)])) for n in (4_000, 8_000))
+    assert 3.5 < (large.work - large.n_tasks * TASK_SECONDS) / (small.work - small.n_tasks * TASK_SECONDS) < 4.1
+
+
+def test_wide_rows_cost_in_proportion_to_their_width():
+    job = _job(estimator={"name": "linear_svc"}, cv={"n_splits": 2}, output={"model": False})
+    narrow, unit, wide = (price_job(job, _data(Y, n)) for n in (FEATURE_UNIT // 2, FEATURE_UNIT, 4 * FEATURE_UNIT))
+    assert narrow == unit
+    fixed = unit.n_tasks * TASK_SECONDS
+    assert wide.work - fixed == pytest.approx(4 * (unit.work - fixed))
+
+
+def test_a_retrainings_challenger_is_one_fit_of_its_rows():
+    job = _job(estimator={"name": "linear_svc"})
+    price = price_job(job, _data(Y), challenger_rows=800)
+    assert price.n_tasks == 3  # prepare, fit, finish (no test rows)
+    assert price_job(job, _data(Y), challenger_rows=400).work < price.work
 
 
 def test_small_jobs_run_here_large_ones_start_a_cluster():
-    small = place_job(_job(estimator={"name": "svc_balanced"}), Y)
-    assert small.in_process
-    assert small.reason.startswith("running in this process: ~") and "--workers N" in small.reason
+    small = place_job(_job(estimator={"name": "svc_balanced"}), _data(Y))
+    assert small.in_process and small.decided
+    assert small.reason.startswith("running in this process: about ") and "--workers N" in small.reason
     big_y = np.r_[np.zeros(90_000), np.ones(10_000)]
-    large = place_job(_job(estimator={"name": "svc_balanced"}), big_y)
-    assert not large.in_process and large.work.row_fits > CLUSTER_THRESHOLD
-    assert large.reason.startswith("starting an embedded cluster: ~")
+    large = place_job(_job(estimator={"name": "svc_balanced"}), _data(big_y))
+    assert not large.in_process and large.seconds >= CLUSTER_SECONDS
+    assert large.reason.startswith("starting an embedded cluster: about ") and "of one core's work" in large.reason
 
 
-def test_few_row_fits_with_millions_of_rows_to_score_start_a_cluster():
-    """An ensemble on capped bags trains on few rows but scores every out-of-bag one: its cost model estimate decides."""
-    from dimbsvm.jobs.cost import load_cost_model
-    from dimbsvm.jobs.placement import CLUSTER_SECONDS
-
+def test_few_training_rows_with_millions_of_rows_to_score_start_a_cluster():
+    """An ensemble on capped bags trains on few rows but scores every out-of-bag one: its scoring tasks decide."""
     job = _job(estimator={"name": "ensemble_othr", "params": {"estimator": "linear_svc", "n_estimators": 10,
                                                                "max_samples": 20_000, "random_state": 0}},
                cv={"n_splits": 3})
-    model = load_cost_model()
     for n, here in ((200_000, True), (10_000_000, False)):
         y = np.r_[np.zeros(n - n // 20), np.ones(n // 20)]
-        placed = place_job(job, y, n_features=20)
-        assert placed.work.row_fits < CLUSTER_THRESHOLD  # the same members' training rows at both sizes
+        placed = place_job(job, _data(y, 20))
         assert placed.in_process is here
-        assert (model.seconds(placed.work) < CLUSTER_SECONDS) is here
-    assert placed.reason.startswith("starting an embedded cluster: ~") and "of one core's work" in placed.reason
+        assert (placed.seconds < CLUSTER_SECONDS) is here
+    assert placed.reason.startswith("starting an embedded cluster: about ") and "of one core's work" in placed.reason
 
 
 @pytest.mark.parametrize("how, expected", [
@@ -105,18 +150,18 @@ def test_few_row_fits_with_millions_of_rows_to_score_start_a_cluster():
     ({"scheduler_file": "s.json"}, "--scheduler-file"),
 ])
 def test_a_named_cluster_is_always_used(how, expected):
-    placement = place_job(_job(estimator={"name": "linear_svc"}), Y, **how)
-    assert not placement.in_process and expected in placement.reason and placement.work is None
+    placement = place_job(_job(estimator={"name": "linear_svc"}), _data(Y), **how)
+    assert not placement.in_process and expected in placement.reason and not placement.decided
 
 
 @pytest.mark.parametrize("execution", [{"n_workers": 1}, {"require_encryption": True}])
 def test_execution_settings_that_ask_for_a_cluster_are_obeyed(execution):
-    assert not place_job(_job(estimator={"name": "linear_svc"}, execution=execution), Y).in_process
+    assert not place_job(_job(estimator={"name": "linear_svc"}, execution=execution), _data(Y)).in_process
 
 
 def test_the_scheduler_from_the_environment_is_obeyed(monkeypatch):
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:8786")
-    assert "DASK_SCHEDULER_ADDRESS" in place_job(_job(estimator={"name": "linear_svc"}), Y).reason
+    assert "DASK_SCHEDULER_ADDRESS" in place_job(_job(estimator={"name": "linear_svc"}), _data(Y)).reason
 
 
 # -- the invariant: records do not depend on where the job ran ------------------------------------------------
@@ -149,7 +194,7 @@ def test_records_are_the_same_in_this_process_and_on_an_embedded_cluster(tmp_pat
     here = _dimbsvm("run", job, "--out", tmp_path / "here", "--no-progress", cwd=tmp_path)
     assert here.returncode == 0, here.stderr
     first = here.stdout.splitlines()[0]
-    assert first.startswith("running in this process: ~") and "cluster threshold" in first, here.stdout
+    assert first.startswith("running in this process: about ") and "cluster threshold" in first, here.stdout
     assert "dashboard" not in here.stdout + here.stderr  # no cluster was started
     cluster = _dimbsvm("run", job, "--out", tmp_path / "cluster", "--no-progress", "--workers", "2", cwd=tmp_path)
     assert cluster.returncode == 0, cluster.stderr
@@ -174,7 +219,7 @@ def test_validate_says_where_the_job_would_run(cli, tmp_path):
     job.write_text(JOB)
     proc = cli("validate", job, cwd=tmp_path)  # no cluster: a child of the fork server (conftest.py)
     assert proc.returncode == 0, proc.stderr
-    assert "  runs on: this process (~" in proc.stdout, proc.stdout
+    assert "  runs on: this process (about " in proc.stdout, proc.stdout
     proc = cli("validate", job, "--workers", "2", cwd=tmp_path)
     assert "  runs on: embedded LocalCluster" in proc.stdout, proc.stdout
 
@@ -184,13 +229,6 @@ def test_retrain_of_a_small_job_runs_in_this_process_and_promotes(tmp_path):
     proc = _dimbsvm("retrain", ROOT / "jobs" / "retrain.yaml", "--registry", tmp_path / "reg", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("running in this process: ~") and "over 1 fit is below" in lines[0], proc.stdout
-    assert lines[1].startswith("estimated ") and "in this process (1 fit, " in lines[1], proc.stdout
+    assert lines[0].startswith("running in this process: about ") and "in 3 tasks is below" in lines[0], proc.stdout
+    assert lines[1].startswith("estimated ") and "in this process (about " in lines[1], proc.stdout
     assert "dashboard" not in proc.stdout and "promoted (first model in the registry)" in lines[2], proc.stdout
-
-
-def test_wide_rows_count_in_proportion_to_their_width():
-    job = _job(estimator={"name": "linear_svc"}, cv={"n_splits": 2}, output={"model": False})
-    narrow = estimate_work(job, Y, n_features=FEATURE_UNIT // 2).row_fits
-    assert narrow == estimate_work(job, Y, n_features=FEATURE_UNIT).row_fits == 2 * 500
-    assert estimate_work(job, Y, n_features=4 * FEATURE_UNIT).row_fits == 4 * narrow

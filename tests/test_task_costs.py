@@ -25,11 +25,17 @@ def test_expected_out_of_bag_rows_match_the_bags_the_members_draw(bootstrap):
 
 def test_a_fit_is_priced_with_the_solver_it_will_use_at_its_size():
     small, large = 5_000, 2 * LARGE_N
-    for n, seconds_per_row_fit, row_fits in ((small, KERNEL_FIT_SECONDS, small * small / 100),
-                                             (large, LINEAR_FIT_SECONDS, large)):  # LinearSVC above LARGE_N
+    # OTHR's threshold rule fits its 5 inner folds for out-of-fold margins, then the model on every row
+    assert (OTHRClassifier().margins, OTHRClassifier().cv) == ("cv", 5)
+    inner = 4 * small // 5
+    for n, seconds_per_row_fit, row_fits in ((small, KERNEL_FIT_SECONDS, (small * small + 5 * inner * inner) / 100),
+                                             (large, LINEAR_FIT_SECONDS, large + 5 * 4 * large // 5)):  # LinearSVC
         costs = FoldCosts.of(OTHRClassifier(), parts_of(OTHRClassifier(), np.zeros(n))[0], n_train=n, n_test=0,
                              n_minority=n // 20)
         assert costs.part() == pytest.approx(TASK_SECONDS + seconds_per_row_fit * row_fits)
+    plain = FoldCosts.of(OTHRClassifier(margins="train"), [parts_of(OTHRClassifier(), np.zeros(small))[0][0]],
+                         n_train=small, n_test=0, n_minority=250)
+    assert plain.part() == pytest.approx(TASK_SECONDS + KERNEL_FIT_SECONDS * small * small / 100)
     linear = FoldCosts.of(LinearSVC(), parts_of(LinearSVC(), np.zeros(small))[0], n_train=small, n_test=0,
                           n_minority=250)
     kernel = FoldCosts.of(SVC(), parts_of(SVC(), np.zeros(small))[0], n_train=small, n_test=0, n_minority=250)

@@ -312,12 +312,11 @@ def describe(checked: CheckedJob, *, placement=None) -> list[str]:
 def described(checked: CheckedJob, *, placement=None) -> dict:
     """What :func:`describe` says, as fields (``dimbsvm validate --json``; see :mod:`dimbsvm.cli_json`)."""
     job, data = checked.job, checked.data
-    work = None if placement is None else (placement.work or placement.estimated)
     estimate = None
-    if work is not None and placement.time is not None:
+    if placement is not None and placement.time is not None:
         estimate = {"seconds_low": float(placement.time.low), "seconds_high": float(placement.time.high),
-                    "in_process": bool(placement.in_process), "fits": int(work.n_fits),
-                    "row_fits": float(work.row_fits)}
+                    "in_process": bool(placement.in_process), "tasks": int(placement.price.n_tasks),
+                    "work_seconds": float(placement.seconds)}
     run = checked.run
     return {"job": job.name, "estimator": job.estimator.name, "data": str(job.data.source), "rows": len(data.y),
             "features": math.prod(data.X.shape[1:]),
@@ -335,10 +334,10 @@ def _named_class_counts(data) -> dict:
 
 
 def _runs_on(checked: CheckedJob, placement) -> str:
-    if placement is None or placement.work is None:
+    if placement is None or not placement.decided:
         return checked.where
     if placement.in_process:
-        return f"this process ({placement.work.describe()}, below the cluster threshold; --workers N starts a cluster)"
+        return f"this process ({placement.work_line()}, below the cluster threshold; --workers N starts a cluster)"
     return f"{checked.where} ({placement.why or placement.action})"
 
 

@@ -1,14 +1,15 @@
-"""Seconds a job's fitting takes, said before it runs: a cost model over row-fits, fitted on measured runs.
+"""Seconds a job takes, said before it runs: a cost model over the price of its plan, fitted on measured runs.
 
-A job's work is counted in row-fits by kind (:func:`~dimbsvm.jobs.placement.estimate_work`):
-LIBLINEAR fits, kernel fits (weighted about quadratically in their rows),
-feature stages and an ensemble's out-of-bag scoring (a kernel member's rows
-weighted by its bag's). The model gives each kind its seconds per row-fit on one
-core, plus a fixed cost per job, and says a range rather than a number: the
-point estimate divided and multiplied by the largest factor by which the
-model missed a run it was fitted on, and by at least :data:`MIN_SPREAD`
-(another machine, another load), so every calibration run falls inside its
-own range.
+A job's plan of tasks is priced before it runs
+(:func:`~dimbsvm.jobs.plan_price.price_job`): every task's cost in seconds
+of one core, from sizes alone (:mod:`dimbsvm.svm.task_costs`), summed
+(the *work*), and its longest chain of dependent tasks (the *span*). The
+model turns a price into seconds on this machine: a factor on the priced
+seconds (the task costs' constants are rough and measured elsewhere) and a
+fixed cost per job, and says a range rather than a number: the point
+estimate divided and multiplied by the largest factor by which the model
+missed a run it was fitted on, and by at least :data:`MIN_SPREAD` (another
+machine, another load), so every calibration run falls inside its own range.
 
 The constants live in ``cost_model.json`` beside this module, written by
 ``python -m benchmarks.cost_model`` (which runs the calibration jobs,
@@ -33,8 +34,6 @@ COST_MODEL_FILE = Path(__file__).with_name("cost_model.json")
 HOUR = 3600.0
 #: The least factor a quoted range spans either side of its point estimate.
 MIN_SPREAD = 2.0
-#: The kinds of fit a cost model prices (:meth:`dimbsvm.jobs.placement.WorkEstimate.kind_row_fits`).
-KINDS = ("linear", "kernel", "features", "scoring", "kernel_scoring")
 
 
 @dataclass(frozen=True)
@@ -66,38 +65,36 @@ class TimeRange:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds per row-fit by kind, on one core, and the spread of the fit.
+    """Seconds on this machine per priced second of a plan, a fixed cost per job, and the spread of the fit.
 
     Attributes
     ----------
-    seconds_per_row_fit : dict
-        Kind (``"linear"``, ``"kernel"``, ``"features"``, ``"scoring"``, ``"kernel_scoring"``) -> seconds per
-        row-fit on one core.
+    scale : float
+        Measured seconds of one core per second of a plan's price
+        (:class:`~dimbsvm.jobs.plan_price.PlanPrice`).
     overhead_seconds : float
-        Seconds every job costs whatever its size (planning, scoring, writing its records).
+        Seconds every job costs whatever its size (planning, writing its records and report).
     spread : float
         The factor either side of the point estimate: the largest by which the
         model missed a run it was fitted on, at least :data:`MIN_SPREAD`.
     """
 
-    seconds_per_row_fit: dict
+    scale: float
     overhead_seconds: float
     spread: float
 
-    def seconds(self, work) -> float:
-        """The point estimate of ``work`` (a :class:`~dimbsvm.jobs.placement.WorkEstimate`) on one core."""
-        per_kind = work.kind_row_fits()
-        return self.overhead_seconds + sum(self.seconds_per_row_fit.get(kind, 0.0) * rows
-                                           for kind, rows in per_kind.items())
+    def seconds(self, price) -> float:
+        """The point estimate of a plan of price ``price`` on one core."""
+        return self.overhead_seconds + self.scale * price.work
 
-    def estimate(self, work, *, cores: int = 1) -> TimeRange:
-        """The wall time of ``work`` on ``cores`` single-threaded workers.
+    def estimate(self, price, *, cores: int = 1) -> TimeRange:
+        """The wall time of a plan of price ``price`` on ``cores`` single-threaded workers.
 
-        Fits are whole tasks, so at most ``work.n_fits`` cores share them;
-        the division by the cores is the best case (every core busy).
+        The plan's least wall time on that many cores
+        (:meth:`~dimbsvm.jobs.plan_price.PlanPrice.wall_seconds`: every core
+        busy, or its longest chain of tasks) is the best case.
         """
-        parallel = max(1, min(int(cores), int(work.n_fits) or 1))
-        point = self.overhead_seconds + (self.seconds(work) - self.overhead_seconds) / parallel
+        point = self.overhead_seconds + self.scale * price.wall_seconds(cores)
         return TimeRange(point / self.spread, point * self.spread)
 
 
@@ -106,30 +103,30 @@ def fit_cost_model(runs) -> CostModel:
 
     Parameters
     ----------
-    runs : iterable of (dict, float)
-        For each run, its row-fits by kind and the seconds it took on one core.
+    runs : iterable of (float, float)
+        For each run, its plan's priced work (seconds of one core) and the
+        seconds it took on one core.
 
     Returns
     -------
     CostModel
-        Constants minimising the sum of squared relative errors
-        ``(predicted - measured) / measured`` (no run outweighs the others
-        by its size), and the largest miss, at least :data:`MIN_SPREAD`, as
-        the spread.
+        ``scale`` and ``overhead_seconds`` minimising the sum of squared
+        relative errors ``(predicted - measured) / measured`` (no run
+        outweighs the others by its size), and the largest miss, at least
+        :data:`MIN_SPREAD`, as the spread.
 
     Examples
     --------
-    >>> runs = [({"linear": 1e6}, 1 + 2e-6 * 1e6), ({"linear": 4e6}, 1 + 2e-6 * 4e6), ({"kernel": 1e5}, 1 + 0.5)]
-    >>> model = fit_cost_model(runs)
-    >>> round(model.overhead_seconds, 6), round(model.seconds_per_row_fit["linear"] * 1e6, 6), round(model.spread, 6)
+    >>> model = fit_cost_model([(10.0, 1 + 2 * 10.0), (40.0, 1 + 2 * 40.0), (1.0, 1 + 2 * 1.0)])
+    >>> round(model.overhead_seconds, 6), round(model.scale, 6), model.spread
     (1.0, 2.0, 2.0)
     """
     from scipy.optimize import nnls
 
-    runs = [(dict(kinds), float(seconds)) for kinds, seconds in runs]
+    runs = [(float(work), float(seconds)) for work, seconds in runs]
     if not runs:
         raise ValueError("no runs to fit a cost model on")
-    A = np.array([[1.0] + [kinds.get(kind, 0.0) for kind in KINDS] for kinds, _ in runs])
+    A = np.array([[1.0, work] for work, _ in runs])
     t = np.array([seconds for _, seconds in runs])
     scale = A.max(axis=0)
     scale[scale == 0] = 1.0
@@ -137,15 +134,15 @@ def fit_cost_model(runs) -> CostModel:
     coef = coef / scale
     predicted = A @ coef
     misses = np.maximum(predicted / t, t / np.maximum(predicted, 1e-12))
-    return CostModel(seconds_per_row_fit={kind: float(c) for kind, c in zip(KINDS, coef[1:])},
-                     overhead_seconds=float(coef[0]), spread=max(MIN_SPREAD, float(misses.max())))
+    return CostModel(scale=float(coef[1]), overhead_seconds=float(coef[0]),
+                     spread=max(MIN_SPREAD, float(misses.max())))
 
 
 def load_cost_model(path=COST_MODEL_FILE) -> CostModel:
     """The cost model written by ``python -m benchmarks.cost_model``."""
     data = json.loads(Path(path).read_text())
-    return CostModel(seconds_per_row_fit=dict(data["seconds_per_row_fit"]),
-                     overhead_seconds=float(data["overhead_seconds"]), spread=float(data["spread"]))
+    return CostModel(scale=float(data["scale"]), overhead_seconds=float(data["overhead_seconds"]),
+                     spread=float(data["spread"]))
 
 
 def _duration(seconds: float) -> str:

@@ -155,13 +155,19 @@ def execute_folds(job: JobSpec, setup: FoldSetup, data: JobData, specs, *, clien
     instead of receiving them. Returns what
     :func:`~dimbsvm.model_selection.folds.run_folds` returns.
     """
-    task_labels = None
-    if isinstance(data.y, StoreLabels):  # the driver holds no label: every task reads them from the store
-        task_labels = data.y
-    elif store_labels and isinstance(data.X, StoreRows):  # the labels in the job's codes, read where tasks run
-        task_labels = data.X.labels(class_map=data.meta.get("class_map"))
     return run_folds(setup, data.X, data.y, specs, client=client, retries=job.execution.retries,
-                     on_result=on_result, progress=progress, label=label, task_labels=task_labels)
+                     on_result=on_result, progress=progress, label=label,
+                     task_labels=task_labels_of(data, store_labels=store_labels))
+
+
+def task_labels_of(data: JobData, *, store_labels: bool):
+    """The labels as the fold engine's tasks read them: a store's handle (a path in the graph), or ``None``
+    (the labels in memory). ``store_labels``: a store's labels in the job's codes, read where tasks run."""
+    if isinstance(data.y, StoreLabels):  # the driver holds no label: every task reads them from the store
+        return data.y
+    if store_labels and isinstance(data.X, StoreRows):
+        return data.X.labels(class_map=data.meta.get("class_map"))
+    return None
 
 
 def peak_memory_bytes(dask_worker=None) -> int:
@@ -311,6 +317,34 @@ class RunPlan:
     search: Search | None
 
 
+def run_specs(job: JobSpec, data: JobData, *, search: Search | None) -> list[FoldSpec]:
+    """The CV folds of a run, in order: each repeat's folds by their rows, or a store's by their split alone.
+
+    A store's folds are planned from per-chunk counts that tasks compute
+    where the labels are: this process holds none of their index arrays (a
+    search's inner folds still split the outer fold's labels here).
+    """
+    cv = job.cv
+    by_counts = isinstance(data.X, StoreRows) and search is None
+    specs = []
+    for seed in repeat_seeds(cv.n_repeats, cv.random_state):
+        splits = [(None, None)] * cv.n_splits if by_counts \
+            else repeat_splits(data.y, n_splits=cv.n_splits, seed=seed)  # split once per repeat, not per task
+        for fold, (train, test) in enumerate(splits):
+            specs.append(FoldSpec((seed, fold), train, test,
+                                  split={"n_splits": cv.n_splits, "seed": seed, "fold": fold}))
+    return specs
+
+
+def final_model_spec(job: JobSpec, data: JobData, *, search: Search | None, key=None, n_rows: int | None = None):
+    """The final model's spec: every row (or the first ``n_rows``) for training, no test row."""
+    by_counts = isinstance(data.X, StoreRows) and search is None and n_rows is None
+    n_rows = len(data.y) if n_rows is None else int(n_rows)
+    return FoldSpec(FINAL_MODEL if key is None else key, None if by_counts else np.arange(n_rows),
+                    None if by_counts else np.empty(0, dtype=np.int64),
+                    split={"n_splits": job.cv.n_splits, "seed": None, "fold": None})
+
+
 def plan_run(job: JobSpec, data: JobData, run_dir: Path, *, data_fingerprint: str,
              job_text: str | None = None) -> RunPlan:
     """Open (or reopen) the run's partial directory and decide which folds run: nothing is submitted."""
@@ -327,27 +361,15 @@ def plan_run(job: JobSpec, data: JobData, run_dir: Path, *, data_fingerprint: st
             logger.info("fold %s of %s has no saved search; running it again", key, partial)
             del finished[key]
 
-    cv = job.cv
     data, pos_label = code_labels(data, positive=job.data.positive)  # the job's positive class
-    # A store's folds are planned from per-chunk counts that tasks compute where the labels are: this process
-    # holds none of their index arrays (a search's inner folds still split the outer fold's labels here).
-    by_counts = isinstance(data.X, StoreRows) and search is None
-    specs = []
-    for seed in repeat_seeds(cv.n_repeats, cv.random_state):
-        splits = [(None, None)] * cv.n_splits if by_counts \
-            else repeat_splits(data.y, n_splits=cv.n_splits, seed=seed)  # split once per repeat, not per task
-        for fold, (train, test) in enumerate(splits):
-            specs.append(FoldSpec((seed, fold), train, test,
-                                  split={"n_splits": cv.n_splits, "seed": seed, "fold": fold}))
+    specs = run_specs(job, data, search=search)
     keys = tuple(spec.key for spec in specs)
     todo = [spec for spec in specs if spec.key not in finished]
     want_model = job.output.model and not (partial / "model").exists()
     if job.output.model and not want_model:  # saved whole by the interrupted run, same job and data
         logger.info("reusing the final model saved by the interrupted run in %s", partial)
     if want_model:  # fitted beside the folds, in the same plan
-        todo.append(FoldSpec(FINAL_MODEL, None if by_counts else np.arange(len(data.y)),
-                             None if by_counts else np.empty(0, dtype=np.int64),
-                             split={"n_splits": cv.n_splits, "seed": None, "fold": None}))
+        todo.append(final_model_spec(job, data, search=search))
     if finished:
         logger.info("resuming %s: reusing %d finished fold(s), %d to run", partial, len(finished),
                     len(keys) - len(finished))

@@ -25,7 +25,7 @@ from ..parallel import TaskPlan, run_plan
 from .bodies import assigned_rows, every_row, fold_assignment, fold_rows
 from .span_folds import joined_folds, span_class_counts, span_fold_counts, span_folds
 
-__all__ = ["FoldLayout", "layouts_of", "store_chunk_folds", "store_fold_rows"]
+__all__ = ["FoldLayout", "expected_layouts", "layouts_of", "store_chunk_folds", "store_fold_rows"]
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,51 @@ def layouts_of(specs, labels, *, block_rows, client, retries):
                                           block_rows=block_rows)
         laid[spec.key] = replace(spec, layout=layout)
     return [laid.get(spec.key, spec) for spec in specs]
+
+
+def expected_layouts(specs, labels, *, block_rows):
+    """``specs`` with each store fold laid out from the labels' class totals alone: no label is read.
+
+    Each stored chunk holds its share of every class, and each fold its
+    share of each chunk's (the largest remainders rounded up): what a price
+    of the plan needs (its chunks, sizes and class counts), where
+    :func:`layouts_of` would run tasks over the labels for the exact counts.
+    """
+    wanted = [spec for spec in specs if spec.train is None and spec.layout is None]
+    if not wanted:
+        return specs
+    classes, counts = unique_counts(labels)  # a store's handle knows them without reading a label
+    spans = _spans(len(labels), int(block_rows))
+    by_chunk = _shares(np.asarray(counts, dtype=np.int64), np.array([stop - start for start, stop in spans]))
+    laid = {}
+    for spec in wanted:
+        split = spec.split
+        if split["seed"] is None:
+            layout = FoldLayout(classes, by_chunk, np.zeros_like(by_chunk), int(block_rows))
+        else:
+            k = int(split["n_splits"])
+            per_fold = np.stack([_shares(chunk, np.ones(k)) for chunk in by_chunk])  # (chunks, folds, classes)
+            layout = FoldLayout.of_repeat(classes, per_fold, fold=split["fold"],
+                                          block_rows=int(block_rows))
+        laid[spec.key] = replace(spec, layout=layout)
+    return [laid.get(spec.key, spec) for spec in specs]
+
+
+def _shares(totals: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``(len(weights), len(totals))`` integers: each total cut in proportion to ``weights``, columns summing to it.
+
+    Examples
+    --------
+    >>> _shares(np.array([10, 3]), np.array([2, 1, 1])).tolist()
+    [[5, 1], [3, 1], [2, 1]]
+    """
+    exact = np.outer(weights / weights.sum(), totals)
+    shares = np.floor(exact).astype(np.int64)
+    short = totals - shares.sum(axis=0)
+    for column, missing in enumerate(short):  # the remainders, one each to the largest fractions, first first
+        order = np.argsort(shares[:, column] - exact[:, column], kind="stable")
+        shares[order[:int(missing)], column] += 1
+    return shares
 
 
 def _spans(n_rows: int, block_rows: int) -> list[tuple[int, int]]:

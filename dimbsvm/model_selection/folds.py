@@ -48,7 +48,8 @@ from .scoring import needs_scores
 from .search import Search
 from .searched_folds import add_searched_fold
 
-__all__ = ["FoldLayout", "FoldSetup", "FoldSpec", "PartStore", "PredictionSink", "RunSpill", "add_fold", "run_folds"]
+__all__ = ["FoldLayout", "FoldPlan", "FoldSetup", "FoldSpec", "PartStore", "PredictionSink", "RunSpill", "add_fold",
+           "plan_folds", "run_folds"]
 
 logger = logging.getLogger(__name__)
 
@@ -355,6 +356,63 @@ def _chunk_rows_args(plan, spec: FoldSpec, *, y, rows, stage, assignments):
     return at
 
 
+@dataclass(frozen=True)
+class FoldPlan:
+    """Every fold's tasks in one plan, before anything runs (:func:`plan_folds`).
+
+    Attributes
+    ----------
+    plan : TaskPlan
+    finishes : dict
+        ``{task id: FoldSpec}`` of each fold's watched finish task.
+    saved_parts : dict
+        ``{task id: (spec key, part index)}`` of the part tasks whose results
+        are saved in the setup's part store.
+    reused : int
+        Parts found in the part store instead of planned.
+    """
+
+    plan: TaskPlan
+    finishes: dict
+    saved_parts: dict
+    reused: int
+
+
+def plan_folds(setup: FoldSetup, X, y, specs, *, layouts, task_labels=None) -> FoldPlan:
+    """Every spec's tasks added to one plan; nothing is run but what ``layouts`` runs.
+
+    Parameters
+    ----------
+    setup, X, y, specs, task_labels
+        As :func:`run_folds` takes them.
+    layouts : callable
+        ``layouts(specs, labels, block_rows=...)``: ``specs`` with the
+        layout of each store fold planned from counts
+        (:func:`~dimbsvm.model_selection.fold_layout.layouts_of` runs tasks
+        for them; a price of the plan may lay them out from class totals,
+        :func:`~dimbsvm.model_selection.fold_layout.expected_layouts`).
+
+    Returns
+    -------
+    FoldPlan
+    """
+    # the labels in this process only where a fold is given by its rows (a fold planned from counts needs none)
+    labels = np.asarray(y) if any(spec.train is not None for spec in specs) else None
+    task_labels = (y if labels is None else labels) if task_labels is None else task_labels
+    block_rows = None if is_in_memory(X) else block_rows_of(X)
+    specs = layouts(specs, task_labels, block_rows=block_rows)
+    plan = TaskPlan()
+    X_ref, y_ref = plan.share(X), plan.share(task_labels)
+    finishes, saved_parts, reused, assignments = {}, {}, 0, {}
+    for spec in specs:
+        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=labels, block_rows=block_rows,
+                                           assignments=assignments)
+        finishes[finish.id] = spec
+        saved_parts.update(saved)
+        reused += n_reused
+    return FoldPlan(plan, finishes, saved_parts, reused)
+
+
 def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=None, progress=False, label="folds",
               task_labels=None):
     """Fit (and score) every spec as prepare / part / finish tasks in one plan.
@@ -391,20 +449,9 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
     reused_parts : int
         Parts loaded from ``part_store`` rather than refitted.
     """
-    # the labels in this process only where a fold is given by its rows (a fold planned from counts needs none)
-    labels = np.asarray(y) if any(spec.train is not None for spec in specs) else None
-    task_labels = (y if labels is None else labels) if task_labels is None else task_labels
-    block_rows = None if is_in_memory(X) else block_rows_of(X)
-    specs = layouts_of(specs, task_labels, block_rows=block_rows, client=client, retries=retries)
-    plan = TaskPlan()
-    X_ref, y_ref = plan.share(X), plan.share(task_labels)
-    finishes, saved_parts, reused, assignments = {}, {}, 0, {}
-    for spec in specs:
-        finish, saved, n_reused = add_fold(plan, spec, setup, X=X_ref, y=y_ref, labels=labels, block_rows=block_rows,
-                                           assignments=assignments)
-        finishes[finish.id] = spec
-        saved_parts.update(saved)
-        reused += n_reused
+    folds = plan_folds(setup, X, y, specs, task_labels=task_labels,
+                       layouts=partial(layouts_of, client=client, retries=retries))
+    plan, finishes, saved_parts, reused = folds.plan, folds.finishes, folds.saved_parts, folds.reused
     part_store = setup.part_store
     if reused:
         logger.info("reusing %d finished part(s) from %s", reused, part_store)

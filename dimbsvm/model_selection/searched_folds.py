@@ -41,7 +41,9 @@ import numpy as np
 from ..fold_data.prepared import FoldRows
 from ..parallel import TaskPlan
 from ..parallel.policy import is_transient
-from ..svm.parts import fit_part, parts_of
+from .._counts import minority_count
+from ..svm.parts import Part, fit_part, parts_of
+from ..svm.task_costs import FoldCosts, prepare_seconds
 from .bodies import finish_fold, prepare_fold
 from .fold_layout import store_fold_rows
 from .scoring import TIME_METRICS
@@ -97,49 +99,61 @@ def add_searched_fold(plan: TaskPlan, spec, setup, *, X, y, labels, in_store=Fal
     else:
         outer = plan.share(FoldRows(np.asarray(spec.train), np.asarray(spec.test)))
     scored, error_score = [], search.error_score
-    for i, (inner_train, _) in enumerate(inner_splits(labels[spec.train], search.n_splits)):
+    for i, (inner_train, inner_test) in enumerate(inner_splits(labels[spec.train], search.n_splits)):
         rows = plan.add(inner_fold_rows, dict(y=y, outer=outer, n_splits=search.n_splits, fold=i), name="inner-rows")
         preparing = {key: plan.add(prepare_inner, dict(X=X, y=y, rows=rows, scaler=scaler, impute=impute,
                                                        features=feature_sets[c], stage=stage, error_score=error_score),
-                                   name="inner-prepare")
+                                   name="inner-prepare", cost=prepare_seconds(len(inner_train), len(feature_sets[c])))
                      for key, c in first_of.items()}
         y_inner_train = labels[spec.train][inner_train]
         for c, estimator in enumerate(estimators):
             prepared = preparing[setting[c]]
-            if len(inner_train) < MEMBER_TASKS_FROM_ROWS:
+            sizes = dict(n_train=len(inner_train), n_test=len(inner_test), n_minority=minority_count(y_inner_train))
+            if len(inner_train) < MEMBER_TASKS_FROM_ROWS:  # (priced as one fit: its members are not planned here)
+                costs = FoldCosts.of(estimator, [Part(0)], **sizes)
                 scored.append(plan.add(fit_and_score, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
                                                            key=(c, i), metrics=search.metrics, pos_label=pos_label,
                                                            error_score=error_score),
-                                       watch=True, name="inner-score"))  # watched: progress counts the search
+                                       watch=True, name="inner-score",  # watched: progress counts the search
+                                       cost=costs.part() + costs.finish()))
                 continue
             parts, seeds = parts_of(estimator, y_inner_train)
+            costs = FoldCosts.of(estimator, parts, **sizes)
             fitted = [plan.add(fit_inner_part, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
                                                     part=part, error_score=error_score),
-                               name="inner-fit") for part in parts]
+                               name="inner-fit", cost=costs.part()) for part in parts]
             scored.append(plan.add(finish_inner, dict(X=X, y=y, prepared=prepared, rows=rows, parts=fitted,
                                                       estimator=estimator, seeds=seeds, key=(c, i),
                                                       metrics=search.metrics, pos_label=pos_label,
                                                       error_score=error_score),
-                                   watch=True, name="inner-score"))  # watched: progress counts the search
+                                   watch=True, name="inner-score", cost=costs.finish()))
     # the choice is small and many refit tasks wait for it: run it first
     selection = plan.add(select_from_scored, dict(scored=scored, search=search), name="select", priority=10)
+    # the refit's tasks cost what the candidates' would on average: which one is chosen is not known yet
+    y_train = labels[spec.train]
+    refits = [FoldCosts.of(estimator, parts, n_train=len(spec.train), n_test=len(spec.test),
+                           n_minority=minority_count(y_train)) for estimator, parts, _ in options]
+    n_stages = float(np.mean([len(stages) for stages in feature_sets]))
     if len(first_of) == 1:
         prepared = plan.add(prepare_fold, dict(X=X, y=y, rows=outer, scaler=scaler, impute=impute,
-                                                features=feature_sets[0], stage=stage), name="prepare")
+                                                features=feature_sets[0], stage=stage), name="prepare",
+                            cost=prepare_seconds(len(spec.train), n_stages))
     else:  # the stages of the chosen candidate, known once the selection has run
         prepared = plan.add(prepare_chosen, dict(X=X, y=y, rows=outer, selection=selection,
                                                   feature_sets=plan.share(feature_sets), scaler=scaler,
-                                                  impute=impute, stage=stage), name="prepare")
+                                                  impute=impute, stage=stage), name="prepare",
+                            cost=prepare_seconds(len(spec.train), n_stages))
     n_parts = max(len(parts) for _, parts, _ in options)
     options = plan.share(options)
     fitted = [plan.add(fit_chosen_part, dict(X=X, y=y, prepared=prepared, rows=outer, selection=selection,
                                              options=options, index=j),
-                       name="member" if n_parts > 1 else "fit") for j in range(n_parts)]
+                       name="member" if n_parts > 1 else "fit", cost=float(np.mean([c.part() for c in refits])))
+              for j in range(n_parts)]
     return plan.add(finish_chosen, dict(X=X, y=y, prepared=prepared, rows=outer, parts=fitted, selection=selection,
                                         options=options, key=spec.key, metrics=tuple(metrics),
                                         pos_label=pos_label, keep_model=spec.keep_model,
                                         keep_predictions=keep_predictions, prediction_sink=setup.prediction_sink),
-                    watch=True, name="finish")
+                    watch=True, name="finish", cost=float(np.mean([c.finish() for c in refits])))
 
 
 def plan_candidates(estimators, labels, train, search: Search):

@@ -96,6 +96,36 @@ class TaskPlan:
     def n_watched(self) -> int:
         return sum(task.watch for task in self.tasks)
 
+    def work_and_span(self, default: float, *, scale=None) -> tuple[float, float]:
+        """``(work, span)``: the plan's costs summed, and those of its longest chain of dependent tasks.
+
+        ``default``: the cost of a task added without one. ``scale``:
+        ``scale(cost)`` applied to every task's cost first. On ``p`` workers
+        the plan takes at least ``max(span, work / p)`` (and at most
+        ``span + work / p`` scheduled greedily, Brent's bound), tasks' own
+        times being their costs.
+
+        Examples
+        --------
+        >>> plan = TaskPlan()
+        >>> a = plan.add(round, {"number": 1.5}, cost=2.0)
+        >>> b = plan.add(round, {"number": 2.5}, cost=3.0)
+        >>> c = plan.add(max, {}, cost=1.0)
+        >>> d = plan.add(round, {"number": a, "ndigits": b})
+        >>> plan.work_and_span(0.5)
+        (6.5, 3.5)
+        """
+        scale = (lambda cost: cost) if scale is None else scale
+        done, work = {}, 0.0
+        for i, task in enumerate(self.tasks):
+            if task.shared:
+                done[i] = 0.0
+                continue
+            cost = scale(default if task.cost is None else task.cost)
+            work += cost
+            done[i] = cost + max((done[ref.id] for ref in task_inputs(task)), default=0.0)
+        return work, max(done.values(), default=0.0)
+
     def task_costs(self) -> dict:
         """``{task: cost}`` of every task but the shared values: what progress counts as each one finishes.
 

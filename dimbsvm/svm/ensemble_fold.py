@@ -129,7 +129,9 @@ def plan_ensemble_fold(estimator, context: FoldContext) -> FoldFit:
     batch = members_per_task(ctx.n_train) if not saving and not ctx.in_store else 1
     if screens:  # two rounds of member tasks, the second chosen by the first; the ensemble is the fold's one part
         fitted = add_screened_fit(plan, rows=ctx.rows(), batch=batch,
-                                  screening=clone(estimator).plan_screening(ctx.train_labels), **common)
+                                  screening=clone(estimator).plan_screening(ctx.train_labels),
+                                  sizes=dict(n_train=ctx.n_train, n_test=ctx.n_test,
+                                             n_minority=minority_count(ctx.train_labels)), **common)
         return FoldFit(prepared, fitted, by_chunk=False, costs=costs)
     members, saved_parts, reused = [], {}, 0
     if batch > 1:  # members of a small in-memory fold: a few tasks of many members each

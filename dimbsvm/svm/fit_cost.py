@@ -5,14 +5,13 @@ fit (LIBSVM, and every estimator that is not LIBLINEAR's) of ``n`` rows
 counts ``n * max(1, n / KERNEL_ROWS)``: its time grows about as the square
 of the rows.
 
-:func:`member_fits` and :func:`margin_fits` say how one fit of an estimator
-of this package splits into smaller fits (an ensemble's members on their
-bags, a threshold rule's inner cross-validation), read from its parameters
-here, beside the estimators, so that the job layer names none of them.
+:func:`margin_fits` says how one fit of a threshold rule splits into the
+inner cross-validation fits that give it out-of-fold margins, read from its
+parameters here, beside the estimators.
 
-Two readers: the job's placement and cost estimate
-(:mod:`dimbsvm.jobs.placement`), and the fold engine's task costs
-(:mod:`dimbsvm.svm.task_costs`). Plain arithmetic, no Dask, no I/O.
+Its reader is the fold engine's task costs (:mod:`dimbsvm.svm.task_costs`),
+which price a job's plan (:mod:`dimbsvm.jobs.plan_price`). Plain
+arithmetic, no Dask, no I/O.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from numbers import Integral
 
 from ._native_rng import uses_liblinear
 
-__all__ = ["KERNEL_ROWS", "fit_row_cost", "margin_fits", "member_fits", "uses_linear_solver"]
+__all__ = ["KERNEL_ROWS", "fit_row_cost", "margin_fits", "uses_linear_solver"]
 
 #: Rows from which a kernel fit (LIBSVM) counts ``rows / KERNEL_ROWS`` row-fits per row: an RBF SVC's cost
 #: over LinearSVC's on the same rows grows about in proportion to the rows (benchmarks/scaling_notes.md).
@@ -56,33 +55,6 @@ def fit_row_cost(rows: float, estimator) -> float:
     return float(rows) * max(1.0, rows / KERNEL_ROWS)
 
 
-def member_fits(estimator, n_rows: float, n_minority: float) -> tuple[int, float]:
-    """``(members, rows of each)`` of one fit on ``n_rows`` rows: an ensemble's bags, or the estimator itself.
-
-    Examples
-    --------
-    >>> from dimbsvm.svm import EnsembleOTHRClassifier
-    >>> from sklearn.svm import SVC
-    >>> member_fits(SVC(), 1000, 100)
-    (1, 1000)
-    >>> member_fits(EnsembleOTHRClassifier(n_estimators=5, bootstrap="balanced", max_samples=60), 1000, 100)
-    (5, 60.0)
-    """
-    n_estimators = getattr(estimator, "n_estimators", None)
-    if not hasattr(estimator, "plan_members") or not isinstance(n_estimators, Integral):
-        return 1, n_rows
-    grid = getattr(estimator, "param_grid", None)
-    members = estimator.n_member_fits(max(1, len(_grid_settings(grid))))
-    size, bootstrap = getattr(estimator, "max_samples", None), getattr(estimator, "bootstrap", "plain")
-    if size == "auto":  # left by with_scaled_defaults: bags within LARGE_N rows, the size None gives
-        size = None
-    if bootstrap == "balanced":
-        bag = 2 * (size // 2 if isinstance(size, Integral) else _scaled(size, n_minority))
-    else:
-        bag = size if isinstance(size, Integral) else _scaled(size, n_rows)
-    return members, float(bag)
-
-
 def margin_fits(estimator, rows: float) -> list:
     """``[(fits, rows of each)]`` of one model of ``rows`` rows: the model, and the inner cross-validation
     fits that give a threshold rule its out-of-fold margins (``margins="cv"``, ``member_margins="cv"``)."""
@@ -91,15 +63,3 @@ def margin_fits(estimator, rows: float) -> list:
     if margins == "cv" and isinstance(k, Integral) and k > 1:
         return [(1, rows), (int(k), rows * (k - 1) / k)]
     return [(1, rows)]
-
-
-def _grid_settings(grid) -> list:
-    if not grid:
-        return []
-    from sklearn.model_selection import ParameterGrid
-
-    return list(ParameterGrid(grid))
-
-
-def _scaled(fraction, rows: float) -> float:
-    return rows if fraction is None else max(1.0, float(fraction) * rows)

@@ -29,6 +29,7 @@ from ..rows import RowSubset
 from ..fold_data.prepared import training_data
 from .grid_members import screen_survivors
 from .parts import Part, fit_part, fit_parts, fitted_parts
+from .task_costs import FoldCosts
 
 __all__ = ["add_screened_fit", "assemble_screened", "fit_added", "screen_block"]
 
@@ -72,8 +73,8 @@ def assemble_screened(X, y, prepared, rows, screened, added, screen, *, estimato
     return final, member_seconds + time.perf_counter() - start
 
 
-def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch: int, sample_weight=None,
-                     fit_params=None):
+def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch: int, sizes: dict,
+                     sample_weight=None, fit_params=None):
     """Add a screening ensemble's tasks for one fold; return the ref of :func:`assemble_screened`.
 
     Parameters
@@ -87,6 +88,8 @@ def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch:
         ``clone(estimator).plan_screening(labels[train])``.
     batch : int
         Members per task (1: a task per member).
+    sizes : dict
+        The fold's ``n_train``, ``n_test`` and ``n_minority``, which its tasks' costs are priced from.
     sample_weight, fit_params : TaskRef, default=None
         One weight per row of the data, and the members' routed fit arguments (arrays in memory).
     """
@@ -94,18 +97,20 @@ def add_screened_fit(plan, *, X, y, prepared, rows, estimator, screening, batch:
     common = dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator)
     weighted = {} if sample_weight is None else {"sample_weight": sample_weight}
     common.update(weighted, **({} if fit_params is None else {"fit_params": fit_params}))
+    costs = FoldCosts.of(estimator, first, **sizes)
     if batch > 1:
-        screened = [plan.add(fit_parts, dict(common, parts=first[i:i + batch]), name="members")
+        screened = [plan.add(fit_parts, dict(common, parts=first[i:i + batch]), name="members",
+                             cost=costs.part() * len(first[i:i + batch]))
                     for i in range(0, len(first), batch)]
     else:
-        screened = [plan.add(fit_part, dict(common, part=part), name="member") for part in first]
+        screened = [plan.add(fit_part, dict(common, part=part), name="member", cost=costs.part()) for part in first]
     screen = plan.add(screen_block, dict(y=y, rows=rows, screened=screened, plan=screening, **weighted),
-                      name="screen",
-                      priority=_PRIORITY, gathers=True)
+                      name="screen", priority=_PRIORITY, gathers=True, cost=costs.assemble())
     n_added = screening.n_added
     added = [plan.add(fit_added, dict(common, screen=screen, plan=screening,
                                       positions=tuple(range(i, min(i + batch, n_added)))),
-                      name="members" if batch > 1 else "member")
+                      name="members" if batch > 1 else "member", cost=costs.part() * (min(i + batch, n_added) - i))
              for i in range(0, n_added, max(1, batch))]
     return plan.add(assemble_screened, dict(common, screened=screened, added=added, screen=screen,
-                                            plan=screening), name="ensemble", priority=_PRIORITY, gathers=True)
+                                            plan=screening), name="ensemble", priority=_PRIORITY, gathers=True,
+                    cost=costs.assemble())

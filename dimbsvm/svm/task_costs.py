@@ -19,13 +19,13 @@ import math
 from dataclasses import dataclass
 
 from .bagging import bag_rows
-from .fit_cost import fit_row_cost, uses_linear_solver
+from .fit_cost import fit_row_cost, margin_fits, uses_linear_solver
 from .scaled_defaults import with_scaled_defaults
 from .threshold import smoothed_count_evaluations
 
 __all__ = ["ASSEMBLE_ROW_SECONDS", "BAG_ROW_SECONDS", "FEATURE_STAGE_SHARE", "KERNEL_FIT_SECONDS", "KERNEL_SCORE_SECONDS",
            "LINEAR_FIT_SECONDS", "LINEAR_SCORE_SECONDS", "PREPARE_ROW_SECONDS", "READ_ROW_SECONDS", "SMOOTHING_SECONDS",
-           "TASK_SECONDS", "FoldCosts", "prepare_seconds", "read_seconds"]
+           "TASK_SECONDS", "FoldCosts", "prepare_seconds", "read_seconds", "stored_stage_seconds"]
 
 #: Seconds per row-fit (:mod:`dimbsvm.svm.fit_cost`) of a LIBLINEAR fit.
 LINEAR_FIT_SECONDS = 3e-6
@@ -102,8 +102,8 @@ class FoldCosts:
         members = [part.member for part in parts if part.member is not None]
         if not members:
             configured = with_scaled_defaults(estimator, n_train, n_minority)
-            return cls(n_train, n_test, 1, _fit_seconds(n_train, configured), _score_seconds(n_train, configured),
-                       n_feature_stages=n_feature_stages)
+            return cls(n_train, n_test, 1, _fit_seconds(n_train, configured, margins_of=configured),
+                       _score_seconds(n_train, configured), n_feature_stages=n_feature_stages)
         spec = members[0]
         bag = bag_rows(n_train, n_minority, bootstrap=spec.bootstrap, max_samples=spec.max_samples)
         # rows never drawn into a bag of this many draws with replacement, expected
@@ -111,7 +111,8 @@ class FoldCosts:
         assembly = ASSEMBLE_ROW_SECONDS * n_train
         if getattr(estimator, "smoothing", None) is not None:  # the shared threshold's smoothed search: two counts
             assembly += 2 * SMOOTHING_SECONDS * smoothed_count_evaluations(n_train)
-        return cls(n_train, n_test, len(parts), _fit_seconds(bag, spec.estimator), _score_seconds(bag, spec.estimator),
+        return cls(n_train, n_test, len(parts), _fit_seconds(bag, spec.estimator, margins_of=estimator),
+                   _score_seconds(bag, spec.estimator),
                    part_oob_rows=oob, assembly=assembly, n_feature_stages=n_feature_stages)
 
     def prepare(self) -> float:
@@ -146,8 +147,12 @@ class FoldCosts:
 
 def prepare_seconds(n_train: int, n_feature_stages: int = 0) -> float:
     """A fold's prepare task: its ``n_train`` training rows read and scaled, its feature stages fitted."""
-    stages = n_feature_stages * FEATURE_STAGE_SHARE * KERNEL_FIT_SECONDS * fit_row_cost(n_train, None)
-    return TASK_SECONDS + PREPARE_ROW_SECONDS * n_train + stages
+    return TASK_SECONDS + PREPARE_ROW_SECONDS * n_train + n_feature_stages * stored_stage_seconds(n_train)
+
+
+def stored_stage_seconds(n_rows: int) -> float:
+    """A stored feature stage's build (a kNN graph or distances to references over every row), before the folds."""
+    return FEATURE_STAGE_SHARE * KERNEL_FIT_SECONDS * fit_row_cost(n_rows, None)
 
 
 def read_seconds(rows: float) -> float:
@@ -155,9 +160,11 @@ def read_seconds(rows: float) -> float:
     return TASK_SECONDS + READ_ROW_SECONDS * rows
 
 
-def _fit_seconds(rows: float, estimator) -> float:
+def _fit_seconds(rows: float, estimator, *, margins_of) -> float:
+    """One fit of ``estimator`` on ``rows`` rows, with the inner fits that give ``margins_of``'s threshold rule
+    its out-of-fold margins (:func:`~dimbsvm.svm.fit_cost.margin_fits`)."""
     seconds = LINEAR_FIT_SECONDS if uses_linear_solver(estimator) else KERNEL_FIT_SECONDS
-    return seconds * fit_row_cost(rows, estimator)
+    return sum(fits * seconds * fit_row_cost(fit_rows, estimator) for fits, fit_rows in margin_fits(margins_of, rows))
 
 
 def _score_seconds(model_rows: float, estimator) -> float:
