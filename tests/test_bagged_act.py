@@ -94,7 +94,7 @@ def test_store_folds_equal_the_sequential_reference(scheduler, small, sequential
     for (s, f), result in zip(keys, results):
         expected = sequential_fold(X32, y, estimator, n_splits=3, seed=s, fold=f)
         for name in METRICS:
-            assert result["record"][name] == pytest.approx(expected[name], rel=1e-12, abs=1e-12), name
+            assert result.record[name] == pytest.approx(expected[name], rel=1e-12, abs=1e-12), name
 
 
 def test_a_job_saves_the_model_fit_gives(client, small, tmp_path):

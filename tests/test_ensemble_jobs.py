@@ -49,7 +49,7 @@ def _run(estimator, X, y, keys, *, n_splits, client, features=(), part_store=Non
     setup = FoldSetup(estimator, minority_class(y), scaler="minmax", impute="none", features=features,
                       metrics=METRICS, part_store=part_store)
     results, reused = run_folds(setup, X, y, _specs(y, keys, n_splits), client=client, retries=0)
-    return [r["record"] for r in results], reused
+    return [r.record for r in results], reused
 
 
 def test_rows_helpers_match_numpy_indexing(tmp_path):
@@ -163,7 +163,7 @@ def test_a_store_fold_is_cut_into_chunk_tasks(small, tmp_path, name, params, oob
     assert names.count("range") == (n_chunks if merged and not oob_tasks else 0)
     assert names.count("read") == (n_chunks if merged and oob_tasks else 0)
     assert names.count("gather") == (n_chunks if oob_tasks and not merged else 0)
-    assert run_plan(plan)[finish.id]["record"]["n_test"] == len(spec.test)
+    assert run_plan(plan)[finish.id].record["n_test"] == len(spec.test)
     if not merged:
         return
     # the merged scaler is the scaler fitted on all training rows at once
@@ -406,8 +406,8 @@ def test_stored_structural_stage_equals_exact_per_fold_graph(scheduler, tmp_path
 
         model = clone(make_estimator(name, params)).fit(features(train, train_nb), y[train])
         X_test = features(test, test_nb)
-        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[test], model.predict(X_test)), rel=1e-12)
-        assert result["record"]["auc"] == pytest.approx(
+        assert result.record["g_mean"] == pytest.approx(g_mean(y[test], model.predict(X_test)), rel=1e-12)
+        assert result.record["auc"] == pytest.approx(
             roc_auc_score(y[test] == 1, model.decision_function(X_test)), rel=1e-12)
 
 
@@ -534,12 +534,12 @@ def test_out_of_fold_probabilities_equal_the_fold_pipelines_predict_proba(small,
     [result], _ = run_folds(setup, data, y, [spec], client=None, retries=0)
     reference = make_pipeline(MinMaxScaler(), clone(estimator)).fit(X[spec.train], y[spec.train])
     positive = list(reference.classes_).index(minority_class(y))
-    np.testing.assert_allclose(result["predictions"]["proba"], reference.predict_proba(X[spec.test])[:, positive],
+    np.testing.assert_allclose(result.predictions.proba, reference.predict_proba(X[spec.test])[:, positive],
                                rtol=0, atol=1e-12)
     # a model without probabilities keeps none
     setup = FoldSetup(make_estimator("svc_balanced", {}), minority_class(y), metrics=METRICS, keep_predictions=True)
     [result], _ = run_folds(setup, data, y, [spec], client=None, retries=0)
-    assert result["predictions"]["proba"] is None
+    assert result.predictions.proba is None
 
 
 def test_small_folds_batch_their_members_and_give_the_same_records(small, sequential_fold):
@@ -559,7 +559,7 @@ def test_small_folds_batch_their_members_and_give_the_same_records(small, sequen
     # 600 rows in 3 stratified folds: 400 training rows, give or take one per class
     assert abs(len(spec.train) - 400) <= 2 and members_per_task(len(spec.train)) == MEMBER_TASK_ROWS // 400 == 50
     assert names.count("members") == 3 and "member" not in names
-    _same_records([run_plan(plan)[finish.id]["record"]],
+    _same_records([run_plan(plan)[finish.id].record],
                   [sequential_fold(X, y, estimator, n_splits=3, seed=0, fold=0)])
 
 
@@ -587,5 +587,5 @@ def test_a_screening_ensemble_fits_its_two_rounds_as_member_tasks(small, sequent
         assert names.count("member") == n_first + n_added
     else:  # a fold of 400 rows: each round's members are one batch
         assert names.count("members") == 2 and "member" not in names
-    _same_records([run_plan(plan)[finish.id]["record"]],
+    _same_records([run_plan(plan)[finish.id].record],
                   [sequential_fold(X, y, estimator, n_splits=3, seed=0, fold=1)])

@@ -39,7 +39,7 @@ def evaluate_fold(X, y, *, estimator, n_splits, seed, fold, metrics=("g_mean",),
     train, test = repeat_splits(y, n_splits=n_splits, seed=seed)[fold]
     setup = FoldSetup(estimator, 1, scaler="minmax", impute="none", metrics=metrics)
     [result], _ = run_folds(setup, X, y, [FoldSpec((seed, fold), train, test)], client=client)
-    return result["record"]
+    return result.record
 
 
 def _fold_records(X, y, n_threads):

@@ -65,7 +65,7 @@ def test_a_folds_tasks_write_its_predictions_and_the_driver_receives_none(schedu
     written, _ = run_folds(setup(prediction_sink=writer), stored.X, stored.y, specs, client=scheduler,
                            task_labels=labels)
     writer.close()
-    assert all("predictions" not in result and "record" in result for result in written)
+    assert all(result.predictions is None and result.record is not None for result in written)
     # a store fold is written a chunk at a time: each fold's file over the parts its chunks' tasks wrote
     files = sorted(p.name for p in (tmp_path / "by-tasks" / "oof").iterdir())
     assert files == sorted([f"seed0-fold{f}.npz" for f in range(3)] + [f"seed0-fold{f}.parts" for f in range(3)])
@@ -73,10 +73,10 @@ def test_a_folds_tasks_write_its_predictions_and_the_driver_receives_none(schedu
 
     handed, _ = run_folds(setup(), stored.X, stored.y, specs, client=scheduler, task_labels=labels)
     for spec, result in zip(specs, handed):
-        p = result["predictions"]
-        save_fold_predictions(tmp_path / "by-driver" / "oof", spec.key, p["rows"], stored.y[p["rows"]], p["y_pred"],
-                              p["score"], p["proba"], pos_label=1)
-    assert [r["record"] for r in written] == [r["record"] for r in handed]
+        p = result.predictions
+        save_fold_predictions(tmp_path / "by-driver" / "oof", spec.key, p.rows, stored.y[p.rows], p.y_pred,
+                              p.score, p.proba, pos_label=1)
+    assert [r.record for r in written] == [r.record for r in handed]
     by_tasks, by_driver = load_oof(tmp_path / "by-tasks"), load_oof(tmp_path / "by-driver")
     assert by_tasks.keys() == by_driver.keys()
     for name in by_tasks:
@@ -121,7 +121,7 @@ def test_a_task_that_cannot_reach_the_run_directory_hands_its_predictions_back(t
     writer.close()  # as if the directory were another machine's
     results, _ = run_folds(setup(prediction_sink=writer), stored.X, stored.y, specs, client=None,
                            task_labels=stored.X.labels())
-    assert all(len(result["predictions"]["rows"]) == result["record"]["n_test"] for result in results)
+    assert all(len(result.predictions.rows) == result.record["n_test"] for result in results)
     assert list((tmp_path / "oof").iterdir()) == []
 
 

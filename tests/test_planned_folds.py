@@ -193,10 +193,10 @@ def test_folds_planned_from_counts_give_the_results_of_folds_given_as_rows(sched
 
     given, planned, data, stored = _given_and_planned(tmp_path, estimator, scheduler, scaler=scaler)
     for a, b in zip(given[:-1], planned[:-1]):
-        assert _without_times([a["record"]]) == _without_times([b["record"]])
+        assert _without_times([a.record]) == _without_times([b.record])
         for key in ("rows", "y_pred", "score"):
-            assert np.array_equal(a["predictions"][key], b["predictions"][key]), key
-    final_a, final_b = given[-1]["model"], planned[-1]["model"]
+            assert np.array_equal(getattr(a.predictions, key), getattr(b.predictions, key)), key
+    final_a, final_b = given[-1].model, planned[-1].model
     X = np.asarray(stored.X[np.arange(len(data.y))])
     assert np.array_equal(final_a.decision_function(X), final_b.decision_function(X))
 
@@ -442,9 +442,9 @@ def test_a_fold_known_by_counts_whose_threshold_search_takes_every_margin_reads_
     given, planned, data, stored = _given_and_planned(tmp_path, estimator, None)
     assert len(gathered) == 2 * len(given)  # every fold's search fell back, both times
     for a, b in zip(given[:-1], planned[:-1]):
-        assert _without_times([a["record"]]) == _without_times([b["record"]])
+        assert _without_times([a.record]) == _without_times([b.record])
     X = np.asarray(stored.X[np.arange(len(data.y))])
-    assert np.array_equal(given[-1]["model"].decision_function(X), planned[-1]["model"].decision_function(X))
+    assert np.array_equal(given[-1].model.decision_function(X), planned[-1].model.decision_function(X))
 
 
 @pytest.mark.parametrize("with_test_rows", [True, False], ids=["cv-fold", "final-model"])
@@ -478,4 +478,4 @@ def test_no_task_of_a_fold_known_by_counts_reads_every_label_or_builds_its_index
     for name in ("fold_rows", "fold_assignment", "assigned_rows", "every_row"):
         monkeypatch.setattr(bodies, name, refused)
     [result], _ = run_folds(setup, stored.X, labels, [spec], client=None, task_labels=labels)
-    assert ("record" in result) == with_test_rows and ("model" in result) != with_test_rows
+    assert (result.record is not None) == with_test_rows and (result.model is not None) != with_test_rows

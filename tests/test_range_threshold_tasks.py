@@ -42,9 +42,9 @@ def _fit(rows, y, params, client, monkeypatch, *, ranged):
 
 
 def _assert_same_models(ranged, serial):
-    assert ranged[0]["record"] == serial[0]["record"]
+    assert ranged[0].record == serial[0].record
     for a, b in zip(ranged, serial, strict=True):
-        first, second = a["model"][-1], b["model"][-1]
+        first, second = a.model[-1], b.model[-1]
         assert np.float64(first.threshold_).tobytes() == np.float64(second.threshold_).tobytes()
         assert first.threshold_margins_ == second.threshold_margins_ == "oob"
         assert list(first.candidates_) == list(second.candidates_)

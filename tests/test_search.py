@@ -54,22 +54,22 @@ def test_search_equals_gridsearchcv_fold_by_fold(scheduler, yeast5):
     specs, results = _engine(estimator, X, y, search, client=scheduler, metrics=("g_mean", "f_measure", "fit_time"))
     for spec, result in zip(specs, results):
         # the fold's fit time includes its search: every inner fit and prediction, and each inner prepare once
-        record, inner = result["record"], result["search"]["inner"]
+        record, inner = result.record, result.search["inner"]
         prepares = {r["inner_fold"]: r["prepare_time"] for r in inner}
         assert len(prepares) == 3
         assert record["search_time"] == pytest.approx(sum(r["fit_time"] + r["predict_time"] for r in inner)
                                                       + sum(prepares.values()))
         assert record["fit_time"] > record["search_time"] > 0
         truth = _grid_search(estimator, GRID, X[spec.train], y[spec.train], scoring=make_scorer(g_mean))
-        chosen = result["search"]
+        chosen = result.search
         assert {f"svc__{k}": v for k, v in chosen["params"].items()} == truth.best_params_
         means = [row["mean_g_mean"] for row in chosen["candidates"]]
         np.testing.assert_allclose(means, truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
         assert [row["rank"] for row in chosen["candidates"]] == truth.cv_results_["rank_test_score"].tolist()
         y_pred = truth.predict(X[spec.test])
-        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], y_pred), abs=1e-12)
-        assert result["record"]["f_measure"] == pytest.approx(f_measure(y[spec.test], y_pred), abs=1e-12)
-        assert result["record"]["params"] == chosen["params"]
+        assert result.record["g_mean"] == pytest.approx(g_mean(y[spec.test], y_pred), abs=1e-12)
+        assert result.record["f_measure"] == pytest.approx(f_measure(y[spec.test], y_pred), abs=1e-12)
+        assert result.record["params"] == chosen["params"]
         assert len(chosen["inner"]) == 16 * 3
 
 
@@ -92,11 +92,11 @@ def test_floor_on_f_measure_equals_a_gridsearchcv_refit_rule(yeast5):
     for spec, result in zip(specs, results):
         truth = _grid_search(estimator, GRID, X[spec.train], y[spec.train], refit=refit,
                              scoring={"g_mean": make_scorer(g_mean), "f_measure": make_scorer(f_measure)})
-        assert {f"svc__{k}": v for k, v in result["search"]["params"].items()} == truth.best_params_
+        assert {f"svc__{k}": v for k, v in result.search["params"].items()} == truth.best_params_
         unconstrained = int(np.argmin(truth.cv_results_["rank_test_g_mean"]))
         changed += truth.best_index_ != unconstrained
         y_pred = truth.predict(X[spec.test])
-        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], y_pred), abs=1e-12)
+        assert result.record["g_mean"] == pytest.approx(g_mean(y[spec.test], y_pred), abs=1e-12)
     assert changed, "the floor never changed the choice: this test would not see the rule"
 
 
@@ -109,13 +109,13 @@ def test_ensemble_search_equals_gridsearchcv_on_the_cluster_and_here(client):
     search = Search(candidate_params(grid), n_splits=3, scoring="g_mean")
     specs, here = _engine(estimator, X, y, search, client=None, n_splits=3, metrics=("g_mean", "auc"))
     _, there = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
-    assert [r["record"] for r in here] == [r["record"] for r in there]
+    assert [r.record for r in here] == [r.record for r in there]
     for spec, result in zip(specs, here):
         truth = _grid_search(estimator, grid, X[spec.train], y[spec.train], scoring=make_scorer(g_mean))
-        assert {f"ensembleothrclassifier__{k}": v for k, v in result["search"]["params"].items()} == truth.best_params_
-        np.testing.assert_allclose([row["mean_g_mean"] for row in result["search"]["candidates"]],
+        assert {f"ensembleothrclassifier__{k}": v for k, v in result.search["params"].items()} == truth.best_params_
+        np.testing.assert_allclose([row["mean_g_mean"] for row in result.search["candidates"]],
                                    truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
-        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
+        assert result.record["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
                                                            abs=1e-12)
 
 
@@ -280,9 +280,9 @@ def test_member_tasks_of_large_inner_folds_equal_one_task_per_candidate(monkeypa
     _, merged = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
     monkeypatch.setattr(searched_folds, "MEMBER_TASKS_FROM_ROWS", 0)
     _, per_member = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
-    assert [r["record"] for r in merged] == [r["record"] for r in per_member]
+    assert [r.record for r in merged] == [r.record for r in per_member]
     def scores(results):
-        return [[{k: v for k, v in row.items() if not k.endswith("_time")} for row in r["search"]["candidates"]]
+        return [[{k: v for k, v in row.items() if not k.endswith("_time")} for row in r.search["candidates"]]
                 for r in results]
 
     assert scores(merged) == scores(per_member)
@@ -325,11 +325,11 @@ def test_a_search_over_a_feature_stage_equals_gridsearchcv(yeast5):
         truth = GridSearchCV(Pipeline([("scale", MinMaxScaler()), ("b_stage", stage), ("a_svm", estimator)]),
                              {"b_stage__references": [20, 60], "a_svm__C": [0.1, 1.0]}, cv=3,
                              scoring=make_scorer(g_mean)).fit(X[spec.train], y[spec.train])
-        params = result["search"]["params"]
+        params = result.search["params"]
         assert {"b_stage__references": params["features.0.references"], "a_svm__C": params["C"]} == truth.best_params_
-        np.testing.assert_allclose([row["mean_g_mean"] for row in result["search"]["candidates"]],
+        np.testing.assert_allclose([row["mean_g_mean"] for row in result.search["candidates"]],
                                    truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
-        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
+        assert result.record["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
                                                            abs=1e-12)
 
 
@@ -375,8 +375,8 @@ def test_a_random_search_equals_randomizedsearchcv(yeast5):
                                                                                                     y[spec.train])
         assert [{k.removeprefix("svc__"): v for k, v in p.items()} for p in truth.cv_results_["params"]] \
             == search.candidates
-        assert {f"svc__{k}": v for k, v in result["search"]["params"].items()} == truth.best_params_
-        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
+        assert {f"svc__{k}": v for k, v in result.search["params"].items()} == truth.best_params_
+        assert result.record["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
                                                            abs=1e-12)
 
 
@@ -400,7 +400,7 @@ def test_a_failing_candidate_is_scored_nan_and_the_choice_equals_gridsearchcv(sc
         with pytest.warns(FitFailedWarning):
             truth = _grid_search(estimator, FAILING_GRID, X[spec.train], y[spec.train], scoring=make_scorer(g_mean),
                                  error_score=np.nan)
-        chosen = result["search"]
+        chosen = result.search
         assert {f"linearsvc__{k}": v for k, v in chosen["params"].items()} == truth.best_params_
         np.testing.assert_allclose([row["mean_g_mean"] for row in chosen["candidates"]],
                                    truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
@@ -411,7 +411,7 @@ def test_a_failing_candidate_is_scored_nan_and_the_choice_equals_gridsearchcv(sc
         assert all(f["error"].startswith("ValueError: ") for f in chosen["failures"])
         failed = [r for r in chosen["inner"] if r["candidate"] == failing]
         assert all("Traceback" in r["traceback"] and np.isnan(r["g_mean"]) for r in failed)
-        assert result["record"]["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
+        assert result.record["g_mean"] == pytest.approx(g_mean(y[spec.test], truth.predict(X[spec.test])),
                                                            abs=1e-12)
 
 
@@ -455,13 +455,13 @@ def test_failing_member_tasks_are_recorded_as_one_task_per_candidate_records_the
     _, merged = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
     monkeypatch.setattr(searched_folds, "MEMBER_TASKS_FROM_ROWS", 0)
     _, per_member = _engine(estimator, X, y, search, client=client, n_splits=3, metrics=("g_mean", "auc"))
-    assert [r["record"] for r in merged] == [r["record"] for r in per_member]
+    assert [r.record for r in merged] == [r.record for r in per_member]
     for results in (merged, per_member):
         for result in results:
-            assert [row["n_failed"] for row in result["search"]["candidates"]] == [0, 3]
-            assert result["search"]["index"] == 0 and result["record"]["params"]["estimator__penalty"] == "l2"
-    assert ([f["error"] for r in merged for f in r["search"]["failures"]]
-            == [f["error"] for r in per_member for f in r["search"]["failures"]])
+            assert [row["n_failed"] for row in result.search["candidates"]] == [0, 3]
+            assert result.search["index"] == 0 and result.record["params"]["estimator__penalty"] == "l2"
+    assert ([f["error"] for r in merged for f in r.search["failures"]]
+            == [f["error"] for r in per_member for f in r.search["failures"]])
 
 
 def test_a_searched_job_records_failed_candidates_and_warns(client, tmp_path, caplog):
@@ -575,12 +575,12 @@ def test_a_stage_setting_that_fails_fails_its_candidates_as_in_gridsearchcv(sche
                                            ("a_svm", estimator)]),
                                  {"b_stage__fail": [False, True], "a_svm__C": [0.1, 1.0]}, cv=3,
                                  scoring=make_scorer(g_mean), error_score=np.nan).fit(X[spec.train], y[spec.train])
-        params = result["search"]["params"]
+        params = result.search["params"]
         assert {"b_stage__fail": params["features.0.fail"], "a_svm__C": params["C"]} == truth.best_params_
-        np.testing.assert_allclose([row["mean_g_mean"] for row in result["search"]["candidates"]],
+        np.testing.assert_allclose([row["mean_g_mean"] for row in result.search["candidates"]],
                                    truth.cv_results_["mean_test_score"], rtol=0, atol=1e-12)
-        assert [row["n_failed"] for row in result["search"]["candidates"]] == [0, 3, 0, 3]
-        assert {f["error"] for f in result["search"]["failures"]} == {
+        assert [row["n_failed"] for row in result.search["candidates"]] == [0, 3, 0, 3]
+        assert {f["error"] for f in result.search["failures"]} == {
             "ValueError: this stage setting cannot be fitted"}
 
 

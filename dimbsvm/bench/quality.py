@@ -157,10 +157,10 @@ def _fold_record(result, *, dataset, method, spec, metrics, on_error) -> dict:
         record = {"seed": int(seed), "fold": int(fold), "n_train": int(len(spec.train)),
                   "n_test": int(len(spec.test)), **{name: float("nan") for name in metrics}, "error": message}
     else:
-        record = dict(result["record"])
+        record = dict(result.record)
         if "params" in record:  # a searched method's choice, one column of the folds table
             record["params"] = json.dumps(record["params"], sort_keys=True)
-        failures = (result.get("search") or {}).get("failures") or []
+        failures = (result.search or {}).get("failures") or []
         if failures:  # candidates that raised on inner folds were scored error_score: said, and counted
             logger.warning("%s on %s (seed %d, fold %d): %d inner fit(s) of the search failed and were scored as "
                            "its error_score; the first (candidate %d): %s", method, dataset, seed, fold,

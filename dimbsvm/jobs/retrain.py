@@ -218,8 +218,8 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
     setup = fold_setup(job, pos_label, metrics=(), search=search, class_map=data.meta.get("class_map"))
     challenger_fold = FoldSpec(("challenger",), train_rows, np.empty(0, dtype=np.int64))
     [fitted], _ = execute_folds(job, setup, train_data, [challenger_fold], client=client, label="challenger tasks")
-    challenger = fitted["model"]
-    chosen = {"search_params": fitted["search"]["params"]} if search is not None else {}
+    challenger = fitted.model
+    chosen = {"search_params": fitted.search["params"]} if search is not None else {}
     reported = set(gates) | set(_always_reported(data))
     metrics = sorted(reported)
     models = [challenger] + ([champion_model] if champion_model is not None else [])

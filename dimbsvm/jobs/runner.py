@@ -424,19 +424,18 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
 
     def save(spec, result):
         if search is not None:  # before the fold's record: a fold recorded as finished has its search saved
-            selection = result.pop("search")
+            selection = result.search
             save_fold_search(partial, spec.key, selection)
             warn_failed_fits(spec.key, selection, search.error_score)
         if spec.key != FINAL_MODEL:
             # predictions first: a fold recorded as finished has its out-of-fold predictions saved
-            predictions = result.pop("predictions", None)  # None: the fold's task wrote them (FoldPredictionWriter)
+            predictions = result.take_predictions()  # None: the fold's task wrote them (FoldPredictionWriter)
             if predictions is not None:
-                test = predictions["rows"]
-                save_fold_predictions(partial / OOF_DIR, spec.key, test, data.y[test],
-                                      predictions["y_pred"], predictions["score"], predictions.get("proba"),
-                                      plan.pos_label)
-            save_fold(partial, spec.key, result["record"], plan.data_fingerprint)
-            records[spec.key] = result["record"]
+                test = predictions.rows
+                save_fold_predictions(partial / OOF_DIR, spec.key, test, data.y[test], predictions.y_pred,
+                                      predictions.score, predictions.proba, plan.pos_label)
+            save_fold(partial, spec.key, result.record, plan.data_fingerprint)
+            records[spec.key] = result.record
             unsaved.discard(spec.key)
             draw_ahead_once_folds_are_saved()
 
@@ -470,7 +469,7 @@ def execute_run(plan: RunPlan, client, *, progress=True) -> ExecutedRun:
     final_model = None
     for spec, result in zip(plan.todo, results):  # (every fold's record is in records: saved as it arrived)
         if spec.key == FINAL_MODEL:
-            final_model = result["model"]
+            final_model = result.model
             _save_final_model(final_model, job, data, plan.pos_label, partial)
     if final_model is None and job.output.model:
         # saved by the interrupted run this one resumes: the report's threshold sections read it

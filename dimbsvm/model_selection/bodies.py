@@ -27,6 +27,7 @@ from sklearn.pipeline import make_pipeline
 from ..fold_data.prepared import FoldRows, PreparedFold, row_view, training_data
 from ..rows import RowSubset, block_rows_of, row_blocks, take_rows
 from ..svm.parts import fitted_parts
+from .fold_result import FoldPredictions, FoldResult
 from .pipeline import preprocessing_steps
 from .scoring import fitted_thresholds, metrics_from_predictions, needs_scores, predict_and_score_rows
 
@@ -189,13 +190,12 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
 
     Returns
     -------
-    dict
-        ``{"record": {...}}`` for a fold with test rows (``seed``, ``fold``,
+    FoldResult
+        Its ``record`` for a fold with test rows (``seed``, ``fold``,
         ``n_train``, ``n_test``, the metrics, ``fit_time`` if asked, the
-        chosen thresholds), ``"model"`` (the fitted pipeline) when
-        ``keep_model`` or the fold has no test rows, and ``"predictions"``
-        (``{"rows": test rows, "y_pred": ..., "score": ..., "proba": ... or
-        None}``) when ``keep_predictions``.
+        chosen thresholds), its ``model`` (the fitted pipeline) when
+        ``keep_model`` or the fold has no test rows, and its ``predictions``
+        when ``keep_predictions`` and the sink did not take them.
     """
     start = time.perf_counter()
     parts = fitted_parts(parts)
@@ -209,9 +209,9 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
         [final] = fitted
     model = fold_pipeline(prepared, final)
     fit_time = prepared.fit_time + sum(seconds for _, seconds in parts) + time.perf_counter() - start
-    out = {"model": model} if keep_model or not len(rows.test) else {}
+    kept_model = model if keep_model or not len(rows.test) else None
     if not len(rows.test):
-        return out
+        return FoldResult(model=kept_model)
     start = time.perf_counter()
     predictor, data = scoring_inputs(X, prepared, rows, final, model)
     y_pred, scores, proba = predict_and_score_rows(predictor, data, rows.test, pos_label=pos_label,
@@ -226,15 +226,13 @@ def finish_fold(X, y, prepared: PreparedFold, rows: FoldRows, parts, *, estimato
     if "fit_time" in metrics:
         record["fit_time"] = fit_time
     record.update(fitted_thresholds(final))
-    out["record"] = record
+    kept = None
     if keep_predictions:
         kept = handed_predictions(prediction_sink, key, rows.test, np.asarray(y)[rows.test], y_pred, scores, proba)
-        if kept is not None:
-            out["predictions"] = kept
-    return out
+    return FoldResult(record=record, model=kept_model, predictions=kept)
 
 
-def handed_predictions(sink, key, test, y_true, y_pred, score, proba, summaries=None):
+def handed_predictions(sink, key, test, y_true, y_pred, score, proba, summaries=None) -> FoldPredictions | None:
     """A fold's out-of-fold predictions for its result: ``None`` where ``sink`` wrote them where the task runs.
 
     The driver then receives the fold's record alone, not an array of its
@@ -243,4 +241,4 @@ def handed_predictions(sink, key, test, y_true, y_pred, score, proba, summaries=
     """
     if sink is not None and sink(key, test, y_true, y_pred, score, proba, summaries=summaries):
         return None
-    return {"rows": test, "y_pred": y_pred, "score": score, "proba": proba}
+    return FoldPredictions(test, y_pred, score, proba)

@@ -19,6 +19,7 @@ from ..fold_data.prepared import FoldRows, PreparedFold
 from ..fold_data.spans import ChunkPlace, block_range, chunk_rows
 from ..rows import take_rows
 from .bodies import fold_pipeline
+from .fold_result import AssembledFold, FoldResult
 from .scoring import fitted_thresholds
 
 __all__ = ["MERGED_SCALERS", "assemble_fold", "minmax_block_range", "model_of", "prepare_from_ranges"]
@@ -66,22 +67,17 @@ def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) ->
     return PreparedFold(steps=[fitted], train_features=None, fit_time=time.perf_counter() - start, stage=stage)
 
 
-def assemble_fold(prepared: PreparedFold, fitted):
+def assemble_fold(prepared: PreparedFold, fitted) -> AssembledFold:
     """Task body: the fold's fitted model from its fitted estimator (:func:`finish_fold` without the scoring).
 
     ``fitted``: ``(fitted estimator, seconds)``, from the fold's fit task or
     an estimator's own fit tasks (:class:`~dimbsvm.fold_data.context.FoldFit`).
-
-    Returns
-    -------
-    dict
-        ``{"model", "final", "prepared", "fit_time", "thresholds"}``.
     """
     final, seconds = fitted
-    return {"model": fold_pipeline(prepared, final), "final": final, "prepared": prepared,
-            "fit_time": prepared.fit_time + seconds, "thresholds": fitted_thresholds(final)}
+    return AssembledFold(model=fold_pipeline(prepared, final), final=final, prepared=prepared,
+                         fit_time=prepared.fit_time + seconds, thresholds=fitted_thresholds(final))
 
 
-def model_of(assembled):
-    """Task body: the result of a fold without test rows (a final model): ``{"model": ...}``."""
-    return {"model": assembled["model"]}
+def model_of(assembled: AssembledFold) -> FoldResult:
+    """Task body: the result of a fold without test rows (a final model): its model alone."""
+    return FoldResult(model=assembled.model)

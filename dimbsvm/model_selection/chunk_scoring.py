@@ -21,6 +21,7 @@ import numpy as np
 
 from ..fold_data.spans import chunk_rows, span_labels
 from .bodies import handed_predictions, scoring_inputs
+from .fold_result import AssembledFold, FoldPredictions, FoldResult
 from .counted_metrics import RankCounts, confusion_counts, metrics_from_counts, rank_counts, sorted_positive_scores
 from .scoring import predict_and_score_rows
 
@@ -73,10 +74,10 @@ class ChunkTally:
     predict_time: float
     summary: object
     written: bool
-    handed: dict | None
+    handed: FoldPredictions | None
 
 
-def score_chunk(X, assembled, *, rows, span, y, pos_label, scores, probabilities=False, key=None,
+def score_chunk(X, assembled: AssembledFold, *, rows, span, y, pos_label, scores, probabilities=False, key=None,
                 prediction_sink=None, place=None) -> ScoredChunk:
     """Task body: one chunk's test rows predicted and scored, read once; written as a part where the sink can.
 
@@ -85,7 +86,7 @@ def score_chunk(X, assembled, *, rows, span, y, pos_label, scores, probabilities
     start = time.perf_counter()
     here = chunk_rows(rows, span, place)
     first, test = here.test_first, here.test
-    predictor, data = scoring_inputs(X, assembled["prepared"], rows, assembled["final"], assembled["model"])
+    predictor, data = scoring_inputs(X, assembled.prepared, rows, assembled.final, assembled.model)
     y_pred, values, proba = predict_and_score_rows(predictor, data, test, pos_label=pos_label, scores=scores,
                                                    probabilities=probabilities)
     predict_time = time.perf_counter() - start
@@ -103,8 +104,7 @@ def tally_chunk(scored: ScoredChunk, *, classes, pos_label, score_metrics: bool,
     positives = sorted_positive_scores(scored.y_true, scored.values, pos_label) if score_metrics else None
     handed = None
     if keep_predictions and not scored.written:
-        handed = {"rows": scored.rows, "y_true": scored.y_true, "y_pred": scored.y_pred, "score": scored.values,
-                  "proba": scored.proba}
+        handed = FoldPredictions(scored.rows, scored.y_pred, scored.values, scored.proba, y_true=scored.y_true)
     return ChunkTally(scored.first, int(scored.rows.size), confusion_counts(scored.y_true, scored.y_pred, classes),
                       positives, scored.predict_time, scored.summary, scored.written, handed)
 
@@ -119,8 +119,9 @@ def rank_chunk(scored: ScoredChunk, positives, *, pos_label, precision_curve: bo
     return rank_counts(scored.values[scored.y_true != pos_label], positives, precision_curve=precision_curve)
 
 
-def record_from_tallies(assembled, tallies, *, ranks=None, positives=None, key, n_train, n_test, classes, metrics,
-                        pos_label, keep_model=False, keep_predictions=False, prediction_sink=None) -> dict:
+def record_from_tallies(assembled: AssembledFold, tallies, *, ranks=None, positives=None, key, n_train, n_test,
+                        classes, metrics, pos_label, keep_model=False, keep_predictions=False,
+                        prediction_sink=None) -> FoldResult:
     """Task body: the fold's record from its chunks' tallies (in test-row order); as :func:`~dimbsvm.model_selection.bodies.finish_fold`."""
     confusion = sum(tally.confusion for tally in tallies)
     ranked = None
@@ -132,27 +133,20 @@ def record_from_tallies(assembled, tallies, *, ranks=None, positives=None, key, 
     record.update(metrics_from_counts(confusion, classes, metrics=metrics, pos_label=pos_label, positives=positives,
                                       ranks=ranked, predict_time=sum(tally.predict_time for tally in tallies)))
     if "fit_time" in metrics:
-        record["fit_time"] = assembled["fit_time"]
-    record.update(assembled["thresholds"])
-    out = {"record": record}
-    if keep_model:
-        out["model"] = assembled["model"]
+        record["fit_time"] = assembled.fit_time
+    record.update(assembled.thresholds)
+    model = assembled.model if keep_model else None
     if not keep_predictions:
-        return out
+        return FoldResult(record=record, model=model)
     summaries = [tally.summary for tally in tallies]
     summaries = summaries if tallies and all(s is not None for s in summaries) else None
     if tallies and all(tally.written for tally in tallies) and prediction_sink.finish_parts(
             key, [tally.first for tally in tallies], [tally.n_rows for tally in tallies], summaries):
-        return out
+        return FoldResult(record=record, model=model)
     if any(tally.written for tally in tallies):
         raise RuntimeError(f"fold {key}: some workers wrote their rows' predictions to the run directory and some "
                            "could not reach it; run the job where every worker sees the run directory, or none does")
-    handed = [tally.handed for tally in tallies]
-    with_proba = all(part["proba"] is not None for part in handed)
-    joined = {name: np.concatenate([part[name] for part in handed]) for name in ("rows", "y_true", "y_pred", "score")}
-    kept = handed_predictions(prediction_sink, key, joined["rows"], joined["y_true"], joined["y_pred"],
-                              joined["score"], np.concatenate([part["proba"] for part in handed]) if with_proba else None,
-                              summaries=summaries)
-    if kept is not None:
-        out["predictions"] = kept
-    return out
+    joined = FoldPredictions.joined(tally.handed for tally in tallies)
+    kept = handed_predictions(prediction_sink, key, joined.rows, joined.y_true, joined.y_pred, joined.score,
+                              joined.proba, summaries=summaries)
+    return FoldResult(record=record, model=model, predictions=kept)

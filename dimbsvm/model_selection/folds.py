@@ -118,18 +118,18 @@ class FoldSetup:
     search : Search, default=None
         Nested CV: each fold's estimator parameters are chosen among
         ``search.candidates`` on its training rows (inner folds, candidates
-        and members all tasks of the one plan); each result then has
-        ``"search"`` (the choice and every candidate's inner scores).
+        and members all tasks of the one plan); each result then has its
+        ``search`` (the choice and every candidate's inner scores).
     keep_predictions : bool, default=False
         Return each fold's test-row predictions and positive-class scores
-        too (``result["predictions"]``), for out-of-fold predictions.
+        too (the result's ``predictions``), for out-of-fold predictions.
     part_store : PartStore, default=None
         Save the parts of multi-part estimators as they finish, and reuse
         those found there instead of refitting them (not a search's parts).
     prediction_sink : PredictionSink, default=None
         With ``keep_predictions``: the task that scores a fold hands its
         predictions to this where it runs, and where the sink takes them the
-        result has no ``"predictions"``.
+        result has no ``predictions``.
     run_spill : RunSpill, default=None
         Where the tasks of an ensemble's shared threshold keep each chunk's
         sorted out-of-bag margins, so that a range task reads only its
@@ -443,9 +443,9 @@ def run_folds(setup: FoldSetup, X, y, specs, *, client, retries=2, on_result=Non
 
     Returns
     -------
-    results : list of dict
-        In the order of ``specs``: ``{"record": ...}`` and/or ``{"model": ...}``
-        (see :func:`~dimbsvm.model_selection.bodies.finish_fold`).
+    results : list of FoldResult
+        :class:`~dimbsvm.model_selection.fold_result.FoldResult` in the order
+        of ``specs`` (see :func:`~dimbsvm.model_selection.bodies.finish_fold`).
     reused_parts : int
         Parts loaded from ``part_store`` rather than refitted.
     """

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from ..svm.parts import Part, fit_part, parts_of
 from ..svm.task_costs import FoldCosts, prepare_seconds
 from .bodies import finish_fold, prepare_fold
 from .fold_layout import store_fold_rows
+from .fold_result import FoldResult
 from .scoring import TIME_METRICS
 from .search import Search, inner_splits, select_candidate, stage_params
 
@@ -207,13 +208,13 @@ def _guarded(error_score, body, *args, **kwargs):
         return FailedFit(f"{type(exc).__name__}: {exc}", traceback.format_exc(), time.perf_counter() - start)
 
 
-def _failure_record(key, metrics, error_score, failures) -> dict:
+def _failure_record(key, metrics, error_score, failures) -> FoldResult:
     """An inner fold's record for a candidate that failed: every quality metric ``error_score``, the error kept."""
     record = {"seed": int(key[0]), "fold": int(key[1])}
     record.update({name: float(error_score) for name in metrics if name not in TIME_METRICS})
     record.update(fit_time=float(sum(f.seconds for f in failures)), predict_time=0.0, error=failures[0].error,
                   traceback=failures[0].traceback)
-    return {"record": record}
+    return FoldResult(record=record)
 
 
 def prepare_inner(X, y, rows, *, scaler, impute, features, stage=None, error_score="raise"):
@@ -264,9 +265,9 @@ def finish_inner(X, y, prepared, rows, parts, *, estimator, seeds, key, metrics,
                    metrics=metrics, pos_label=pos_label)
     if isinstance(out, FailedFit):
         return _failure_record(key, metrics, error_score, [out])
-    if "fit_time" in out["record"]:
-        out["record"]["fit_time"] -= prepared.fit_time
-        out["record"]["prepare_time"] = prepared.fit_time
+    if "fit_time" in out.record:
+        out.record["fit_time"] -= prepared.fit_time
+        out.record["prepare_time"] = prepared.fit_time
     return out
 
 
@@ -274,7 +275,7 @@ def select_from_scored(scored, *, search: Search) -> dict:
     """Task body: :func:`select_candidate` over the inner folds' finish results."""
     inner = []
     for result in scored:
-        record = dict(result["record"])
+        record = dict(result.record)
         candidate, inner_fold = record.pop("seed"), record.pop("fold")
         inner.append({"candidate": candidate, "inner_fold": inner_fold, **record})
     return select_candidate(inner, search=search)
@@ -298,7 +299,7 @@ def finish_chosen(X, y, prepared, rows, parts, *, selection, options, key, metri
                   keep_model=False, keep_predictions=False, prediction_sink=None):
     """Task body: :func:`~dimbsvm.model_selection.bodies.finish_fold` with the chosen candidate.
 
-    The result also has ``"search"`` (the selection, with every candidate's
+    The result also has its ``search`` (the selection, with every candidate's
     inner scores); a fold's record has ``params``, the parameters chosen,
     and, when it records ``fit_time``, ``search_time``: the seconds of every
     inner prepare, fit and prediction, which its ``fit_time`` includes (as
@@ -308,10 +309,9 @@ def finish_chosen(X, y, prepared, rows, parts, *, selection, options, key, metri
     out = finish_fold(X, y, prepared, rows, [part for part in parts if part is not None],
                       estimator=estimator, seeds=seeds, key=key, metrics=metrics, pos_label=pos_label,
                       keep_model=keep_model, keep_predictions=keep_predictions, prediction_sink=prediction_sink)
-    if "record" in out:
-        out["record"]["params"] = dict(selection["params"])
-        if "fit_time" in out["record"]:  # what choosing the model cost is part of fitting it, as in GridSearchCV
-            out["record"]["fit_time"] += selection["search_time"]
-            out["record"]["search_time"] = selection["search_time"]
-    out["search"] = selection
-    return out
+    if out.record is not None:
+        out.record["params"] = dict(selection["params"])
+        if "fit_time" in out.record:  # what choosing the model cost is part of fitting it, as in GridSearchCV
+            out.record["fit_time"] += selection["search_time"]
+            out.record["search_time"] = selection["search_time"]
+    return replace(out, search=selection)
