@@ -14,13 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.pipeline import make_pipeline
 
+from ..parallel.sized import SizedResult
 from ..rows import TransformedRows
 
 __all__ = ["FoldRows", "PreparedFold", "row_view", "training_data"]
 
 
 @dataclass(frozen=True)
-class FoldRows:
+class FoldRows(SizedResult):
     """The rows of one fold: ``train`` (fitted on) and ``test`` (scored; empty for a final model)."""
 
     train: np.ndarray
@@ -28,7 +29,7 @@ class FoldRows:
 
 
 @dataclass
-class PreparedFold:
+class PreparedFold(SizedResult):
     """The fitted steps before the estimator, for one fold.
 
     Attributes

@@ -74,8 +74,9 @@ def assemble_fold(prepared: PreparedFold, fitted) -> AssembledFold:
     an estimator's own fit tasks (:class:`~dimbsvm.fold_data.context.FoldFit`).
     """
     final, seconds = fitted
-    return AssembledFold(model=fold_pipeline(prepared, final), final=final, prepared=prepared,
-                         fit_time=prepared.fit_time + seconds, thresholds=fitted_thresholds(final))
+    model = fold_pipeline(prepared, final)
+    return AssembledFold(model=model, prepared=prepared, fit_time=prepared.fit_time + seconds,
+                         thresholds=fitted_thresholds(final), final_alone=final if model is None else None)
 
 
 def model_of(assembled: AssembledFold) -> FoldResult:

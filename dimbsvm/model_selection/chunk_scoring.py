@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..parallel.sized import SizedResult
 from ..fold_data.spans import chunk_rows, span_labels
 from .bodies import handed_predictions, scoring_inputs
 from .fold_result import AssembledFold, FoldPredictions, FoldResult
@@ -30,7 +31,7 @@ __all__ = ["ChunkTally", "ScoredChunk", "fold_positives", "rank_chunk", "record_
 
 
 @dataclass
-class ScoredChunk:
+class ScoredChunk(SizedResult):
     """One chunk's test rows scored, kept in the worker that scored them.
 
     Attributes
@@ -60,7 +61,7 @@ class ScoredChunk:
 
 
 @dataclass(frozen=True)
-class ChunkTally:
+class ChunkTally(SizedResult):
     """What a fold's record takes of one scored chunk: a few numbers, and its positive rows' scores.
 
     ``handed``: the chunk's rows for the driver, only where the sink did not

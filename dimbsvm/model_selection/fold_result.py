@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..parallel.sized import SizedResult
+
 __all__ = ["AssembledFold", "FoldPredictions", "FoldResult"]
 
 
 @dataclass(frozen=True)
-class FoldPredictions:
+class FoldPredictions(SizedResult):
     """A fold's out-of-fold predictions, in test-row order.
 
     Attributes
@@ -61,32 +63,39 @@ class FoldPredictions:
 
 
 @dataclass(frozen=True)
-class AssembledFold:
+class AssembledFold(SizedResult):
     """A store fold's model, assembled once from its parts, before its test rows are scored a chunk at a time.
 
     Attributes
     ----------
-    model : Pipeline
-        The fold's fitted pipeline (prepared steps, then the estimator).
-    final : estimator
-        The fitted estimator alone.
+    model : Pipeline or None
+        The fold's fitted pipeline (prepared steps, then the estimator);
+        None with a stored stage that has no standalone steps.
     prepared : PreparedFold
         The fold's prepared steps.
     fit_time : float
         Seconds of preparing and fitting.
     thresholds : dict
         The fitted thresholds the fold's record keeps.
+    final_alone : estimator or None
+        The fitted estimator where there is no pipeline to hold it (kept
+        once, so that its size is counted once).
     """
 
     model: object
-    final: object
     prepared: object
     fit_time: float
     thresholds: dict
+    final_alone: object = None
+
+    @property
+    def final(self):
+        """The fitted estimator alone: the pipeline's last step."""
+        return self.final_alone if self.model is None else self.model[-1]
 
 
 @dataclass
-class FoldResult:
+class FoldResult(SizedResult):
     """What a fold's finish task returns to the driver.
 
     Not frozen: the driver takes the predictions out once it has saved them

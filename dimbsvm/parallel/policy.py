@@ -204,6 +204,9 @@ def run_task(func, kwargs: dict):
     n_threads = worker_threads()
     if n_threads is not None:
         _reschedule_if_refused()
+        from .result_sizes import register
+
+        register()  # the worker counts what the results it keeps hold
     threads = task_threads(n_threads) if n_threads is not None else contextlib.nullcontext()
     memory = contextlib.nullcontext()
     if n_threads is not None:  # in a worker: blocks of scikit-learn's chunked computations within its limit

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..parallel.sized import SizedResult
 from ..rows import no_rows, stack_rows, take_rows
 from ..store.rows import StoreRows
 from ..fold_data.spans import ChunkPlace, block_range, chunk_rows, rows_within
@@ -25,7 +26,7 @@ __all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bag
 
 
 @dataclass(frozen=True)
-class MemberBag:
+class MemberBag(SizedResult):
     """A member's bag drawn ahead of it: the draw (handed to the member) and its distinct dataset rows."""
 
     drawn: object  # DrawnBag
@@ -71,7 +72,7 @@ def _bag_rows_in(bags, span):
 
 
 @dataclass(frozen=True)
-class ChunkPass:
+class ChunkPass(SizedResult):
     """One read of a training chunk: its rows' min-max range and every member's bag rows in it."""
 
     range: tuple  # as minmax_block_range returns it

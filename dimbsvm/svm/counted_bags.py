@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..parallel.sized import SizedResult
 from ..rows import no_rows, stack_rows, take_rows
 from ..fold_data.spans import ChunkPlace, block_range, chunk_rows, span_labels
 from .bag_bodies import ChunkPass, GatheredRows, rows_as_stored, where_held
@@ -33,7 +34,7 @@ def draws_from_counts(member) -> bool:
 
 
 @dataclass(frozen=True)
-class CountedBags:
+class CountedBags(SizedResult):
     """Every member's bag of one fold as class ranks: the minority's ``0 .. n_minority - 1``, the others'
     ``n_minority ...`` (the order of :func:`~dimbsvm.svm.bagging.draw_bag`'s ``classes``).
 
@@ -85,7 +86,7 @@ def counted_bags(*, parts, classes, counts) -> CountedBags:
 
 
 @dataclass(frozen=True)
-class CountedPiece:
+class CountedPiece(SizedResult):
     """A member's bag rows in one chunk: their ranks (increasing within each class), positions among the
     fold's training rows, features as stored, and labels."""
 

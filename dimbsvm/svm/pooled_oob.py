@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..parallel.sized import SizedResult
 from ..fold_data.prepared import PreparedFold, row_view
 from ..fold_data.spans import ChunkPlace, chunk_rows
 from ..rows import cache_blocks
@@ -21,7 +22,7 @@ __all__ = ["PooledChunk", "pooled_margins", "pooled_oob_block"]
 
 
 @dataclass(frozen=True)
-class PooledChunk:
+class PooledChunk(SizedResult):
     """The pooled out-of-bag margins of one chunk's training rows (:func:`pooled_oob_block`).
 
     Attributes

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dimbsvm.parallel.sized import SizedResult
 from dimbsvm.svm import smoothing as _smoothing
 from dimbsvm.svm import threshold as _threshold
 from dimbsvm.svm.objectives import check_objective
@@ -54,7 +55,7 @@ _SAMPLES_PER_RUN = 64
 
 
 @dataclass(frozen=True)
-class SortedRun:
+class SortedRun(SizedResult):
     """One chunk's scored rows in stable margin order.
 
     Attributes
@@ -240,7 +241,7 @@ def _grid_cut(low, delta, k, high):
 
 
 @dataclass(frozen=True)
-class RangeBlock:
+class RangeBlock(SizedResult):
     """One value range's margins of every run, merged in stable order (:func:`range_block`)."""
 
     values: np.ndarray
