@@ -104,3 +104,78 @@ def test_a_store_job_with_bag_rows_on_disk_equals_the_job_with_them_in_memory(tm
     for first, second in zip(a.estimators_, b.estimators_, strict=True):
         assert first.coef_.tobytes() == second.coef_.tobytes()
     assert not any(path.suffix == ".bin" for path in tmp_path.rglob("*"))  # the partial directory too
+
+
+# -- a chunk's range kept on disk by its read -------------------------------------------------------------------
+
+
+def test_a_spilled_range_reads_back_as_written_and_small_ranges_stay(tmp_path):
+    import scipy.sparse as sp
+
+    from dimbsvm.fold_data.spans import block_range
+    from dimbsvm.jobs.threshold_runs import SPILLED_RANGE_BYTES, SpilledRange
+
+    rng = np.random.default_rng(5)
+    spill = ThresholdRunDirectory.open(tmp_path / "runs")
+    rows = sp.random(300, 40_000, density=0.01, format="csr", random_state=0)
+    rows.data = rows.data * 5 - 1  # negative and positive stored values: both extremes have entries
+    sparse = block_range(rows)
+    dense = block_range(rng.normal(size=(50, 20_000)))
+    small = block_range(rng.normal(size=(50, 8)))
+    assert spill.write_range((0, 1), 0, small) is None  # 8 columns: held in memory
+    for first, chunk_range in ((100, sparse), (200, dense)):
+        kept = spill.write_range((0, 1), first, chunk_range)
+        assert isinstance(kept, SpilledRange) and len(pickle.dumps(kept)) < 300
+        low, high, n_rows = pickle.loads(pickle.dumps(kept)).read()
+        assert n_rows == chunk_range[2]
+        for got, expected in ((low, chunk_range[0]), (high, chunk_range[1])):
+            assert sp.issparse(got) == sp.issparse(expected)
+            if sp.issparse(expected):
+                assert got.shape == expected.shape and (got != expected).nnz == 0
+            else:
+                assert np.array_equal(got, expected)
+    assert SPILLED_RANGE_BYTES > small[0].nbytes + small[1].nbytes
+    spill.forget((0, 1))
+    assert not any(path.suffix == ".npz" for path in (tmp_path / "runs").rglob("*"))
+
+
+def test_a_sparse_store_job_with_ranges_on_disk_equals_the_job_with_them_in_memory(tmp_path, monkeypatch):
+    """The chunks' reads keep their sparse ranges on disk, the prepare tasks read them back: the same scalers,
+    records and models as with the ranges held in memory."""
+    import scipy.sparse as sp
+
+    from dimbsvm.datasets import make_text_like
+    from dimbsvm.jobs.threshold_runs import SpilledRange
+
+    X, y = make_text_like(3_000, n_features=20_000, random_state=0)
+    store = tmp_path / "text.zarr"
+    ingest((sp.csr_matrix(X), y), store, chunk_rows=500)
+    job = validate_job({"name": "ranges", "data": {"source": str(store)}, "preprocessing": {"scaler": "maxabs"},
+                        "estimator": {"name": "ensemble_othr", "params": {
+                            "estimator": "linear_svc", "n_estimators": 3, "bootstrap": "balanced",
+                            "max_samples": 200, "random_state": 3}},
+                        "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 4}, "metrics": ["g_mean", "auc"]})
+    written = []
+    write_range = ThresholdRunDirectory.write_range
+
+    def counted(self, key, first, chunk_range):
+        kept = write_range(self, key, first, chunk_range)
+        written.append(kept)
+        return kept
+
+    monkeypatch.setattr(ThresholdRunDirectory, "write_range", counted)
+    monkeypatch.setattr("dimbsvm.jobs.threshold_runs.SPILLED_RANGE_BYTES", 0)  # every chunk's, however small
+    on_disk = run_job(job, None, out=tmp_path / "on-disk", progress=False, data=load_job_data(str(store)))
+    assert len(written) == 4 * 6 and all(isinstance(kept, SpilledRange) for kept in written)
+    monkeypatch.setattr(ThresholdRunDirectory, "write_range", lambda self, key, first, chunk_range: None)
+    in_memory = run_job(job, None, out=tmp_path / "in-memory", progress=False, data=load_job_data(str(store)))
+
+    def without_times(records):
+        return [{k: v for k, v in record.items() if not k.endswith("_time")} for record in records]
+
+    assert without_times(on_disk.folds) == without_times(in_memory.folds)
+    a, b = (load_model(result.run_dir / "model").estimator for result in (on_disk, in_memory))
+    assert a[0].max_abs_.tobytes() == b[0].max_abs_.tobytes()
+    for first, second in zip(a[-1].estimators_, b[-1].estimators_, strict=True):
+        assert first.coef_.tobytes() == second.coef_.tobytes()
+    assert not any(path.suffix == ".npz" for path in (tmp_path / "on-disk").rglob("range-*"))

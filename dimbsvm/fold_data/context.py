@@ -142,7 +142,8 @@ class PlansFoldFit(Protocol):
 
 class RunSpill(Protocol):
     """Where a fold's chunk tasks keep what other tasks read a slice of: sorted out-of-bag margin runs, read back
-    a range at a time, and an ensemble's bag rows, read back a member at a time.
+    a range at a time, an ensemble's bag rows, read back a member at a time, and chunks' large ranges, read
+    back by the fold's prepare task.
 
     The job layer gives one (:class:`dimbsvm.jobs.threshold_runs.ThresholdRunDirectory`);
     it is pickled into the tasks, so it must be small and picklable.
@@ -157,8 +158,13 @@ class RunSpill(Protocol):
         chunk's first training row; what stands for the list (``[i]`` gives member ``i``'s piece), or ``None``
         where this process cannot (the pieces are kept)."""
 
+    def write_range(self, key, first, chunk_range):
+        """Keep fold ``key``'s range of a chunk (as ``block_range`` gives it), ``first`` the chunk's first
+        training row; what stands for it (its ``read()`` gives the range back), or ``None`` where this process
+        cannot or the range is small (the range is kept)."""
+
     def forget(self, key) -> None:
-        """Drop fold ``key``'s runs and bag rows once the fold has finished."""
+        """Drop fold ``key``'s runs, bag rows and ranges once the fold has finished."""
 
 
 class PartStore(Protocol):

@@ -17,6 +17,13 @@ Two kinds of chunk results are read in slices by many tasks of the fold:
   read writes them here and returns :class:`SpilledPieces`; a member reads
   only its own rows.
 
+- a chunk's read also carries its rows' range for the fold's scaler, held
+  as long as the read (until the fold's members have fitted). A sparse
+  chunk's range has an entry for every column its rows touch, so every
+  chunk of every fold held at once grows with the rows; one of
+  :data:`SPILLED_RANGE_BYTES` or more is written here and read back by the
+  prepare task (:class:`SpilledRange`).
+
 This happens where a task's process reaches the run directory; a worker that
 does not (another machine) keeps its results in memory as before. The driver
 removes a fold's files when the fold has finished, and the directory when
@@ -38,10 +45,14 @@ import scipy.sparse as sp
 
 from .._locks import atomic_file
 
-__all__ = ["RUNS_DIR", "SpilledPieces", "SpilledRun", "ThresholdRunDirectory"]
+__all__ = ["RUNS_DIR", "SPILLED_RANGE_BYTES", "SpilledPieces", "SpilledRange", "SpilledRun", "ThresholdRunDirectory"]
 
 #: The partial run directory's folder of spilled runs (removed when the run closes).
 RUNS_DIR = "threshold-runs"
+
+#: A chunk's range (its rows' per-column extremes) of this many bytes or more is written to disk by the read that
+#: carries it (a few hundred columns' dense range stays in memory).
+SPILLED_RANGE_BYTES = 64 * 1024
 
 #: The arrays of a run, one file each: a field of a record array is strided, and a binary search of a strided
 #: array copies it whole (every page of the run), where a range task must touch only its slice.
@@ -152,6 +163,54 @@ class SpilledPieces:
         return f"SpilledPieces({self.path!r}, members={len(self)}, rows={sum(self.counts)})"
 
 
+class SpilledRange:
+    """A chunk's range as :func:`~dimbsvm.fold_data.spans.block_range` gives it, kept in one ``.npz`` file.
+
+    Pickled, it is the file's path; :meth:`read` gives the range back
+    (``(low, high, n_rows)``, ``low`` and ``high`` CSR rows or arrays as
+    they were written).
+    """
+
+    def __init__(self, path: str):
+        self.path = str(path)
+
+    @classmethod
+    def write(cls, path, chunk_range) -> "SpilledRange":
+        """Write ``chunk_range`` to ``path`` whole (a reader keeps any older file) and return what stands for it."""
+        low, high, n_rows = chunk_range
+        arrays = {"n_rows": np.int64(n_rows), "sparse": np.bool_(sp.issparse(low))}
+        for name, extreme in (("low", low), ("high", high)):
+            if sp.issparse(extreme):
+                extreme = sp.csr_matrix(extreme)
+                arrays.update({f"{name}_data": extreme.data, f"{name}_indices": extreme.indices,
+                               f"{name}_indptr": extreme.indptr, f"{name}_shape": np.asarray(extreme.shape)})
+            else:
+                arrays[name] = np.asarray(extreme)
+        with atomic_file(path, durable=False) as handle:
+            np.savez(handle, **arrays)
+        return cls(path)
+
+    def read(self):
+        """``(low, high, n_rows)`` as written."""
+        with np.load(self.path) as stored:
+            def extreme(name):
+                if not bool(stored["sparse"]):
+                    return stored[name]
+                return sp.csr_matrix((stored[f"{name}_data"], stored[f"{name}_indices"], stored[f"{name}_indptr"]),
+                                     shape=tuple(stored[f"{name}_shape"]))
+
+            return extreme("low"), extreme("high"), int(stored["n_rows"])
+
+    def __getstate__(self):
+        return {"path": self.path}
+
+    def __setstate__(self, state):
+        self.__init__(state["path"])
+
+    def __repr__(self):
+        return f"SpilledRange({self.path!r})"
+
+
 @dataclass(frozen=True)
 class ThresholdRunDirectory:
     """Where the tasks of a run's folds write their sorted runs (:class:`~dimbsvm.fold_data.context.RunSpill`).
@@ -210,8 +269,18 @@ class ThresholdRunDirectory:
         folder.mkdir(exist_ok=True)
         return SpilledPieces.write(str(folder / f"bags-{int(first):012d}.bin"), pieces)
 
+    def write_range(self, key, first: int, chunk_range) -> SpilledRange | None:
+        """Keep fold ``key``'s range of the chunk whose first training row is ``first`` (as
+        :func:`~dimbsvm.fold_data.spans.block_range` gives it); ``None`` where it is smaller than
+        :data:`SPILLED_RANGE_BYTES` or this process does not reach the directory (the caller keeps it)."""
+        if _range_bytes(chunk_range) < SPILLED_RANGE_BYTES or not os.path.exists(self.marker):
+            return None
+        folder = Path(self.directory) / _fold_name(key)
+        folder.mkdir(exist_ok=True)
+        return SpilledRange.write(str(folder / f"range-{int(first):012d}.npz"), chunk_range)
+
     def forget(self, key) -> None:
-        """Remove fold ``key``'s runs and bag rows (the fold has finished)."""
+        """Remove fold ``key``'s runs, bag rows and ranges (the fold has finished)."""
         shutil.rmtree(Path(self.directory) / _fold_name(key), ignore_errors=True)
 
     def close(self) -> None:
@@ -222,3 +291,10 @@ class ThresholdRunDirectory:
 def _fold_name(key) -> str:
     """A fold key as a folder name: ``(4, 1)`` -> ``"4-1"``."""
     return "-".join(str(part) for part in key)
+
+
+def _range_bytes(chunk_range) -> int:
+    """The bytes a chunk's range holds (its two extremes; a CSR row's stored values and indices)."""
+    low, high, _ = chunk_range
+    return sum(e.data.nbytes + e.indices.nbytes + e.indptr.nbytes if sp.issparse(e) else np.asarray(e).nbytes
+               for e in (low, high))

@@ -51,6 +51,7 @@ def prepare_from_ranges(ranges, *, scaler, rows: FoldRows = None, stage=None) ->
         raise ValueError(f"only {' and '.join(MERGED_SCALERS)} scalers are merged from chunk ranges, not {scaler!r}")
     start = time.perf_counter()
     ranges = [getattr(r, "range", r) for r in ranges]  # (a ChunkPass carries its chunk's range)
+    ranges = [r.read() if hasattr(r, "read") else r for r in ranges]  # (a large one kept on disk by the read)
     if sp.issparse(ranges[0][0]):
         low = functools.reduce(lambda a, b: a.minimum(b), [r[0] for r in ranges]).toarray().ravel()
         high = functools.reduce(lambda a, b: a.maximum(b), [r[1] for r in ranges]).toarray().ravel()

@@ -21,8 +21,8 @@ from ..rows import no_rows, stack_rows, take_rows
 from ..store.rows import StoreRows
 from ..fold_data.spans import ChunkPlace, block_range, chunk_rows, rows_within
 
-__all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "member_bags", "range_and_gather_block",
-           "rows_as_stored", "where_held"]
+__all__ = ["ChunkPass", "GatheredRows", "MemberBag", "gather_block", "kept_range", "member_bags",
+           "range_and_gather_block", "rows_as_stored", "where_held"]
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,18 @@ def _bag_rows_in(bags, span):
 class ChunkPass(SizedResult):
     """One read of a training chunk: its rows' min-max range and every member's bag rows in it."""
 
-    range: tuple  # as minmax_block_range returns it
+    range: object  # as minmax_block_range returns it, or a RunSpill's stand-in for it (its read() gives it)
     pieces: list  # as gather_block returns them
 
 
-def range_and_gather_block(X, bags, *, rows, span, place: ChunkPlace | None = None) -> ChunkPass:
+def range_and_gather_block(X, bags, *, rows, span, place: ChunkPlace | None = None, spill=None,
+                           key=None) -> ChunkPass:
     """Task body: :func:`minmax_block_range` and :func:`gather_block` of one chunk from a single read.
 
     The bags are cheap to draw, so waiting for them costs less than reading
     every chunk a second time (a read is most of either task). ``rows``,
     ``place``: as :func:`~dimbsvm.fold_data.spans.chunk_rows` takes them.
+    ``spill``, ``key``: where a large range is kept (:func:`kept_range`).
     """
     train_rows = chunk_rows(rows, span, place).train
     block = rows_as_stored(X, train_rows)
@@ -94,7 +96,15 @@ def range_and_gather_block(X, bags, *, rows, span, place: ChunkPlace | None = No
         if ids.size and (where[-1] >= train_rows.size or np.any(train_rows[where] != ids)):
             raise ValueError(f"bag rows {ids[:5].tolist()}... are not training rows of this fold's chunk {span}")
         pieces.append((ids, block[where]))
-    return ChunkPass(block_range(block), pieces)
+    return ChunkPass(kept_range(block_range(block), spill, key, train_rows[0] if train_rows.size else span[0]),
+                     pieces)
+
+
+def kept_range(chunk_range, spill, key, first):
+    """A chunk's range, or what stands for it where ``spill`` keeps it on disk (a large range is otherwise held
+    as long as the read that carries it; :class:`~dimbsvm.fold_data.context.RunSpill`)."""
+    kept = None if spill is None else spill.write_range(key, first, chunk_range)
+    return chunk_range if kept is None else kept
 
 
 def rows_as_stored(X, rows):

@@ -21,7 +21,7 @@ import numpy as np
 from ..parallel.sized import SizedResult
 from ..rows import no_rows, stack_rows, take_rows
 from ..fold_data.spans import ChunkPlace, block_range, chunk_rows, span_labels
-from .bag_bodies import ChunkPass, GatheredRows, rows_as_stored, where_held
+from .bag_bodies import ChunkPass, GatheredRows, kept_range, rows_as_stored, where_held
 from .bagging import DrawnBag, RankRange
 
 __all__ = ["CountedBags", "counted_bags", "draws_from_counts", "gather_counted_block", "member_inputs"]
@@ -129,7 +129,8 @@ def gather_counted_block(X, y, bags: CountedBags, *, rows, span, place: ChunkPla
     if with_range:
         block = rows_as_stored(X, here.train)
         pieces = [CountedPiece(found, here.train_first + where, block[where], labels[where]) for where, found in wanted]
-        return ChunkPass(block_range(block), _kept(pieces, spill, key, here.train_first))
+        return ChunkPass(kept_range(block_range(block), spill, key, here.train_first),
+                         _kept(pieces, spill, key, here.train_first))
     every = np.unique(np.concatenate([where for where, _ in wanted])) if wanted else np.empty(0, np.int64)
     read = take_rows(X, here.train[every]) if every.size else no_rows(X)
     pieces = [CountedPiece(found, here.train_first + where, read[np.searchsorted(every, where)], labels[where])

@@ -111,7 +111,8 @@ def plan_ensemble_fold(estimator, context: FoldContext) -> FoldFit:
     elif by_chunk and ctx.stage is None:
         bags = plan.add(member_bags, dict(y=y, rows=ctx.rows(), parts=parts), name="bag", priority=10,
                         cost=costs.bag() * len(parts))
-        gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, **ctx.at(span)), name="read",
+        gathered = [plan.add(range_and_gather_block, dict(X=X, bags=bags, spill=ctx.run_spill, key=ctx.key,
+                                                          **ctx.at(span)), name="read",
                              cost=costs.read(chunk_rows), affinity=chunk_index(span))
                     if ctx.merged_ranges else plan.add(gather_block, dict(X=X, bags=bags, span=span), name="gather",
                                                        cost=costs.read(chunk_rows), affinity=chunk_index(span))
