@@ -27,6 +27,23 @@ def _pieces(rng, sizes, n_features=5, dtype=np.float32, labels_dtype=np.int64):
                          rng.integers(0, 2, size).astype(labels_dtype)) for size in sizes]
 
 
+def _recorded(monkeypatch, method: str) -> list:
+    """``[(arguments, what it returned), ...]`` of every call of the run directory's ``method`` from now on."""
+    calls, real = [], getattr(ThresholdRunDirectory, method)
+
+    def recorded(self, *args):
+        kept = real(self, *args)
+        calls.append((args, kept))
+        return kept
+
+    monkeypatch.setattr(ThresholdRunDirectory, method, recorded)
+    return calls
+
+
+def _without_times(records):
+    return [{k: v for k, v in record.items() if not k.endswith("_time")} for record in records]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_spilled_pieces_read_back_each_member_as_written_and_pickle_small(tmp_path, dtype):
     rng = np.random.default_rng(0)
@@ -77,28 +94,17 @@ def test_a_store_job_with_bag_rows_on_disk_equals_the_job_with_them_in_memory(tm
                             "estimator": "linear_svc", "n_estimators": 4, "bootstrap": "balanced",
                             "max_samples": 40, "random_state": 3}},
                         "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 4}, "metrics": ["g_mean", "auc"]})
-    written = []
-    write_pieces = ThresholdRunDirectory.write_pieces
-
-    def counted(self, key, first, pieces):
-        kept = write_pieces(self, key, first, pieces)
-        written.append((kept, sum(piece.ranks.size for piece in pieces)))
-        return kept
-
-    monkeypatch.setattr(ThresholdRunDirectory, "write_pieces", counted)
+    written = _recorded(monkeypatch, "write_pieces")
     on_disk = run_job(job, None, out=tmp_path / "on-disk", progress=False, data=load_job_data(str(store)))
     n_chunks = -(-len(data.y) // 30)
     assert len(written) == 4 * n_chunks  # 3 folds and the final model, every chunk holding training rows
     # kept on disk unless the chunk holds no bag row
-    assert all(isinstance(kept, SpilledPieces) == (size > 0) for kept, size in written)
-    assert sum(size > 0 for _, size in written) > 0.9 * len(written)
+    sizes = [sum(piece.ranks.size for piece in pieces) for (_, _, pieces), _ in written]
+    assert all(isinstance(kept, SpilledPieces) == (size > 0) for (_, kept), size in zip(written, sizes))
+    assert sum(size > 0 for size in sizes) > 0.9 * len(written)
     monkeypatch.setattr(ThresholdRunDirectory, "write_pieces", lambda self, key, first, pieces: None)
     in_memory = run_job(job, None, out=tmp_path / "in-memory", progress=False, data=load_job_data(str(store)))
-
-    def without_times(records):
-        return [{k: v for k, v in record.items() if not k.endswith("_time")} for record in records]
-
-    assert without_times(on_disk.folds) == without_times(in_memory.folds)
+    assert _without_times(on_disk.folds) == _without_times(in_memory.folds)
     a, b = (load_model(result.run_dir / "model").estimator[-1] for result in (on_disk, in_memory))
     assert np.float64(a.threshold_).tobytes() == np.float64(b.threshold_).tobytes()
     for first, second in zip(a.estimators_, b.estimators_, strict=True):
@@ -155,25 +161,13 @@ def test_a_sparse_store_job_with_ranges_on_disk_equals_the_job_with_them_in_memo
                             "estimator": "linear_svc", "n_estimators": 3, "bootstrap": "balanced",
                             "max_samples": 200, "random_state": 3}},
                         "cv": {"n_splits": 3, "n_repeats": 1, "random_state": 4}, "metrics": ["g_mean", "auc"]})
-    written = []
-    write_range = ThresholdRunDirectory.write_range
-
-    def counted(self, key, first, chunk_range):
-        kept = write_range(self, key, first, chunk_range)
-        written.append(kept)
-        return kept
-
-    monkeypatch.setattr(ThresholdRunDirectory, "write_range", counted)
+    written = _recorded(monkeypatch, "write_range")
     monkeypatch.setattr("dimbsvm.jobs.threshold_runs.SPILLED_RANGE_BYTES", 0)  # every chunk's, however small
     on_disk = run_job(job, None, out=tmp_path / "on-disk", progress=False, data=load_job_data(str(store)))
-    assert len(written) == 4 * 6 and all(isinstance(kept, SpilledRange) for kept in written)
+    assert len(written) == 4 * 6 and all(isinstance(kept, SpilledRange) for _, kept in written)
     monkeypatch.setattr(ThresholdRunDirectory, "write_range", lambda self, key, first, chunk_range: None)
     in_memory = run_job(job, None, out=tmp_path / "in-memory", progress=False, data=load_job_data(str(store)))
-
-    def without_times(records):
-        return [{k: v for k, v in record.items() if not k.endswith("_time")} for record in records]
-
-    assert without_times(on_disk.folds) == without_times(in_memory.folds)
+    assert _without_times(on_disk.folds) == _without_times(in_memory.folds)
     a, b = (load_model(result.run_dir / "model").estimator for result in (on_disk, in_memory))
     assert a[0].max_abs_.tobytes() == b[0].max_abs_.tobytes()
     for first, second in zip(a[-1].estimators_, b[-1].estimators_, strict=True):
