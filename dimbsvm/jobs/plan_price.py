@@ -97,6 +97,7 @@ def price_job(job: JobSpec, data: JobData, *, challenger_rows: int | None = None
     >>> price.n_tasks  # a prepare, a fit and a finish task for each of 5 folds and the final model
     18
     """
+    # (imported here: the runner imports the checks, which import the placement that imports this module)
     from .runner import final_model_spec, fold_setup, run_specs, task_labels_of
 
     coded, pos_label = code_labels(data, positive=job.data.positive)
