@@ -27,6 +27,7 @@ from ..model_selection.fold_layout import expected_layouts
 from ..model_selection.folds import plan_folds
 from ..svm.task_costs import TASK_SECONDS, stored_stage_seconds
 from .data import JobData, code_labels, values_per_row
+from .job_folds import final_model_spec, fold_setup, run_specs, task_labels_of
 from .job_spec import JobSpec
 from .spec import job_search
 
@@ -97,9 +98,6 @@ def price_job(job: JobSpec, data: JobData, *, challenger_rows: int | None = None
     >>> price.n_tasks  # a prepare, a fit and a finish task for each of 5 folds and the final model
     18
     """
-    # (imported here: the runner imports the checks, which import the placement that imports this module)
-    from .runner import final_model_spec, fold_setup, run_specs, task_labels_of
-
     coded, pos_label = code_labels(data, positive=job.data.positive)
     search = job_search(job)
     if challenger_rows is not None:

@@ -45,7 +45,8 @@ from ..artifacts import positive_class
 from .checks import CheckedJob
 from .data import JobData, check_job_data, class_names, code_labels, coded_as, load_job_data
 from .job_spec import JobSpec
-from .runner import execute_folds, fold_setup, model_meta
+from .job_folds import fold_setup
+from .runner import execute_folds, model_meta
 from .spec import job_search
 from .tracking import track_retrain
 

@@ -6,9 +6,9 @@ labels coded and split, the folds still to run decided; nothing submitted),
 engine, :mod:`dimbsvm.model_selection.folds`: (repeat, fold) prepare / part /
 finish tasks, an ensemble's members as parts of their own, all submitted
 together) and :func:`write_run` (records, summary, report, the final rename).
-:func:`fold_setup` and :func:`execute_folds`, the job's
-:class:`~dimbsvm.model_selection.folds.FoldSetup` and its submission, are
-shared with :mod:`dimbsvm.jobs.retrain`.
+The job's :class:`~dimbsvm.model_selection.folds.FoldSetup` and folds
+(:mod:`dimbsvm.jobs.job_folds`) and their submission (:func:`execute_folds`)
+are shared with :mod:`dimbsvm.jobs.retrain`.
 
 The run directory is assembled under a hidden ``.<name>.partial`` directory
 and renamed into place only when everything is written, so a failed run never
@@ -32,29 +32,25 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-import numpy as np
 
 from .._counts import unique_counts
 from .._version import __version__
 from ..distributed import worker_versions
 from ..environment import package_versions, peak_rss_bytes
-from ..estimators import make_estimator, make_feature
-from ..model_selection.folds import FoldSetup, FoldSpec, run_folds
+from ..model_selection.folds import FoldSetup, run_folds
 from .part_store import PartDirectory
 from ..model_selection.scoring import TIME_METRICS, summarize
 from ..model_selection.search import Search
-from ..model_selection.splits import repeat_seeds, repeat_splits
 from ..model_selection.stages import build_stored_stage
 from ..parallel.policy import in_order_threads
 from ..predict.encoding import prediction_meta
 from ..report.run_report import DataSummary, ThresholdSearch, class_names_by_code
 from ..store import StoreRows, content_fingerprint
-from ..store.rows import StoreLabels
 from ..store.finite import META_KEY as NONFINITE_KEY
 from ..artifacts import load_artifact, save_model
 from .checks import CheckedJob
-from .class_weights import coded_class_weights
 from .data import JobData, check_job_data, code_labels, load_job_data
+from .job_folds import FINAL_MODEL, final_model_spec, fold_setup, run_specs, task_labels_of
 from .job_spec import JobSpec
 from .oof import OOF_DIR, FoldPredictionWriter, fold_predictions_path, save_fold_predictions
 from .threshold_runs import RUNS_DIR, ThresholdRunDirectory
@@ -73,10 +69,6 @@ logger = logging.getLogger(__name__)
 #: Distributions whose versions a run records.
 RUN_PACKAGES = ("dimbsvm", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "pynndescent", "skops")
 
-#: The key of the final model's "fold" (all rows, no test rows) in a run's plan.
-FINAL_MODEL = ("final",)
-
-
 @dataclass
 class RunResult:
     """What a finished run produced."""
@@ -93,60 +85,6 @@ class RunResult:
     phases: dict = field(default_factory=dict)
 
 
-def fold_setup(job: JobSpec, pos_label, *, metrics=None, stage=None, search: Search | None = None,
-               keep_predictions: bool = False, part_store=None, prediction_sink=None,
-               class_map: dict | None = None) -> FoldSetup:
-    """The fold engine's setup of a job: its estimator, preprocessing, feature stages fitted per fold and metrics.
-
-    Parameters
-    ----------
-    job : JobSpec
-    pos_label : object
-        The positive class as the labels are coded (:func:`~dimbsvm.jobs.data.code_labels`).
-    metrics : sequence of str, default=None
-        Scored on the test rows; default the job's.
-    stage, search, keep_predictions, part_store, prediction_sink
-        As :class:`~dimbsvm.model_selection.folds.FoldSetup` takes them.
-    class_map : dict, default=None
-        Class name -> code of the coded labels: a ``class_weight`` keyed by
-        class name (the estimator's, a search candidate's) is keyed by code
-        (:func:`~dimbsvm.jobs.class_weights.coded_class_weights`).
-    """
-    if search is not None:
-        search = replace(search, candidates=[coded_class_weights(params, class_map, where="search.params")
-                                             for params in search.candidates])
-    return FoldSetup(
-        estimator=job_estimator(job, class_map), pos_label=pos_label,
-        scaler=job.preprocessing.scaler, impute=job.preprocessing.impute,
-        features=tuple(make_feature(stage.name, stage.plain_params()) for stage in job.fitted_features),
-        metrics=job.metrics if metrics is None else tuple(metrics), stage=stage, search=search,
-        keep_predictions=keep_predictions, part_store=part_store, prediction_sink=prediction_sink)
-
-
-def job_estimator(job: JobSpec, class_map: dict | None = None):
-    """The job's estimator, seeded: a ``random_state`` the job leaves unset is the CV's ``random_state``.
-
-    ``class_map``: as :func:`fold_setup` takes it.
-
-    A job is reproducible: the same job on the same data gives the same
-    records, also with a randomised estimator (bagging, sampling) whose
-    seed the job does not name.
-
-    Examples
-    --------
-    >>> from dimbsvm.jobs import validate_job
-    >>> job = validate_job({"data": {"source": "yeast5"}, "estimator": {"name": "ensemble_othr"},
-    ...                     "cv": {"random_state": 7}})
-    >>> job_estimator(job).random_state
-    7
-    """
-    params = coded_class_weights(job.estimator.plain_params(), class_map)
-    estimator = make_estimator(job.estimator.name, params)
-    if "random_state" not in params and getattr(estimator, "random_state", 0) is None:
-        estimator.set_params(random_state=job.cv.random_state)
-    return estimator
-
-
 def execute_folds(job: JobSpec, setup: FoldSetup, data: JobData, specs, *, client, label: str, on_result=None,
                   progress: bool = False, store_labels: bool = False):
     """Fit (and score) ``specs`` of ``data`` as one plan of the fold engine, with the job's retries.
@@ -158,16 +96,6 @@ def execute_folds(job: JobSpec, setup: FoldSetup, data: JobData, specs, *, clien
     return run_folds(setup, data.X, data.y, specs, client=client, retries=job.execution.retries,
                      on_result=on_result, progress=progress, label=label,
                      task_labels=task_labels_of(data, store_labels=store_labels))
-
-
-def task_labels_of(data: JobData, *, store_labels: bool):
-    """The labels as the fold engine's tasks read them: a store's handle (a path in the graph), or ``None``
-    (the labels in memory). ``store_labels``: a store's labels in the job's codes, read where tasks run."""
-    if isinstance(data.y, StoreLabels):  # the driver holds no label: every task reads them from the store
-        return data.y
-    if store_labels and isinstance(data.X, StoreRows):
-        return data.X.labels(class_map=data.meta.get("class_map"))
-    return None
 
 
 def peak_memory_bytes(dask_worker=None) -> int:
@@ -315,34 +243,6 @@ class RunPlan:
     todo: tuple
     want_model: bool
     search: Search | None
-
-
-def run_specs(job: JobSpec, data: JobData, *, search: Search | None) -> list[FoldSpec]:
-    """The CV folds of a run, in order: each repeat's folds by their rows, or a store's by their split alone.
-
-    A store's folds are planned from per-chunk counts that tasks compute
-    where the labels are: this process holds none of their index arrays (a
-    search's inner folds still split the outer fold's labels here).
-    """
-    cv = job.cv
-    by_counts = isinstance(data.X, StoreRows) and search is None
-    specs = []
-    for seed in repeat_seeds(cv.n_repeats, cv.random_state):
-        splits = [(None, None)] * cv.n_splits if by_counts \
-            else repeat_splits(data.y, n_splits=cv.n_splits, seed=seed)  # split once per repeat, not per task
-        for fold, (train, test) in enumerate(splits):
-            specs.append(FoldSpec((seed, fold), train, test,
-                                  split={"n_splits": cv.n_splits, "seed": seed, "fold": fold}))
-    return specs
-
-
-def final_model_spec(job: JobSpec, data: JobData, *, search: Search | None, key=None, n_rows: int | None = None):
-    """The final model's spec: every row (or the first ``n_rows``) for training, no test row."""
-    by_counts = isinstance(data.X, StoreRows) and search is None and n_rows is None
-    n_rows = len(data.y) if n_rows is None else int(n_rows)
-    return FoldSpec(FINAL_MODEL if key is None else key, None if by_counts else np.arange(n_rows),
-                    None if by_counts else np.empty(0, dtype=np.int64),
-                    split={"n_splits": job.cv.n_splits, "seed": None, "fold": None})
 
 
 def plan_run(job: JobSpec, data: JobData, run_dir: Path, *, data_fingerprint: str,
