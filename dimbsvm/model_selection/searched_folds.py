@@ -107,9 +107,9 @@ def add_searched_fold(plan: TaskPlan, spec, setup, *, X, y, labels, in_store=Fal
                                    name="inner-prepare", cost=prepare_seconds(len(inner_train), len(feature_sets[c])))
                      for key, c in first_of.items()}
         y_inner_train = labels[spec.train][inner_train]
+        sizes = dict(n_train=len(inner_train), n_test=len(inner_test), n_minority=minority_count(y_inner_train))
         for c, estimator in enumerate(estimators):
             prepared = preparing[setting[c]]
-            sizes = dict(n_train=len(inner_train), n_test=len(inner_test), n_minority=minority_count(y_inner_train))
             if len(inner_train) < MEMBER_TASKS_FROM_ROWS:  # (priced as one fit: its members are not planned here)
                 costs = FoldCosts.of(estimator, [Part(0)], **sizes)
                 scored.append(plan.add(fit_and_score, dict(X=X, y=y, prepared=prepared, rows=rows, estimator=estimator,
