@@ -5,12 +5,17 @@ work by them (:meth:`dimbsvm.parallel.tasks.TaskPlan.task_costs`): an
 ensemble's members are many and short and finish first, while each fold's
 finish (every member scoring the test rows, the shared threshold searched)
 comes last; counted as equal tasks they made the time left far too short
-near the end. Only the ratios between one plan's tasks matter, so the
-constants are rough: measured on one machine with 20 to 64 features, and
-compared with the tasks' compute time in benchmarks/RESULTS.md ("Progress:
-... every task counted at its estimated cost"). Tasks without a cost here (a
-search's inner fits, the threshold's value-range tasks) count as the plan's
-median task.
+near the end. A job is also priced by them before it runs (the sum over
+the plan it would submit, :mod:`dimbsvm.jobs.plan_price`), and the cost
+model's one factor (:mod:`dimbsvm.jobs.cost`) turns that price into this
+machine's seconds, so here too the ratios between tasks matter more than
+the level. The constants are rough: measured on one machine with 20 to 64
+features, and compared with the tasks' compute time in
+benchmarks/RESULTS.md ("Progress: ... every task counted at its estimated
+cost"; the cost-model section reports the values its calibration runs
+would fit). Tasks without a cost (the threshold's value-range tasks and
+small bookkeeping) count as the plan's median task in progress, and as
+:data:`TASK_SECONDS` in a price.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ SMOOTHING_SECONDS = 7e-9
 #: nothing takes from submission to its result on a local cluster.
 TASK_SECONDS = 2e-3
 #: A feature stage's fit (kNN graph, distances to references) as a share of a kernel fit on the same rows: the
-#: fitted cost model's seconds per row-fit of the two kinds (jobs/cost_model.json), rounded.
+#: ratio of the two kinds' seconds per row-fit in the cost model that preceded the plan's price, rounded.
 FEATURE_STAGE_SHARE = 0.07
 
 
