@@ -21,7 +21,8 @@ from .class_weights import coded_class_weights
 from .data import JobData
 from .job_spec import JobSpec
 
-__all__ = ["FINAL_MODEL", "final_model_spec", "fold_setup", "job_estimator", "run_specs", "task_labels_of"]
+__all__ = ["FINAL_MODEL", "challenger_spec", "final_model_spec", "fold_setup", "job_estimator", "run_specs",
+           "task_labels_of"]
 
 #: The key of the final model's "fold" (all rows, no test rows) in a run's plan.
 FINAL_MODEL = ("final",)
@@ -100,13 +101,17 @@ def run_specs(job: JobSpec, data: JobData, *, search: Search | None) -> list[Fol
     return specs
 
 
-def final_model_spec(job: JobSpec, data: JobData, *, search: Search | None, key=None, n_rows: int | None = None):
-    """The final model's spec: every row (or the first ``n_rows``) for training, no test row."""
-    by_counts = isinstance(data.X, StoreRows) and search is None and n_rows is None
-    n_rows = len(data.y) if n_rows is None else int(n_rows)
-    return FoldSpec(FINAL_MODEL if key is None else key, None if by_counts else np.arange(n_rows),
+def final_model_spec(job: JobSpec, data: JobData, *, search: Search | None) -> FoldSpec:
+    """The final model's spec: every row for training, no test row."""
+    by_counts = isinstance(data.X, StoreRows) and search is None
+    return FoldSpec(FINAL_MODEL, None if by_counts else np.arange(len(data.y)),
                     None if by_counts else np.empty(0, dtype=np.int64),
                     split={"n_splits": job.cv.n_splits, "seed": None, "fold": None})
+
+
+def challenger_spec(train_rows) -> FoldSpec:
+    """A retraining's challenger: one fit on ``train_rows`` (the rows its holdout leaves), no test row."""
+    return FoldSpec(("challenger",), np.asarray(train_rows), np.empty(0, dtype=np.int64))
 
 
 def task_labels_of(data: JobData, *, store_labels: bool):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .cost import TimeRange, load_cost_model
 from .job_spec import JobSpec
@@ -82,8 +82,7 @@ class Placement:
 
     def work_line(self) -> str:
         """``"about 3 s of one core's work in 18 tasks"``."""
-        tasks = self.price.n_tasks
-        return f"about {_seconds(self.seconds)} of one core's work in {tasks} task{'s' if tasks != 1 else ''}"
+        return _work_line(self.price, self.seconds)
 
     def cost_line(self) -> str | None:
         """``"estimated about 3 s to 9 s in this process (18 tasks, about 4 s of one core's work)"``, warning past
@@ -174,14 +173,13 @@ def place_job(job: JobSpec, data, *, scheduler=None, scheduler_file=None, worker
         cores = int(workers) if demanded == "--workers" else job.execution.n_workers
         return Placement(False, f"running on a cluster ({demanded})", "", price, seconds, decided=False,
                          time=quote(cores or 1), cores=cores)
+    work = _work_line(price, seconds)
     if seconds >= CLUSTER_SECONDS:
         cores = os.cpu_count() or 1
-        placement = Placement(False, "starting an embedded cluster", "", price, seconds, time=quote(cores), cores=cores)
-        return replace(placement, why=f"{placement.work_line()} is above the {CLUSTER_SECONDS:.0f} s threshold for "
-                                      "running in this process")
-    placement = Placement(True, "running in this process", "", price, seconds, time=quote(1), cores=1)
-    return replace(placement, why=f"{placement.work_line()} is below the {CLUSTER_SECONDS:.0f} s cluster threshold; "
-                                  "pass --workers N to use a cluster")
+        return Placement(False, "starting an embedded cluster", f"{work} is above the {CLUSTER_SECONDS:.0f} s "
+                         "threshold for running in this process", price, seconds, time=quote(cores), cores=cores)
+    return Placement(True, "running in this process", f"{work} is below the {CLUSTER_SECONDS:.0f} s cluster "
+                     "threshold; pass --workers N to use a cluster", price, seconds, time=quote(1), cores=1)
 
 
 def _cost_model():
@@ -191,6 +189,11 @@ def _cost_model():
     except (OSError, ValueError, KeyError) as exc:
         logger.debug("no cost model (%s): the plan's own price decides", exc)
         return None
+
+
+def _work_line(price: PlanPrice, seconds: float) -> str:
+    tasks = price.n_tasks
+    return f"about {_seconds(seconds)} of one core's work in {tasks} task{'s' if tasks != 1 else ''}"
 
 
 def _seconds(seconds: float) -> str:

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..model_selection.fold_layout import expected_layouts
 from ..model_selection.folds import plan_folds
 from ..svm.task_costs import TASK_SECONDS, stored_stage_seconds
 from .data import JobData, code_labels, values_per_row
-from .job_folds import final_model_spec, fold_setup, run_specs, task_labels_of
+from .job_folds import challenger_spec, final_model_spec, fold_setup, run_specs, task_labels_of
 from .job_spec import JobSpec
 from .spec import job_search
 
@@ -101,7 +103,7 @@ def price_job(job: JobSpec, data: JobData, *, challenger_rows: int | None = None
     coded, pos_label = code_labels(data, positive=job.data.positive)
     search = job_search(job)
     if challenger_rows is not None:
-        specs = [final_model_spec(job, coded, search=search, key=("challenger",), n_rows=challenger_rows)]
+        specs = [challenger_spec(np.arange(int(challenger_rows)))]  # (its count prices it, not which rows)
     else:
         specs = run_specs(job, coded, search=search)
         if job.output.model:

@@ -36,7 +36,6 @@ from sklearn.model_selection import train_test_split
 from ..parallel import map_tasks
 from ..predict.arrays import feature_order
 from ..predict.encoding import column_names
-from ..model_selection.folds import FoldSpec
 from ..model_selection.scoring import score_rows
 from ..exceptions import DataError
 from ..store import content_fingerprint
@@ -45,7 +44,7 @@ from ..artifacts import positive_class
 from .checks import CheckedJob
 from .data import JobData, check_job_data, class_names, code_labels, coded_as, load_job_data
 from .job_spec import JobSpec
-from .job_folds import fold_setup
+from .job_folds import challenger_spec, fold_setup
 from .runner import execute_folds, model_meta
 from .spec import job_search
 from .tracking import track_retrain
@@ -217,8 +216,8 @@ def _retrain(job: JobSpec, client, registry_dir, *, job_text: str, data: JobData
     # the challenger through the fold engine: an ensemble's members fan out as tasks
     search = job_search(job)  # with a search, the challenger's parameters are chosen on its training rows
     setup = fold_setup(job, pos_label, metrics=(), search=search, class_map=data.meta.get("class_map"))
-    challenger_fold = FoldSpec(("challenger",), train_rows, np.empty(0, dtype=np.int64))
-    [fitted], _ = execute_folds(job, setup, train_data, [challenger_fold], client=client, label="challenger tasks")
+    [fitted], _ = execute_folds(job, setup, train_data, [challenger_spec(train_rows)], client=client,
+                                label="challenger tasks")
     challenger = fitted.model
     chosen = {"search_params": fitted.search["params"]} if search is not None else {}
     reported = set(gates) | set(_always_reported(data))
